@@ -1,0 +1,349 @@
+"""The trace: plain, immutable records of what happened while a scenario ran.
+
+Every record holds only str/int/float/bool/None, tuples and other records, never
+a live tensor, so that a trace can be saved as JSON, loaded without torch and
+rendered again. ``Trace.to_dict()`` / ``Trace.from_dict()`` are the JSON form.
+
+Format history (``FORMAT_VERSION``):
+
+1. First version.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import sys
+import typing
+from dataclasses import dataclass
+from typing import Any, Optional, Tuple
+
+FORMAT_NAME = "tensortrace.trace"
+FORMAT_VERSION = 1
+
+# Non-finite floats have no JSON spelling; they travel as these strings.
+_FLOAT_SPELLINGS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Statistics of a tensor too large to record element by element.
+
+    min/max/mean/std are over the finite elements (None when there are none,
+    or when the dtype has no order, e.g. complex).
+    """
+
+    numel: int
+    min: Optional[float] = None
+    max: Optional[float] = None
+    mean: Optional[float] = None
+    std: Optional[float] = None
+    nan_count: int = 0
+    inf_count: int = 0
+    head: Tuple[Any, ...] = ()
+
+
+@dataclass(frozen=True)
+class Values:
+    """The contents of a tensor: exact when small, a summary when large.
+
+    ``kind`` is ``exact`` (``data`` is the nested list, as tuples), ``summary``
+    (``summary`` is set) or ``unavailable`` (``reason`` says why, e.g. a meta
+    tensor). ``data`` and ``summary.head`` are stored JSON-ready: NaN and
+    infinities as ``"nan"``, ``"inf"``, ``"-inf"``, complex numbers as strings
+    such as ``"(1+2j)"``.
+    """
+
+    kind: str
+    data: Any = None
+    summary: Optional[Summary] = None
+    reason: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class TensorState:
+    """One named tensor (or NumPy array) as it was right after a step."""
+
+    name: str
+    kind: str  # "tensor", "parameter", "buffer" or "ndarray"
+    shape: Tuple[int, ...]
+    stride: Tuple[int, ...]
+    dtype: str
+    device: str
+    storage: Optional[str]  # stable label, "S1", "S2", ...; None without storage
+    storage_ptr: Optional[int]
+    storage_nbytes: Optional[int]
+    storage_offset: int
+    data_ptr: Optional[int]
+    version: Optional[int]
+    requires_grad: Optional[bool]
+    is_leaf: Optional[bool]
+    retains_grad: Optional[bool]
+    grad_fn: Optional[str]
+    grad: Optional[Values]
+    is_view: bool
+    base: Optional[str]  # the name of the view's base, when that is named
+    values: Values
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """A plain-language reading of a PyTorch error: what happened, what to do."""
+
+    title: str
+    what: str
+    fix: str
+    topic: str
+
+
+@dataclass(frozen=True)
+class ErrorInfo:
+    type: str  # class __name__, e.g. "RuntimeError"
+    qualname: str  # module.qualname, e.g. "torch.OutOfMemoryError"
+    message: str
+    line: Optional[int] = None  # line in the scenario file, when known
+    explanation: Optional[Explanation] = None
+
+
+@dataclass(frozen=True)
+class WarningInfo:
+    category: str
+    message: str
+    line: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class ExpectationResult:
+    expr: str
+    passed: bool
+    line: Optional[int] = None
+    error: Optional[str] = None  # the expectation itself raised
+    op: Optional[str] = None  # for a failed single comparison: "==", "is", ...
+    left: Optional[str] = None
+    right: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class Declared:
+    """A declared exception or warning: class name and optional regex."""
+
+    type: str
+    match: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class GraphNode:
+    id: str  # "N1", "N2", ... in walk order
+    name: str  # e.g. "MulBackward0", "AccumulateGrad"
+    leaf: Optional[str] = None  # AccumulateGrad: the name of its leaf tensor
+    next: Tuple[str, ...] = ()  # ids of next_functions, in order
+
+
+@dataclass(frozen=True)
+class Graph:
+    """The autograd graph behind one named tensor, walked from its grad_fn."""
+
+    tensor: str
+    root: Optional[str]  # id of the tensor's grad_fn node; None: no grad_fn
+    nodes: Tuple[GraphNode, ...] = ()
+    truncated: bool = False
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step (index 0 is ``setup``) and everything observed after it."""
+
+    index: int
+    code: str
+    line: Optional[int]
+    note: Optional[str] = None
+    status: str = "ok"  # "ok", "raised", "timeout", "killed"
+    error: Optional[ErrorInfo] = None
+    warnings: Tuple[WarningInfo, ...] = ()
+    stdout: str = ""
+    expectations: Tuple[ExpectationResult, ...] = ()
+    raises: Optional[Declared] = None
+    warns: Optional[Declared] = None
+    behaved: bool = True
+    failures: Tuple[str, ...] = ()  # why the step did not behave as declared
+    shown: Tuple[str, ...] = ()  # names the step asks to show (empty: all)
+    tensors: Tuple[TensorState, ...] = ()
+    graphs: Tuple[Graph, ...] = ()
+    duration_ms: Optional[float] = None
+
+
+@dataclass(frozen=True)
+class StorageInfo:
+    label: str
+    nbytes: int
+    device: str
+    ptr: int
+    names: Tuple[str, ...] = ()  # every name seen living on it, in order
+
+
+@dataclass(frozen=True)
+class ScenarioInfo:
+    title: str
+    description: Optional[str] = None
+    tags: Tuple[str, ...] = ()
+    source: Optional[str] = None
+    variant: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class Environment:
+    tensortrace: str
+    torch: str
+    python: str
+    device: str
+    safe: bool = True
+
+
+@dataclass(frozen=True)
+class Trace:
+    scenario: ScenarioInfo
+    environment: Environment
+    setup: Optional[Step] = None
+    steps: Tuple[Step, ...] = ()
+    storages: Tuple[StorageInfo, ...] = ()
+    notices: Tuple[str, ...] = ()  # trace-level remarks, e.g. a shown name never bound
+    aborted: Optional[str] = None  # why the run stopped before its last step
+
+    @property
+    def passed(self) -> bool:
+        """The scenario behaved as declared: setup and every step, run to the end."""
+        if self.aborted is not None:
+            return False
+        if self.setup is not None and not self.setup.behaved:
+            return False
+        return all(step.behaved for step in self.steps)
+
+    def to_dict(self) -> dict:
+        body = _to_plain(self)
+        body["passed"] = self.passed
+        return {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, **body}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Trace":
+        from .errors import TraceFormatError
+
+        if not isinstance(data, dict) or data.get("format") != FORMAT_NAME:
+            raise TraceFormatError("this is not a tensortrace trace (no 'format: tensortrace.trace')")
+        version = data.get("format_version")
+        if version != FORMAT_VERSION:
+            raise TraceFormatError(
+                f"trace format version {version!r} is not supported (this tensortrace reads "
+                f"version {FORMAT_VERSION}); re-run the scenario with this version"
+            )
+        body = {k: v for k, v in data.items() if k not in ("format", "format_version", "passed")}
+        try:
+            return _from_plain(cls, body)
+        except (TypeError, KeyError, ValueError) as exc:
+            raise TraceFormatError(f"the trace is malformed: {exc}") from None
+
+
+def step_to_dict(step: Step) -> dict:
+    """One step as JSON-ready data (the unit of ``--format jsonl``)."""
+    return _to_plain(step)
+
+
+def step_from_dict(data: dict) -> Step:
+    return _from_plain(Step, data)
+
+
+# --- generic conversion -------------------------------------------------------
+
+
+def _encode_scalar(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    return value
+
+
+def encode_number_tree(value: Any) -> Any:
+    """Nested lists of numbers with NaN/Inf spelled as strings (JSON-safe)."""
+    if isinstance(value, (list, tuple)):
+        return [encode_number_tree(v) for v in value]
+    if isinstance(value, complex):
+        return str(value)
+    return _encode_scalar(value)
+
+
+def decode_number(value: Any) -> Any:
+    if isinstance(value, str) and value in _FLOAT_SPELLINGS:
+        return _FLOAT_SPELLINGS[value]
+    return value
+
+
+def _to_plain(obj: Any) -> Any:
+    if dataclasses.is_dataclass(obj):
+        return {f.name: _to_plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, (list, tuple)):
+        return [_to_plain(v) for v in obj]
+    return _encode_scalar(obj)
+
+
+_HINTS: dict = {}
+
+
+def _hints(cls: type) -> dict:
+    if cls not in _HINTS:
+        _HINTS[cls] = typing.get_type_hints(cls, vars(sys.modules[__name__]))
+    return _HINTS[cls]
+
+
+def _from_plain(tp: Any, value: Any) -> Any:
+    origin = typing.get_origin(tp)
+    if origin is typing.Union:  # Optional[X]
+        if value is None:
+            return None
+        inner = [a for a in typing.get_args(tp) if a is not type(None)]
+        return _from_plain(inner[0], value)
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, dict):
+            raise TypeError(f"expected an object for {tp.__name__}, got {type(value).__name__}")
+        hints = _hints(tp)
+        known = {f.name for f in dataclasses.fields(tp)}
+        kwargs = {k: _from_plain(hints[k], v) for k, v in value.items() if k in known}
+        return tp(**kwargs)
+    if origin in (tuple, Tuple):
+        if not isinstance(value, (list, tuple)):
+            raise TypeError(f"expected a list, got {type(value).__name__}")
+        args = typing.get_args(tp)
+        inner = args[0] if args else Any
+        return tuple(_from_plain(inner, v) for v in value)
+    if tp is float:
+        return decode_number(value)
+    if tp is Any:
+        return _freeze(value)
+    return value
+
+
+def _freeze(value: Any) -> Any:
+    """Lists become tuples so that loaded traces compare equal to recorded ones."""
+    if isinstance(value, list):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+__all__ = [
+    "FORMAT_NAME",
+    "FORMAT_VERSION",
+    "Declared",
+    "Environment",
+    "ErrorInfo",
+    "ExpectationResult",
+    "Explanation",
+    "Graph",
+    "GraphNode",
+    "ScenarioInfo",
+    "Step",
+    "StorageInfo",
+    "Summary",
+    "TensorState",
+    "Trace",
+    "Values",
+    "WarningInfo",
+    "step_from_dict",
+    "step_to_dict",
+]
