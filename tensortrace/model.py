@@ -84,6 +84,7 @@ class TensorState:
     is_view: bool
     base: Optional[str]  # the name of the view's base, when that is named
     values: Values
+    same_as: Optional[str] = None  # an earlier name bound to this very object (b = a)
 
 
 @dataclass(frozen=True)
@@ -166,10 +167,9 @@ class Step:
     warns: Optional[Declared] = None
     behaved: bool = True
     failures: Tuple[str, ...] = ()  # why the step did not behave as declared
-    shown: Tuple[str, ...] = ()  # names the step asks to show (empty: all)
+    shown: Optional[Tuple[str, ...]] = None  # names the scenario shows here (None: all)
     tensors: Tuple[TensorState, ...] = ()
     graphs: Tuple[Graph, ...] = ()
-    duration_ms: Optional[float] = None
 
 
 @dataclass(frozen=True)
@@ -249,6 +249,15 @@ def step_to_dict(step: Step) -> dict:
 
 def step_from_dict(data: dict) -> Step:
     return _from_plain(Step, data)
+
+
+def record_from_dict(cls: type, data: Any) -> Any:
+    """Any record type from its ``to_dict`` form (used for streamed events)."""
+    return _from_plain(cls, data)
+
+
+def record_to_dict(record: Any) -> Any:
+    return _to_plain(record)
 
 
 # --- generic conversion -------------------------------------------------------

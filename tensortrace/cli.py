@@ -1,0 +1,390 @@
+"""The command line: parse, call the library, write, choose the exit status.
+
+Nothing here knows how tracing or rendering works. Library errors
+(``TensorTraceError``) are printed as one line on stderr with exit status 2;
+a scenario that did not behave as declared exits 1; Ctrl-C exits 130 after
+printing what was traced so far.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import Callable, List, Optional, Sequence
+
+import typer
+
+from . import __version__
+from .errors import TensorTraceError, UsageError
+from .model import Trace
+
+EXIT_OK, EXIT_FAILED, EXIT_UNUSABLE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+OUTPUT_FORMATS = ("console", "json", "jsonl", "markdown", "html", "svg", "dot", "mermaid")
+
+app = typer.Typer(
+    name="tensortrace",
+    help="See what PyTorch does to your tensors: run a scenario step by step and show storage, versions and autograd.",
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        typer.echo(version_text())
+        raise typer.Exit()
+
+
+def version_text() -> str:
+    try:
+        torch_version = metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        torch_version = "not installed"
+    return f"tensortrace {__version__}, torch {torch_version}, Python {platform.python_version()}"
+
+
+@app.callback()
+def _main(
+    version: bool = typer.Option(False, "--version", callback=_version_callback, is_eager=True, help="Print the versions of tensortrace, torch and Python."),
+) -> None:
+    """See what PyTorch does to your tensors."""
+
+
+# --- shared option handling ----------------------------------------------------------
+
+
+def _render_options(step: Optional[int], steps: Optional[str], changes_only: bool, show: Optional[str], no_values: bool, width: Optional[int], color: bool):
+    from .render import RenderOptions
+
+    return RenderOptions(
+        steps=_parse_steps(step, steps),
+        changes_only=changes_only,
+        show=tuple(n.strip() for n in show.split(",") if n.strip()) if show else None,
+        values=not no_values,
+        width=width,
+        color=color,
+    )
+
+
+def _parse_steps(step: Optional[int], steps: Optional[str]) -> Optional[frozenset]:
+    if step is not None and steps is not None:
+        raise UsageError("give --step or --steps, not both")
+    if step is not None:
+        if step < 0:
+            raise UsageError(f"--step {step}: steps are numbered from 1")
+        return frozenset([step])
+    if steps is None:
+        return None
+    chosen = set()
+    for part in steps.split(","):
+        part = part.strip()
+        try:
+            if "-" in part:
+                lo, hi = (int(x) for x in part.split("-", 1))
+                if lo > hi:
+                    raise ValueError
+                chosen.update(range(lo, hi + 1))
+            else:
+                chosen.add(int(part))
+        except ValueError:
+            raise UsageError(f"--steps {steps!r}: write step numbers and ranges such as 2-5 or 1,3,7-9") from None
+    return frozenset(chosen)
+
+
+def _use_color(out) -> bool:
+    if os.environ.get("NO_COLOR"):
+        return False
+    return out.is_terminal
+
+
+def _fail(exc: TensorTraceError) -> None:
+    typer.echo(f"tensortrace: {exc}", err=True)
+    raise typer.Exit(EXIT_UNUSABLE)
+
+
+def _check_format(fmt: str, allowed: Sequence[str]) -> str:
+    fmt = fmt.lower()
+    if fmt not in allowed:
+        raise UsageError(f"--format {fmt!r} is not one of {', '.join(allowed)}")
+    return fmt
+
+
+def _load_all(targets: Sequence[str]):
+    from .library import resolve_target
+    from .scenario import load_scenario
+
+    return [load_scenario(resolve_target(t)) for t in targets]
+
+
+def _run_all(scenarios, *, trust: bool, device: Optional[str], timeout: float, memory_limit: int, on_start=None, on_step=None) -> List[Trace]:
+    from .runner import Interrupted, Limits, run_scenario
+
+    limits = Limits(timeout=timeout if timeout > 0 else None, memory_mb=memory_limit if memory_limit > 0 else None)
+    traces: List[Trace] = []
+    try:
+        for scenario in scenarios:
+            traces.extend(run_scenario(scenario, safe=not trust, device=device, limits=limits, on_start=on_start, on_step=on_step))
+    except Interrupted as stop:
+        raise _Interrupted(traces + stop.traces) from None
+    return traces
+
+
+class _Interrupted(Exception):
+    def __init__(self, traces: List[Trace]) -> None:
+        super().__init__("interrupted")
+        self.traces = traces
+
+
+def _guarded(body: Callable[[], int]) -> None:
+    """Run a command body; map library errors, broken pipes and Ctrl-C to exit codes."""
+    try:
+        code = body()
+    except TensorTraceError as exc:
+        _fail(exc)
+    except BrokenPipeError:
+        _quiet_broken_pipe()
+    except KeyboardInterrupt:
+        typer.echo("tensortrace: interrupted", err=True)
+        raise typer.Exit(EXIT_INTERRUPTED)
+    else:
+        raise typer.Exit(code)
+
+
+def _quiet_broken_pipe() -> None:
+    """The reader went away (``| head``): stop quietly, as Unix tools do."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except OSError:
+        pass
+    raise typer.Exit(EXIT_OK)
+
+
+# --- commands -------------------------------------------------------------------------
+
+TARGETS = typer.Argument(..., help="Scenario files, or names of bundled scenarios (see 'tensortrace list').", show_default=False)
+FORMAT = typer.Option("console", "--format", "-f", help="console, json, jsonl, markdown, html, svg, dot or mermaid.")
+OUTPUT = typer.Option(None, "--output", "-o", help="Write to this file (atomically) instead of stdout.")
+DEVICE = typer.Option(None, "--device", help="Device for scenarios that do not name one: cpu, cuda, cuda:N, mps, auto.")
+TRUST = typer.Option(False, "--trust", help="Run steps as plain Python, without safe mode. Only for files you trust.")
+TIMEOUT = typer.Option(5.0, "--timeout", help="Wall-clock limit per step, in seconds (0: none).")
+MEMORY = typer.Option(4096, "--memory-limit", help="Memory a scenario may use in safe mode, in MiB (0: no cap).")
+STEP = typer.Option(None, "--step", help="Show only this step.")
+STEPS = typer.Option(None, "--steps", help="Show only these steps, e.g. 2-5 or 1,3.")
+CHANGES = typer.Option(False, "--changes-only", help="Show only the rows that changed in each step.")
+SHOW = typer.Option(None, "--show", help="Names to show, comma-separated (e.g. a,b,lin.weight).")
+NO_VALUES = typer.Option(False, "--no-values", help="Leave out the values and grad columns.")
+WIDTH = typer.Option(None, "--width", help="Width of console output in columns.")
+
+
+@app.command()
+def run(
+    targets: List[str] = TARGETS,
+    fmt: str = FORMAT,
+    output: Optional[str] = OUTPUT,
+    device: Optional[str] = DEVICE,
+    trust: bool = TRUST,
+    timeout: float = TIMEOUT,
+    memory_limit: int = MEMORY,
+    step: Optional[int] = STEP,
+    steps: Optional[str] = STEPS,
+    changes_only: bool = CHANGES,
+    show: Optional[str] = SHOW,
+    no_values: bool = NO_VALUES,
+    width: Optional[int] = WIDTH,
+) -> None:
+    """Run scenarios and show what happened at every step."""
+
+    def body() -> int:
+        form = _check_format(fmt, OUTPUT_FORMATS)
+        if device is not None:
+            from .scenario import _DEVICE_RE
+
+            if not _DEVICE_RE.match(device):
+                raise UsageError(f"--device {device!r} is not one of cpu, cuda, cuda:N, mps, auto")
+        scenarios = _load_all(targets)
+        out = _open_output(output)
+        try:
+            on_start = on_step = None
+            if form == "jsonl":
+                from .render.json import render_jsonl_start, render_jsonl_step
+
+                on_start = lambda trace: out.write(render_jsonl_start(trace))  # noqa: E731
+                on_step = lambda trace, st: out.write(render_jsonl_step(st, scenario=trace.scenario.title, variant=trace.scenario.variant))  # noqa: E731
+            interrupted = False
+            try:
+                traces = _run_all(scenarios, trust=trust, device=device, timeout=timeout, memory_limit=memory_limit, on_start=on_start, on_step=on_step)
+            except _Interrupted as stop:
+                traces, interrupted = stop.traces, True
+            if form == "jsonl":
+                from .render.json import render_jsonl_end
+
+                for trace in traces:
+                    out.write(render_jsonl_end(trace))
+            else:
+                options = _render_options(step, steps, changes_only, show, no_values, width, _use_color(out))
+                out.write(_render(traces, form, options))
+            out.commit()
+        finally:
+            out.discard()
+        if interrupted:
+            typer.echo("tensortrace: interrupted; the output above holds what was traced so far", err=True)
+            return EXIT_INTERRUPTED
+        return EXIT_OK if all(t.passed for t in traces) else EXIT_FAILED
+
+    _guarded(body)
+
+
+@app.command()
+def check(
+    targets: List[str] = TARGETS,
+    device: Optional[str] = DEVICE,
+    trust: bool = TRUST,
+    timeout: float = TIMEOUT,
+    memory_limit: int = MEMORY,
+) -> None:
+    """Run scenarios and say, one line each, whether they behaved as declared."""
+
+    def body() -> int:
+        from .library import resolve_target
+        from .scenario import load_scenario
+
+        passed = failed = unusable = 0
+        for target in targets:
+            try:
+                scenario = load_scenario(resolve_target(target))
+                traces = _run_all([scenario], trust=trust, device=device, timeout=timeout, memory_limit=memory_limit)
+            except TensorTraceError as exc:
+                typer.echo(f"ERROR {exc}", err=True)
+                unusable += 1
+                continue
+            except _Interrupted:
+                raise KeyboardInterrupt from None
+            for trace in traces:
+                line = check_line(trace, target)
+                typer.echo(line)
+                if trace.passed:
+                    passed += 1
+                else:
+                    failed += 1
+        summary = f"{passed} passed, {failed} failed"
+        if unusable:
+            summary += f", {unusable} could not be used"
+        typer.echo(summary)
+        if unusable:
+            return EXIT_UNUSABLE
+        return EXIT_FAILED if failed else EXIT_OK
+
+    _guarded(body)
+
+
+def check_line(trace: Trace, target: str) -> str:
+    """``PASS name`` or ``FAIL name: step N (line L): why``."""
+    name = target + (f" [{trace.scenario.variant}]" if trace.scenario.variant else "")
+    if trace.passed:
+        return f"PASS {name}"
+    for step in ([trace.setup] if trace.setup else []) + list(trace.steps):
+        if not step.behaved:
+            where = "setup" if step.index == 0 else f"step {step.index}"
+            line = f" (line {step.line})" if step.line else ""
+            why = step.failures[0] if step.failures else "did not behave as declared"
+            return f"FAIL {name}: {where}{line}: {why}"
+    return f"FAIL {name}: {trace.aborted or 'did not run to the end'}"
+
+
+@app.command("render")
+def render_cmd(
+    trace_file: str = typer.Argument(..., help="A JSON trace written by 'tensortrace run --format json' ('-' for stdin).", show_default=False),
+    fmt: str = FORMAT,
+    output: Optional[str] = OUTPUT,
+    step: Optional[int] = STEP,
+    steps: Optional[str] = STEPS,
+    changes_only: bool = CHANGES,
+    show: Optional[str] = SHOW,
+    no_values: bool = NO_VALUES,
+    width: Optional[int] = WIDTH,
+) -> None:
+    """Render a saved JSON trace again, without running anything."""
+
+    def body() -> int:
+        form = _check_format(fmt, tuple(f for f in OUTPUT_FORMATS if f != "jsonl"))
+        traces = load_traces(trace_file)
+        out = _open_output(output)
+        try:
+            options = _render_options(step, steps, changes_only, show, no_values, width, _use_color(out))
+            out.write(_render(traces, form, options))
+            out.commit()
+        finally:
+            out.discard()
+        return EXIT_OK if all(t.passed for t in traces) else EXIT_FAILED
+
+    _guarded(body)
+
+
+def load_traces(source: str) -> List[Trace]:
+    from .errors import TraceFormatError
+
+    try:
+        text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise TraceFormatError("no such file", path=source) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TraceFormatError(f"cannot be read: {exc}", path=source) from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise TraceFormatError(f"not valid JSON: {exc.msg}", path=source, line=exc.lineno, column=exc.colno) from None
+    try:
+        if isinstance(data, dict) and "traces" in data and "format" not in data:
+            return [Trace.from_dict(d) for d in data["traces"]]
+        return [Trace.from_dict(data)]
+    except TraceFormatError as exc:
+        raise TraceFormatError(exc.message, path=source) from None
+
+
+@app.command()
+def schema(
+    trace_format: bool = typer.Option(False, "--trace", help="Print the JSON Schema of the trace format instead."),
+) -> None:
+    """Print the JSON Schema of scenario files (or, with --trace, of JSON traces)."""
+    from .schemas import scenario_schema, trace_schema
+
+    typer.echo(json.dumps(trace_schema() if trace_format else scenario_schema(), indent=2))
+
+
+def _open_output(path: Optional[str]):
+    from .output import Output
+
+    return Output(path)
+
+
+def _render(traces: List[Trace], form: str, options) -> str:
+    if form == "json":
+        from .render.json import render_json
+
+        return render_json(traces)
+    from .render import render
+
+    return render(traces, form, options)
+
+
+def main() -> None:
+    """Entry point of the ``tensortrace`` command and ``python -m tensortrace``."""
+    try:
+        app()
+    except BrokenPipeError:
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except OSError:
+            pass
+        sys.exit(EXIT_OK)
+    except KeyboardInterrupt:
+        sys.stderr.write("tensortrace: interrupted\n")
+        sys.exit(EXIT_INTERRUPTED)

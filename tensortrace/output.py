@@ -1,0 +1,68 @@
+"""Where output goes: stdout, or a file written atomically.
+
+A file is written to a temporary sibling and renamed into place only when
+the output is complete, so a failed or interrupted run never leaves a
+half-written file, and an earlier file stays intact until then.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import IO, Optional
+
+from .errors import UsageError
+
+
+class Output:
+    """A text sink: ``write`` as you go, then ``commit`` (or ``discard``)."""
+
+    def __init__(self, path: Optional[str]) -> None:
+        self.path = None if path in (None, "-") else Path(path)
+        self._tmp: Optional[str] = None
+        self._file: Optional[IO[str]] = None
+        if self.path is not None:
+            if self.path.is_dir():
+                raise UsageError(f"{self.path} is a directory; give a file name to -o")
+            folder = self.path.parent
+            if not folder.is_dir():
+                raise UsageError(f"cannot write {self.path}: the folder {folder} does not exist")
+            try:
+                fd, self._tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=folder)
+            except OSError as exc:
+                raise UsageError(f"cannot write {self.path}: {exc.strerror or exc}") from None
+            self._file = os.fdopen(fd, "w", encoding="utf-8")
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.path is None and sys.stdout.isatty()
+
+    def write(self, text: str) -> None:
+        if self._file is not None:
+            self._file.write(text)
+        else:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+
+    def commit(self) -> None:
+        if self._file is None:
+            return
+        self._file.flush()
+        os.fsync(self._file.fileno())
+        self._file.close()
+        self._file = None
+        os.replace(self._tmp, self.path)
+        self._tmp = None
+
+    def discard(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        if self._tmp is not None:
+            try:
+                os.unlink(self._tmp)
+            except OSError:
+                pass
+            self._tmp = None

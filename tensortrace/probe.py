@@ -1,0 +1,358 @@
+"""Read one tensor's facts without disturbing it, and label storages stably.
+
+Nothing here keeps a tensor alive, hooks it, retains its grad or copies more
+than a few elements of it: values of large tensors are summarised chunk by
+chunk, so the extra memory is bounded by the chunk size, not the tensor.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+import weakref
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+import torch
+
+from .model import Summary, TensorState, Values, encode_number_tree
+
+EXACT_LIMIT = 64  # tensors with at most this many elements are recorded exactly
+HEAD = 8  # elements shown at the start of a summary
+CHUNK = 1 << 18  # elements summarised at a time for large tensors
+
+try:  # NumPy is optional: torch works without it
+    import numpy as _np
+except ImportError:  # pragma: no cover - exercised only without numpy
+    _np = None
+
+
+def is_ndarray(obj: Any) -> bool:
+    return _np is not None and isinstance(obj, _np.ndarray)
+
+
+# --- storage labels ------------------------------------------------------------
+
+
+@dataclass
+class _Allocation:
+    label: str
+    device: str
+    ptr: int
+    nbytes: int
+    owners: List[weakref.ref] = field(default_factory=list)
+    names: List[str] = field(default_factory=list)
+
+    def alive(self) -> bool:
+        return any(ref() is not None for ref in self.owners)
+
+
+class StorageRegistry:
+    """Gives each storage allocation a label, S1, S2, ... in order of first sight.
+
+    A label is tied to the allocation, not the address: the registry keeps a
+    weak reference to each owner (the ``UntypedStorage``, or the NumPy array
+    that owns its memory), and when every owner seen at an address has died,
+    a new owner at that address is a new allocation with a new label.
+    """
+
+    def __init__(self) -> None:
+        self._by_key: Dict[Tuple[str, int], _Allocation] = {}
+        self.allocations: List[_Allocation] = []
+
+    def label(self, device: str, ptr: int, nbytes: int, owner: Any) -> str:
+        key = (device, ptr)
+        alloc = self._by_key.get(key)
+        if alloc is not None and alloc.alive():
+            if not any(ref() is owner for ref in alloc.owners):
+                alloc.owners.append(_weak(owner))
+            alloc.nbytes = max(alloc.nbytes, nbytes)
+            return alloc.label
+        alloc = _Allocation(f"S{len(self.allocations) + 1}", device, ptr, nbytes, [_weak(owner)])
+        self.allocations.append(alloc)
+        self._by_key[key] = alloc
+        return alloc.label
+
+    def note_name(self, label: str, name: str) -> None:
+        alloc = self.allocations[int(label[1:]) - 1]
+        if name not in alloc.names:
+            alloc.names.append(name)
+
+
+def _weak(owner: Any) -> weakref.ref:
+    try:
+        return weakref.ref(owner)
+    except TypeError:  # an owner that cannot be weakly referenced: treat as always alive
+        return lambda: owner  # type: ignore[return-value]
+
+
+# --- tensors -------------------------------------------------------------------
+
+
+def probe_tensor(
+    name: str,
+    t: torch.Tensor,
+    registry: StorageRegistry,
+    names_by_id: Dict[int, str],
+    *,
+    kind: str = "tensor",
+    values: bool = True,
+) -> TensorState:
+    """The facts of tensor ``t`` right now, as a record."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the probe's own reads never count as the step's
+        storage, ptr, nbytes = _storage_of(t, registry)
+        try:
+            version: Optional[int] = t._version
+        except RuntimeError:  # inference tensors have no version counter
+            version = None
+        grad_fn = t.grad_fn
+        grad = t.grad
+        try:
+            base = t._base
+        except RuntimeError:
+            base = None
+        is_view = t._is_view()
+        return TensorState(
+            name=name,
+            kind=kind,
+            shape=tuple(t.shape),
+            stride=_stride(t),
+            dtype=_dtype_name(t.dtype),
+            device=str(t.device),
+            storage=storage,
+            storage_ptr=ptr,
+            storage_nbytes=nbytes,
+            storage_offset=_offset(t),
+            data_ptr=_data_ptr(t),
+            version=version,
+            requires_grad=bool(t.requires_grad),
+            is_leaf=bool(t.is_leaf),
+            retains_grad=bool(t.retains_grad),
+            grad_fn=grad_fn.name() if grad_fn is not None else None,
+            grad=tensor_values(grad) if (grad is not None and values) else None,
+            is_view=bool(is_view),
+            base=names_by_id.get(id(base)) if base is not None else None,
+            values=tensor_values(t) if values else Values(kind="unavailable", reason="values not recorded"),
+        )
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+def _stride(t: torch.Tensor) -> Tuple[int, ...]:
+    try:
+        return tuple(t.stride())
+    except (RuntimeError, NotImplementedError):
+        return ()
+
+
+def _offset(t: torch.Tensor) -> int:
+    try:
+        return int(t.storage_offset())
+    except (RuntimeError, NotImplementedError):
+        return 0
+
+
+def _data_ptr(t: torch.Tensor) -> Optional[int]:
+    try:
+        return int(t.data_ptr())
+    except (RuntimeError, NotImplementedError):
+        return None
+
+
+def _storage_of(t: torch.Tensor, registry: StorageRegistry) -> Tuple[Optional[str], Optional[int], Optional[int]]:
+    try:
+        storage = t.untyped_storage()
+        ptr = int(storage.data_ptr())
+        nbytes = int(storage.nbytes())
+    except (RuntimeError, NotImplementedError, TypeError):
+        return None, None, None  # sparse, nested and other storage-less tensors
+    if ptr == 0 and nbytes == 0:
+        return None, 0, 0
+    return registry.label(str(t.device), ptr, nbytes, storage), ptr, nbytes
+
+
+def tensor_values(t: torch.Tensor) -> Values:
+    """Exact values of a small tensor, a summary of a large one."""
+    try:
+        if t.is_meta:
+            return Values(kind="unavailable", reason="a meta tensor has no data")
+        if t.layout != torch.strided:
+            t = t.to_dense() if t.numel() <= EXACT_LIMIT else t
+            if t.layout != torch.strided:
+                return Values(kind="unavailable", reason=f"{t.layout} layout")
+        if t.is_quantized:
+            t = t.dequantize() if t.numel() <= EXACT_LIMIT else t
+            if t.is_quantized:
+                return Values(kind="unavailable", reason="quantized tensor")
+        with torch.no_grad():
+            if t.numel() <= EXACT_LIMIT:
+                return Values(kind="exact", data=_freeze(encode_number_tree(t.detach().cpu().tolist())))
+            return Values(kind="summary", summary=_summarise(t.detach()))
+    except Exception as exc:  # an exotic tensor: say so rather than fail the trace
+        return Values(kind="unavailable", reason=f"{type(exc).__name__}: {exc}".splitlines()[0][:200])
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, list):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+def iter_chunks(t: Any, limit: int) -> Iterator[Any]:
+    """Views (never copies) of ``t`` in row-major order, each at most ``limit`` elements."""
+    stack = [t]
+    while stack:
+        cur = stack.pop()
+        n = cur.size if is_ndarray(cur) else cur.numel()
+        if n <= limit or cur.ndim == 0:
+            if n:
+                yield cur
+            continue
+        rows = cur.shape[0]
+        per_row = n // rows
+        if per_row > limit:
+            parts = [cur[i] for i in range(rows)]
+        else:
+            take = max(1, limit // per_row)
+            parts = [cur[i : i + take] for i in range(0, rows, take)]
+        stack.extend(reversed(parts))
+
+
+def _summarise(t: torch.Tensor) -> Summary:
+    numel = t.numel()
+    head: List[Any] = []
+    for chunk in iter_chunks(t, HEAD):
+        head.extend(chunk.reshape(-1).cpu().tolist())
+        if len(head) >= HEAD:
+            break
+    head = head[:HEAD]
+    if t.is_complex():
+        return Summary(numel=numel, head=_freeze(encode_number_tree(head)))
+    nan_count = inf_count = 0
+    count = 0
+    mean = m2 = 0.0
+    lo = hi = None
+    for chunk in iter_chunks(t, CHUNK):
+        c = chunk.to(torch.float64) if chunk.dtype != torch.float64 else chunk
+        if c.is_floating_point():
+            nans = int(torch.isnan(c).sum())
+            infs = int(torch.isinf(c).sum())
+            nan_count += nans
+            inf_count += infs
+            if nans or infs:
+                c = c[torch.isfinite(c)]
+        n = c.numel()
+        if not n:
+            continue
+        c_min, c_max = float(c.min()), float(c.max())
+        lo = c_min if lo is None else min(lo, c_min)
+        hi = c_max if hi is None else max(hi, c_max)
+        c_mean = float(c.mean())
+        c_m2 = float(((c - c_mean) ** 2).sum())
+        total = count + n  # Chan et al.: merge (count, mean, M2) of two parts
+        delta = c_mean - mean
+        mean += delta * n / total
+        m2 += c_m2 + delta * delta * count * n / total
+        count = total
+    std = math.sqrt(m2 / (count - 1)) if count > 1 else (0.0 if count == 1 else None)
+    return Summary(
+        numel=numel,
+        min=lo,
+        max=hi,
+        mean=mean if count else None,
+        std=std,
+        nan_count=nan_count,
+        inf_count=inf_count,
+        head=_freeze(encode_number_tree(head)),
+    )
+
+
+# --- NumPy arrays --------------------------------------------------------------
+
+
+def probe_ndarray(name: str, arr: Any, registry: StorageRegistry, names_by_id: Dict[int, str], *, values: bool = True) -> TensorState:
+    """A NumPy array, so that memory shared with tensors (``.numpy()``, ``from_numpy``) shows."""
+    data_ptr = int(arr.__array_interface__["data"][0])
+    owner: Any = arr
+    while is_ndarray(owner) and owner.base is not None:
+        owner = owner.base
+    storage = ptr = nbytes = None
+    device = "cpu"
+    if isinstance(owner, torch.Tensor):
+        storage, ptr, nbytes = _storage_of(owner, registry)
+    elif is_ndarray(owner) and owner.nbytes:
+        ptr = int(owner.__array_interface__["data"][0])
+        nbytes = int(owner.nbytes)
+        storage = registry.label(device, ptr, nbytes, owner)
+    elif arr.nbytes:
+        ptr, nbytes = data_ptr, int(arr.nbytes)
+        storage = registry.label(device, ptr, nbytes, arr)
+    itemsize = arr.itemsize or 1
+    offset = (data_ptr - ptr) // itemsize if ptr is not None else 0
+    base = arr.base
+    return TensorState(
+        name=name,
+        kind="ndarray",
+        shape=tuple(arr.shape),
+        stride=tuple(s // itemsize for s in arr.strides),
+        dtype=str(arr.dtype),
+        device=device,
+        storage=storage,
+        storage_ptr=ptr,
+        storage_nbytes=nbytes,
+        storage_offset=offset,
+        data_ptr=data_ptr,
+        version=None,
+        requires_grad=None,
+        is_leaf=None,
+        retains_grad=None,
+        grad_fn=None,
+        grad=None,
+        is_view=base is not None,
+        base=names_by_id.get(id(base)) if base is not None else None,
+        values=ndarray_values(arr) if values else Values(kind="unavailable", reason="values not recorded"),
+    )
+
+
+def ndarray_values(arr: Any) -> Values:
+    try:
+        if arr.dtype.kind not in "biufc":
+            return Values(kind="unavailable", reason=f"dtype {arr.dtype}")
+        if arr.size <= EXACT_LIMIT:
+            return Values(kind="exact", data=_freeze(encode_number_tree(arr.tolist())))
+        head: List[Any] = []
+        for chunk in iter_chunks(arr, HEAD):
+            head.extend(chunk.reshape(-1).tolist())
+            if len(head) >= HEAD:
+                break
+        if arr.dtype.kind == "c":
+            return Values(kind="summary", summary=Summary(numel=int(arr.size), head=_freeze(encode_number_tree(head[:HEAD]))))
+        nan_count = inf_count = count = 0
+        lo = hi = None
+        total = 0.0
+        sq = 0.0
+        for chunk in iter_chunks(arr, CHUNK):
+            c = chunk.astype(_np.float64).reshape(-1)
+            finite = _np.isfinite(c)
+            nan_count += int(_np.isnan(c).sum())
+            inf_count += int(_np.isinf(c).sum())
+            c = c[finite]
+            if not c.size:
+                continue
+            lo = float(c.min()) if lo is None else min(lo, float(c.min()))
+            hi = float(c.max()) if hi is None else max(hi, float(c.max()))
+            total += float(c.sum())
+            sq += float((c * c).sum())
+            count += int(c.size)
+        mean = total / count if count else None
+        std = math.sqrt(max(0.0, (sq - count * mean * mean) / (count - 1))) if count > 1 else None
+        summary = Summary(
+            numel=int(arr.size), min=lo, max=hi, mean=mean, std=std,
+            nan_count=nan_count, inf_count=inf_count, head=_freeze(encode_number_tree(head[:HEAD])),
+        )
+        return Values(kind="summary", summary=summary)
+    except Exception as exc:
+        return Values(kind="unavailable", reason=f"{type(exc).__name__}: {exc}".splitlines()[0][:200])

@@ -1,0 +1,709 @@
+"""Run a scenario on real PyTorch and record, after every step, what is true.
+
+``iter_trace`` yields events as the run goes (the JSON-lines stream and the
+child-process runner consume them); ``trace`` collects them into a ``Trace``.
+Every fact comes from PyTorch at the moment of recording; the recorder never
+keeps tensors alive, retains grads, hooks or copies beyond small values.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import io
+import operator
+import platform
+import re
+import signal
+import sys
+import threading
+import types
+import warnings
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+
+import torch
+
+from . import __version__
+from .errors import PolicyError, ScenarioError, UsageError
+from .graph import walk_graph
+from .model import (
+    Declared,
+    Environment,
+    ErrorInfo,
+    ExpectationResult,
+    Graph,
+    ScenarioInfo,
+    Step,
+    StorageInfo,
+    TensorState,
+    Trace,
+    WarningInfo,
+)
+from .probe import StorageRegistry, is_ndarray, probe_ndarray, probe_tensor
+from .scenario import Code, Scenario, StepSpec
+
+MAX_STDOUT = 64 * 1024
+MAX_REPR = 300
+MAX_NAMES = 500  # tensors recorded per step; a scenario binding more gets a notice
+
+
+# --- helpers available to scenarios ---------------------------------------------
+
+
+def same_storage(x: torch.Tensor, y: torch.Tensor) -> bool:
+    """x and y live in the same storage allocation (device and start address)."""
+    sx, sy = x.untyped_storage(), y.untyped_storage()
+    if sx.nbytes() == 0 or sy.nbytes() == 0 or x.numel() == 0 or y.numel() == 0:
+        return False
+    return x.device == y.device and sx.data_ptr() == sy.data_ptr()
+
+
+def shares_memory(x: Any, y: Any) -> bool:
+    """The bytes that x and y address overlap (exact, like numpy.shares_memory)."""
+    if x.numel() == 0 or y.numel() == 0 or x.device != y.device:
+        return False
+    if not same_storage(x, y):
+        return False
+    return _overlap(_byte_set(x), _byte_set(y))
+
+
+def _byte_set(t: torch.Tensor) -> List[Tuple[int, int]]:
+    """The byte ranges a tensor addresses, merged; exact, bounded by its element count."""
+    size = t.element_size()
+    base = t.data_ptr()
+    shape, stride = list(t.shape), list(t.stride())
+    lo = base + sum((n - 1) * s * size for n, s in zip(shape, stride) if s < 0)
+    hi = base + sum((n - 1) * s * size for n, s in zip(shape, stride) if s > 0) + size
+    dims = sorted((abs(s) * size, n) for n, s in zip(shape, stride) if n > 1 and s != 0)
+    contiguous = True
+    expect = size
+    for step, n in dims:
+        if step != expect:
+            contiguous = False
+            break
+        expect = step * n
+    if contiguous:
+        return [(lo, hi)]
+    offsets = torch.zeros((), dtype=torch.int64)
+    for n, s in zip(shape, stride):
+        if n > 1 and s != 0:
+            offsets = (offsets.unsqueeze(-1) + torch.arange(n, dtype=torch.int64) * (s * size)).reshape(-1)
+    starts = sorted(set((offsets.reshape(-1) + base).tolist()))
+    ranges: List[Tuple[int, int]] = []
+    for st in starts:
+        if ranges and st <= ranges[-1][1]:
+            ranges[-1] = (ranges[-1][0], max(ranges[-1][1], st + size))
+        else:
+            ranges.append((st, st + size))
+    return ranges
+
+
+def _overlap(a: List[Tuple[int, int]], b: List[Tuple[int, int]]) -> bool:
+    i = j = 0
+    while i < len(a) and j < len(b):
+        if a[i][0] < b[j][1] and b[j][0] < a[i][1]:
+            return True
+        if a[i][1] <= b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return False
+
+
+def base_namespace() -> Dict[str, Any]:
+    """What every scenario starts with (the contract's namespace)."""
+    return {
+        "__name__": "__scenario__",
+        "torch": torch,
+        "nn": torch.nn,
+        "F": torch.nn.functional,
+        "same_storage": same_storage,
+        "shares_memory": shares_memory,
+    }
+
+
+# --- events ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Started:
+    scenario: ScenarioInfo
+    environment: Environment
+
+
+@dataclass(frozen=True)
+class Finished:
+    storages: Tuple[StorageInfo, ...]
+    notices: Tuple[str, ...]
+    aborted: Optional[str]
+
+
+Event = Union[Started, Step, Finished]
+
+
+class StepTimeout(BaseException):
+    """Raised inside a step that ran past its wall-clock limit."""
+
+
+# --- the public entry points -----------------------------------------------------
+
+
+def trace(
+    scenario: Scenario,
+    variant: Optional[str] = None,
+    *,
+    safe: bool = True,
+    device: Optional[str] = None,
+    timeout: Optional[float] = None,
+) -> Trace:
+    """Run one scenario (or one of its variants) in this process; return its trace."""
+    if scenario.variants:
+        if variant is None:
+            raise UsageError(
+                f"scenario {scenario.title!r} has variants ({', '.join(scenario.variant_names)}); "
+                "pass variant=NAME, or use trace_variants()"
+            )
+        scenario = scenario.for_variant(variant)
+    elif variant is not None and variant != scenario.variant:
+        raise UsageError(f"scenario {scenario.title!r} has no variants")
+    return collect(iter_trace(scenario, safe=safe, device=device, timeout=timeout))
+
+
+def trace_variants(scenario: Scenario, **options: Any) -> List[Trace]:
+    """One trace per variant (or a single trace for a scenario without variants)."""
+    return [collect(iter_trace(s, **options)) for s in scenario.resolved()]
+
+
+def collect(events: Iterator[Event]) -> Trace:
+    started: Optional[Started] = None
+    setup: Optional[Step] = None
+    steps: List[Step] = []
+    finished: Optional[Finished] = None
+    for event in events:
+        if isinstance(event, Started):
+            started = event
+        elif isinstance(event, Step):
+            if event.index == 0:
+                setup = event
+            else:
+                steps.append(event)
+        elif isinstance(event, Finished):
+            finished = event
+    assert started is not None and finished is not None
+    return Trace(
+        scenario=started.scenario,
+        environment=started.environment,
+        setup=setup,
+        steps=tuple(steps),
+        storages=finished.storages,
+        notices=finished.notices,
+        aborted=finished.aborted,
+    )
+
+
+def resolve_device(scenario: Scenario, override: Optional[str]) -> str:
+    """The scenario's own device wins; else --device; else cpu. Checks availability."""
+    wanted = scenario.device or override or "cpu"
+    if wanted == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if wanted.startswith("cuda"):
+        index = int(wanted.split(":")[1]) if ":" in wanted else 0
+        if not torch.cuda.is_available() or index >= torch.cuda.device_count():
+            where = "the scenario asks for" if scenario.device else "--device asks for"
+            raise ScenarioError(
+                f"{where} device {wanted!r}, which this machine does not have "
+                f"(torch.cuda.is_available() is {torch.cuda.is_available()}); use cpu or auto",
+                path=scenario.path,
+                line=scenario.device_line if scenario.device else None,
+            )
+    elif wanted == "mps":
+        if not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+            raise ScenarioError(
+                "device 'mps' is not available on this machine; use cpu or auto",
+                path=scenario.path,
+                line=scenario.device_line if scenario.device else None,
+            )
+    return wanted
+
+
+def check_policy(scenario: Scenario) -> None:
+    """Safe mode: refuse, before anything runs, code that reaches outside the scenario."""
+    from .sandbox import check_source
+
+    for what, code, mode in _all_code(scenario):
+        refusals = check_source(code.text if mode == "exec" else code.text.strip(), mode)
+        if refusals:
+            first = refusals[0]
+            lead = code.text[: len(code.text) - len(code.text.lstrip())] if mode == "eval" else ""
+            line, column = code.locate(first.line + lead.count("\n"), first.column + (0 if "\n" in lead else len(lead)))
+            raise PolicyError(f"{first.message}", path=scenario.path, line=line, column=column)
+
+
+def _all_code(scenario: Scenario) -> Iterator[Tuple[str, Code, str]]:
+    for code in scenario.setup:
+        yield "setup", code, "exec"
+    for spec in scenario.steps:
+        yield f"step {spec.index}", spec.run, "exec"
+        expect = spec.expect
+        for code in sum(expect.values(), ()) if isinstance(expect, dict) else expect:
+            yield f"an expectation of step {spec.index}", code, "eval"
+
+
+# --- the recorder ----------------------------------------------------------------
+
+
+def iter_trace(
+    scenario: Scenario,
+    *,
+    safe: bool = True,
+    device: Optional[str] = None,
+    timeout: Optional[float] = None,
+    values: bool = True,
+) -> Iterator[Event]:
+    """Run the scenario step by step, yielding a ``Started``, the steps, a ``Finished``.
+
+    Raises ``ScenarioError`` (before anything runs) for a scenario that cannot
+    be run: variants left unresolved, an unavailable device, or, in safe mode,
+    code the policy refuses.
+    """
+    if scenario.variants:
+        raise UsageError("resolve the scenario's variants first (Scenario.resolved())")
+    if safe:
+        check_policy(scenario)
+    dev = resolve_device(scenario, device)
+    recorder = _Recorder(scenario, safe=safe, device=dev, timeout=timeout, values=values)
+    yield Started(
+        scenario=ScenarioInfo(
+            title=scenario.title,
+            description=scenario.description,
+            tags=scenario.tags,
+            source=scenario.path,
+            variant=scenario.variant,
+        ),
+        environment=Environment(
+            tensortrace=__version__,
+            torch=torch.__version__,
+            python=platform.python_version(),
+            device=dev,
+            safe=safe,
+        ),
+    )
+    with _fresh_torch_state(scenario.seed, dev):
+        aborted = None
+        if scenario.setup:
+            setup = recorder.run_setup()
+            yield setup
+            if setup.status != "ok":
+                aborted = "setup failed; no step ran" if setup.status == "raised" else setup.error.message
+        if aborted is None:
+            for spec in scenario.steps:
+                step = recorder.run_step(spec)
+                yield step
+                if step.status == "timeout":
+                    aborted = step.error.message
+                    break
+        yield Finished(storages=recorder.storages(), notices=recorder.notices(), aborted=aborted)
+
+
+@contextlib.contextmanager
+def _fresh_torch_state(seed: int, device: str) -> Iterator[None]:
+    """Rule 1: every scenario starts from reset global torch state, and leaves it so."""
+
+    def reset() -> None:
+        torch.set_default_dtype(torch.float32)
+        torch.set_grad_enabled(True)
+        torch.autograd.set_detect_anomaly(False)
+        torch.set_printoptions(profile="default")
+        if torch.get_default_device() != torch.device("cpu"):
+            torch.set_default_device(None)
+
+    reset()
+    torch.manual_seed(seed)
+    if device != "cpu":
+        torch.set_default_device(device)
+    try:
+        yield
+    finally:
+        reset()
+
+
+class _Recorder:
+    def __init__(self, scenario: Scenario, *, safe: bool, device: str, timeout: Optional[float], values: bool) -> None:
+        self.scenario = scenario
+        self.safe = safe
+        self.timeout = timeout
+        self.values = values
+        self.registry = StorageRegistry()
+        self.initial = base_namespace()
+        if safe:
+            from .sandbox import safe_globals
+
+            self.ns = safe_globals(dict(self.initial))
+        else:
+            self.ns = dict(self.initial)
+        self.initial_ids = {k: id(v) for k, v in self.ns.items()}
+        self.seen_names: set = set()
+        self.asked: Dict[str, Tuple[str, Optional[int]]] = {}  # name → (where, line) from show/graph
+        self._notices: List[str] = []
+        for name in scenario.show or ():
+            self.asked.setdefault(name, ("show", None))
+        for spec in scenario.steps:
+            for name in spec.show or ():
+                self.asked.setdefault(name, (f"'show' of step {spec.index}", spec.run.line))
+            if isinstance(spec.graph, tuple):
+                for name in spec.graph:
+                    self.asked.setdefault(name, (f"'graph' of step {spec.index}", spec.run.line))
+
+    # compiling and running -------------------------------------------------
+    def compile(self, code: Code, filename: str, mode: str) -> types.CodeType:
+        text = code.text if mode == "exec" else code.text.strip()
+        if self.safe:
+            from .sandbox import compile_safe
+
+            return compile_safe(text, filename, mode)
+        return compile(text, filename, mode, dont_inherit=True)
+
+    def run_setup(self) -> Step:
+        text = "\n".join(c.text for c in self.scenario.setup)
+        first = self.scenario.setup[0]
+        status, error, warns, stdout, _ = self.execute([(c, f"<setup {i}>") for i, c in enumerate(self.scenario.setup)], 0)
+        failures = () if status == "ok" else (f"setup raised {error.type}: {_first_line(error.message)}",)
+        tensors, _ = self.snapshot(None)
+        return Step(
+            index=0,
+            code=text,
+            line=first.line,
+            status=status,
+            error=error,
+            warnings=warns,
+            stdout=stdout,
+            behaved=status == "ok",
+            failures=failures,
+            tensors=tensors,
+        )
+
+    def run_step(self, spec: StepSpec) -> Step:
+        status, error, warns, stdout, classes = self.execute([(spec.run, f"<step {spec.index}>")], spec.index)
+        expectations = tuple(self.expectation(code, spec.index) for code in spec.expect) if status != "timeout" else ()
+        failures = list(self.declared_failures(spec, status, error, warns, classes))
+        failures += [f"expectation failed: {e.expr}" for e in expectations if not e.passed]
+        tensors, objects = self.snapshot(spec)
+        graphs = self.graphs(spec, tensors, objects)
+        del objects
+        shown = self.shown_names(spec, tensors)
+        return Step(
+            index=spec.index,
+            code=spec.run.text,
+            line=spec.run.line,
+            note=spec.note,
+            status=status,
+            error=error,
+            warnings=warns,
+            stdout=stdout,
+            expectations=expectations,
+            raises=spec.raises if isinstance(spec.raises, Declared) else None,
+            warns=spec.warns if isinstance(spec.warns, Declared) else None,
+            behaved=not failures,
+            failures=tuple(failures),
+            shown=shown,
+            tensors=tensors,
+            graphs=graphs,
+        )
+
+    def execute(self, pieces: Sequence[Tuple[Code, str]], index: int):
+        """Run code with every warning enabled and output captured (rules 6 and 7)."""
+        out = io.StringIO()
+        status, error = "ok", None
+        warns: List[WarningInfo] = []
+        classes: Dict[str, Any] = {"error": None, "warnings": []}
+        lines = {filename: code for code, filename in pieces}
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out), self._time_limit(index):
+                    for code, filename in pieces:
+                        exec(self.compile(code, filename, "exec"), self.ns)
+            except StepTimeout:
+                status = "timeout"
+                error = ErrorInfo(
+                    type="TimeoutError",
+                    qualname="builtins.TimeoutError",
+                    message=f"step {index} exceeded the {self.timeout:g} s time limit" if index else f"setup exceeded the {self.timeout:g} s time limit",
+                    line=pieces[0][0].line,
+                )
+            except (KeyboardInterrupt, GeneratorExit):
+                raise
+            except BaseException as exc:  # the scenario's own error: recorded, not raised
+                status = "raised"
+                error = _error_info(exc, lines)
+                classes["error"] = type(exc)
+                del exc
+            for w in caught:
+                code = lines.get(w.filename)
+                line = code.locate(w.lineno)[0] if code is not None else None
+                warns.append(WarningInfo(category=w.category.__name__, message=str(w.message), line=line))
+                classes["warnings"].append(w.category)
+            caught.clear()
+        text = out.getvalue()
+        if len(text) > MAX_STDOUT:
+            text = text[:MAX_STDOUT] + f"\n... ({len(text) - MAX_STDOUT:,} more characters not recorded)\n"
+        return status, error, tuple(warns), text, classes
+
+    @contextlib.contextmanager
+    def _time_limit(self, index: int) -> Iterator[None]:
+        if not self.timeout or threading.current_thread() is not threading.main_thread():
+            yield
+            return
+
+        def expire(signum: int, frame: Any) -> None:
+            raise StepTimeout()
+
+        previous = signal.signal(signal.SIGALRM, expire)
+        signal.setitimer(signal.ITIMER_REAL, self.timeout)
+        try:
+            yield
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+
+    # expectations and declarations --------------------------------------------
+    def expectation(self, code: Code, index: int) -> ExpectationResult:
+        """Evaluate one expectation; its warnings and output are not the step's (rule 6)."""
+        expr = code.text.strip()
+        filename = f"<expect {index}>"
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            warnings.simplefilter("ignore")
+            parts = _split_comparison(expr)
+            try:
+                if parts is None:
+                    value = eval(self.compile(code, filename, "eval"), self.ns)
+                    return ExpectationResult(expr=expr, passed=bool(value), line=code.line)
+                left_src, op_name, right_src = parts
+                left = eval(self.compile(code.with_text(left_src), filename, "eval"), self.ns)
+                right = eval(self.compile(code.with_text(right_src), filename, "eval"), self.ns)
+                passed = bool(_COMPARE[op_name](left, right))
+                if passed:
+                    return ExpectationResult(expr=expr, passed=True, line=code.line)
+                return ExpectationResult(
+                    expr=expr, passed=False, line=code.line, op=op_name, left=_short_repr(left), right=_short_repr(right)
+                )
+            except (KeyboardInterrupt, StepTimeout):
+                raise
+            except BaseException as exc:
+                return ExpectationResult(
+                    expr=expr, passed=False, line=code.line, error=f"{type(exc).__name__}: {_first_line(str(exc))}"
+                )
+
+    def declared_failures(
+        self, spec: StepSpec, status: str, error: Optional[ErrorInfo], warns: Sequence[WarningInfo], classes: Dict[str, Any]
+    ) -> Iterator[str]:
+        raises = spec.raises if isinstance(spec.raises, Declared) else None
+        if status == "timeout":
+            yield error.message
+            return
+        if raises is None and error is not None:
+            yield f"raised {error.type}: {_first_line(error.message)}"
+        elif raises is not None:
+            if error is None:
+                yield f"expected {_declared_text(raises)}, but nothing was raised"
+            elif not (raises.type in class_names(classes["error"]) and _message_matches(raises.match, error.message)):
+                yield f"expected {_declared_text(raises)}, but it raised {error.type}: {_first_line(error.message)}"
+        declared_warning = spec.warns if isinstance(spec.warns, Declared) else None
+        if declared_warning is not None:
+            if not any(
+                declared_warning.type in class_names(cls) and _message_matches(declared_warning.match, w.message)
+                for w, cls in zip(warns, classes["warnings"])
+            ):
+                got = ", ".join(sorted({w.category for w in warns})) or "no warning"
+                yield f"expected warning {_declared_text(declared_warning)}, but got {got}"
+
+    # observing -------------------------------------------------------------------
+    def snapshot(self, spec: Optional[StepSpec]) -> Tuple[Tuple[TensorState, ...], Dict[str, Any]]:
+        named = self.named_objects()
+        names_by_id: Dict[int, str] = {}
+        for name, obj, _ in named:
+            names_by_id.setdefault(id(obj), name)
+        # a view's base may be unnamed under its own name but named elsewhere: fine, None
+        states = []
+        objects: Dict[str, Any] = {}
+        for name, obj, kind in named:
+            self.seen_names.add(name)
+            if kind == "ndarray":
+                state = probe_ndarray(name, obj, self.registry, names_by_id, values=self.values)
+            else:
+                state = probe_tensor(name, obj, self.registry, names_by_id, kind=kind, values=self.values)
+            first = names_by_id.get(id(obj))
+            if first != name:
+                state = replace(state, same_as=first)
+            if state.storage is not None:
+                self.registry.note_name(state.storage, name)
+            states.append(state)
+            objects[name] = obj
+        return tuple(states), objects
+
+    def named_objects(self) -> List[Tuple[str, Any, str]]:
+        """Every tensor-valued name, expanded as the contract says, in binding order."""
+        found: List[Tuple[str, Any, str]] = []
+        for name, value in list(self.ns.items()):
+            if name.startswith("__") or self.initial_ids.get(name) == id(value):
+                continue
+            self.seen_names.add(name)
+            _expand(name, value, found, depth=0)
+            if len(found) >= MAX_NAMES:
+                note = f"more than {MAX_NAMES} tensors are bound; only the first {MAX_NAMES} are recorded"
+                if note not in self._notices:
+                    self._notices.append(note)
+                break
+        return found[:MAX_NAMES]
+
+    def shown_names(self, spec: StepSpec, tensors: Sequence[TensorState]) -> Optional[Tuple[str, ...]]:
+        wanted = spec.show if spec.show is not None else self.scenario.show
+        if wanted is None:
+            return None
+        return tuple(t.name for t in tensors if any(_covers(w, t.name) for w in wanted))
+
+    def graphs(self, spec: StepSpec, tensors: Sequence[TensorState], objects: Dict[str, Any]) -> Tuple[Graph, ...]:
+        if not spec.graph:
+            return ()
+        names_by_id = {}
+        for name, obj in objects.items():
+            names_by_id.setdefault(id(obj), name)
+        if spec.graph is True:
+            shown = self.shown_names(spec, tensors)
+            targets = [t.name for t in tensors if t.grad_fn is not None and (shown is None or t.name in shown)]
+        else:
+            targets = [t.name for t in tensors if any(_covers(w, t.name) for w in spec.graph)]
+        result = []
+        for name in targets:
+            obj = objects.get(name)
+            if isinstance(obj, torch.Tensor):
+                result.append(walk_graph(name, obj.grad_fn, names_by_id))
+        return tuple(result)
+
+    def storages(self) -> Tuple[StorageInfo, ...]:
+        return tuple(
+            StorageInfo(label=a.label, nbytes=a.nbytes, device=a.device, ptr=a.ptr, names=tuple(a.names))
+            for a in self.registry.allocations
+        )
+
+    def notices(self) -> Tuple[str, ...]:
+        notes = list(self._notices)
+        for name, (where, line) in self.asked.items():
+            if not any(_covers(name, seen) or _covers(seen, name) for seen in self.seen_names):
+                at = f" (line {line})" if line else ""
+                notes.append(f"{name!r} in {where}{at} is never bound in this scenario")
+        return tuple(notes)
+
+
+def _covers(wanted: str, name: str) -> bool:
+    """``lin`` covers ``lin.weight``; ``xs`` covers ``xs[0]``; a name covers itself."""
+    return name == wanted or name.startswith(wanted + ".") or name.startswith(wanted + "[")
+
+
+def _expand(name: str, value: Any, found: List[Tuple[str, Any, str]], depth: int) -> None:
+    if isinstance(value, torch.Tensor):
+        kind = "parameter" if isinstance(value, torch.nn.Parameter) else "tensor"
+        found.append((name, value, kind))
+    elif is_ndarray(value):
+        found.append((name, value, "ndarray"))
+    elif isinstance(value, torch.nn.Module):
+        for pname, p in value.named_parameters():
+            found.append((f"{name}.{pname}", p, "parameter"))
+        for bname, b in value.named_buffers():
+            found.append((f"{name}.{bname}", b, "buffer"))
+    elif depth < 2 and isinstance(value, (list, tuple)) and not isinstance(value, torch.Size):
+        for i, item in enumerate(value[:MAX_NAMES]):
+            _expand(f"{name}[{i}]", item, found, depth + 1)
+    elif depth < 2 and isinstance(value, dict):
+        for key, item in list(value.items())[:MAX_NAMES]:
+            if isinstance(key, (str, int)) and not isinstance(key, bool):
+                _expand(f"{name}[{key!r}]", item, found, depth + 1)
+
+
+# --- small pure helpers -------------------------------------------------------------
+
+_COMPARE: Dict[str, Callable[[Any, Any], Any]] = {
+    "==": operator.eq,
+    "!=": operator.ne,
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+    "is": operator.is_,
+    "is not": operator.is_not,
+    "in": lambda a, b: a in b,
+    "not in": lambda a, b: a not in b,
+}
+_OP_NAMES = {
+    ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=",
+    ast.Is: "is", ast.IsNot: "is not", ast.In: "in", ast.NotIn: "not in",
+}
+
+
+def _split_comparison(expr: str) -> Optional[Tuple[str, str, str]]:
+    """``left op right`` of a single comparison, so failed values can be shown."""
+    try:
+        tree = ast.parse(expr, mode="eval")
+    except SyntaxError:
+        return None
+    node = tree.body
+    if not isinstance(node, ast.Compare) or len(node.ops) != 1:
+        return None
+    left = ast.get_source_segment(expr, node.left)
+    right = ast.get_source_segment(expr, node.comparators[0])
+    if left is None or right is None:
+        return None
+    return f"({left})", _OP_NAMES[type(node.ops[0])], f"({right})"
+
+
+def _short_repr(value: Any) -> str:
+    try:
+        text = repr(value)
+    except Exception as exc:
+        text = f"<unprintable {type(value).__name__}: {exc}>"
+    text = re.sub(r"\s*\n\s*", " ", text)
+    return text if len(text) <= MAX_REPR else text[: MAX_REPR - 1] + "…"
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else ""
+
+
+def _declared_text(decl: Declared) -> str:
+    return f"{decl.type} matching {decl.match!r}" if decl.match else decl.type
+
+
+def _message_matches(pattern: Optional[str], message: str) -> bool:
+    return pattern is None or re.search(pattern, message, re.DOTALL) is not None
+
+
+def class_names(cls: type) -> Tuple[str, ...]:
+    """Every name a declaration may use for this class: __name__ and module.qualname of it and its bases."""
+    names: List[str] = []
+    for klass in getattr(cls, "__mro__", (cls,)):
+        names.append(klass.__name__)
+        names.append(f"{klass.__module__}.{klass.__qualname__}")
+    return tuple(names)
+
+
+def _error_info(exc: BaseException, lines: Dict[str, Code]) -> ErrorInfo:
+    from .explain import explain
+    line = None
+    tb = exc.__traceback__
+    while tb is not None:
+        code = lines.get(tb.tb_frame.f_code.co_filename)
+        if code is not None:
+            line = code.locate(tb.tb_lineno)[0]
+        tb = tb.tb_next
+    if line is None and isinstance(exc, SyntaxError) and exc.filename in lines:
+        line = lines[exc.filename].locate(exc.lineno)[0]
+    cls = type(exc)
+    message = str(exc)
+    return ErrorInfo(
+        type=cls.__name__,
+        qualname=f"{cls.__module__}.{cls.__qualname__}",
+        message=message,
+        line=line,
+        explanation=explain(cls.__name__, message),
+    )
