@@ -15,6 +15,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import torch
 
+from .graph import node_name
 from .model import Summary, TensorState, Values, encode_number_tree
 
 EXACT_LIMIT = 64  # tensors with at most this many elements are recorded exactly
@@ -129,7 +130,7 @@ def probe_tensor(
             requires_grad=bool(t.requires_grad),
             is_leaf=bool(t.is_leaf),
             retains_grad=bool(t.retains_grad),
-            grad_fn=grad_fn.name() if grad_fn is not None else None,
+            grad_fn=node_name(grad_fn) if grad_fn is not None else None,
             grad=tensor_values(grad) if (grad is not None and values) else None,
             is_view=bool(is_view),
             base=names_by_id.get(id(base)) if base is not None else None,
