@@ -149,19 +149,28 @@ def _substitute(text: str, values: Dict[str, str], path: Optional[str], code: Co
             return "${"
         key = m.group(1)
         if key not in values:
+            line, column = code.locate(*_position(text, m.start()))
             raise ScenarioError(
                 f"placeholder ${{{key}}} has no value in this variant; add '{key}: ...' to every variant",
                 path=path,
-                line=code.line,
-                column=code.column,
+                line=line,
+                column=column,
             )
         return values[key]
 
     return _PLACEHOLDER_RE.sub(repl, text)
 
 
-def placeholders_in(text: str) -> List[str]:
-    return [m.group(1) for m in _PLACEHOLDER_RE.finditer(text) if m.group(0) != "$${"]
+def placeholders_in(text: str) -> List[Tuple[str, int]]:
+    """Each ``${name}`` used in the text, with its character offset."""
+    return [(m.group(1), m.start()) for m in _PLACEHOLDER_RE.finditer(text) if m.group(0) != "$${"]
+
+
+def _position(text: str, offset: int) -> Tuple[int, int]:
+    """1-based (line, column) of a character offset in text."""
+    line = text.count("\n", 0, offset) + 1
+    column = offset - (text.rfind("\n", 0, offset) + 1) + 1
+    return line, column
 
 
 # --- loading -------------------------------------------------------------------
@@ -233,7 +242,11 @@ def _compose(text: str, path: str) -> yaml.Node:
         else:
             problem = f"invalid YAML: {problem}"
             if exc.context and exc.problem:
-                problem += f" ({exc.context})"
+                started = exc.context_mark
+                if started is not None and mark is not None and started.line != mark.line:
+                    problem += f" ({exc.context} that starts at line {started.line + 1}, column {started.column + 1})"
+                else:
+                    problem += f" ({exc.context})"
         raise ScenarioError(problem, path=path, line=mark.line + 1 if mark else None, column=mark.column + 1 if mark else None) from None
     except yaml.YAMLError as exc:
         raise ScenarioError(f"invalid YAML: {exc}", path=path) from None
@@ -241,7 +254,29 @@ def _compose(text: str, path: str) -> yaml.Node:
         loader.dispose()
     if node is None:
         raise ScenarioError("the file is empty; a scenario needs at least 'title' and 'steps'", path=path)
+    _refuse_tags(node, path)
     return node
+
+
+_PLAIN_TAGS = {f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "seq", "map")}
+
+
+def _refuse_tags(root: yaml.Node, path: str) -> None:
+    """Only plain YAML data: a ``!!python/...`` or custom tag is refused wherever it is."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if node.tag not in _PLAIN_TAGS:
+            if "python/" in node.tag:
+                message = "YAML tags such as !!python/... are not allowed in scenario files (they could run code)"
+            else:
+                message = f"the YAML tag {node.tag!r} is not allowed in scenario files; write plain strings, numbers, lists and mappings"
+            raise ScenarioError(message, path=path, line=node.start_mark.line + 1, column=node.start_mark.column + 1)
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                stack.extend((key, value))
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)
 
 
 class _Builder:
@@ -400,13 +435,14 @@ class _Builder:
                 scenario.for_variant(name)  # validates every variant's code
         else:
             for code in list(setup) + [s.run for s in steps]:
-                for key in placeholders_in(code.text):
+                for key, offset in placeholders_in(code.text):
+                    line, column = code.locate(*_position(code.text, offset))
                     raise ScenarioError(
                         f"placeholder ${{{key}}} is used but the scenario has no 'variants'; "
                         "define variants, or write $${ for a literal ${",
                         path=self.path,
-                        line=code.line,
-                        column=code.column,
+                        line=line,
+                        column=column,
                     )
             validate_code(scenario)
         return scenario
@@ -448,14 +484,15 @@ class _Builder:
             expect = spec.expect
             codes.extend(sum(expect.values(), ()) if isinstance(expect, dict) else expect)
         for code in codes:
-            for key in placeholders_in(code.text):
+            for key, offset in placeholders_in(code.text):
                 for name, values in (scenario.variants or {}).items():
                     if key not in values:
+                        line, column = code.locate(*_position(code.text, offset))
                         raise ScenarioError(
                             f"placeholder ${{{key}}} has no value in variant {name!r}; add '{key}: ...' to it",
                             path=self.path,
-                            line=code.line,
-                            column=code.column,
+                            line=line,
+                            column=column,
                         )
 
     def step(self, index: int, node: yaml.Node, variants: Optional[Dict[str, Dict[str, str]]]) -> StepSpec:

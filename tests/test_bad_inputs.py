@@ -1,0 +1,109 @@
+"""Every unusable input ends with exit 2 and one line naming file:line:column."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BAD = Path(__file__).resolve().parent / "bad_inputs"
+
+# file → what the one line on stderr must contain (location and message)
+EXPECTED = {
+    "bad-device.yaml": ":2:9: device 'tpu' is not one of cpu, cuda, cuda:N, mps, auto",
+    "bad-regex.yaml": ":4:41: 'match' in 'raises' of step 1 is not a valid regular expression",
+    "binary.yaml": ": this is a binary file, not a YAML scenario",
+    "colon-step.yaml": ":3:5: step 1 has no 'run'; YAML read the step as a mapping because it contains ': '. Quote the step",
+    "comment-only.yaml": ": the file is empty",
+    "duplicate-key.yaml": ":2:1: duplicate key 'title' (first given on line 1)",
+    "duplicate-variants.yaml": ":4:3: duplicate key 'one' (first given on line 3)",
+    "empty-run.yaml": ":3:10: 'run' of step 1 is empty",
+    "empty-steps.yaml": ":2:8: 'steps' is empty",
+    "empty.yaml": ": the file is empty",
+    "expect-syntax.yaml": ":5:9: an expectation of step 1 is not a valid Python expression: invalid syntax",
+    "missing-steps.yaml": ":1:1: the scenario has no 'steps'",
+    "missing-title.yaml": ":1:1: the scenario has no 'title'",
+    "not-utf8.yaml": ":1:8: the file is not valid UTF-8 text",
+    "placeholder-missing.yaml": ":7:9: placeholder ${alias} has no value in variant 'two'",
+    "placeholder-no-variants.yaml": ":3:9: placeholder ${x} is used but the scenario has no 'variants'",
+    "python-tag.yaml": ":3:5: YAML tags such as !!python/... are not allowed",
+    "raises-unknown-variant.yaml": ":7:14: 'raises' of step 2 names an unknown variant 'detatch'; did you mean 'detach'?",
+    "seed-not-int.yaml": ":2:7: 'seed' must be a whole number, not a string",
+    "step-syntax.yaml": ":6:11: step 2 is not valid Python: '(' was never closed",
+    "steps-not-list.yaml": ":2:8: 'steps' must be a list of steps, not a string",
+    "title-not-string.yaml": ":1:8: 'title' must be a string, not a list",
+    "top-level-list.yaml": ":1:1: a scenario file must be a mapping with 'title' and 'steps', not a list",
+    "unknown-key.yaml": ":2:1: unknown key 'descripton' in the scenario; did you mean 'description'?",
+    "unknown-step-key.yaml": ":4:5: unknown key 'expects' in step 1; did you mean 'expect'?",
+    "variant-number.yaml": ":3:11: the value of 'lr' in variant 'a' must be a string, not a number; quote it",
+    "variant-reserved.yaml": ":3:3: a variant cannot be named 'type'",
+    "yaml-syntax.yaml": ":5:1: invalid YAML: expected ',' or ']', but got '<stream end>' (while parsing a flow sequence that starts at line 4, column 5)",
+}
+
+
+def tensortrace(*args: str, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "tensortrace", *args], capture_output=True, text=True, cwd=cwd, timeout=120
+    )
+
+
+def test_every_corpus_file_has_an_expectation():
+    assert sorted(p.name for p in BAD.glob("*.yaml")) == sorted(EXPECTED)
+
+
+def assert_one_clear_line(result: subprocess.CompletedProcess, expected: str) -> None:
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert expected in lines[0]
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_run_refuses_bad_input_with_one_clear_line(name):
+    result = tensortrace("run", str(BAD / name), "--format", "json")
+    assert_one_clear_line(result, str(BAD / name) + EXPECTED[name])
+    assert result.stdout == ""
+
+
+def test_check_reports_every_unusable_file_and_keeps_going():
+    files = [str(BAD / n) for n in sorted(EXPECTED)]
+    result = tensortrace("check", *files)
+    assert result.returncode == 2
+    assert result.stderr.count("ERROR ") == len(files)
+    assert result.stdout.strip().endswith(f"0 passed, 0 failed, {len(files)} could not be used")
+
+
+def test_missing_file(tmp_path):
+    result = tensortrace("run", str(tmp_path / "nope.yaml"))
+    assert_one_clear_line(result, "nope.yaml: no such file")
+
+
+def test_unknown_bundled_name_suggests_a_close_one():
+    result = tensortrace("run", "clnoe")
+    assert_one_clear_line(result, "no bundled scenario named 'clnoe'; did you mean 'clone'?")
+
+
+def test_directory_given_as_file(tmp_path):
+    result = tensortrace("run", str(tmp_path))
+    assert_one_clear_line(result, "is a directory, not a scenario file")
+
+
+def test_file_over_the_size_limit(tmp_path):
+    big = tmp_path / "big.yaml"
+    big.write_text("title: big\nsteps:\n" + "  - a = 1\n" * 120_000, encoding="utf-8")
+    result = tensortrace("run", str(big))
+    assert_one_clear_line(result, "over the 1,048,576-byte limit")
+
+
+def test_unreadable_file(tmp_path):
+    import os
+
+    if os.geteuid() == 0:
+        pytest.skip("root reads every file")
+    path = tmp_path / "secret.yaml"
+    path.write_text("title: x\nsteps: [a = 1]\n")
+    path.chmod(0)
+    assert_one_clear_line(tensortrace("run", str(path)), "cannot be read")
