@@ -20,7 +20,7 @@ from .model import Summary, TensorState, Values, encode_number_tree
 
 EXACT_LIMIT = 64  # tensors with at most this many elements are recorded exactly
 HEAD = 8  # elements shown at the start of a summary
-CHUNK = 1 << 18  # elements summarised at a time for large tensors
+CHUNK = 1 << 16  # elements summarised at a time for large tensors (bounds the extra memory)
 
 try:  # NumPy is optional: torch works without it
     import numpy as _np
@@ -203,23 +203,39 @@ def _freeze(value: Any) -> Any:
 
 
 def iter_chunks(t: Any, limit: int) -> Iterator[Any]:
-    """Views (never copies) of ``t`` in row-major order, each at most ``limit`` elements."""
-    stack = [t]
+    """Views (never copies) of ``t`` in row-major order, each at most ``limit`` elements.
+
+    Lazy: only one view per level of nesting exists at a time, so walking a
+    tensor of 10^8 elements costs a handful of small view objects.
+    """
+    stack = [_parts(t, limit)]
     while stack:
-        cur = stack.pop()
+        cur = next(stack[-1], None)
+        if cur is None:
+            stack.pop()
+            continue
         n = cur.size if is_ndarray(cur) else cur.numel()
         if n <= limit or cur.ndim == 0:
             if n:
                 yield cur
-            continue
-        rows = cur.shape[0]
-        per_row = n // rows
-        if per_row > limit:
-            parts = [cur[i] for i in range(rows)]
         else:
-            take = max(1, limit // per_row)
-            parts = [cur[i : i + take] for i in range(0, rows, take)]
-        stack.extend(reversed(parts))
+            stack.append(_parts(cur, limit))
+
+
+def _parts(t: Any, limit: int) -> Iterator[Any]:
+    n = t.size if is_ndarray(t) else t.numel()
+    if n <= limit or t.ndim == 0:
+        yield t
+        return
+    rows = t.shape[0]
+    per_row = n // rows
+    if per_row > limit:
+        for i in range(rows):
+            yield t[i]
+    else:
+        take = max(1, limit // per_row)
+        for i in range(0, rows, take):
+            yield t[i : i + take]
 
 
 def _summarise(t: torch.Tensor) -> Summary:

@@ -29,7 +29,15 @@ _DECLARED = {
 def scenario_schema() -> Dict[str, Any]:
     """The scenario file format, version 1."""
     declared_or_per_variant = {
-        "oneOf": [_DECLARED, {"type": "object", "additionalProperties": _DECLARED, "description": "per variant name"}]
+        "anyOf": [
+            _DECLARED,
+            {
+                "type": "object",
+                "propertyNames": {"not": {"enum": ["type", "match"]}},
+                "additionalProperties": _DECLARED,
+                "description": "per variant name",
+            },
+        ]
     }
     step = {
         "oneOf": [
