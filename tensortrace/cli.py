@@ -359,6 +359,87 @@ def schema(
     typer.echo(json.dumps(trace_schema() if trace_format else scenario_schema(), indent=2))
 
 
+@app.command("list")
+def list_cmd(
+    tag: Optional[List[str]] = typer.Option(None, "--tag", help="Only scenarios with this tag (repeat for several: any of them)."),
+    markdown: bool = typer.Option(False, "--markdown", help="Print the list as a markdown page (docs/scenarios.md)."),
+) -> None:
+    """List the bundled scenarios with their titles and tags."""
+
+    def body() -> int:
+        from .library import bundled_scenarios, scenarios_markdown
+
+        entries = bundled_scenarios()
+        if tag:
+            wanted = {t.lower() for t in tag}
+            entries = [e for e in entries if wanted & {t.lower() for t in e.tags}]
+            if not entries:
+                raise UsageError(f"no bundled scenario has the tag {', '.join(sorted(wanted))}; run 'tensortrace list' to see the tags")
+        if markdown:
+            typer.echo(scenarios_markdown(entries), nl=False)
+            return EXIT_OK
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(box=None, show_header=True, header_style="bold", pad_edge=False)
+        table.add_column("name", no_wrap=True)
+        table.add_column("title")
+        table.add_column("tags")
+        for e in entries:
+            table.add_row(e.name, e.title, ", ".join(e.tags))
+        console = Console(no_color=bool(os.environ.get("NO_COLOR")), width=None if sys.stdout.isatty() else 120)
+        console.print(table)
+        console.print(f"{len(entries)} scenarios; run one with: tensortrace run NAME")
+        return EXIT_OK
+
+    _guarded(body)
+
+
+@app.command()
+def show(name: str = typer.Argument(..., help="A bundled scenario's name.", show_default=False)) -> None:
+    """Print a bundled scenario's YAML, to read it or to start your own from it."""
+
+    def body() -> int:
+        from .library import resolve_target
+
+        path = resolve_target(name)
+        try:
+            typer.echo(path.read_text(encoding="utf-8"), nl=False)
+        except OSError as exc:
+            from .errors import ScenarioError
+
+            raise ScenarioError(f"cannot be read: {exc.strerror or exc}", path=str(path)) from None
+        return EXIT_OK
+
+    _guarded(body)
+
+
+@app.command()
+def new(
+    file: str = typer.Argument(..., help="The scenario file to create, e.g. my-scenario.yaml.", show_default=False),
+    force: bool = typer.Option(False, "--force", help="Overwrite the file if it exists."),
+) -> None:
+    """Write a commented scenario template that runs as it is."""
+
+    def body() -> int:
+        from .library import TEMPLATE
+        from .output import Output
+
+        path = Path(file)
+        if path.exists() and not force:
+            raise UsageError(f"{file} exists already; choose another name, or add --force to overwrite it")
+        out = Output(file)
+        try:
+            out.write(TEMPLATE.format(name=file))
+            out.commit()
+        finally:
+            out.discard()
+        typer.echo(f"wrote {file}; run it with: tensortrace run {file}", err=True)
+        return EXIT_OK
+
+    _guarded(body)
+
+
 def _open_output(path: Optional[str]):
     from .output import Output
 
