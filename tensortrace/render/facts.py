@@ -1,0 +1,188 @@
+"""Facts derived from snapshots: what changed, what shares memory, why it changed.
+
+The trace stores what was observed after each step and nothing twice; these
+pure functions read two consecutive snapshots and say what a reader wants to
+know about them ("a's values changed in this step", "b shares S1 with a").
+Every renderer uses them, so the console, Markdown and the variant summary
+agree on what counts as a change.
+"""
+
+from __future__ import annotations
+
+import keyword
+import re
+from dataclasses import dataclass
+from typing import Dict, Iterator, Optional, Sequence, Tuple
+
+from ..model import Step, TensorState, Trace
+
+# The facts a table shows, in column order, and what changed_fields reports.
+FIELDS: Tuple[str, ...] = (
+    "values",
+    "shape",
+    "dtype",
+    "device",
+    "storage",
+    "version",
+    "requires_grad",
+    "is_leaf",
+    "grad_fn",
+    "grad",
+)
+
+# The facts that ``values=False`` leaves out.
+VALUE_FIELDS = frozenset({"values", "grad"})
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def fact(state: TensorState, field: str) -> object:
+    """The comparable value of one fact; ``storage`` is the label with the offset."""
+    if field == "storage":
+        return (state.storage, state.storage_offset)
+    return getattr(state, field)
+
+
+def changed_fields(prev: Optional[TensorState], cur: TensorState) -> frozenset:
+    """The facts of ``cur`` that differ from ``prev`` (every fact when ``prev`` is None)."""
+    if prev is None:
+        return frozenset(FIELDS)
+    return frozenset(f for f in FIELDS if fact(prev, f) != fact(cur, f))
+
+
+def tensors_by_name(step: Optional[Step]) -> Dict[str, TensorState]:
+    if step is None:
+        return {}
+    return {t.name: t for t in step.tensors}
+
+
+def storage_groups(step: Step) -> Dict[str, Tuple[str, ...]]:
+    """Each storage label of the step and the names living on it, in table order."""
+    groups: Dict[str, list] = {}
+    for state in step.tensors:
+        if state.storage is not None:
+            groups.setdefault(state.storage, []).append(state.name)
+    return {label: tuple(names) for label, names in groups.items()}
+
+
+def sharing_partners(step: Step, name: str) -> Tuple[str, ...]:
+    """The other names on the same storage as ``name`` in this step."""
+    state = tensors_by_name(step).get(name)
+    if state is None or state.storage is None:
+        return ()
+    return tuple(n for n in storage_groups(step)[state.storage] if n != name)
+
+
+def root_name(name: str) -> str:
+    """The Python name a shown name hangs from: ``lin.weight`` -> ``lin``, ``xs[0]`` -> ``xs``."""
+    match = _IDENTIFIER.match(name)
+    return match.group(0) if match else name
+
+
+def mentioned_names(code: str) -> frozenset:
+    """Identifiers that appear in the code (a plain scan: good enough to tell who was named)."""
+    return frozenset(w for w in _IDENTIFIER.findall(code) if not keyword.iskeyword(w))
+
+
+@dataclass(frozen=True)
+class AliasNote:
+    """``name`` changed although the step never named it: it shares ``storage`` with ``via``."""
+
+    name: str
+    fields: Tuple[str, ...]  # "values" and/or "version"
+    storage: str
+    via: Tuple[str, ...]
+    same_object: Optional[str] = None  # a name in ``via`` bound to this very object
+
+    def describe(self) -> str:
+        what = " and ".join(self.fields)
+        if self.same_object is not None:
+            return f"{self.name} changed ({what}): {self.same_object} is the same object"
+        return f"{self.name} changed ({what}): it shares {self.storage} with {', '.join(self.via)}"
+
+
+def aliasing_notes(prev_step: Optional[Step], step: Step) -> Tuple[AliasNote, ...]:
+    """Changes that reached a tensor through memory it shares with a tensor the code names.
+
+    A tensor counts when its values or version changed in this step, the step's
+    code does not mention it, and some other tensor on the same storage is
+    mentioned. A name that is new in this step is never a note.
+    """
+    before = tensors_by_name(prev_step)
+    mentioned = mentioned_names(step.code)
+    groups = storage_groups(step)
+    notes = []
+    for state in step.tensors:
+        old = before.get(state.name)
+        if old is None or state.storage is None or root_name(state.name) in mentioned:
+            continue
+        fields = tuple(f for f in ("values", "version") if fact(old, f) != fact(state, f))
+        if not fields:
+            continue
+        via = tuple(
+            n for n in groups[state.storage] if n != state.name and root_name(n) in mentioned
+        )
+        if via:
+            same = next((n for n in via if _same_object(step, state.name, n)), None)
+            notes.append(AliasNote(state.name, fields, state.storage, via, same))
+    return tuple(notes)
+
+
+def _same_object(step: Step, one: str, other: str) -> bool:
+    """The two names are bound to one Python object (``b = a``)."""
+    states = tensors_by_name(step)
+    first = states[one].same_as or one
+    second = states[other].same_as or other
+    return first == second
+
+
+def all_steps(trace: Trace) -> Tuple[Step, ...]:
+    """Setup (when recorded) and the steps, in the order they ran."""
+    return ((trace.setup,) if trace.setup is not None else ()) + tuple(trace.steps)
+
+
+def with_previous(trace: Trace) -> Iterator[Tuple[Optional[Step], Step]]:
+    """Each step with the one that ran before it (setup precedes step 1)."""
+    prev: Optional[Step] = None
+    for step in all_steps(trace):
+        yield prev, step
+        prev = step
+
+
+def shown_names(step: Step, override: Optional[Sequence[str]] = None) -> Tuple[str, ...]:
+    """Names a table shows: the command line's, else the step's, else every tensor.
+
+    Names that are not bound at this step are left out; order is the one asked for.
+    """
+    present = tensors_by_name(step)
+    if override:
+        wanted = tuple(override)
+    elif step.shown is not None:
+        wanted = tuple(step.shown)
+    else:
+        wanted = tuple(present)
+    seen = set()
+    names = []
+    for name in wanted:
+        if name in present and name not in seen:
+            seen.add(name)
+            names.append(name)
+    return tuple(names)
+
+
+__all__ = [
+    "FIELDS",
+    "VALUE_FIELDS",
+    "AliasNote",
+    "aliasing_notes",
+    "all_steps",
+    "changed_fields",
+    "fact",
+    "mentioned_names",
+    "root_name",
+    "sharing_partners",
+    "shown_names",
+    "storage_groups",
+    "tensors_by_name",
+    "with_previous",
+]
