@@ -182,6 +182,12 @@ def _child_main(write_fd: int, scenario: Scenario, safe: bool, device: Optional[
 def _apply_limits(scenario: Scenario, limits: Limits) -> None:
     import resource
 
+    import tempfile
+
+    # torch imports some modules lazily (e.g. torch._dynamo when an optimizer
+    # is created) that ask for the temporary folder; Python probes it by
+    # writing a file, so find it while writing is still allowed.
+    tempfile.gettempdir()
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with an error instead
     resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
     if limits.memory_mb:
