@@ -122,6 +122,7 @@ class ExpectationResult:
     op: Optional[str] = None  # for a failed single comparison: "==", "is", ...
     left: Optional[str] = None
     right: Optional[str] = None
+    value: Optional[str] = None  # for any other failed expression: what it evaluated to
 
 
 @dataclass(frozen=True)

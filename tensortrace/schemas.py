@@ -177,6 +177,7 @@ def trace_schema() -> Dict[str, Any]:
             "op": _nullable(_STR),
             "left": _nullable(_STR),
             "right": _nullable(_STR),
+            "value": _nullable(_STR),
         }
     )
     declared = _nullable(_obj({"type": _STR, "match": _nullable(_STR)}))

@@ -478,7 +478,9 @@ class _Recorder:
             try:
                 if parts is None:
                     value = eval(self.compile(code, filename, "eval"), self.ns)
-                    return ExpectationResult(expr=expr, passed=bool(value), line=code.line)
+                    if bool(value):
+                        return ExpectationResult(expr=expr, passed=True, line=code.line)
+                    return ExpectationResult(expr=expr, passed=False, line=code.line, value=_short_repr(value))
                 left_src, op_name, right_src = parts
                 left = eval(self.compile(code.with_text(left_src), filename, "eval"), self.ns)
                 right = eval(self.compile(code.with_text(right_src), filename, "eval"), self.ns)

@@ -325,14 +325,16 @@ def test_expectations_show_both_sides_of_a_failed_comparison(trace_yaml):
               - a.sum().item() == 2
               - a > 0
               - None.tolist()
+              - a.requires_grad
         """
     )
     e = step_of(t, 1).expectations
+    assert e[4].passed is False and e[4].value == "False" and e[4].op is None
     assert e[0].passed is False and e[0].op == "==" and e[0].left == "[1.0, 1.0]" and e[0].right == "[1.0, 2.0]"
     assert e[1].passed is True
     assert e[2].passed is False and "ambiguous" in e[2].error
     assert e[3].passed is False and e[3].error.startswith("AttributeError")
-    assert step_of(t, 1).failures == tuple(f"expectation failed: {x.expr}" for x in (e[0], e[2], e[3]))
+    assert step_of(t, 1).failures == tuple(f"expectation failed: {x.expr}" for x in (e[0], e[2], e[3], e[4]))
 
 
 def test_expectations_run_even_when_the_step_raised(trace_yaml):

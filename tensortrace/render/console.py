@@ -549,6 +549,8 @@ def _expectation_lines(result: ExpectationResult, prefix: str) -> Iterable[Paddi
         yield _say(f"raised {result.error}", style="red", indent=6)
     elif result.op is not None:
         yield _say(f"{result.left} {result.op} {result.right} is not true", style="red", indent=6)
+    elif result.value is not None:
+        yield _say(f"it evaluated to {result.value}", style="red", indent=6)
 
 
 # --- graphs ----------------------------------------------------------------------

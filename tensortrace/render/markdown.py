@@ -272,6 +272,8 @@ def _expectation_item(result: ExpectationResult, label: str = "") -> str:
         item += f" — raised {code_span(result.error)}"
     elif result.op is not None:
         item += f" — {code_span(f'{result.left} {result.op} {result.right}')} is not true"
+    elif result.value is not None:
+        item += f" — it evaluated to {code_span(result.value)}"
     return item
 
 
