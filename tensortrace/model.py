@@ -166,6 +166,8 @@ class Step:
     expectations: Tuple[ExpectationResult, ...] = ()
     raises: Optional[Declared] = None
     warns: Optional[Declared] = None
+    raised_as_declared: bool = False  # the error matched ``raises`` (class or a base, and match)
+    warned_as_declared: bool = False  # some warning matched ``warns``
     behaved: bool = True
     failures: Tuple[str, ...] = ()  # why the step did not behave as declared
     shown: Optional[Tuple[str, ...]] = None  # names the scenario shows here (None: all)

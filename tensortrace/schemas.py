@@ -198,6 +198,8 @@ def trace_schema() -> Dict[str, Any]:
             "expectations": {"type": "array", "items": expectation},
             "raises": declared,
             "warns": declared,
+            "raised_as_declared": _BOOL,
+            "warned_as_declared": _BOOL,
             "behaved": _BOOL,
             "failures": {"type": "array", "items": _STR},
             "shown": _nullable({"type": "array", "items": _STR}),

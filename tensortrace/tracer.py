@@ -386,7 +386,7 @@ class _Recorder:
     def run_step(self, spec: StepSpec) -> Step:
         status, error, warns, stdout, classes = self.execute([(spec.run, f"<step {spec.index}>")], spec.index)
         expectations = tuple(self.expectation(code, spec.index) for code in spec.expect) if status != "timeout" else ()
-        failures = list(self.declared_failures(spec, status, error, warns, classes))
+        raised_ok, warned_ok, failures = self.declared_outcome(spec, status, error, warns, classes)
         failures += [f"expectation failed: {e.expr}" for e in expectations if not e.passed]
         tensors, objects = self.snapshot(spec)
         graphs = self.graphs(spec, tensors, objects)
@@ -404,6 +404,8 @@ class _Recorder:
             expectations=expectations,
             raises=spec.raises if isinstance(spec.raises, Declared) else None,
             warns=spec.warns if isinstance(spec.warns, Declared) else None,
+            raised_as_declared=raised_ok,
+            warned_as_declared=warned_ok,
             behaved=not failures,
             failures=tuple(failures),
             shown=shown,
@@ -497,28 +499,38 @@ class _Recorder:
                     expr=expr, passed=False, line=code.line, error=f"{type(exc).__name__}: {_first_line(str(exc))}"
                 )
 
-    def declared_failures(
+    def declared_outcome(
         self, spec: StepSpec, status: str, error: Optional[ErrorInfo], warns: Sequence[WarningInfo], classes: Dict[str, Any]
-    ) -> Iterator[str]:
+    ) -> Tuple[bool, bool, List[str]]:
+        """Whether the declared exception and warning happened, and every way the step misbehaved."""
         raises = spec.raises if isinstance(spec.raises, Declared) else None
-        if status == "timeout":
-            yield error.message
-            return
-        if raises is None and error is not None:
-            yield f"raised {error.type}: {_first_line(error.message)}"
-        elif raises is not None:
-            if error is None:
-                yield f"expected {_declared_text(raises)}, but nothing was raised"
-            elif not (raises.type in class_names(classes["error"]) and _message_matches(raises.match, error.message)):
-                yield f"expected {_declared_text(raises)}, but it raised {error.type}: {_first_line(error.message)}"
-        declared_warning = spec.warns if isinstance(spec.warns, Declared) else None
-        if declared_warning is not None:
-            if not any(
-                declared_warning.type in class_names(cls) and _message_matches(declared_warning.match, w.message)
+        warned = spec.warns if isinstance(spec.warns, Declared) else None
+        raised_ok = bool(
+            raises is not None
+            and status == "raised"
+            and raises.type in class_names(classes["error"])
+            and _message_matches(raises.match, error.message)
+        )
+        warned_ok = bool(
+            warned is not None
+            and any(
+                warned.type in class_names(cls) and _message_matches(warned.match, w.message)
                 for w, cls in zip(warns, classes["warnings"])
-            ):
-                got = ", ".join(sorted({w.category for w in warns})) or "no warning"
-                yield f"expected warning {_declared_text(declared_warning)}, but got {got}"
+            )
+        )
+        failures: List[str] = []
+        if status == "timeout":
+            failures.append(error.message)
+        elif raises is None and error is not None:
+            failures.append(f"raised {error.type}: {_first_line(error.message)}")
+        elif raises is not None and error is None:
+            failures.append(f"expected {_declared_text(raises)}, but nothing was raised")
+        elif raises is not None and not raised_ok:
+            failures.append(f"expected {_declared_text(raises)}, but it raised {error.type}: {_first_line(error.message)}")
+        if warned is not None and not warned_ok and status != "timeout":
+            got = ", ".join(sorted({w.category for w in warns})) or "no warning"
+            failures.append(f"expected warning {_declared_text(warned)}, but got {got}")
+        return raised_ok, warned_ok, failures
 
     # observing -------------------------------------------------------------------
     def snapshot(self, spec: Optional[StepSpec]) -> Tuple[Tuple[TensorState, ...], Dict[str, Any]]:

@@ -203,6 +203,7 @@ def detach_trace() -> Trace:
                 explanation=DETACH_EXPLANATION,
             ),
             raises=Declared("RuntimeError", "does not require grad"),
+            raised_as_declared=True,
             tensors=(a1, b1),
         ),
         Step(
@@ -357,7 +358,7 @@ def variant_traces() -> Tuple[Trace, Trace]:
                 index=5, code="y.sum().backward()", line=12, status="raised",
                 error=ErrorInfo("RuntimeError", "RuntimeError", MODIFIED_INPLACE, 12,
                                 INPLACE_EXPLANATION),
-                raises=Declared("RuntimeError"), tensors=(x, y4, z4),
+                raises=Declared("RuntimeError"), raised_as_declared=True, tensors=(x, y4, z4),
             )
         else:
             x5 = tensor("x", (1.0, 2.0, 3.0), requires_grad=True, grad=zero)
