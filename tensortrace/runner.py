@@ -73,10 +73,10 @@ def run_scenario(
 
     traces: List[Trace] = []
     for variant in scenario.resolved():
-        # refuse unusable input before forking, so the error is the parent's to report
+        # refuse unusable input before forking; the device is checked in the child,
+        # since asking CUDA anything here would make it unusable in a forked child
         if safe:
             tracer.check_policy(variant)
-        tracer.resolve_device(variant, device)
         if isolate and hasattr(os, "fork"):
             result = _run_forked(variant, safe=safe, device=device, limits=limits, on_start=on_start, on_step=on_step, done=traces)
         else:
@@ -168,6 +168,9 @@ def _child_main(write_fd: int, scenario: Scenario, safe: bool, device: Optional[
         for event in tracer.iter_trace(scenario, safe=safe, device=device, timeout=limits.timeout):
             out.write(json.dumps(_encode(event), allow_nan=False) + "\n")
         out.flush()
+    except TensorTraceError as exc:  # e.g. a device this machine lacks: the user's to fix
+        os.write(write_fd, (json.dumps({"event": "unusable", "message": str(exc)}) + "\n").encode())
+        code = 2
     except BaseException as exc:  # report, never print a traceback from the child
         try:
             msg = {"event": "crashed", "message": f"{type(exc).__name__}: {exc}"}
@@ -250,6 +253,7 @@ def _run_forked(scenario: Scenario, *, safe, device, limits, on_start, on_step, 
     partial = _Partial()
     buffer = b""
     crashed: Optional[str] = None
+    unusable: Optional[str] = None
     patience = (limits.timeout + GRACE) if limits.timeout else None
     deadline = time.monotonic() + patience if patience else None
     try:
@@ -266,6 +270,9 @@ def _run_forked(scenario: Scenario, *, safe, device, limits, on_start, on_step, 
             while b"\n" in buffer:
                 line, buffer = buffer.split(b"\n", 1)
                 data = json.loads(line)
+                if data.get("event") == "unusable":
+                    unusable = data.get("message")
+                    continue
                 if data.get("event") == "crashed":
                     crashed = data.get("message")
                     continue
@@ -278,6 +285,8 @@ def _run_forked(scenario: Scenario, *, safe, device, limits, on_start, on_step, 
     finally:
         os.close(read_fd)
     _, status = os.waitpid(pid, 0)
+    if unusable is not None:
+        raise TensorTraceError(unusable)
     if partial.finished:
         return partial.trace()
     if crashed and partial.scenario is None:

@@ -84,6 +84,7 @@ class Scenario:
     seed: int = 0
     device: Optional[str] = None
     device_line: Optional[int] = None
+    device_column: Optional[int] = None
     setup: Tuple[Code, ...] = ()
     show: Optional[Tuple[str, ...]] = None
     steps: Tuple[StepSpec, ...] = ()
@@ -393,10 +394,11 @@ class _Builder:
             if not isinstance(seed, int) or isinstance(seed, bool):
                 raise self.error(get("seed"), f"'seed' must be a whole number, not {self.kind(get('seed'))}")
         device = None
-        device_line = None
+        device_line = device_column = None
         if get("device") is not None:
             device = self.string(get("device"), "'device'").strip()
             device_line = get("device").start_mark.line + 1
+            device_column = get("device").start_mark.column + 1
             if not _DEVICE_RE.match(device):
                 raise self.error(get("device"), f"device {device!r} is not one of cpu, cuda, cuda:N, mps, auto")
         setup: Tuple[Code, ...] = ()
@@ -424,6 +426,7 @@ class _Builder:
             seed=seed,
             device=device,
             device_line=device_line,
+            device_column=device_column,
             setup=setup,
             show=show,
             steps=steps,

@@ -216,6 +216,7 @@ def resolve_device(scenario: Scenario, override: Optional[str]) -> str:
                 f"(torch.cuda.is_available() is {torch.cuda.is_available()}); use cpu or auto",
                 path=scenario.path,
                 line=scenario.device_line if scenario.device else None,
+                column=scenario.device_column if scenario.device else None,
             )
     elif wanted == "mps":
         if not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
@@ -223,6 +224,7 @@ def resolve_device(scenario: Scenario, override: Optional[str]) -> str:
                 "device 'mps' is not available on this machine; use cpu or auto",
                 path=scenario.path,
                 line=scenario.device_line if scenario.device else None,
+                column=scenario.device_column if scenario.device else None,
             )
     return wanted
 

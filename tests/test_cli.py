@@ -243,3 +243,18 @@ def test_no_color_when_not_a_terminal(good):
     result = tensortrace("run", str(good), env=env)
     assert result.returncode == 0, result.stderr
     assert "\x1b[" not in result.stdout
+
+
+def test_a_device_the_machine_lacks_is_refused_with_its_location(tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    path = tmp_path / "gpu.yaml"
+    path.write_text("title: gpu\ndevice: cuda\nsteps:\n  - a = torch.ones(2)\n")
+    result = tensortrace("run", str(path))
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"tensortrace: {path}:2:9: the scenario asks for device 'cuda', which this machine does not have")
+    assert len(result.stderr.strip().splitlines()) == 1
+    flag = tensortrace("check", "detach", "--device", "cuda")
+    assert flag.returncode == 2 and "--device asks for device 'cuda'" in flag.stderr
