@@ -15,11 +15,12 @@ which sends the records back and exits without freeing anything.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 from typing import Any, Dict, List, Optional
 
-from .model import Graph, GraphNode, record_from_dict, record_to_dict
+from .model import Graph, GraphNode
 
 MAX_NODES = 250_000
 INLINE_NODES = 2_000  # a chain this long of node objects frees safely
@@ -42,9 +43,9 @@ def _walk_in_fork(tensor_name: str, grad_fn: Any, names_by_id: Dict[int, str], m
     pid = os.fork()
     if pid == 0:  # pragma: no cover - runs in the forked copy
         try:
+            gc.disable()  # nothing here is freed anyway; collecting would only cost time
             os.close(read_fd)
-            graph = _walk(tensor_name, grad_fn, names_by_id, max_nodes=max_nodes)
-            data = json.dumps(record_to_dict(graph)).encode()
+            data = json.dumps(_walk_plain(grad_fn, names_by_id, max_nodes)).encode()
             view = memoryview(data)
             while view:
                 view = view[os.write(write_fd, view):]
@@ -61,56 +62,49 @@ def _walk_in_fork(tensor_name: str, grad_fn: Any, names_by_id: Dict[int, str], m
     _, status = os.waitpid(pid, 0)
     if status != 0 or not chunks:
         return None
-    return record_from_dict(Graph, json.loads(b"".join(chunks)))
+    return _assemble(tensor_name, json.loads(b"".join(chunks)))
 
 
 def _walk(tensor_name: str, grad_fn: Any, names_by_id: Dict[int, str], *, max_nodes: int) -> Graph:
     if grad_fn is None:
         return Graph(tensor=tensor_name, root=None)
-    ids: Dict[int, str] = {}
-    keep: List[Any] = []  # keeps node objects alive so their ids stay unique
-    order: List[Any] = []
+    return _assemble(tensor_name, _walk_plain(grad_fn, names_by_id, max_nodes))
+
+
+def _walk_plain(grad_fn: Any, names_by_id: Dict[int, str], max_nodes: int) -> Dict[str, Any]:
+    """The graph as parallel lists indexed by walk order (cheap to send as JSON)."""
+    index: Dict[int, int] = {id(grad_fn): 0}
+    order: List[Any] = [grad_fn]  # also keeps node objects alive so their ids stay unique
+    nexts: List[List[int]] = [[]]
     truncated = False
-
-    def ident(node: Any) -> str:
-        key = id(node)
-        if key not in ids:
-            ids[key] = f"N{len(ids) + 1}"
-            keep.append(node)
-            order.append(node)
-        return ids[key]
-
-    ident(grad_fn)
     stack = [grad_fn]
-    edges: Dict[str, List[str]] = {}
     while stack:
         node = stack.pop()
-        node_id = ids[id(node)]
-        children: List[str] = []
+        children = nexts[index[id(node)]]
         for nxt, _ in getattr(node, "next_functions", ()) or ():
             if nxt is None:
                 continue
-            fresh = id(nxt) not in ids
-            if fresh and len(ids) >= max_nodes:
-                truncated = True
-                continue
-            children.append(ident(nxt))
-            if fresh:
+            at = index.get(id(nxt))
+            if at is None:
+                if len(order) >= max_nodes:
+                    truncated = True
+                    continue
+                at = index[id(nxt)] = len(order)
+                order.append(nxt)
+                nexts.append([])
                 stack.append(nxt)
-        edges[node_id] = children
-    nodes = []
-    for node in order:
-        node_id = ids[id(node)]
-        nodes.append(
-            GraphNode(
-                id=node_id,
-                name=node_name(node),
-                leaf=_leaf_name(node, names_by_id),
-                next=tuple(edges.get(node_id, ())),
-            )
-        )
-    del keep, order
-    return Graph(tensor=tensor_name, root="N1", nodes=tuple(nodes), truncated=truncated)
+            children.append(at)
+    names = [node_name(node) for node in order]
+    leaves = [_leaf_name(node, names_by_id) if name == "AccumulateGrad" else None for node, name in zip(order, names)]
+    return {"names": names, "leaves": leaves, "next": nexts, "truncated": truncated}
+
+
+def _assemble(tensor_name: str, plain: Dict[str, Any]) -> Graph:
+    nodes = tuple(
+        GraphNode(id=f"N{i + 1}", name=name, leaf=leaf, next=tuple(f"N{j + 1}" for j in nxt))
+        for i, (name, leaf, nxt) in enumerate(zip(plain["names"], plain["leaves"], plain["next"]))
+    )
+    return Graph(tensor=tensor_name, root="N1", nodes=nodes, truncated=bool(plain["truncated"]))
 
 
 def node_name(node: Any) -> str:

@@ -16,7 +16,7 @@ import math
 import sys
 import typing
 from dataclasses import dataclass
-from typing import Any, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 FORMAT_NAME = "tensortrace.trace"
 FORMAT_VERSION = 1
@@ -287,48 +287,76 @@ def decode_number(value: Any) -> Any:
     return value
 
 
+_FIELDS: dict = {}
+
+
+def _field_names(cls: type) -> Tuple[str, ...]:
+    names = _FIELDS.get(cls)
+    if names is None:
+        names = _FIELDS[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    return names
+
+
 def _to_plain(obj: Any) -> Any:
-    if dataclasses.is_dataclass(obj):
-        return {f.name: _to_plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
-    if isinstance(obj, (list, tuple)):
+    cls = type(obj)
+    if cls in _FIELDS or dataclasses.is_dataclass(obj):
+        return {name: _to_plain(getattr(obj, name)) for name in _field_names(cls)}
+    if cls is tuple or cls is list:
         return [_to_plain(v) for v in obj]
     return _encode_scalar(obj)
 
 
-_HINTS: dict = {}
-
-
-def _hints(cls: type) -> dict:
-    if cls not in _HINTS:
-        _HINTS[cls] = typing.get_type_hints(cls, vars(sys.modules[__name__]))
-    return _HINTS[cls]
+# Decoders are built once per type from the records' annotations, so loading a
+# trace of a 100,000-node graph costs one function call per value.
+_DECODERS: Dict[Any, Callable[[Any], Any]] = {}
 
 
 def _from_plain(tp: Any, value: Any) -> Any:
+    return _decoder(tp)(value)
+
+
+def _decoder(tp: Any) -> Callable[[Any], Any]:
+    decoder = _DECODERS.get(tp)
+    if decoder is None:
+        decoder = _DECODERS[tp] = _make_decoder(tp)
+    return decoder
+
+
+def _make_decoder(tp: Any) -> Callable[[Any], Any]:
     origin = typing.get_origin(tp)
     if origin is typing.Union:  # Optional[X]
-        if value is None:
-            return None
-        inner = [a for a in typing.get_args(tp) if a is not type(None)]
-        return _from_plain(inner[0], value)
+        inner_tp = [a for a in typing.get_args(tp) if a is not type(None)][0]
+
+        def optional(value: Any) -> Any:
+            return None if value is None else _decoder(inner_tp)(value)
+
+        return optional
     if dataclasses.is_dataclass(tp):
-        if not isinstance(value, dict):
-            raise TypeError(f"expected an object for {tp.__name__}, got {type(value).__name__}")
-        hints = _hints(tp)
-        known = {f.name for f in dataclasses.fields(tp)}
-        kwargs = {k: _from_plain(hints[k], v) for k, v in value.items() if k in known}
-        return tp(**kwargs)
+        hints = typing.get_type_hints(tp, vars(sys.modules[__name__]))
+        names = frozenset(_field_names(tp))
+
+        def record(value: Any) -> Any:
+            if not isinstance(value, dict):
+                raise TypeError(f"expected an object for {tp.__name__}, got {type(value).__name__}")
+            return tp(**{k: _decoder(hints[k])(v) for k, v in value.items() if k in names})
+
+        return record
     if origin in (tuple, Tuple):
-        if not isinstance(value, (list, tuple)):
-            raise TypeError(f"expected a list, got {type(value).__name__}")
         args = typing.get_args(tp)
-        inner = args[0] if args else Any
-        return tuple(_from_plain(inner, v) for v in value)
+        inner_tp = args[0] if args else Any
+
+        def sequence(value: Any) -> Any:
+            if not isinstance(value, (list, tuple)):
+                raise TypeError(f"expected a list, got {type(value).__name__}")
+            item = _decoder(inner_tp)
+            return tuple(item(v) for v in value)
+
+        return sequence
     if tp is float:
-        return decode_number(value)
+        return decode_number
     if tp is Any:
-        return _freeze(value)
-    return value
+        return _freeze
+    return lambda value: value
 
 
 def _freeze(value: Any) -> Any:
