@@ -98,6 +98,17 @@ def _parse_steps(step: Optional[int], steps: Optional[str]) -> Optional[frozense
     return frozenset(chosen)
 
 
+def _check_steps_exist(steps: Optional[frozenset], counts: Sequence[int]) -> None:
+    """A step number that no scenario has is a mistake worth saying, not an empty page."""
+    if not steps:
+        return
+    most = max(counts, default=0)
+    missing = sorted(i for i in steps if i > most)
+    if missing:
+        shown = ", ".join(str(i) for i in missing[:5])
+        raise UsageError(f"there is no step {shown}: the scenario has steps 1 to {most}" if most else f"there is no step {shown}")
+
+
 def _use_color(out) -> bool:
     if os.environ.get("NO_COLOR"):
         return False
@@ -169,19 +180,19 @@ def _quiet_broken_pipe() -> None:
 
 # --- commands -------------------------------------------------------------------------
 
-TARGETS = typer.Argument(..., help="Scenario files, or names of bundled scenarios (see 'tensortrace list').", show_default=False)
-FORMAT = typer.Option("console", "--format", "-f", help="console, json, jsonl, markdown, html, svg, dot or mermaid.")
-OUTPUT = typer.Option(None, "--output", "-o", help="Write to this file (atomically) instead of stdout.")
-DEVICE = typer.Option(None, "--device", help="Device for scenarios that do not name one: cpu, cuda, cuda:N, mps, auto.")
+TARGETS = typer.Argument(..., metavar="SCENARIO", help="Scenario files, or names of bundled scenarios (see 'tensortrace list').", show_default=False)
+FORMAT = typer.Option("console", "--format", "-f", metavar="FORMAT", help="console, json, jsonl, markdown, html, svg, dot or mermaid.")
+OUTPUT = typer.Option(None, "--output", "-o", metavar="FILE", help="Write to this file (atomically) instead of stdout.")
+DEVICE = typer.Option(None, "--device", metavar="DEVICE", help="Device for scenarios that do not name one: cpu, cuda, cuda:N, mps, auto.")
 TRUST = typer.Option(False, "--trust", help="Run steps as plain Python, without safe mode. Only for files you trust.")
-TIMEOUT = typer.Option(5.0, "--timeout", help="Wall-clock limit per step, in seconds (0: none).")
-MEMORY = typer.Option(4096, "--memory-limit", help="Memory a scenario may use in safe mode, in MiB (0: no cap).")
-STEP = typer.Option(None, "--step", help="Show only this step.")
-STEPS = typer.Option(None, "--steps", help="Show only these steps, e.g. 2-5 or 1,3.")
+TIMEOUT = typer.Option(5.0, "--timeout", metavar="SECONDS", help="Wall-clock limit per step, in seconds (0: none).")
+MEMORY = typer.Option(4096, "--memory-limit", metavar="MIB", help="Memory a scenario may use in safe mode, in MiB (0: no cap).")
+STEP = typer.Option(None, "--step", metavar="N", help="Show only this step.")
+STEPS = typer.Option(None, "--steps", metavar="RANGE", help="Show only these steps, e.g. 2-5 or 1,3.")
 CHANGES = typer.Option(False, "--changes-only", help="Show only the rows that changed in each step.")
-SHOW = typer.Option(None, "--show", help="Names to show, comma-separated (e.g. a,b,lin.weight).")
+SHOW = typer.Option(None, "--show", metavar="NAMES", help="Names to show, comma-separated (e.g. a,b,lin.weight).")
 NO_VALUES = typer.Option(False, "--no-values", help="Leave out the values and grad columns.")
-WIDTH = typer.Option(None, "--width", help="Width of console output in columns.")
+WIDTH = typer.Option(None, "--width", metavar="COLUMNS", help="Width of console output in columns.")
 
 
 @app.command()
@@ -210,6 +221,7 @@ def run(
             if not _DEVICE_RE.match(device):
                 raise UsageError(f"--device {device!r} is not one of cpu, cuda, cuda:N, mps, auto")
         scenarios = _load_all(targets)
+        _check_steps_exist(_parse_steps(step, steps), [len(sc.steps) for sc in scenarios])
         out = _open_output(output)
         try:
             on_start = on_step = None
@@ -301,7 +313,7 @@ def check_line(trace: Trace, target: str) -> str:
 
 @app.command("render")
 def render_cmd(
-    trace_file: str = typer.Argument(..., help="A JSON trace written by 'tensortrace run --format json' ('-' for stdin).", show_default=False),
+    trace_file: str = typer.Argument(..., metavar="TRACE.json", help="A JSON trace written by 'tensortrace run --format json' ('-' for stdin).", show_default=False),
     fmt: str = FORMAT,
     output: Optional[str] = OUTPUT,
     step: Optional[int] = STEP,
@@ -316,6 +328,7 @@ def render_cmd(
     def body() -> int:
         form = _check_format(fmt, tuple(f for f in OUTPUT_FORMATS if f != "jsonl"))
         traces = load_traces(trace_file)
+        _check_steps_exist(_parse_steps(step, steps), [len(t.steps) for t in traces])
         out = _open_output(output)
         try:
             options = _render_options(step, steps, changes_only, show, no_values, width, _use_color(out))
@@ -361,7 +374,7 @@ def schema(
 
 @app.command("list")
 def list_cmd(
-    tag: Optional[List[str]] = typer.Option(None, "--tag", help="Only scenarios with this tag (repeat for several: any of them)."),
+    tag: Optional[List[str]] = typer.Option(None, "--tag", metavar="TAG", help="Only scenarios with this tag (repeat for several: any of them)."),
     markdown: bool = typer.Option(False, "--markdown", help="Print the list as a markdown page (docs/scenarios.md)."),
 ) -> None:
     """List the bundled scenarios with their titles and tags."""
@@ -396,7 +409,7 @@ def list_cmd(
 
 
 @app.command()
-def show(name: str = typer.Argument(..., help="A bundled scenario's name.", show_default=False)) -> None:
+def show(name: str = typer.Argument(..., metavar="NAME", help="A bundled scenario's name.", show_default=False)) -> None:
     """Print a bundled scenario's YAML, to read it or to start your own from it."""
 
     def body() -> int:
@@ -416,7 +429,7 @@ def show(name: str = typer.Argument(..., help="A bundled scenario's name.", show
 
 @app.command()
 def new(
-    file: str = typer.Argument(..., help="The scenario file to create, e.g. my-scenario.yaml.", show_default=False),
+    file: str = typer.Argument(..., metavar="FILE", help="The scenario file to create, e.g. my-scenario.yaml.", show_default=False),
     force: bool = typer.Option(False, "--force", help="Overwrite the file if it exists."),
 ) -> None:
     """Write a commented scenario template that runs as it is."""

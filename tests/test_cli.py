@@ -258,3 +258,10 @@ def test_a_device_the_machine_lacks_is_refused_with_its_location(tmp_path):
     assert len(result.stderr.strip().splitlines()) == 1
     flag = tensortrace("check", "detach", "--device", "cuda")
     assert flag.returncode == 2 and "--device asks for device 'cuda'" in flag.stderr
+
+
+def test_asking_for_a_step_the_scenario_lacks_is_a_usage_error(good):
+    result = tensortrace("run", str(good), "--steps", "2-9")
+    assert result.returncode == 2
+    assert result.stderr.strip() == "tensortrace: there is no step 4, 5, 6, 7, 8: the scenario has steps 1 to 3"
+    assert result.stdout == ""
