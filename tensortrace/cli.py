@@ -138,6 +138,12 @@ def _run_all(scenarios, *, trust: bool, device: Optional[str], timeout: float, m
     from .runner import Interrupted, Limits, run_scenario
 
     limits = Limits(timeout=timeout if timeout > 0 else None, memory_mb=memory_limit if memory_limit > 0 else None)
+    if not trust:  # nothing runs until every file has passed the safe-mode check
+        from .tracer import check_policy
+
+        for scenario in scenarios:
+            for variant in scenario.resolved():
+                check_policy(variant)
     traces: List[Trace] = []
     try:
         for scenario in scenarios:

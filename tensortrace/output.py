@@ -33,7 +33,8 @@ class Output:
                 fd, self._tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=folder)
             except OSError as exc:
                 raise UsageError(f"cannot write {self.path}: {exc.strerror or exc}") from None
-            self._file = os.fdopen(fd, "w", encoding="utf-8")
+            # lone surrogates (from YAML escapes or a step's output) become \udxxx escapes
+            self._file = os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace")
 
     @property
     def is_terminal(self) -> bool:
@@ -43,7 +44,11 @@ class Output:
         if self._file is not None:
             self._file.write(text)
         else:
-            sys.stdout.write(text)
+            try:
+                sys.stdout.write(text)
+            except UnicodeEncodeError:  # a character stdout's encoding cannot carry
+                encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
+                sys.stdout.write(text.encode(encoding, "backslashreplace").decode(encoding))
             sys.stdout.flush()
 
     def commit(self) -> None:

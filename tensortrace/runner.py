@@ -71,12 +71,13 @@ def run_scenario(
     """Trace every variant of a scenario; callbacks see each step as it finishes."""
     from . import tracer  # imports torch
 
-    traces: List[Trace] = []
-    for variant in scenario.resolved():
-        # refuse unusable input before forking; the device is checked in the child,
-        # since asking CUDA anything here would make it unusable in a forked child
-        if safe:
+    variants = scenario.resolved()
+    if safe:  # refuse unusable input before anything runs (the device is checked in the child,
+        # since asking CUDA anything here would make it unusable in a forked child)
+        for variant in variants:
             tracer.check_policy(variant)
+    traces: List[Trace] = []
+    for variant in variants:
         if isolate and hasattr(os, "fork"):
             result = _run_forked(variant, safe=safe, device=device, limits=limits, on_start=on_start, on_step=on_step, done=traces)
         else:
@@ -148,12 +149,13 @@ class _Partial:
 # --- the child -------------------------------------------------------------------
 
 
-def _child_main(write_fd: int, scenario: Scenario, safe: bool, device: Optional[str], limits: Limits) -> None:
+def _child_main(write_fd: int, scenario: Scenario, safe: bool, device: Optional[str], limits: Limits, parent: int) -> None:
     """Runs in the forked child; never returns."""
     code = 0
     try:
         os.setpgid(0, 0)  # Ctrl-C reaches the parent, which then stops the child
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        _die_with_parent(parent)
         devnull = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):
             os.dup2(devnull, fd)
@@ -180,6 +182,21 @@ def _child_main(write_fd: int, scenario: Scenario, safe: bool, device: Optional[
         code = 3
     finally:
         os._exit(code)
+
+
+def _die_with_parent(parent: int) -> None:
+    """If the command is killed (SIGTERM, SIGHUP, SIGKILL), its child must not run on."""
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            PR_SET_PDEATHSIG = 1
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent:  # the parent died before the request above took effect
+        os._exit(3)
 
 
 def _apply_limits(scenario: Scenario, limits: Limits) -> None:
@@ -245,10 +262,11 @@ def _run_forked(scenario: Scenario, *, safe, device, limits, on_start, on_step, 
     read_fd, write_fd = os.pipe()
     sys.stdout.flush()
     sys.stderr.flush()
+    parent = os.getpid()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child's coverage is not collected
         os.close(read_fd)
-        _child_main(write_fd, scenario, safe, device, limits)
+        _child_main(write_fd, scenario, safe, device, limits, parent)
     os.close(write_fd)
     partial = _Partial()
     buffer = b""
@@ -343,7 +361,12 @@ def _synthesise_stop(partial: _Partial, scenario: Scenario, limits: Limits, reas
         line=line,
         note=note,
         status=status,
-        error=ErrorInfo(type="TimeoutError" if status == "timeout" else "ProcessKilled", qualname="", message=message, line=line),
+        error=ErrorInfo(
+            type="TimeoutError" if status == "timeout" else "ProcessKilled",
+            qualname="builtins.TimeoutError" if status == "timeout" else "tensortrace.ProcessKilled",
+            message=message,
+            line=line,
+        ),
         behaved=False,
         failures=(message,),
     )

@@ -973,7 +973,9 @@ def compile_safe(source: str, filename: str, mode: str = "exec") -> types.CodeTy
 # ---------------------------------------------------------------------------
 
 #: Roots of the modules whose functions and classes scenarios may use.
-_HOME_ROOTS = frozenset({"torch", "numpy", "math", "copy", "builtins", "tensortrace"})
+#: "__scenario__" is the module name of the scenario's own code (its classes
+#: and functions): what it defines itself is as much home as torch.
+_HOME_ROOTS = frozenset({"torch", "numpy", "math", "copy", "builtins", "tensortrace", "__scenario__"})
 #: Foreign modules whose *instances* are plain data (named tuples, enums,
 #: weak references, context managers, ...); their functions and classes are
 #: still refused.

@@ -232,9 +232,21 @@ def _decode(data: Union[str, bytes], path: str) -> str:
 
 
 def _compose(text: str, path: str) -> yaml.Node:
-    loader = yaml.SafeLoader(text)
+    loader = None
     try:
+        loader = yaml.SafeLoader(text)
         node = loader.get_single_node()
+    except yaml.reader.ReaderError as exc:
+        line, column = _position(text, exc.position) if isinstance(exc.position, int) else (None, None)
+        char = exc.character if isinstance(exc.character, str) else chr(exc.character)
+        raise ScenarioError(
+            f"the file contains the character {char!r} (U+{ord(char):04X}), which YAML does not allow; remove it",
+            path=path,
+            line=line,
+            column=column,
+        ) from None
+    except RecursionError:
+        raise ScenarioError("the YAML is nested too deeply to read; flatten it", path=path) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         problem = exc.problem or exc.context or "invalid YAML"
@@ -252,7 +264,8 @@ def _compose(text: str, path: str) -> yaml.Node:
     except yaml.YAMLError as exc:
         raise ScenarioError(f"invalid YAML: {exc}", path=path) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     if node is None:
         raise ScenarioError("the file is empty; a scenario needs at least 'title' and 'steps'", path=path)
     _refuse_tags(node, path)
@@ -265,8 +278,12 @@ _PLAIN_TAGS = {f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool",
 def _refuse_tags(root: yaml.Node, path: str) -> None:
     """Only plain YAML data: a ``!!python/...`` or custom tag is refused wherever it is."""
     stack = [root]
+    seen = set()  # aliases make the node graph a DAG, or even cyclic: visit each node once
     while stack:
         node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
         if node.tag not in _PLAIN_TAGS:
             if "python/" in node.tag:
                 message = "YAML tags such as !!python/... are not allowed in scenario files (they could run code)"
@@ -501,7 +518,9 @@ class _Builder:
     def step(self, index: int, node: yaml.Node, variants: Optional[Dict[str, Dict[str, str]]]) -> StepSpec:
         if isinstance(node, yaml.ScalarNode):
             value = self.scalar(node)
-            if not isinstance(value, str) or not value.strip():
+            if isinstance(value, str) and not value.strip():
+                raise self.error(node, f"step {index} is empty; give it some code, or remove it")
+            if not isinstance(value, str):
                 raise self.error(node, f"step {index} must be code (a string) or a mapping with 'run', not {self.kind(node)}")
             return StepSpec(index=index, run=self.code(node, f"step {index}"))
         if not isinstance(node, yaml.MappingNode):
@@ -635,3 +654,10 @@ def _compile_check(code: Code, mode: str, path: Optional[str], what: str) -> Non
         raise ScenarioError(f"{what} {kind}: {reason}", path=path, line=line, column=column) from None
     except ValueError as exc:  # e.g. source code string cannot contain null bytes
         raise ScenarioError(f"{what} is not valid Python: {exc}", path=path, line=code.line, column=code.column) from None
+    except (RecursionError, MemoryError):
+        raise ScenarioError(
+            f"{what} is nested too deeply for Python to compile; split it into simpler statements",
+            path=path,
+            line=code.line,
+            column=code.column,
+        ) from None

@@ -234,12 +234,33 @@ def check_policy(scenario: Scenario) -> None:
     from .sandbox import check_source
 
     for what, code, mode in _all_code(scenario):
-        refusals = check_source(code.text if mode == "exec" else code.text.strip(), mode)
+        try:
+            with _deep_recursion():
+                refusals = check_source(code.text if mode == "exec" else code.text.strip(), mode)
+        except RecursionError:
+            raise PolicyError(
+                f"{what} is nested too deeply for safe mode to check; split it into simpler statements, "
+                "or use --trust to run it as plain Python",
+                path=scenario.path,
+                line=code.line,
+                column=code.column,
+            ) from None
         if refusals:
             first = refusals[0]
             lead = code.text[: len(code.text) - len(code.text.lstrip())] if mode == "eval" else ""
             line, column = code.locate(first.line + lead.count("\n"), first.column + (0 if "\n" in lead else len(lead)))
             raise PolicyError(f"{first.message}", path=scenario.path, line=line, column=column)
+
+
+@contextlib.contextmanager
+def _deep_recursion(limit: int = 6000) -> Iterator[None]:
+    """Room for the safe-mode checker's recursive walk of long expressions (a.abs().abs()...)."""
+    previous = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(previous, limit))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(previous)
 
 
 def _all_code(scenario: Scenario) -> Iterator[Tuple[str, Code, str]]:
@@ -363,7 +384,8 @@ class _Recorder:
         if self.safe:
             from .sandbox import compile_safe
 
-            return compile_safe(text, filename, mode)
+            with _deep_recursion():
+                return compile_safe(text, filename, mode)
         return compile(text, filename, mode, dont_inherit=True)
 
     def run_setup(self) -> Step:
