@@ -475,8 +475,18 @@ def _render(traces: List[Trace], form: str, options) -> str:
     return render(traces, form, options)
 
 
+def _terminated(signum: int, frame: object) -> None:
+    """SIGTERM/SIGHUP: unwind like an error, so temporary files go and the child is stopped."""
+    raise SystemExit(128 + signum)
+
+
 def main() -> None:
     """Entry point of the ``tensortrace`` command and ``python -m tensortrace``."""
+    import signal
+
+    for name in ("SIGTERM", "SIGHUP"):
+        if hasattr(signal, name) and signal.getsignal(getattr(signal, name)) == signal.SIG_DFL:
+            signal.signal(getattr(signal, name), _terminated)
     try:
         app()
     except BrokenPipeError:
