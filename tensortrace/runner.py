@@ -129,11 +129,6 @@ class _Partial:
             self.storages, self.notices, self.aborted = event.storages, event.notices, event.aborted
             self.finished = True
 
-    def last_index(self) -> int:
-        if self.steps:
-            return self.steps[-1].index
-        return 0 if self.setup is not None else -1
-
     def trace(self, aborted: Optional[str] = None) -> Trace:
         return Trace(
             scenario=self.scenario or ScenarioInfo(title="(not started)"),
@@ -299,6 +294,7 @@ def _run_forked(scenario: Scenario, *, safe, device, limits, on_start, on_step, 
                     deadline = time.monotonic() + patience
     except KeyboardInterrupt:
         _kill(pid)
+        _drain(read_fd, buffer, partial, on_start, on_step)  # steps that finished before Ctrl-C count
         raise Interrupted(done + [partial.trace(aborted="interrupted (Ctrl-C)")]) from None
     finally:
         os.close(read_fd)
@@ -311,6 +307,25 @@ def _run_forked(scenario: Scenario, *, safe, device, limits, on_start, on_step, 
         raise TensorTraceError(f"the scenario could not be started: {crashed}", path=scenario.path)
     reason = _death_reason(status, crashed)
     return partial.trace(aborted=_synthesise_stop(partial, scenario, limits, reason, on_step))
+
+
+def _drain(read_fd: int, buffer: bytes, partial: "_Partial", on_start, on_step) -> None:
+    """Read what a stopped child had already sent, keeping every complete event."""
+    try:
+        while True:
+            chunk = os.read(read_fd, 1 << 20)
+            if not chunk:
+                break
+            buffer += chunk
+    except OSError:
+        pass
+    for line in buffer.split(b"\n")[:-1]:
+        try:
+            data = json.loads(line)
+            if data.get("event") in ("started", "step", "finished"):
+                partial.add(_decode(data), on_start, on_step)
+        except (ValueError, KeyError, TypeError):
+            break
 
 
 def _kill(pid: int) -> None:
@@ -336,8 +351,11 @@ def _death_reason(status: int, crashed: Optional[str]) -> str:
 
 def _synthesise_stop(partial: _Partial, scenario: Scenario, limits: Limits, reason: str, on_step) -> str:
     """Record the step that was running when the child stopped, and say why."""
-    index = partial.last_index() + 1
-    if partial.scenario is None:
+    if partial.steps:
+        index = partial.steps[-1].index + 1
+    elif partial.setup is not None:
+        index = 1
+    else:
         index = 0 if scenario.setup else 1
     if index == 0:
         code = scenario.setup[0]

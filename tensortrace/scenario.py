@@ -410,6 +410,8 @@ class _Builder:
             seed = self.scalar(get("seed"))
             if not isinstance(seed, int) or isinstance(seed, bool):
                 raise self.error(get("seed"), f"'seed' must be a whole number, not {self.kind(get('seed'))}")
+            if not -(2**63) <= seed < 2**64:
+                raise self.error(get("seed"), "'seed' must be between -2**63 and 2**64 - 1 (what torch.manual_seed accepts)")
         device = None
         device_line = device_column = None
         if get("device") is not None:

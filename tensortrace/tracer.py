@@ -392,7 +392,12 @@ class _Recorder:
         text = "\n".join(c.text for c in self.scenario.setup)
         first = self.scenario.setup[0]
         status, error, warns, stdout, _ = self.execute([(c, f"<setup {i}>") for i, c in enumerate(self.scenario.setup)], 0)
-        failures = () if status == "ok" else (f"setup raised {error.type}: {_first_line(error.message)}",)
+        if status == "ok":
+            failures: Tuple[str, ...] = ()
+        elif status == "timeout":
+            failures = (error.message,)
+        else:
+            failures = (f"setup raised {error.type}: {_first_line(error.message)}",)
         tensors, _ = self.snapshot(None)
         return Step(
             index=0,
