@@ -466,10 +466,6 @@ def _open_output(path: Optional[str]):
 
 
 def _render(traces: List[Trace], form: str, options) -> str:
-    if form == "json":
-        from .render.json import render_json
-
-        return render_json(traces)
     from .render import render
 
     return render(traces, form, options)

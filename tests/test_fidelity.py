@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+import warnings
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -119,7 +120,9 @@ def run_plain(scenario: Scenario) -> Tuple[Dict[str, Any], List[Optional[Tuple[s
     errors: List[Optional[Tuple[str, str]]] = []
     for spec in scenario.steps:
         try:
-            exec(compile(spec.run.text, "<step>", "exec"), ns)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # the scenarios' own warnings are not this test's
+                exec(compile(spec.run.text, "<step>", "exec"), ns)
         except Exception as exc:
             errors.append((type(exc).__name__, str(exc)))
         else:
