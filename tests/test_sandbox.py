@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import linecache
 import sys
 import textwrap
 import traceback
