@@ -332,7 +332,7 @@ def _out_requires_grad(f: Fields) -> Tuple[str, str, str]:
 
 # --- the rules ----------------------------------------------------------------
 
-_VERSION_PATTERN = (
+VERSION_PATTERN = _VERSION_PATTERN = (
     r"one of the variables needed for gradient computation has been modified by an "
     r"inplace operation: "
     r"(?P<tensor>\[(?P<ttype>[^\[\]\s]{1,200}) \[(?P<shape>[^\[\]]{0,200})\]\])"

@@ -100,6 +100,8 @@ def test_detach_through_alias_makes_backward_fail_and_later_steps_still_run(trac
     assert s4.error.type == "RuntimeError"
     assert "modified by an inplace operation" in s4.error.message
     assert s4.error.explanation is not None and s4.error.explanation.topic == "inplace-saved-tensor"
+    # PyTorch says "[torch.FloatTensor [3]], which is output 0 of Sigmoid"; the trace names it
+    assert "In this scenario that is `y` (storage S2), saved at version 0 and now at version 1." in s4.error.explanation.what
     assert s4.behaved is False and t.passed is False
     assert state(step_of(t, 5), "after").values.data == (2.0,)
     assert state(step_of(t, 5), "x").grad is None
@@ -486,3 +488,20 @@ def test_a_fifty_thousand_op_chain_is_walked_without_recursion(trace_yaml):
     assert len(g.nodes) == 100_001
     assert g.nodes[-1].name == "AccumulateGrad" and g.nodes[-1].leaf == "x"
     assert not g.truncated
+
+
+def test_an_ambiguous_saved_tensor_is_not_named(trace_yaml):
+    t = trace_yaml(
+        """
+        title: two candidates
+        steps:
+          - x = torch.ones(3, requires_grad=True)
+          - y1 = x.sigmoid()
+          - y2 = x.sigmoid()
+          - y1.detach().zero_()
+          - y2.detach().zero_()
+          - run: (y1 + y2).sum().backward()
+            raises: RuntimeError
+        """
+    )
+    assert "In this scenario" not in step_of(t, 6).error.explanation.what
