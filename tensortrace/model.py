@@ -355,14 +355,14 @@ def _make_decoder(tp: Any) -> Callable[[Any], Any]:
     if tp is float:
         return decode_number
     if tp is Any:
-        return _freeze
+        return freeze
     return lambda value: value
 
 
-def _freeze(value: Any) -> Any:
+def freeze(value: Any) -> Any:
     """Lists become tuples so that loaded traces compare equal to recorded ones."""
     if isinstance(value, list):
-        return tuple(_freeze(v) for v in value)
+        return tuple(freeze(v) for v in value)
     return value
 
 

@@ -16,7 +16,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 import torch
 
 from .graph import node_name
-from .model import Summary, TensorState, Values, encode_number_tree
+from .model import Summary, TensorState, Values, encode_number_tree, freeze
 
 EXACT_LIMIT = 64  # tensors with at most this many elements are recorded exactly
 HEAD = 8  # elements shown at the start of a summary
@@ -190,16 +190,10 @@ def tensor_values(t: torch.Tensor) -> Values:
                 return Values(kind="unavailable", reason="quantized tensor")
         with torch.no_grad():
             if t.numel() <= EXACT_LIMIT:
-                return Values(kind="exact", data=_freeze(encode_number_tree(t.detach().cpu().tolist())))
+                return Values(kind="exact", data=freeze(encode_number_tree(t.detach().cpu().tolist())))
             return Values(kind="summary", summary=_summarise(t.detach()))
     except Exception as exc:  # an exotic tensor: say so rather than fail the trace
         return Values(kind="unavailable", reason=f"{type(exc).__name__}: {exc}".splitlines()[0][:200])
-
-
-def _freeze(value: Any) -> Any:
-    if isinstance(value, list):
-        return tuple(_freeze(v) for v in value)
-    return value
 
 
 def iter_chunks(t: Any, limit: int) -> Iterator[Any]:
@@ -247,7 +241,7 @@ def _summarise(t: torch.Tensor) -> Summary:
             break
     head = head[:HEAD]
     if t.is_complex():
-        return Summary(numel=numel, head=_freeze(encode_number_tree(head)))
+        return Summary(numel=numel, head=freeze(encode_number_tree(head)))
     nan_count = inf_count = 0
     count = 0
     mean = m2 = 0.0
@@ -283,7 +277,7 @@ def _summarise(t: torch.Tensor) -> Summary:
         std=std,
         nan_count=nan_count,
         inf_count=inf_count,
-        head=_freeze(encode_number_tree(head)),
+        head=freeze(encode_number_tree(head)),
     )
 
 
@@ -339,14 +333,14 @@ def ndarray_values(arr: Any) -> Values:
         if arr.dtype.kind not in "biufc":
             return Values(kind="unavailable", reason=f"dtype {arr.dtype}")
         if arr.size <= EXACT_LIMIT:
-            return Values(kind="exact", data=_freeze(encode_number_tree(arr.tolist())))
+            return Values(kind="exact", data=freeze(encode_number_tree(arr.tolist())))
         head: List[Any] = []
         for chunk in iter_chunks(arr, HEAD):
             head.extend(chunk.reshape(-1).tolist())
             if len(head) >= HEAD:
                 break
         if arr.dtype.kind == "c":
-            return Values(kind="summary", summary=Summary(numel=int(arr.size), head=_freeze(encode_number_tree(head[:HEAD]))))
+            return Values(kind="summary", summary=Summary(numel=int(arr.size), head=freeze(encode_number_tree(head[:HEAD]))))
         nan_count = inf_count = count = 0
         lo = hi = None
         total = 0.0
@@ -368,7 +362,7 @@ def ndarray_values(arr: Any) -> Values:
         std = math.sqrt(max(0.0, (sq - count * mean * mean) / (count - 1))) if count > 1 else None
         summary = Summary(
             numel=int(arr.size), min=lo, max=hi, mean=mean, std=std,
-            nan_count=nan_count, inf_count=inf_count, head=_freeze(encode_number_tree(head[:HEAD])),
+            nan_count=nan_count, inf_count=inf_count, head=freeze(encode_number_tree(head[:HEAD])),
         )
         return Values(kind="summary", summary=summary)
     except Exception as exc:

@@ -12,7 +12,7 @@ import difflib
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 import yaml
 
@@ -56,6 +56,20 @@ class Code:
     def with_text(self, text: str) -> "Code":
         return dataclasses.replace(self, text=text)
 
+    def source(self, mode: str) -> str:
+        """The text as it is compiled: an expression ('eval') without surrounding whitespace."""
+        return self.text.strip() if mode == "eval" else self.text
+
+    def locate_source(self, mode: str, lineno: Optional[int], offset: Optional[int] = None) -> Tuple[int, int]:
+        """Like ``locate``, for a (line, column) inside ``source(mode)``."""
+        if mode != "eval":
+            return self.locate(lineno, offset)
+        lead = self.text[: len(self.text) - len(self.text.lstrip())]
+        lineno, offset = max(1, lineno or 1), max(1, offset or 1)
+        if lineno == 1:  # only the first line of the expression was shifted by the stripping
+            offset += len(lead) - (lead.rfind("\n") + 1)
+        return self.locate(lineno + lead.count("\n"), offset)
+
 
 Declaration = Union[None, Declared, Dict[str, Optional[Declared]]]
 Expectations = Union[Tuple[Code, ...], Dict[str, Tuple[Code, ...]]]
@@ -90,6 +104,16 @@ class Scenario:
     steps: Tuple[StepSpec, ...] = ()
     variants: Optional[Dict[str, Dict[str, str]]] = None
     variant: Optional[str] = None  # set on a resolved variant
+
+    def all_code(self) -> Iterator[Tuple[str, Code, str]]:
+        """(what, code, mode) for the setup, every step and every expectation (of every variant)."""
+        for code in self.setup:
+            yield "setup", code, "exec"
+        for spec in self.steps:
+            yield f"step {spec.index}", spec.run, "exec"
+            expect = spec.expect
+            for code in sum(expect.values(), ()) if isinstance(expect, dict) else expect:
+                yield f"an expectation of step {spec.index}", code, "eval"
 
     @property
     def variant_names(self) -> Tuple[str, ...]:
@@ -500,12 +524,7 @@ class _Builder:
         return result
 
     def check_placeholders(self, scenario: Scenario) -> None:
-        codes: List[Code] = list(scenario.setup)
-        for spec in scenario.steps:
-            codes.append(spec.run)
-            expect = spec.expect
-            codes.extend(sum(expect.values(), ()) if isinstance(expect, dict) else expect)
-        for code in codes:
+        for _, code, _ in scenario.all_code():
             for key, offset in placeholders_in(code.text):
                 for name, values in (scenario.variants or {}).items():
                     if key not in values:
@@ -629,28 +648,15 @@ class _Builder:
 
 def validate_code(scenario: Scenario) -> None:
     """Every piece of code must be valid Python; a SyntaxError points into the file."""
-    for code in scenario.setup:
-        _compile_check(code, "exec", scenario.path, "setup")
-    for spec in scenario.steps:
-        _compile_check(spec.run, "exec", scenario.path, f"step {spec.index}")
-        expect = spec.expect
-        codes = sum(expect.values(), ()) if isinstance(expect, dict) else expect
-        for code in codes:
-            _compile_check(code, "eval", scenario.path, f"an expectation of step {spec.index}")
+    for what, code, mode in scenario.all_code():
+        _compile_check(code, mode, scenario.path, what)
 
 
 def _compile_check(code: Code, mode: str, path: Optional[str], what: str) -> None:
-    text = code.text.strip() if mode == "eval" else code.text
     try:
-        compile(text, f"<{what}>", mode, dont_inherit=True)
+        compile(code.source(mode), f"<{what}>", mode, dont_inherit=True)
     except SyntaxError as exc:
-        lineno, offset = exc.lineno, exc.offset
-        if mode == "eval":
-            # the expression was stripped of surrounding whitespace
-            lead = code.text[: len(code.text) - len(code.text.lstrip())]
-            offset = (offset or 1) + (len(lead) - lead.rfind("\n") - 1 if "\n" in lead else len(lead))
-            lineno = (lineno or 1) + lead.count("\n")
-        line, column = code.locate(lineno, offset)
+        line, column = code.locate_source(mode, exc.lineno, exc.offset)
         reason = exc.msg
         kind = "is not a valid Python expression" if mode == "eval" else "is not valid Python"
         raise ScenarioError(f"{what} {kind}: {reason}", path=path, line=line, column=column) from None

@@ -233,10 +233,10 @@ def check_policy(scenario: Scenario) -> None:
     """Safe mode: refuse, before anything runs, code that reaches outside the scenario."""
     from .sandbox import check_source
 
-    for what, code, mode in _all_code(scenario):
+    for what, code, mode in scenario.all_code():
         try:
             with _deep_recursion():
-                refusals = check_source(code.text if mode == "exec" else code.text.strip(), mode)
+                refusals = check_source(code.source(mode), mode)
         except RecursionError:
             raise PolicyError(
                 f"{what} is nested too deeply for safe mode to check; split it into simpler statements, "
@@ -247,8 +247,7 @@ def check_policy(scenario: Scenario) -> None:
             ) from None
         if refusals:
             first = refusals[0]
-            lead = code.text[: len(code.text) - len(code.text.lstrip())] if mode == "eval" else ""
-            line, column = code.locate(first.line + lead.count("\n"), first.column + (0 if "\n" in lead else len(lead)))
+            line, column = code.locate_source(mode, first.line, first.column)
             raise PolicyError(f"{first.message}", path=scenario.path, line=line, column=column)
 
 
@@ -261,16 +260,6 @@ def _deep_recursion(limit: int = 6000) -> Iterator[None]:
         yield
     finally:
         sys.setrecursionlimit(previous)
-
-
-def _all_code(scenario: Scenario) -> Iterator[Tuple[str, Code, str]]:
-    for code in scenario.setup:
-        yield "setup", code, "exec"
-    for spec in scenario.steps:
-        yield f"step {spec.index}", spec.run, "exec"
-        expect = spec.expect
-        for code in sum(expect.values(), ()) if isinstance(expect, dict) else expect:
-            yield f"an expectation of step {spec.index}", code, "eval"
 
 
 # --- the recorder ----------------------------------------------------------------
@@ -380,7 +369,7 @@ class _Recorder:
 
     # compiling and running -------------------------------------------------
     def compile(self, code: Code, filename: str, mode: str) -> types.CodeType:
-        text = code.text if mode == "exec" else code.text.strip()
+        text = code.source(mode)
         if self.safe:
             from .sandbox import compile_safe
 
