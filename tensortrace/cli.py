@@ -135,22 +135,13 @@ def _load_all(targets: Sequence[str]):
 
 
 def _run_all(scenarios, *, trust: bool, device: Optional[str], timeout: float, memory_limit: int, on_start=None, on_step=None) -> List[Trace]:
-    from .runner import Interrupted, Limits, run_scenario
+    from .runner import Interrupted, Limits, run_all
 
     limits = Limits(timeout=timeout if timeout > 0 else None, memory_mb=memory_limit if memory_limit > 0 else None)
-    if not trust:  # nothing runs until every file has passed the safe-mode check
-        from .tracer import check_policy
-
-        for scenario in scenarios:
-            for variant in scenario.resolved():
-                check_policy(variant)
-    traces: List[Trace] = []
     try:
-        for scenario in scenarios:
-            traces.extend(run_scenario(scenario, safe=not trust, device=device, limits=limits, on_start=on_start, on_step=on_step))
+        return run_all(scenarios, safe=not trust, device=device, limits=limits, on_start=on_start, on_step=on_step)
     except Interrupted as stop:
-        raise _Interrupted(traces + stop.traces) from None
-    return traces
+        raise _Interrupted(stop.traces) from None
 
 
 class _Interrupted(Exception):

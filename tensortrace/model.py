@@ -194,12 +194,28 @@ class ScenarioInfo:
 
 
 @dataclass(frozen=True)
+class Confinement:
+    """What the kernel enforced around the child that ran a safe-mode scenario."""
+
+    enforced: Tuple[str, ...] = ()  # layer names, e.g. "landlock-files", "seccomp"
+    missing: Tuple[str, ...] = ()  # "layer: why it is not enforced here", one sentence each
+
+    @property
+    def complete(self) -> bool:
+        """Every layer the wall needs is up (see ``tensortrace.confine.ESSENTIAL``)."""
+        from .confine import ESSENTIAL
+
+        return all(layer in self.enforced for layer in ESSENTIAL)
+
+
+@dataclass(frozen=True)
 class Environment:
     tensortrace: str
     torch: str
     python: str
     device: str
     safe: bool = True
+    confinement: Optional[Confinement] = None  # safe mode only; None under --trust
 
 
 @dataclass(frozen=True)

@@ -1,13 +1,16 @@
-"""Run scenarios in a child process under OS limits, streaming steps back.
+"""Run scenarios in a child process behind the kernel's wall, streaming steps back.
 
-The child is forked after torch is imported (start-up stays fast), runs the
-tracer, and sends every event as one JSON line over a pipe. The parent never
-unpickles anything from it: it rebuilds records from plain JSON. Limits:
+The child is forked after torch is imported (start-up stays fast), confines
+itself (``tensortrace.confine``) in safe mode, runs the tracer, and sends every
+event over a pipe (``tensortrace.events``: JSON lines, never pickle). The parent
+trusts nothing it receives: every event and the whole stream are bounded in
+size, and it rebuilds records from plain data. Limits:
 
 * wall clock per step (``timeout``): an alarm inside the child ends a
   runaway Python step, and the parent kills a child stuck in native code;
-* in safe mode, also no file writes (RLIMIT_FSIZE = 0), a memory cap
-  (RLIMIT_AS) and a CPU-time cap (RLIMIT_CPU).
+* wall clock per scenario (``scenario_timeout``), kept by the parent;
+* in safe mode, also the kernel's wall, no file writes (RLIMIT_FSIZE = 0), a
+  memory cap (RLIMIT_AS) and a CPU-time cap (RLIMIT_CPU), hard limits lowered.
 
 A step that exceeds a limit is recorded as that step's error; what was traced
 before it is kept. Where ``fork`` is unavailable, scenarios run in-process.
@@ -15,32 +18,26 @@ before it is kept. Where ``fork`` is unavailable, scenarios run in-process.
 
 from __future__ import annotations
 
-import json
 import os
 import select
 import signal
 import sys
 import time
 from dataclasses import dataclass
-from typing import Callable, List, Optional
+from typing import Callable, List, Optional, Sequence
 
 from .errors import TensorTraceError
-from .model import (
-    Environment,
-    ErrorInfo,
-    ScenarioInfo,
-    Step,
-    StorageInfo,
-    Trace,
-    record_from_dict,
-    record_to_dict,
-)
+from .events import MAX_TRACE_BYTES, Assembler, Crashed, EventError, LineReader, Start, Unusable, decode, encode, size_text
+from .model import Environment, ErrorInfo, ScenarioInfo, Step, Trace
 from .scenario import Scenario
 
 GRACE = 2.0  # seconds the parent waits past the step limit before killing the child
 DEFAULT_TIMEOUT = 5.0
+DEFAULT_SCENARIO_TIMEOUT = 300.0
 DEFAULT_MEMORY_MB = 4096
+REQUIRE_ENV = "TENSORTRACE_REQUIRE_CONFINEMENT"
 
+StartCallback = Callable[[Trace], None]
 StepCallback = Callable[[Trace, Step], None]
 
 
@@ -48,103 +45,102 @@ StepCallback = Callable[[Trace, Step], None]
 class Limits:
     timeout: Optional[float] = DEFAULT_TIMEOUT  # seconds per step; None: no limit
     memory_mb: Optional[int] = DEFAULT_MEMORY_MB  # extra address space for the child (safe mode)
+    scenario_timeout: Optional[float] = DEFAULT_SCENARIO_TIMEOUT  # seconds per scenario (each variant); None: no limit
 
 
 class Interrupted(Exception):
-    """Ctrl-C during a run; ``traces`` holds what was traced so far."""
+    """Ctrl-C during a run; ``traces`` holds what was traced so far, the cut one last."""
 
     def __init__(self, traces: List[Trace]) -> None:
         super().__init__("interrupted")
         self.traces = traces
 
 
-def run_scenario(
-    scenario: Scenario,
+class ConfinementUnavailable(TensorTraceError):
+    """The kernel's wall was required and cannot be built on this machine."""
+
+    def __init__(self, missing: Sequence[str]) -> None:
+        super().__init__(
+            "safe mode cannot be confined by the kernel here, and confinement was required "
+            f"(--require-confinement or {REQUIRE_ENV}=1): missing {'; '.join(missing)}. "
+            "Run on Linux 5.13+ with libseccomp, or drop the requirement to run with the Python-level checks only"
+        )
+        self.missing = tuple(missing)
+
+
+def run_all(
+    scenarios: Sequence[Scenario],
     *,
     safe: bool = True,
     device: Optional[str] = None,
     limits: Limits = Limits(),
-    on_start: Optional[Callable[[Trace], None]] = None,
+    on_start: Optional[StartCallback] = None,
     on_step: Optional[StepCallback] = None,
     isolate: bool = True,
+    confine: Optional[bool] = None,
+    require_confinement: bool = False,
 ) -> List[Trace]:
-    """Trace every variant of a scenario; callbacks see each step as it finishes."""
+    """Trace every variant of every scenario; callbacks see each step as it finishes.
+
+    In safe mode nothing runs until every variant of every scenario has passed
+    the policy check, which runs once each. ``confine`` (default: the same as
+    ``safe``) puts the child behind the kernel's wall; it is separate from
+    ``safe`` so that the wall can be shown to hold on its own, with plain Python
+    inside. ``require_confinement`` refuses to run, before anything runs,
+    where the wall would be incomplete. Ctrl-C raises ``Interrupted`` with the
+    traces so far.
+    """
     from . import tracer  # imports torch
 
-    variants = scenario.resolved()
-    if safe:  # refuse unusable input before anything runs (the device is checked in the child,
-        # since asking CUDA anything here would make it unusable in a forked child)
+    confine = safe if confine is None else confine
+    variants = [variant for scenario in scenarios for variant in scenario.resolved()]
+    if safe:  # the device is checked in the child: asking CUDA here would make it unusable there
         for variant in variants:
             tracer.check_policy(variant)
+    if confine and require_confinement:
+        require_kernel_confinement(isolate)
+    forked = isolate and hasattr(os, "fork")
     traces: List[Trace] = []
     for variant in variants:
-        if isolate and hasattr(os, "fork"):
-            result = _run_forked(variant, safe=safe, device=device, limits=limits, on_start=on_start, on_step=on_step, done=traces)
-        else:
-            result = _run_inline(variant, safe=safe, device=device, limits=limits, on_start=on_start, on_step=on_step, done=traces)
-        traces.append(result)
+        assembler = Assembler(on_start, on_step)
+        run_one = _run_forked if forked else _run_inline
+        try:
+            traces.append(run_one(variant, assembler, safe=safe, device=device, limits=limits, confine=confine))
+        except KeyboardInterrupt:
+            raise Interrupted(traces + [assembler.trace(aborted="interrupted (Ctrl-C)")]) from None
     return traces
 
 
-def _run_inline(scenario, *, safe, device, limits, on_start, on_step, done) -> Trace:
+def run_scenario(scenario: Scenario, **options) -> List[Trace]:
+    """``run_all`` for one scenario (all its variants)."""
+    return run_all([scenario], **options)
+
+
+def require_kernel_confinement(isolate: bool = True) -> None:
+    """Raise ``ConfinementUnavailable`` unless every layer of the kernel's wall can go up here."""
+    from . import confine
+
+    if not (isolate and hasattr(os, "fork")):
+        raise ConfinementUnavailable(["a child process: this platform cannot fork, so steps would run unconfined in this process"])
+    report = confine.available()
+    if not report.complete:
+        raise ConfinementUnavailable(report.missing)
+
+
+def _run_inline(scenario: Scenario, assembler: Assembler, *, safe, device, limits, confine) -> Trace:
     from . import tracer
+    from .model import Confinement
 
-    partial = _Partial()
-    try:
-        for event in tracer.iter_trace(scenario, safe=safe, device=device, timeout=limits.timeout):
-            partial.add(event, on_start, on_step)
-    except KeyboardInterrupt:
-        raise Interrupted(done + [partial.trace(aborted="interrupted (Ctrl-C)")]) from None
-    return partial.trace()
-
-
-class _Partial:
-    """Events received so far, as a trace that can be finished at any point."""
-
-    def __init__(self) -> None:
-        self.scenario: Optional[ScenarioInfo] = None
-        self.environment: Optional[Environment] = None
-        self.setup: Optional[Step] = None
-        self.steps: List[Step] = []
-        self.storages: tuple = ()
-        self.notices: tuple = ()
-        self.aborted: Optional[str] = None
-        self.finished = False
-
-    def add(self, event, on_start, on_step) -> None:
-        from .tracer import Finished, Started
-
-        if isinstance(event, Started):
-            self.scenario, self.environment = event.scenario, event.environment
-            if on_start:
-                on_start(self.trace())
-        elif isinstance(event, Step):
-            if event.index == 0:
-                self.setup = event
-            else:
-                self.steps.append(event)
-            if on_step:
-                on_step(self.trace(), event)
-        elif isinstance(event, Finished):
-            self.storages, self.notices, self.aborted = event.storages, event.notices, event.aborted
-            self.finished = True
-
-    def trace(self, aborted: Optional[str] = None) -> Trace:
-        return Trace(
-            scenario=self.scenario or ScenarioInfo(title="(not started)"),
-            environment=self.environment or Environment(tensortrace="", torch="", python="", device=""),
-            setup=self.setup,
-            steps=tuple(self.steps),
-            storages=self.storages,
-            notices=self.notices,
-            aborted=aborted if aborted is not None else self.aborted,
-        )
+    report = Confinement(missing=("all layers: this platform cannot fork, so the steps ran in the calling process",)) if confine else None
+    for event in tracer.iter_trace(scenario, safe=safe, device=device, timeout=limits.timeout, confinement=report, checked=True):
+        assembler.add(event)
+    return assembler.trace()
 
 
 # --- the child -------------------------------------------------------------------
 
 
-def _child_main(write_fd: int, scenario: Scenario, safe: bool, device: Optional[str], limits: Limits, parent: int) -> None:
+def _child_main(write_fd: int, scenario: Scenario, safe: bool, device: Optional[str], limits: Limits, parent: int, confine: bool) -> None:
     """Runs in the forked child; never returns."""
     code = 0
     try:
@@ -154,29 +150,36 @@ def _child_main(write_fd: int, scenario: Scenario, safe: bool, device: Optional[
         devnull = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):
             os.dup2(devnull, fd)
+        os.close(devnull)
         import torch
 
         from . import tracer
 
         torch.set_num_threads(1)
-        if safe:
+        report = None
+        if safe or confine:
             _apply_limits(scenario, limits)
-        out = os.fdopen(write_fd, "w", encoding="utf-8", buffering=1)
-        for event in tracer.iter_trace(scenario, safe=safe, device=device, timeout=limits.timeout):
-            out.write(json.dumps(_encode(event), allow_nan=False) + "\n")
-        out.flush()
+        if confine:
+            report = _confine(write_fd, scenario, device)
+        for event in tracer.iter_trace(scenario, safe=safe, device=device, timeout=limits.timeout, confinement=report, checked=True):
+            _send(write_fd, encode(event))
     except TensorTraceError as exc:  # e.g. a device this machine lacks: the user's to fix
-        os.write(write_fd, (json.dumps({"event": "unusable", "message": str(exc)}) + "\n").encode())
+        _send(write_fd, encode(Unusable(str(exc))))
         code = 2
     except BaseException as exc:  # report, never print a traceback from the child
         try:
-            msg = {"event": "crashed", "message": f"{type(exc).__name__}: {exc}"}
-            os.write(write_fd, (json.dumps(msg) + "\n").encode())
-        except Exception:
+            _send(write_fd, encode(Crashed(f"{type(exc).__name__}: {exc}")))
+        except BaseException:
             pass
         code = 3
     finally:
         os._exit(code)
+
+
+def _send(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def _die_with_parent(parent: int) -> None:
@@ -192,6 +195,46 @@ def _die_with_parent(parent: int) -> None:
             pass
     if os.getppid() != parent:  # the parent died before the request above took effect
         os._exit(3)
+
+
+def _confine(write_fd: int, scenario: Scenario, device: Optional[str]):
+    """Put this child behind the kernel's wall; a layer that fails to go up ends the run."""
+    from . import confine
+    from .model import Confinement
+
+    _prepare_lazy_imports()
+    wanted = scenario.device or device or "cpu"
+    extra = [scenario.path] if scenario.path and os.path.exists(scenario.path) else []
+    try:
+        report = confine.confine(keep_fds=(write_fd,), extra_read=extra, device=wanted)
+    except confine.ConfinementError as exc:
+        raise TensorTraceError(f"safe mode could not confine the child process: {exc}; nothing ran") from None
+    return Confinement(enforced=report.enforced, missing=report.missing)
+
+
+def _prepare_lazy_imports() -> None:
+    """Make the folder torch's lazy imports create exist before the wall forbids writing.
+
+    Optimizers, ``torch.func`` and other ``_disable_dynamo`` functions import
+    ``torch._dynamo`` on first use, and that import runs
+    ``os.makedirs(<inductor cache folder>, exist_ok=True)``, which succeeds
+    without writing when the folder exists. torch's own function for the
+    folder's name is loaded from its file, since importing its package would
+    import 800 modules.
+    """
+    import importlib.util
+
+    try:
+        import torch
+
+        path = os.path.join(os.path.dirname(torch.__file__), "_inductor", "runtime", "cache_dir_utils.py")
+        spec = importlib.util.spec_from_file_location("_tensortrace_inductor_cache_dir", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        folder = os.environ.get("TORCHINDUCTOR_CACHE_DIR") or module.default_cache_dir()
+        os.makedirs(os.path.abspath(folder), exist_ok=True)
+    except Exception:  # another torch, or an unwritable folder: the import will say so itself
+        pass
 
 
 def _apply_limits(scenario: Scenario, limits: Limits) -> None:
@@ -220,40 +263,10 @@ def _apply_limits(scenario: Scenario, limits: Limits) -> None:
         resource.setrlimit(resource.RLIMIT_CPU, (used + cpu, used + cpu + 5))
 
 
-def _encode(event) -> dict:
-    from .tracer import Finished, Started
-
-    if isinstance(event, Started):
-        return {"event": "started", "scenario": record_to_dict(event.scenario), "environment": record_to_dict(event.environment)}
-    if isinstance(event, Step):
-        return {"event": "step", "step": record_to_dict(event)}
-    assert isinstance(event, Finished)
-    return {
-        "event": "finished",
-        "storages": record_to_dict(event.storages),
-        "notices": list(event.notices),
-        "aborted": event.aborted,
-    }
-
-
-def _decode(data: dict):
-    from .tracer import Finished, Started
-
-    kind = data.get("event")
-    if kind == "started":
-        return Started(record_from_dict(ScenarioInfo, data["scenario"]), record_from_dict(Environment, data["environment"]))
-    if kind == "step":
-        return record_from_dict(Step, data["step"])
-    if kind == "finished":
-        storages = tuple(record_from_dict(StorageInfo, s) for s in data["storages"])
-        return Finished(storages=storages, notices=tuple(data["notices"]), aborted=data["aborted"])
-    raise ValueError(f"unexpected event {kind!r}")
-
-
 # --- the parent --------------------------------------------------------------------
 
 
-def _run_forked(scenario: Scenario, *, safe, device, limits, on_start, on_step, done) -> Trace:
+def _run_forked(scenario: Scenario, assembler: Assembler, *, safe, device, limits, confine) -> Trace:
     read_fd, write_fd = os.pipe()
     sys.stdout.flush()
     sys.stderr.flush()
@@ -261,71 +274,73 @@ def _run_forked(scenario: Scenario, *, safe, device, limits, on_start, on_step, 
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child's coverage is not collected
         os.close(read_fd)
-        _child_main(write_fd, scenario, safe, device, limits, parent)
+        _child_main(write_fd, scenario, safe, device, limits, parent, confine)
     os.close(write_fd)
-    partial = _Partial()
-    buffer = b""
-    crashed: Optional[str] = None
-    unusable: Optional[str] = None
+    reader = LineReader()
+    received = 0
+    notes: dict = {}  # "unusable" / "crashed" messages from the child
     patience = (limits.timeout + GRACE) if limits.timeout else None
-    deadline = time.monotonic() + patience if patience else None
+    began = time.monotonic()
+    step_deadline = began + patience if patience else None
+    scenario_deadline = began + limits.scenario_timeout if limits.scenario_timeout else None
     try:
         while True:
-            wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+            deadlines = [d for d in (step_deadline, scenario_deadline) if d is not None]
+            wait = max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
             ready, _, _ = select.select([read_fd], [], [], wait)
-            if not ready:  # the step ran past its limit and the alarm did not end it
+            if not ready:  # a limit passed and the child did not end the step itself
                 _kill(pid)
-                return partial.trace(aborted=_synthesise_stop(partial, scenario, limits, "timeout", on_step))
+                over_scenario = scenario_deadline is not None and time.monotonic() >= scenario_deadline
+                reason = "scenario-timeout" if over_scenario else "timeout"
+                return assembler.trace(aborted=_synthesise_stop(assembler, scenario, limits, reason))
             chunk = os.read(read_fd, 1 << 20)
             if not chunk:
                 break
-            buffer += chunk
-            while b"\n" in buffer:
-                line, buffer = buffer.split(b"\n", 1)
-                data = json.loads(line)
-                if data.get("event") == "unusable":
-                    unusable = data.get("message")
+            received += len(chunk)
+            if received > MAX_TRACE_BYTES:
+                raise EventError(f"more than {size_text(MAX_TRACE_BYTES)} of trace")
+            for line in reader.feed(chunk):
+                event = decode(line)
+                if isinstance(event, (Unusable, Crashed)):
+                    notes[type(event)] = event.message
                     continue
-                if data.get("event") == "crashed":
-                    crashed = data.get("message")
-                    continue
-                partial.add(_decode(data), on_start, on_step)
-                if deadline is not None:
-                    deadline = time.monotonic() + patience
+                assembler.add(event)
+                if patience is not None:
+                    step_deadline = time.monotonic() + patience
+    except EventError as exc:
+        _kill(pid)
+        return assembler.trace(aborted=_synthesise_stop(assembler, scenario, limits, f"sent {exc}; the tracer stopped reading it"))
     except KeyboardInterrupt:
         _kill(pid)
-        _drain(read_fd, buffer, partial, on_start, on_step)  # steps that finished before Ctrl-C count
-        raise Interrupted(done + [partial.trace(aborted="interrupted (Ctrl-C)")]) from None
+        _drain(read_fd, reader, assembler)  # steps that finished before Ctrl-C count
+        raise
     finally:
         os.close(read_fd)
     _, status = os.waitpid(pid, 0)
-    if unusable is not None:
-        raise TensorTraceError(unusable)
-    if partial.finished:
-        return partial.trace()
-    if crashed and partial.scenario is None:
+    if Unusable in notes:
+        raise TensorTraceError(notes[Unusable])
+    if assembler.finished:
+        return assembler.trace()
+    crashed = notes.get(Crashed)
+    if crashed and assembler.start is None:
         raise TensorTraceError(f"the scenario could not be started: {crashed}", path=scenario.path)
     reason = _death_reason(status, crashed)
-    return partial.trace(aborted=_synthesise_stop(partial, scenario, limits, reason, on_step))
+    return assembler.trace(aborted=_synthesise_stop(assembler, scenario, limits, reason))
 
 
-def _drain(read_fd: int, buffer: bytes, partial: "_Partial", on_start, on_step) -> None:
-    """Read what a stopped child had already sent, keeping every complete event."""
+def _drain(read_fd: int, reader: LineReader, assembler: Assembler) -> None:
+    """Keep every complete event a stopped child had already sent."""
     try:
         while True:
             chunk = os.read(read_fd, 1 << 20)
             if not chunk:
                 break
-            buffer += chunk
-    except OSError:
+            for line in reader.feed(chunk):
+                event = decode(line)
+                if not isinstance(event, (Unusable, Crashed)):
+                    assembler.add(event)
+    except (OSError, EventError):
         pass
-    for line in buffer.split(b"\n")[:-1]:
-        try:
-            data = json.loads(line)
-            if data.get("event") in ("started", "step", "finished"):
-                partial.add(_decode(data), on_start, on_step)
-        except (ValueError, KeyError, TypeError):
-            break
 
 
 def _kill(pid: int) -> None:
@@ -349,7 +364,7 @@ def _death_reason(status: int, crashed: Optional[str]) -> str:
     return f"ended the process (exit status {os.WEXITSTATUS(status)})"
 
 
-def _synthesise_stop(partial: _Partial, scenario: Scenario, limits: Limits, reason: str, on_step) -> str:
+def _synthesise_stop(partial: Assembler, scenario: Scenario, limits: Limits, reason: str) -> str:
     """Record the step that was running when the child stopped, and say why."""
     if partial.steps:
         index = partial.steps[-1].index + 1
@@ -370,6 +385,9 @@ def _synthesise_stop(partial: _Partial, scenario: Scenario, limits: Limits, reas
     if reason == "timeout":
         message = f"{what} exceeded the {limits.timeout:g} s time limit"
         status = "timeout"
+    elif reason == "scenario-timeout":
+        message = f"{what} was running when the scenario reached its {limits.scenario_timeout:g} s time limit"
+        status = "timeout"
     else:
         message = f"{what} {reason}"
         status = "killed"
@@ -388,7 +406,8 @@ def _synthesise_stop(partial: _Partial, scenario: Scenario, limits: Limits, reas
         behaved=False,
         failures=(message,),
     )
-    if partial.scenario is None:
-        partial.scenario = ScenarioInfo(title=scenario.title, description=scenario.description, tags=scenario.tags, source=scenario.path, variant=scenario.variant)
-    partial.add(step, None, on_step)
+    if partial.start is None:
+        info = ScenarioInfo(title=scenario.title, description=scenario.description, tags=scenario.tags, source=scenario.path, variant=scenario.variant)
+        partial.start = Start(info, Environment(tensortrace="", torch="", python="", device=""))
+    partial.add(step)
     return message

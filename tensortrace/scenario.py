@@ -20,6 +20,8 @@ from .errors import ScenarioError
 from .model import Declared
 
 MAX_FILE_BYTES = 1024 * 1024
+MAX_VARIANTS = 32  # side by side, more are unreadable; each is traced in a child of its own
+MAX_EXPANDED_STEPS = 5000  # steps times variants: what the variants make the tool run
 
 TOP_LEVEL_KEYS = ("title", "description", "tags", "seed", "device", "setup", "show", "steps", "variants")
 STEP_KEYS = ("run", "note", "expect", "raises", "warns", "show", "graph")
@@ -459,6 +461,13 @@ class _Builder:
             raise self.error(steps_node, f"'steps' must be a list of steps, not {self.kind(steps_node)}")
         if not steps_node.value:
             raise self.error(steps_node, "'steps' is empty; add at least one step such as '- a = torch.ones(3)'")
+        expanded = len(steps_node.value) * max(1, len(variants or ()))
+        if expanded > MAX_EXPANDED_STEPS:
+            raise self.error(
+                steps_node,
+                f"the scenario would run {expanded:,} steps ({len(steps_node.value):,} steps × {max(1, len(variants or ())):,} variants), "
+                f"over the limit of {MAX_EXPANDED_STEPS:,}; split it into several files",
+            )
         steps = tuple(self.step(i + 1, node, variants) for i, node in enumerate(steps_node.value))
 
         scenario = Scenario(
@@ -504,6 +513,8 @@ class _Builder:
         fields = self.mapping(node, "'variants'")
         if not fields:
             raise self.error(node, "'variants' is empty; give at least one variant or remove the key")
+        if len(fields) > MAX_VARIANTS:
+            raise self.error(node, f"'variants' has {len(fields):,} variants, over the limit of {MAX_VARIANTS}; split the scenario into several files")
         result: Dict[str, Dict[str, str]] = {}
         for name, (key_node, value_node) in fields.items():
             if name in RESERVED_VARIANT_NAMES:

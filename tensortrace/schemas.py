@@ -221,7 +221,24 @@ def trace_schema() -> Dict[str, Any]:
                     "variant": _nullable(_STR),
                 }
             ),
-            "environment": _obj({"tensortrace": _STR, "torch": _STR, "python": _STR, "device": _STR, "safe": _BOOL}),
+            "environment": _obj(
+                {
+                    "tensortrace": _STR,
+                    "torch": _STR,
+                    "python": _STR,
+                    "device": _STR,
+                    "safe": _BOOL,
+                    "confinement": _nullable(
+                        _obj(
+                            {
+                                "enforced": {"type": "array", "items": _STR, "description": "layers of the kernel's wall that were up, e.g. landlock-files, seccomp"},
+                                "missing": {"type": "array", "items": _STR, "description": "'layer: why', for each layer this machine could not enforce"},
+                            }
+                        )
+                    ),
+                },
+                required=("tensortrace", "torch", "python", "device", "safe"),
+            ),
             "setup": _nullable({"$ref": "#/$defs/step"}),
             "steps": {"type": "array", "items": {"$ref": "#/$defs/step"}},
             "storages": {"type": "array", "items": storage},

@@ -26,8 +26,10 @@ import torch
 
 from . import __version__
 from .errors import PolicyError, ScenarioError, UsageError
+from .events import Assembler, End, Event, Start
 from .graph import walk_graph
 from .model import (
+    Confinement,
     Declared,
     Environment,
     ErrorInfo,
@@ -46,6 +48,27 @@ from .scenario import Code, Scenario, StepSpec
 MAX_STDOUT = 64 * 1024
 MAX_REPR = 300
 MAX_NAMES = 500  # tensors recorded per step; a scenario binding more gets a notice
+MAX_MESSAGE = 64 * 1024  # characters of one exception or warning message
+MAX_WARNINGS = 200  # warnings recorded per step; the rest are counted
+
+
+def bounded(text: str, limit: int) -> str:
+    """``text``, cut to ``limit`` characters with a note of how much was left out.
+
+    A step may raise a 40 MB message; the trace keeps its head, which is where
+    PyTorch puts what matters, and says that the rest was not recorded.
+    """
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n... ({len(text) - limit:,} more characters not recorded)"
+
+
+def _exception_text(exc: object) -> str:
+    """``str(exc)``, or what Python prints when that fails."""
+    try:
+        return str(exc)
+    except Exception:
+        return "<exception str() failed>"
 
 
 # --- helpers available to scenarios ---------------------------------------------
@@ -126,22 +149,6 @@ def base_namespace() -> Dict[str, Any]:
 # --- events ----------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Started:
-    scenario: ScenarioInfo
-    environment: Environment
-
-
-@dataclass(frozen=True)
-class Finished:
-    storages: Tuple[StorageInfo, ...]
-    notices: Tuple[str, ...]
-    aborted: Optional[str]
-
-
-Event = Union[Started, Step, Finished]
-
-
 class StepTimeout(BaseException):
     """Raised inside a step that ran past its wall-clock limit."""
 
@@ -176,30 +183,11 @@ def trace_variants(scenario: Scenario, **options: Any) -> List[Trace]:
 
 
 def collect(events: Iterator[Event]) -> Trace:
-    started: Optional[Started] = None
-    setup: Optional[Step] = None
-    steps: List[Step] = []
-    finished: Optional[Finished] = None
+    """The trace that a whole run's events make."""
+    assembler = Assembler()
     for event in events:
-        if isinstance(event, Started):
-            started = event
-        elif isinstance(event, Step):
-            if event.index == 0:
-                setup = event
-            else:
-                steps.append(event)
-        elif isinstance(event, Finished):
-            finished = event
-    assert started is not None and finished is not None
-    return Trace(
-        scenario=started.scenario,
-        environment=started.environment,
-        setup=setup,
-        steps=tuple(steps),
-        storages=finished.storages,
-        notices=finished.notices,
-        aborted=finished.aborted,
-    )
+        assembler.add(event)
+    return assembler.trace()
 
 
 def resolve_device(scenario: Scenario, override: Optional[str]) -> str:
@@ -272,8 +260,10 @@ def iter_trace(
     device: Optional[str] = None,
     timeout: Optional[float] = None,
     values: bool = True,
+    confinement: Optional[Confinement] = None,
+    checked: bool = False,
 ) -> Iterator[Event]:
-    """Run the scenario step by step, yielding a ``Started``, the steps, a ``Finished``.
+    """Run the scenario step by step, yielding a ``Start``, the steps, an ``End``.
 
     Raises ``ScenarioError`` (before anything runs) for a scenario that cannot
     be run: variants left unresolved, an unavailable device, or, in safe mode,
@@ -281,11 +271,11 @@ def iter_trace(
     """
     if scenario.variants:
         raise UsageError("resolve the scenario's variants first (Scenario.resolved())")
-    if safe:
+    if safe and not checked:  # the runner checks once, before anything runs
         check_policy(scenario)
     dev = resolve_device(scenario, device)
     recorder = _Recorder(scenario, safe=safe, device=dev, timeout=timeout, values=values)
-    yield Started(
+    yield Start(
         scenario=ScenarioInfo(
             title=scenario.title,
             description=scenario.description,
@@ -299,6 +289,7 @@ def iter_trace(
             python=platform.python_version(),
             device=dev,
             safe=safe,
+            confinement=confinement,
         ),
     )
     with _fresh_torch_state(scenario.seed, dev):
@@ -315,7 +306,7 @@ def iter_trace(
                 if step.status == "timeout":
                     aborted = step.error.message
                     break
-        yield Finished(storages=recorder.storages(), notices=recorder.notices(), aborted=aborted)
+        yield End(storages=recorder.storages(), notices=recorder.notices(), aborted=aborted)
 
 
 @contextlib.contextmanager
@@ -464,12 +455,16 @@ class _Recorder:
             for w in caught:
                 code = lines.get(w.filename)
                 line = code.locate(w.lineno)[0] if code is not None else None
-                warns.append(WarningInfo(category=w.category.__name__, message=str(w.message), line=line))
-                classes["warnings"].append(w.category)
+                if len(warns) < MAX_WARNINGS:
+                    warns.append(WarningInfo(category=w.category.__name__, message=bounded(_exception_text(w.message), MAX_MESSAGE), line=line))
+                elif len(warns) == MAX_WARNINGS:
+                    more = len(caught) - MAX_WARNINGS
+                    warns.append(WarningInfo(category="tensortrace.Notice", message=f"{more:,} more warnings in this step were not recorded", line=None))
+                classes["warnings"].append((w.category, _exception_text(w.message)))
             caught.clear()
         text = out.getvalue()
         if len(text) > MAX_STDOUT:
-            text = text[:MAX_STDOUT] + f"\n... ({len(text) - MAX_STDOUT:,} more characters not recorded)\n"
+            text = bounded(text, MAX_STDOUT) + "\n"
         return status, error, tuple(warns), text, classes
 
     @contextlib.contextmanager
@@ -534,8 +529,8 @@ class _Recorder:
         warned_ok = bool(
             warned is not None
             and any(
-                warned.type in class_names(cls) and _message_matches(warned.match, w.message)
-                for w, cls in zip(warns, classes["warnings"])
+                warned.type in class_names(cls) and _message_matches(warned.match, message)
+                for cls, message in classes["warnings"]
             )
         )
         failures: List[str] = []
@@ -770,7 +765,7 @@ def _error_info(exc: BaseException, lines: Dict[str, Code]) -> ErrorInfo:
     if line is None and isinstance(exc, SyntaxError) and exc.filename in lines:
         line = lines[exc.filename].locate(exc.lineno)[0]
     cls = type(exc)
-    message = str(exc)
+    message = bounded(_exception_text(exc), MAX_MESSAGE)
     return ErrorInfo(
         type=cls.__name__,
         qualname=f"{cls.__module__}.{cls.__qualname__}",

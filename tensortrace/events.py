@@ -1,0 +1,186 @@
+"""The events of a run, their one codec, and the one assembler of events into a trace.
+
+A run emits ``start`` (scenario and environment), one ``step`` per finished
+step (setup is step 0), and ``end`` (storages, notices, why it stopped early).
+The same three names are used by the tracer in-process, on the pipe from the
+forked child, and in the ``--format jsonl`` stream. The child adds two control
+events that never reach a trace: ``unusable`` (the input cannot be run, e.g. a
+device this machine lacks) and ``crashed`` (the tool itself failed).
+
+The pipe's codec is JSON lines, never pickle: the child runs untrusted code,
+so the parent decodes data, not objects, and bounds what it accepts
+(``MAX_EVENT_BYTES`` for one event, ``MAX_TRACE_BYTES`` for one scenario).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Callable, List, Optional, Tuple, Union
+
+from .model import Environment, ScenarioInfo, Step, StorageInfo, Trace, record_from_dict, record_to_dict
+
+MAX_EVENT_BYTES = 32 * 1024 * 1024  # one event from the child; a step is far smaller
+MAX_TRACE_BYTES = 256 * 1024 * 1024  # everything one scenario's child may send
+
+
+@dataclass(frozen=True)
+class Start:
+    scenario: ScenarioInfo
+    environment: Environment
+
+
+@dataclass(frozen=True)
+class End:
+    storages: Tuple[StorageInfo, ...]
+    notices: Tuple[str, ...]
+    aborted: Optional[str]
+
+
+@dataclass(frozen=True)
+class Unusable:
+    """The child found the input unusable (exit status 2); the message is for the user."""
+
+    message: str
+
+
+@dataclass(frozen=True)
+class Crashed:
+    """The tool failed in the child; the message says how."""
+
+    message: str
+
+
+Event = Union[Start, Step, End]
+ChildEvent = Union[Start, Step, End, Unusable, Crashed]
+
+
+def size_text(nbytes: int) -> str:
+    """``256 MiB``, ``195 KiB``: a byte count as a person reads it."""
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if nbytes >= size:
+            return f"{nbytes / size:.0f} {unit}"
+    return f"{nbytes} bytes"
+
+
+class EventError(ValueError):
+    """A line from the child that is not a well-formed event."""
+
+
+# --- the codec ----------------------------------------------------------------------
+
+
+def encode(event: ChildEvent) -> bytes:
+    """One event as one line of JSON (the wire form between child and parent)."""
+    if isinstance(event, Step):
+        data = {"event": "step", "step": record_to_dict(event)}
+    elif isinstance(event, Start):
+        data = {"event": "start", "scenario": record_to_dict(event.scenario), "environment": record_to_dict(event.environment)}
+    elif isinstance(event, End):
+        data = {"event": "end", "storages": record_to_dict(event.storages), "notices": list(event.notices), "aborted": event.aborted}
+    elif isinstance(event, (Unusable, Crashed)):
+        data = {"event": type(event).__name__.lower(), "message": event.message}
+    else:  # pragma: no cover - a programming error
+        raise TypeError(f"not an event: {event!r}")
+    return json.dumps(data, allow_nan=False, ensure_ascii=True).encode("ascii") + b"\n"
+
+
+def decode(line: bytes) -> ChildEvent:
+    """The event on one line from the child; ``EventError`` for anything else."""
+    try:
+        data = json.loads(line)
+        kind = data["event"]
+        if kind == "step":
+            return record_from_dict(Step, data["step"])
+        if kind == "start":
+            return Start(record_from_dict(ScenarioInfo, data["scenario"]), record_from_dict(Environment, data["environment"]))
+        if kind == "end":
+            storages = tuple(record_from_dict(StorageInfo, s) for s in data["storages"])
+            return End(storages=storages, notices=tuple(str(n) for n in data["notices"]), aborted=data["aborted"])
+        if kind in ("unusable", "crashed"):
+            message = str(data["message"])
+            return Unusable(message) if kind == "unusable" else Crashed(message)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise EventError(f"a malformed event: {type(exc).__name__}: {exc}") from None
+    raise EventError(f"an unknown event {kind!r}")
+
+
+class LineReader:
+    """Splits a byte stream into lines, finding each newline once (linear in the bytes)."""
+
+    def __init__(self, max_line: int = MAX_EVENT_BYTES) -> None:
+        self.buffer = bytearray()
+        self.scanned = 0
+        self.max_line = max_line
+
+    def feed(self, chunk: bytes) -> List[bytes]:
+        """The complete lines that ``chunk`` finishes; ``EventError`` when one grows past the cap."""
+        self.buffer += chunk
+        lines: List[bytes] = []
+        start = 0
+        while True:
+            end = self.buffer.find(b"\n", max(start, self.scanned))
+            if end < 0:
+                break
+            lines.append(bytes(self.buffer[start:end]))
+            start = end + 1
+        if start:
+            del self.buffer[:start]
+        self.scanned = len(self.buffer)
+        if self.scanned > self.max_line:
+            raise EventError(f"an event larger than {size_text(self.max_line)}")
+        return lines
+
+
+# --- the assembler --------------------------------------------------------------------
+
+
+class Assembler:
+    """Events received so far, as a trace that can be finished at any point.
+
+    The in-process tracer and the runner both build traces here, so a trace cut
+    short (a timeout, a killed child, Ctrl-C) has the same shape as a whole one.
+    """
+
+    def __init__(
+        self,
+        on_start: Optional[Callable[[Trace], None]] = None,
+        on_step: Optional[Callable[[Trace, Step], None]] = None,
+    ) -> None:
+        self.start: Optional[Start] = None
+        self.setup: Optional[Step] = None
+        self.steps: List[Step] = []
+        self.end: Optional[End] = None
+        self.on_start = on_start
+        self.on_step = on_step
+
+    @property
+    def finished(self) -> bool:
+        return self.end is not None
+
+    def add(self, event: Event) -> None:
+        if isinstance(event, Step):
+            if event.index == 0:
+                self.setup = event
+            else:
+                self.steps.append(event)
+            if self.on_step:
+                self.on_step(self.trace(), event)
+        elif isinstance(event, Start):
+            self.start = event
+            if self.on_start:
+                self.on_start(self.trace())
+        elif isinstance(event, End):
+            self.end = event
+
+    def trace(self, aborted: Optional[str] = None) -> Trace:
+        start, end = self.start, self.end
+        return Trace(
+            scenario=start.scenario if start else ScenarioInfo(title="(not started)"),
+            environment=start.environment if start else Environment(tensortrace="", torch="", python="", device=""),
+            setup=self.setup,
+            steps=tuple(self.steps),
+            storages=end.storages if end else (),
+            notices=end.notices if end else (),
+            aborted=aborted if aborted is not None else (end.aborted if end else None),
+        )

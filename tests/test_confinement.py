@@ -1,0 +1,297 @@
+"""The kernel's wall, on its own: plain Python inside the confined child can do no harm.
+
+These tests run unrestricted Python (full builtins, ``import os``) in the
+forked child with the Python-level checks off (``safe=False``) and the kernel's
+confinement on (``confine=True``), so that what they show holds however the
+Python-level checks are beaten. Each harmful step must fail with an error that
+the trace records, and the run must go on to the next step. A control run of
+the same steps without confinement shows that each step does harm when nothing
+stops it, so none of these tests can pass vacuously.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+from pathlib import Path
+from typing import Dict, List
+
+import pytest
+
+from tensortrace import confine
+from tensortrace.model import Trace
+from tensortrace.runner import ConfinementUnavailable, Limits, run_scenario
+from tensortrace.scenario import loads_scenario
+
+REPORT = confine.available()
+needs_wall = pytest.mark.skipif(
+    not REPORT.complete,
+    reason="this machine cannot build the kernel's wall: " + "; ".join(REPORT.missing),
+)
+
+
+def run(tmp_path: Path, steps: List[str], *, confined: bool = True, safe: bool = False) -> Trace:
+    body = "\n".join(f"  - run: {json.dumps(step)}" for step in steps)  # a JSON string is a YAML string
+    text = f"title: the wall\nsteps:\n{body}\n"
+    path = tmp_path / "wall.yaml"
+    path.write_text(text, encoding="utf-8")
+    scenario = loads_scenario(text, path=str(path))
+    [trace] = run_scenario(scenario, safe=safe, confine=confined, limits=Limits(timeout=60))  # a loaded machine is slow
+    return trace
+
+
+def outcomes(trace: Trace) -> Dict[int, str]:
+    return {s.index: (s.error.type if s.error else "ok") for s in trace.steps}
+
+
+@pytest.fixture
+def area(tmp_path: Path) -> Path:
+    """A folder outside every path the child may read, with a secret and a file to attack."""
+    folder = tmp_path / "area"
+    folder.mkdir()
+    (folder / "secret.txt").write_text("top secret", encoding="utf-8")
+    (folder / "existing.txt").write_text("keep me", encoding="utf-8")
+    return folder
+
+
+def test_the_area_is_outside_every_readable_path(area: Path) -> None:
+    # The secret must not sit under a path the child may read, or the test proves nothing.
+    for root in confine.read_paths():
+        assert not str(area).startswith(root.rstrip("/") + "/"), f"{area} lies under readable {root}"
+
+
+FILE_ATTACKS = [
+    "import os, mmap",
+    "open({new!r}, 'w').write('x')",
+    "open({existing!r}, 'r+').write('y')",
+    "open({existing!r}, 'a').write('z')",
+    "os.truncate({existing!r}, 0)",
+    "os.chmod({existing!r}, 0o777)",
+    "os.mkdir({newdir!r})",
+    "os.symlink({existing!r}, {link!r})",
+    "os.rename({existing!r}, {renamed!r})",
+    "os.unlink({renamed!r})",
+    "print(open({secret!r}).read())",
+]
+
+
+def _file_steps(area: Path) -> List[str]:
+    names = {
+        "new": str(area / "new.txt"),
+        "existing": str(area / "existing.txt"),
+        "renamed": str(area / "renamed.txt"),
+        "newdir": str(area / "newdir"),
+        "link": str(area / "link"),
+        "secret": str(area / "secret.txt"),
+    }
+    return [step.format(**names) for step in FILE_ATTACKS] + ["x = torch.ones(2, requires_grad=True); (x * 3).sum().backward()"]
+
+
+@needs_wall
+def test_files_cannot_be_written_created_renamed_truncated_or_read(tmp_path: Path, area: Path) -> None:
+    trace = run(tmp_path, _file_steps(area))
+    got = outcomes(trace)
+    assert got[1] == "ok"
+    for index in range(2, len(FILE_ATTACKS) + 1):
+        assert got[index] == "PermissionError", (index, FILE_ATTACKS[index - 1], trace.steps[index - 1].error)
+    assert got[len(FILE_ATTACKS) + 1] == "ok", "the run must go on after refused steps"
+    assert "top secret" not in (trace.steps[len(FILE_ATTACKS) - 1].stdout or "")
+    assert sorted(p.name for p in area.iterdir()) == ["existing.txt", "secret.txt"]
+    assert (area / "existing.txt").read_text(encoding="utf-8") == "keep me"
+    assert oct((area / "existing.txt").stat().st_mode & 0o777) != oct(0o777)
+
+
+def test_without_the_wall_the_same_steps_do_harm(tmp_path: Path, area: Path) -> None:
+    """The control: every attack above succeeds when nothing stops it."""
+    trace = run(tmp_path, _file_steps(area), confined=False)
+    got = outcomes(trace)
+    assert all(outcome == "ok" for outcome in got.values()), trace.steps
+    assert "top secret" in (trace.steps[len(FILE_ATTACKS) - 1].stdout or "")
+    assert sorted(p.name for p in area.iterdir()) == ["link", "new.txt", "newdir", "secret.txt"]
+
+
+@needs_wall
+def test_a_writable_shared_mapping_cannot_be_made(tmp_path: Path) -> None:
+    readable = confine.__file__  # a file the child may read: the wall still forbids writing through a mapping
+    steps = [
+        "import mmap",
+        "m = mmap.mmap(-1, 4096, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)",
+        f"f = open({readable!r}, 'rb'); m = mmap.mmap(f.fileno(), 0, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)",
+        f"f = open({readable!r}, 'rb'); m = mmap.mmap(f.fileno(), 0, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ)",
+    ]
+    got = outcomes(run(tmp_path, steps))
+    assert got == {1: "ok", 2: "PermissionError", 3: "PermissionError", 4: "ok"}
+
+
+class Listener:
+    """A TCP listener on 127.0.0.1 that counts the connections it accepts."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.accepted = 0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            self.accepted += 1
+            conn.close()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(2)
+        self.sock.close()
+
+
+@pytest.fixture
+def listener():
+    server = Listener()
+    yield server
+    server.close()
+
+
+@needs_wall
+def test_no_network_connection_can_be_opened(tmp_path: Path, listener: Listener) -> None:
+    steps = [
+        "import socket",
+        f"socket.create_connection(('127.0.0.1', {listener.port}), timeout=2)",
+        "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.sendto(b'x', ('127.0.0.1', 9))",
+        "s = socket.socket(socket.AF_UNIX); s.connect('\\0tensortrace-test')",
+        "a, b = socket.socketpair()",
+    ]
+    got = outcomes(run(tmp_path, steps))
+    assert got == {1: "ok", 2: "PermissionError", 3: "PermissionError", 4: "PermissionError", 5: "PermissionError"}
+    assert listener.accepted == 0
+
+
+def test_the_listener_accepts_an_unconfined_connection(tmp_path: Path, listener: Listener) -> None:
+    """The control for the network test: the same step connects when nothing stops it."""
+    steps = ["import socket", f"socket.create_connection(('127.0.0.1', {listener.port}), timeout=2).close()"]
+    got = outcomes(run(tmp_path, steps, confined=False))
+    assert got == {1: "ok", 2: "ok"}
+    for _ in range(50):
+        if listener.accepted:
+            break
+        threading.Event().wait(0.05)
+    assert listener.accepted == 1
+
+
+@needs_wall
+def test_no_process_can_be_started_or_signalled(tmp_path: Path) -> None:
+    steps = [
+        "import os, subprocess, signal",
+        "subprocess.run(['true'])",
+        "os.fork()",
+        "os.posix_spawn('/bin/true', ['true'], {})",
+        "os.execv('/bin/true', ['true'])",
+        "os.kill(os.getppid(), signal.SIGTERM)",
+        "os.kill(os.getpid(), 0)",
+    ]
+    trace = run(tmp_path, steps)
+    got = outcomes(trace)
+    assert got[1] == "ok"
+    for index in (2, 3, 4, 5, 6):
+        assert got[index] == "PermissionError", (index, steps[index - 1], trace.steps[index - 1].error)
+    assert got[7] == "ok", "a process may still signal itself"
+    assert trace.aborted is None
+
+
+@needs_wall
+def test_limits_cannot_be_raised_again(tmp_path: Path) -> None:
+    steps = [
+        "import resource",
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 30, 1 << 30))",
+        "resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))",
+        "print(resource.getrlimit(resource.RLIMIT_FSIZE))",
+    ]
+    trace = run(tmp_path, steps)
+    got = outcomes(trace)
+    assert got[1] == "ok" and got[4] == "ok"
+    assert got[2] in ("ValueError", "PermissionError") and got[3] in ("ValueError", "PermissionError")
+    assert trace.steps[3].stdout.strip() == "(0, 0)"
+
+
+@needs_wall
+def test_descriptors_opened_before_the_wall_are_closed(tmp_path: Path, area: Path) -> None:
+    target = area / "opened-by-parent.txt"
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        steps = ["import os", f"os.write({fd}, b'written through an inherited descriptor')"]
+        got = outcomes(run(tmp_path, steps))
+    finally:
+        os.close(fd)
+    assert got == {1: "ok", 2: "OSError"}  # EBADF: the descriptor is gone in the child
+    assert target.read_text(encoding="utf-8") == ""
+
+
+@needs_wall
+def test_threads_torch_and_numpy_still_work_inside(tmp_path: Path) -> None:
+    steps = [
+        "import threading, numpy as np",
+        "t = threading.Thread(target=lambda: None); t.start(); t.join()",
+        "torch.set_num_threads(2); y = torch.randn(256, 256) @ torch.randn(256, 256)",
+        "w = torch.nn.Parameter(torch.ones(3)); opt = torch.optim.SGD([w], lr=0.1); (w * 2).sum().backward(); opt.step()",
+        "a = np.arange(3.0); b = torch.from_numpy(a); b.add_(1)",
+    ]
+    trace = run(tmp_path, steps)
+    assert outcomes(trace) == {1: "ok", 2: "ok", 3: "ok", 4: "ok", 5: "ok"}, [s.error for s in trace.steps]
+
+
+@needs_wall
+def test_safe_mode_is_confined_by_default_and_says_so(tmp_path: Path) -> None:
+    trace = run(tmp_path, ["a = torch.ones(2)"], confined=None, safe=True)  # type: ignore[arg-type]
+    conf = trace.environment.confinement
+    assert conf is not None and conf.complete and conf.missing == ()
+    assert set(confine.ESSENTIAL) <= set(conf.enforced)
+    again = Trace.from_dict(trace.to_dict())
+    assert again.environment.confinement == conf
+
+
+def test_trust_mode_is_not_confined(tmp_path: Path) -> None:
+    trace = run(tmp_path, ["a = torch.ones(2)"], confined=None, safe=False)  # type: ignore[arg-type]
+    assert trace.environment.confinement is None
+
+
+def test_a_required_wall_that_cannot_be_built_refuses_before_anything_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(confine, "available", lambda: confine.Report(("seccomp",), ("landlock-files: this kernel has no Landlock",)))
+    scenario = loads_scenario(f"title: t\nsteps:\n  - print('ran')\n", path=str(tmp_path / "s.yaml"))
+    started = []
+    with pytest.raises(ConfinementUnavailable, match="this kernel has no Landlock"):
+        run_scenario(scenario, safe=True, require_confinement=True, on_start=started.append)
+    assert started == []
+
+
+def test_a_missing_layer_is_recorded_in_the_trace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = confine.available()
+    monkeypatch.setattr(confine, "available", lambda: confine.Report(
+        tuple(l for l in real.enforced if l != confine.SECCOMP), real.missing + ("seccomp: libseccomp is not installed",)))
+    trace = run(tmp_path, ["a = torch.ones(2)"], confined=None, safe=True)  # type: ignore[arg-type]
+    conf = trace.environment.confinement
+    assert conf is not None and not conf.complete
+    assert any(m.startswith("seccomp:") for m in conf.missing)
+    assert confine.SECCOMP not in conf.enforced
+
+
+def test_the_report_on_other_platforms_names_every_layer(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(confine.sys, "platform", "darwin")
+    report = confine.available()
+    assert not report.complete and report.enforced == ()
+    assert len(report.missing) == len(confine.ESSENTIAL)
+    assert all("Linux only" in m for m in report.missing)
+
+
+def test_docs_name_every_layer() -> None:
+    text = (Path(__file__).resolve().parents[1] / "docs" / "safety.md").read_text(encoding="utf-8")
+    for layer in confine.ESSENTIAL + (confine.LANDLOCK_NETWORK, confine.LANDLOCK_SCOPES):
+        assert f"`{layer}`" in text, layer
