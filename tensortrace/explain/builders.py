@@ -46,6 +46,7 @@ def _known_numel(shape: str) -> Optional[int]:
 
 
 def inplace_saved(f: Fields) -> Reading:
+    """Code because a scalar, a leaf and an op's output (node or autograd node) each read differently."""
     tensor = f["tensor"] if f["shape"].strip() else f"{f['tensor']} (a single number)"
     if f["node"]:
         node = f["node"]
@@ -77,6 +78,7 @@ def inplace_saved(f: Fields) -> Reading:
 
 
 def no_grad_view(f: Fields) -> Reading:
+    """Code because the view itself, a view of a view, and a change through the base read differently."""
     changed = _indirect(
         f["modified"],
         "is now being changed in place with grad mode on",
@@ -106,6 +108,7 @@ def no_grad_view(f: Fields) -> Reading:
 
 
 def inference_view(f: Fields) -> Reading:
+    """Code because a change to the view and a change through its base read differently."""
     changed = _indirect(
         f["modified"],
         "it is now being changed in place outside that block",
@@ -125,6 +128,7 @@ def inference_view(f: Fields) -> Reading:
 
 
 def multi_view(f: Fields) -> Reading:
+    """Code because a change to the piece and a change through its base read differently."""
     changed = _indirect(
         f["modified"],
         "and it is being changed in place",
@@ -144,6 +148,7 @@ def multi_view(f: Fields) -> Reading:
 
 
 def non_scalar(f: Fields) -> Reading:
+    """Code because a complex output needs another reason and another fix than a many-element one."""
     if f["dtype"]:
         what = (
             "Calling backward() with no argument starts the chain rule from a gradient "
@@ -171,6 +176,7 @@ def non_scalar(f: Fields) -> Reading:
 
 
 def numpy_requires_grad(f: Fields) -> Reading:
+    """Code because numpy() shares memory while other methods run Python on it: two reasons."""
     method = f["method"]
     if method == "numpy":
         what = (
@@ -193,6 +199,7 @@ def numpy_requires_grad(f: Fields) -> Reading:
 
 
 def numpy_bit(f: Fields) -> Reading:
+    """Code because the conjugate and the negative bit come from different operations."""
     if f["bit"] == "conjugate":
         lazy = "a lazy complex conjugate (from `conj()`)"
     else:
@@ -207,6 +214,7 @@ def numpy_bit(f: Fields) -> Reading:
 
 
 def numpy_device(f: Fields) -> Reading:
+    """Code because a meta tensor has no data at all, while a GPU tensor's data can be copied."""
     device = f["device"]
     if device == "meta":
         what = (
@@ -227,6 +235,7 @@ def numpy_device(f: Fields) -> Reading:
 
 
 def from_numpy_dtype(f: Fields) -> Reading:
+    """Code because object and string arrays need building, numeric ones only converting."""
     what = (
         f"Tensors can only be made from NumPy arrays of these types: {f['supported']}; this "
         f"array has type {f['dtype']}."
@@ -242,6 +251,7 @@ def from_numpy_dtype(f: Fields) -> Reading:
 
 
 def view_shape(f: Fields) -> Reading:
+    """Code because it works out how many elements the asked-for shape holds."""
     count = _known_numel(f["shape"])
     if count is None:
         holds = ""
@@ -262,6 +272,7 @@ def view_shape(f: Fields) -> Reading:
 
 
 def matmul(f: Fields) -> Reading:
+    """Code because it reads the columns and rows out of the two shapes."""
     cols = f["a"].split("x")[-1]
     rows = f["b"].split("x")[0]
     what = (
@@ -277,6 +288,7 @@ def matmul(f: Fields) -> Reading:
 
 
 def out_requires_grad(f: Fields) -> Reading:
+    """Code because the message may leave the operation unnamed, and the call must still read."""
     op = f["op"] or "this function"
     call = f"torch.{f['op']}(...)" if f["op"] else "torch.<op>(...)"
     what = (
