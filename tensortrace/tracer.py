@@ -27,6 +27,7 @@ import torch
 from . import __version__
 from .errors import PolicyError, ScenarioError, UsageError
 from .events import Assembler, End, Event, Start
+from .explain import name_the_saved_tensor
 from .graph import walk_graph
 from .model import (
     Confinement,
@@ -400,8 +401,8 @@ class _Recorder:
         tensors, objects = self.snapshot(spec)
         graphs = self.graphs(spec, tensors, objects)
         del objects
-        if error is not None and error.explanation is not None and error.explanation.topic == "inplace-saved-tensor":
-            error = _name_the_saved_tensor(error, tensors)
+        if error is not None:
+            error = name_the_saved_tensor(error, tensors)
         shown = self.shown_names(spec, tensors)
         return Step(
             index=spec.index,
@@ -714,43 +715,6 @@ def class_names(cls: type) -> Tuple[str, ...]:
         names.append(klass.__name__)
         names.append(f"{klass.__module__}.{klass.__qualname__}")
     return tuple(names)
-
-
-def _name_the_saved_tensor(error: ErrorInfo, tensors: Sequence[TensorState]) -> ErrorInfo:
-    """Say which of the scenario's names PyTorch's "[torch.FloatTensor [3]], output 0 of Sigmoid" is.
-
-    Candidates must have the reported shape and current version and, when the
-    message names the operation, a grad_fn of that operation. Only an answer
-    that points to one storage is given; otherwise the explanation stays as it was.
-    """
-    from .explain import VERSION_PATTERN
-
-    found = re.search(VERSION_PATTERN, error.message)
-    if found is None:
-        return error
-    shape = tuple(int(n) for n in re.findall(r"\d+", found.group("shape")))
-    now = int(found.group("now"))
-    node = found.group("node")
-    op = re.sub(r"Backward\d*$", "", node) if node else None
-    candidates = [
-        t
-        for t in tensors
-        if t.kind != "ndarray"
-        and t.shape == shape
-        and t.version == now
-        and (op is None or (t.grad_fn or "").startswith(op + "Backward"))
-    ]
-    storages = {t.storage for t in candidates}
-    if not candidates or len(storages) != 1 or None in storages:
-        return error
-    names = ", ".join(f"`{t.name}`" for t in candidates)
-    which = "that is" if len(candidates) == 1 else "that is the memory of"
-    note = (
-        f" In this scenario {which} {names} (storage {candidates[0].storage}), "
-        f"saved at version {found.group('saved')} and now at version {now}."
-    )
-    explanation = replace(error.explanation, what=error.explanation.what + note)
-    return replace(error, explanation=explanation)
 
 
 def _error_info(exc: BaseException, lines: Dict[str, Code]) -> ErrorInfo:

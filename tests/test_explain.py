@@ -24,8 +24,9 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tensortrace.explain import RULES, TOPICS, explain
-from tensortrace.model import Explanation
+from tensortrace.explain import RULES, TOPICS, explain, name_the_saved_tensor
+from tensortrace.explain.rules import ExplanationDataError, load_rules, parse_rules
+from tensortrace.model import ErrorInfo, Explanation, TensorState
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -1020,14 +1021,20 @@ def test_real_error_is_explained_with_its_details(case, provoked):
         assert detail in text, f"{detail!r} missing from:\n{text}"
 
 
-def test_every_rule_is_reached_by_a_real_error(provoked):
+def test_every_data_entry_is_reached_by_a_real_error(provoked):
+    # The promise to contributors: one data entry, one test. An entry that no
+    # case above reaches (first match wins, so an earlier entry may shadow it)
+    # is named here.
     reached = {_matching_rule(*provoked[case.id]) for case in CASES}
     unreached = [
-        f"{index}: {rule.topic} {rule.pattern.pattern[:60]!r}"
+        f"{rule.id} (entry {index + 1}, topic {rule.topic}): {rule.pattern.pattern[:60]!r}"
         for index, rule in enumerate(RULES)
         if index not in reached
     ]
-    assert not unreached, "rules no real error reaches:\n" + "\n".join(unreached)
+    assert not unreached, (
+        "explanations.yaml entries that no real error in tests/test_explain.py reaches; "
+        "add a Case that raises each:\n" + "\n".join(unreached)
+    )
 
 
 def test_every_topic_is_covered_by_a_case():
@@ -1144,3 +1151,123 @@ def test_module_does_not_import_torch():
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_importing_does_not_read_the_data_file():
+    code = (
+        "import tensortrace.explain as e; from tensortrace.explain.rules import load_rules; "
+        "assert load_rules.cache_info().currsize == 0, 'read on import'; "
+        "assert e.explain('RuntimeError', 'Trying to backward through the graph a second time'); "
+        "assert load_rules.cache_info().currsize == 1"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def test_the_data_file_is_read_once():
+    assert load_rules() is load_rules() is RULES
+
+
+# --- the data file is checked when it is read ------------------------------------
+
+_GOOD = {
+    "id": "example",
+    "topic": "example-topic",
+    "types": ["RuntimeError"],
+    "pattern": r"bad value (?P<value>\d+)",
+    "title": "A bad value",
+    "what": "The value {value} is bad.",
+    "fix": "Use a good one.",
+}
+
+
+def test_a_well_formed_entry_becomes_a_rule():
+    (rule,) = parse_rules([dict(_GOOD)])
+    assert (rule.id, rule.topic, rule.types) == ("example", "example-topic", ("RuntimeError",))
+    assert rule.build({"value": "7"}) == ("A bad value", "The value 7 is bad.", "Use a good one.")
+
+
+@pytest.mark.parametrize(
+    "change, problem",
+    [
+        ({"colour": "red"}, "unknown key(s) colour"),
+        ({"id": None}, "id must be a lower-case slug"),
+        ({"topic": "Shape Mismatch"}, "topic must be a lower-case slug"),
+        ({"types": "RuntimeError"}, "types must be a non-empty list"),
+        ({"types": []}, "types must be a non-empty list"),
+        ({"pattern": "(unclosed"}, "pattern does not compile"),
+        ({"what": "The value {valu} is bad."}, "what uses {valu}, which the pattern does not capture"),
+        ({"fix": "Use { a good one."}, "fix is not a valid template"),
+        ({"title": ""}, "title must be non-empty text"),
+        ({"builder": "matmul"}, "an entry with a builder has no title, what, fix"),
+        ({"builder": "no_such_builder", "title": None, "what": None, "fix": None}, "no builder 'no_such_builder'"),
+        ({"fix": None}, "an entry has title, what and fix, or a builder"),
+    ],
+)
+def test_a_malformed_entry_is_refused_with_its_name(change, problem):
+    entry = {**_GOOD, **change}
+    entry = {key: value for key, value in entry.items() if value is not None or key == "id"}
+    with pytest.raises(ExplanationDataError) as caught:
+        parse_rules([dict(_GOOD, id="first"), entry])
+    message = str(caught.value)
+    assert "entry 2" in message and problem in message, message
+    assert "explanations.yaml" in message
+
+
+def test_a_missing_key_and_a_repeated_id_are_refused_with_the_entry():
+    with pytest.raises(ExplanationDataError, match=r"entry 1 \(example\): missing pattern"):
+        parse_rules([{k: v for k, v in _GOOD.items() if k != "pattern"}])
+    with pytest.raises(ExplanationDataError, match=r"entry 2 \(example\): id 'example' is already used by entry 1"):
+        parse_rules([dict(_GOOD), dict(_GOOD)])
+    with pytest.raises(ExplanationDataError, match="entry 1: an entry is a mapping"):
+        parse_rules(["just a string"])
+    with pytest.raises(ExplanationDataError, match="non-empty list"):
+        parse_rules({"id": "example"})
+
+
+# --- naming the saved tensor from the scenario's own names -------------------------
+
+
+def _state(name: str, storage: str, version: int, grad_fn: str = None, shape=(3,)) -> TensorState:
+    return TensorState(
+        name=name, kind="tensor", shape=shape, stride=(1,), dtype="float32", device="cpu",
+        storage=storage, storage_ptr=None, storage_nbytes=12, storage_offset=0, data_ptr=None,
+        version=version, requires_grad=True, is_leaf=grad_fn is None, retains_grad=False,
+        grad_fn=grad_fn, grad=None, is_view=False, base=None, values=None,
+    )
+
+
+def _error(type_name: str, message: str) -> ErrorInfo:
+    return ErrorInfo(type=type_name, qualname=f"builtins.{type_name}", message=message,
+                     explanation=explain(type_name, message))
+
+
+def test_the_saved_tensor_is_named_when_one_storage_fits(provoked):
+    error = _error(*provoked["saved-output-of-sigmoid"])
+    tensors = [
+        _state("x", "S1", 0),
+        _state("y", "S2", 1, "SigmoidBackward0"),
+        _state("k", "S3", 1, "ExpBackward0"),
+    ]
+    named = name_the_saved_tensor(error, tensors)
+    assert named.explanation.what == error.explanation.what + (
+        " In this scenario that is `y` (storage S2), saved at version 0 and now at version 1."
+    )
+    assert named.message == error.message and named.explanation.title == error.explanation.title
+
+
+def test_the_saved_tensor_is_not_named_when_the_answer_is_not_one_storage(provoked):
+    error = _error(*provoked["saved-output-of-sigmoid"])
+    two = [_state("y", "S2", 1, "SigmoidBackward0"), _state("z", "S3", 1, "SigmoidBackward0")]
+    assert name_the_saved_tensor(error, two) == error
+    assert name_the_saved_tensor(error, [_state("y", "S2", 2, "SigmoidBackward0")]) == error
+
+
+def test_other_errors_are_left_as_they_are(provoked):
+    tensors = [_state("y", "S2", 1, "SigmoidBackward0")]
+    other = _error(*provoked["backward-twice"])
+    assert name_the_saved_tensor(other, tensors) == other
+    unexplained = ErrorInfo(type="KeyError", qualname="builtins.KeyError", message="'x'")
+    assert name_the_saved_tensor(unexplained, tensors) == unexplained

@@ -212,6 +212,16 @@ def test_wheel_installs_into_a_fresh_venv_and_runs_the_bundled_library(tmp_path)
         "the wheel's scenarios differ from scenarios/ (a stale build/ folder in the checkout? remove it)"
     )
 
+    # The explanations are data beside the code: a wheel without them would
+    # still import, and only fail on the first error it meets.
+    explained = subprocess.run(
+        [str(python), "-c", "from tensortrace.explain import explain; "
+         "print(explain('RuntimeError', 'Trying to backward through the graph a second time').topic)"],
+        capture_output=True, text=True, cwd=outside, env=env, timeout=120,
+    )
+    assert explained.returncode == 0, explained.stderr
+    assert explained.stdout.strip() == "backward-twice"
+
     listed = subprocess.run([str(script), "list"], capture_output=True, text=True, cwd=outside, env=env, timeout=300)
     assert listed.returncode == 0, listed.stderr
     assert listed_names(listed.stdout) == NAMES
