@@ -61,3 +61,12 @@ class UsageError(TensorTraceError):
     """A command line that asks for something impossible."""
 
     slug = "usage"
+
+
+class StepTimeout(BaseException):
+    """Raised inside a step that ran past its wall-clock limit.
+
+    Internal: the recorder turns it into the step's ``timeout`` outcome, so it
+    never reaches the user. A ``BaseException``, so that a scenario's own
+    ``except Exception`` cannot swallow it.
+    """

@@ -8,26 +8,26 @@ keeps tensors alive, retains grads, hooks or copies beyond small values.
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import io
-import operator
 import platform
-import re
 import signal
 import sys
 import threading
 import types
 import warnings
-from dataclasses import dataclass, replace
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from dataclasses import replace
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import torch
 
 from . import __version__
 from .errors import PolicyError, ScenarioError, UsageError
+from .errors import StepTimeout
 from .events import Assembler, End, Event, Start
+from .expectations import declared_outcome, evaluate_expectation, first_line
 from .explain import name_the_saved_tensor
+from .helpers import base_namespace
 from .graph import walk_graph
 from .model import (
     Confinement,
@@ -47,7 +47,6 @@ from .probe import StorageRegistry, is_ndarray, probe_ndarray, probe_tensor
 from .scenario import Code, Scenario, StepSpec
 
 MAX_STDOUT = 64 * 1024
-MAX_REPR = 300
 MAX_NAMES = 500  # tensors recorded per step; a scenario binding more gets a notice
 MAX_MESSAGE = 64 * 1024  # characters of one exception or warning message
 MAX_WARNINGS = 200  # warnings recorded per step; the rest are counted
@@ -70,88 +69,6 @@ def _exception_text(exc: object) -> str:
         return str(exc)
     except Exception:
         return "<exception str() failed>"
-
-
-# --- helpers available to scenarios ---------------------------------------------
-
-
-def same_storage(x: torch.Tensor, y: torch.Tensor) -> bool:
-    """x and y live in the same storage allocation (device and start address)."""
-    sx, sy = x.untyped_storage(), y.untyped_storage()
-    if sx.nbytes() == 0 or sy.nbytes() == 0 or x.numel() == 0 or y.numel() == 0:
-        return False
-    return x.device == y.device and sx.data_ptr() == sy.data_ptr()
-
-
-def shares_memory(x: Any, y: Any) -> bool:
-    """The bytes that x and y address overlap (exact, like numpy.shares_memory)."""
-    if x.numel() == 0 or y.numel() == 0 or x.device != y.device:
-        return False
-    if not same_storage(x, y):
-        return False
-    return _overlap(_byte_set(x), _byte_set(y))
-
-
-def _byte_set(t: torch.Tensor) -> List[Tuple[int, int]]:
-    """The byte ranges a tensor addresses, merged; exact, bounded by its element count."""
-    size = t.element_size()
-    base = t.data_ptr()
-    shape, stride = list(t.shape), list(t.stride())
-    lo = base + sum((n - 1) * s * size for n, s in zip(shape, stride) if s < 0)
-    hi = base + sum((n - 1) * s * size for n, s in zip(shape, stride) if s > 0) + size
-    dims = sorted((abs(s) * size, n) for n, s in zip(shape, stride) if n > 1 and s != 0)
-    contiguous = True
-    expect = size
-    for step, n in dims:
-        if step != expect:
-            contiguous = False
-            break
-        expect = step * n
-    if contiguous:
-        return [(lo, hi)]
-    offsets = torch.zeros((), dtype=torch.int64)
-    for n, s in zip(shape, stride):
-        if n > 1 and s != 0:
-            offsets = (offsets.unsqueeze(-1) + torch.arange(n, dtype=torch.int64) * (s * size)).reshape(-1)
-    starts = sorted(set((offsets.reshape(-1) + base).tolist()))
-    ranges: List[Tuple[int, int]] = []
-    for st in starts:
-        if ranges and st <= ranges[-1][1]:
-            ranges[-1] = (ranges[-1][0], max(ranges[-1][1], st + size))
-        else:
-            ranges.append((st, st + size))
-    return ranges
-
-
-def _overlap(a: List[Tuple[int, int]], b: List[Tuple[int, int]]) -> bool:
-    i = j = 0
-    while i < len(a) and j < len(b):
-        if a[i][0] < b[j][1] and b[j][0] < a[i][1]:
-            return True
-        if a[i][1] <= b[j][1]:
-            i += 1
-        else:
-            j += 1
-    return False
-
-
-def base_namespace() -> Dict[str, Any]:
-    """What every scenario starts with (the contract's namespace)."""
-    return {
-        "__name__": "__scenario__",
-        "torch": torch,
-        "nn": torch.nn,
-        "F": torch.nn.functional,
-        "same_storage": same_storage,
-        "shares_memory": shares_memory,
-    }
-
-
-# --- events ----------------------------------------------------------------------
-
-
-class StepTimeout(BaseException):
-    """Raised inside a step that ran past its wall-clock limit."""
 
 
 # --- the public entry points -----------------------------------------------------
@@ -378,7 +295,7 @@ class _Recorder:
         elif status == "timeout":
             failures = (error.message,)
         else:
-            failures = (f"setup raised {error.type}: {_first_line(error.message)}",)
+            failures = (f"setup raised {error.type}: {first_line(error.message)}",)
         tensors, _ = self.snapshot(None)
         return Step(
             index=0,
@@ -396,7 +313,7 @@ class _Recorder:
     def run_step(self, spec: StepSpec) -> Step:
         status, error, warns, stdout, classes = self.execute([(spec.run, f"<step {spec.index}>")], spec.index)
         expectations = tuple(self.expectation(code, spec.index) for code in spec.expect) if status != "timeout" else ()
-        raised_ok, warned_ok, failures = self.declared_outcome(spec, status, error, warns, classes)
+        raised_ok, warned_ok, failures = declared_outcome(spec, status, error, warns, classes)
         failures += [f"expectation failed: {e.expr}" for e in expectations if not e.passed]
         tensors, objects = self.snapshot(spec)
         graphs = self.graphs(spec, tensors, objects)
@@ -487,66 +404,7 @@ class _Recorder:
 
     # expectations and declarations --------------------------------------------
     def expectation(self, code: Code, index: int) -> ExpectationResult:
-        """Evaluate one expectation; its warnings and output are not the step's (rule 6)."""
-        expr = code.text.strip()
-        filename = f"<expect {index}>"
-        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-            warnings.simplefilter("ignore")
-            parts = _split_comparison(expr)
-            try:
-                if parts is None:
-                    value = eval(self.compile(code, filename, "eval"), self.ns)
-                    if bool(value):
-                        return ExpectationResult(expr=expr, passed=True, line=code.line)
-                    return ExpectationResult(expr=expr, passed=False, line=code.line, value=_short_repr(value))
-                left_src, op_name, right_src = parts
-                left = eval(self.compile(code.with_text(left_src), filename, "eval"), self.ns)
-                right = eval(self.compile(code.with_text(right_src), filename, "eval"), self.ns)
-                passed = bool(_COMPARE[op_name](left, right))
-                if passed:
-                    return ExpectationResult(expr=expr, passed=True, line=code.line)
-                return ExpectationResult(
-                    expr=expr, passed=False, line=code.line, op=op_name, left=_short_repr(left), right=_short_repr(right)
-                )
-            except (KeyboardInterrupt, StepTimeout):
-                raise
-            except BaseException as exc:
-                return ExpectationResult(
-                    expr=expr, passed=False, line=code.line, error=f"{type(exc).__name__}: {_first_line(str(exc))}"
-                )
-
-    def declared_outcome(
-        self, spec: StepSpec, status: str, error: Optional[ErrorInfo], warns: Sequence[WarningInfo], classes: Dict[str, Any]
-    ) -> Tuple[bool, bool, List[str]]:
-        """Whether the declared exception and warning happened, and every way the step misbehaved."""
-        raises = spec.raises if isinstance(spec.raises, Declared) else None
-        warned = spec.warns if isinstance(spec.warns, Declared) else None
-        raised_ok = bool(
-            raises is not None
-            and status == "raised"
-            and raises.type in class_names(classes["error"])
-            and _message_matches(raises.match, error.message)
-        )
-        warned_ok = bool(
-            warned is not None
-            and any(
-                warned.type in class_names(cls) and _message_matches(warned.match, message)
-                for cls, message in classes["warnings"]
-            )
-        )
-        failures: List[str] = []
-        if status == "timeout":
-            failures.append(error.message)
-        elif raises is None and error is not None:
-            failures.append(f"raised {error.type}: {_first_line(error.message)}")
-        elif raises is not None and error is None:
-            failures.append(f"expected {_declared_text(raises)}, but nothing was raised")
-        elif raises is not None and not raised_ok:
-            failures.append(f"expected {_declared_text(raises)}, but it raised {error.type}: {_first_line(error.message)}")
-        if warned is not None and not warned_ok and status != "timeout":
-            got = ", ".join(sorted({w.category for w in warns})) or "no warning"
-            failures.append(f"expected warning {_declared_text(warned)}, but got {got}")
-        return raised_ok, warned_ok, failures
+        return evaluate_expectation(code, index, self.ns, self.compile)
 
     # observing -------------------------------------------------------------------
     def snapshot(self, spec: Optional[StepSpec]) -> Tuple[Tuple[TensorState, ...], Dict[str, Any]]:
@@ -649,72 +507,6 @@ def _expand(name: str, value: Any, found: List[Tuple[str, Any, str]], depth: int
         for key, item in list(value.items())[:MAX_NAMES]:
             if isinstance(key, (str, int)) and not isinstance(key, bool):
                 _expand(f"{name}[{key!r}]", item, found, depth + 1)
-
-
-# --- small pure helpers -------------------------------------------------------------
-
-_COMPARE: Dict[str, Callable[[Any, Any], Any]] = {
-    "==": operator.eq,
-    "!=": operator.ne,
-    "<": operator.lt,
-    "<=": operator.le,
-    ">": operator.gt,
-    ">=": operator.ge,
-    "is": operator.is_,
-    "is not": operator.is_not,
-    "in": lambda a, b: a in b,
-    "not in": lambda a, b: a not in b,
-}
-_OP_NAMES = {
-    ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=",
-    ast.Is: "is", ast.IsNot: "is not", ast.In: "in", ast.NotIn: "not in",
-}
-
-
-def _split_comparison(expr: str) -> Optional[Tuple[str, str, str]]:
-    """``left op right`` of a single comparison, so failed values can be shown."""
-    try:
-        tree = ast.parse(expr, mode="eval")
-    except SyntaxError:
-        return None
-    node = tree.body
-    if not isinstance(node, ast.Compare) or len(node.ops) != 1:
-        return None
-    left = ast.get_source_segment(expr, node.left)
-    right = ast.get_source_segment(expr, node.comparators[0])
-    if left is None or right is None:
-        return None
-    return f"({left})", _OP_NAMES[type(node.ops[0])], f"({right})"
-
-
-def _short_repr(value: Any) -> str:
-    try:
-        text = repr(value)
-    except Exception as exc:
-        text = f"<unprintable {type(value).__name__}: {exc}>"
-    text = re.sub(r"\s*\n\s*", " ", text)
-    return text if len(text) <= MAX_REPR else text[: MAX_REPR - 1] + "…"
-
-
-def _first_line(text: str) -> str:
-    return text.strip().splitlines()[0] if text.strip() else ""
-
-
-def _declared_text(decl: Declared) -> str:
-    return f"{decl.type} matching {decl.match!r}" if decl.match else decl.type
-
-
-def _message_matches(pattern: Optional[str], message: str) -> bool:
-    return pattern is None or re.search(pattern, message, re.DOTALL) is not None
-
-
-def class_names(cls: type) -> Tuple[str, ...]:
-    """Every name a declaration may use for this class: __name__ and module.qualname of it and its bases."""
-    names: List[str] = []
-    for klass in getattr(cls, "__mro__", (cls,)):
-        names.append(klass.__name__)
-        names.append(f"{klass.__module__}.{klass.__qualname__}")
-    return tuple(names)
 
 
 def _error_info(exc: BaseException, lines: Dict[str, Code]) -> ErrorInfo:

@@ -63,7 +63,7 @@ def test_an_exception_whose_str_fails_is_recorded_as_python_prints_it(tmp_path: 
 
 def test_the_whole_trace_is_capped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("tensortrace.runner.MAX_TRACE_BYTES", 200_000)
-    steps = "".join(f"  - print('y' * 60_000)\n" for _ in range(10))
+    steps = "".join("  - print('y' * 60_000)\n" for _ in range(10))
     trace = trace_of(f"title: t\nsteps:\n{steps}", tmp_path)
     assert 1 <= len(trace.steps) < 10
     assert "sent more than 195 KiB of trace; the tracer stopped reading it" in trace.aborted

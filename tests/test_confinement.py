@@ -265,7 +265,7 @@ def test_trust_mode_is_not_confined(tmp_path: Path) -> None:
 
 def test_a_required_wall_that_cannot_be_built_refuses_before_anything_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(confine, "available", lambda: confine.Report(("seccomp",), ("landlock-files: this kernel has no Landlock",)))
-    scenario = loads_scenario(f"title: t\nsteps:\n  - print('ran')\n", path=str(tmp_path / "s.yaml"))
+    scenario = loads_scenario("title: t\nsteps:\n  - print('ran')\n", path=str(tmp_path / "s.yaml"))
     started = []
     with pytest.raises(ConfinementUnavailable, match="this kernel has no Landlock"):
         run_scenario(scenario, safe=True, require_confinement=True, on_start=started.append)
