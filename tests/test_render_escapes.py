@@ -185,3 +185,23 @@ def test_the_list_table_spells_out_titles_and_tags():
     text = render_scenario_list([Entry()], width=120, color=False)
     assert_no_raw_controls(text)
     assert "title \\x1b]52;c;aGk=\\x07 [red]x[/red]" in text and "t\\u202e" in text
+
+
+def test_a_file_whose_result_cannot_be_reported_gets_its_own_error_line(tmp_path, monkeypatch):
+    import tensortrace.render.check as check
+
+    first, second = tmp_path / "first.yaml", tmp_path / "second.yaml"
+    for path in (first, second):
+        path.write_text("title: t\nsteps:\n  - a = torch.ones(2)\n", encoding="utf-8")
+    real = check.check_line
+
+    def breaks_on_the_first(trace, target):
+        if target == str(first):
+            raise UnicodeEncodeError("utf-8", "\udc80", 0, 1, "surrogates not allowed")
+        return real(trace, target)
+
+    monkeypatch.setattr(check, "check_line", breaks_on_the_first)
+    result = invoke("check", str(first), str(second))
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"ERROR {first}: could not be checked (UnicodeEncodeError")
+    assert result.stdout.splitlines() == [f"PASS {second}", "1 passed, 0 failed, 1 could not be used"]
