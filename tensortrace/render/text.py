@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import fields, is_dataclass, replace
-from typing import Any, Optional, TypeVar
+from typing import Any, List, Optional, Sequence, TypeVar
 
 from ..model import ErrorInfo, Step, Summary, TensorState, Trace, Values
 
@@ -92,7 +92,7 @@ def _visible_value(value: Any) -> Any:
     return value
 
 
-def visible_traces(traces: "list[Trace] | tuple[Trace, ...]") -> list:
+def visible_traces(traces: Sequence[Trace]) -> List[Trace]:
     """Each trace as ``visible_record`` makes it."""
     return [visible_record(trace) for trace in traces]
 
