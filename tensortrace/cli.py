@@ -11,20 +11,28 @@ from __future__ import annotations
 import json
 import os
 import platform
+import shutil
 import sys
+from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
-from typing import Callable, List, Optional, Sequence
+from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
 import typer
 
 from . import __version__
+from .devices import DEVICE_CHOICES, is_device_name
 from .errors import TensorTraceError, UsageError
 from .model import Trace
+from .output import Output
+from .render import FORMATS, RenderOptions, StreamRenderer, check_format, render, stream
+from .render.text import visible
 
 EXIT_OK, EXIT_FAILED, EXIT_UNUSABLE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
-OUTPUT_FORMATS = ("console", "json", "jsonl", "markdown", "html", "svg", "dot", "mermaid")
+OUTPUT_FORMATS = FORMATS  # one list of formats, for run and render alike
+# Width of the list table when it is not shown on a terminal.
+LIST_WIDTH = 120
 
 app = typer.Typer(
     name="tensortrace",
@@ -60,17 +68,25 @@ def _main(
 # --- shared option handling ----------------------------------------------------------
 
 
-def _render_options(step: Optional[int], steps: Optional[str], changes_only: bool, show: Optional[str], no_values: bool, width: Optional[int], color: bool):
-    from .render import RenderOptions
-
+def _render_options(form: str, out: Output, step: Optional[int], steps: Optional[str], changes_only: bool, show: Optional[str], no_values: bool, width: Optional[int]) -> RenderOptions:
     return RenderOptions(
         steps=_parse_steps(step, steps),
         changes_only=changes_only,
         show=tuple(n.strip() for n in show.split(",") if n.strip()) if show else None,
         values=not no_values,
-        width=width,
-        color=color,
+        width=width if width is not None or form != "console" else _terminal_width(),
+        color=_use_color(out),
     )
+
+
+def _terminal_width() -> Optional[int]:
+    """The terminal's width when stdout is one; None lets the renderer use its default."""
+    try:
+        if sys.stdout.isatty():
+            return shutil.get_terminal_size().columns
+    except (AttributeError, ValueError, OSError):
+        pass
+    return None
 
 
 def _parse_steps(step: Optional[int], steps: Optional[str]) -> Optional[frozenset]:
@@ -109,25 +125,24 @@ def _check_steps_exist(steps: Optional[frozenset], counts: Sequence[int]) -> Non
         raise UsageError(f"there is no step {shown}: the scenario has steps 1 to {most}" if most else f"there is no step {shown}")
 
 
-def _use_color(out) -> bool:
+def _use_color(out: Output) -> bool:
     if os.environ.get("NO_COLOR"):
         return False
     return out.is_terminal
 
 
 def _fail(exc: TensorTraceError) -> None:
-    typer.echo(f"tensortrace: {exc}", err=True)
+    # Messages quote scenario files and arguments: shown with control characters visible.
+    typer.echo(visible(f"tensortrace: {exc}"), err=True)
     raise typer.Exit(EXIT_UNUSABLE)
 
 
-def _check_format(fmt: str, allowed: Sequence[str]) -> str:
-    fmt = fmt.lower()
-    if fmt not in allowed:
-        raise UsageError(f"--format {fmt!r} is not one of {', '.join(allowed)}")
-    return fmt
+def _check_device(device: Optional[str]) -> None:
+    if device is not None and not is_device_name(device):
+        raise UsageError(f"--device {device!r} is not one of {DEVICE_CHOICES}")
 
 
-def _load_all(targets: Sequence[str]):
+def _load_all(targets: Sequence[str]) -> list:
     from .library import resolve_target
     from .scenario import load_scenario
 
@@ -211,44 +226,44 @@ def run(
     """Run scenarios and show what happened at every step."""
 
     def body() -> int:
-        form = _check_format(fmt, OUTPUT_FORMATS)
-        if device is not None:
-            from .scenario import _DEVICE_RE
-
-            if not _DEVICE_RE.match(device):
-                raise UsageError(f"--device {device!r} is not one of cpu, cuda, cuda:N, mps, auto")
+        form = check_format(fmt)
+        _check_device(device)
         scenarios = _load_all(targets)
         _check_steps_exist(_parse_steps(step, steps), [len(sc.steps) for sc in scenarios])
-        out = _open_output(output)
-        try:
-            on_start = on_step = None
-            if form == "jsonl":
-                from .render.json import render_jsonl_start, render_jsonl_step
-
-                on_start = lambda trace: out.write(render_jsonl_start(trace))  # noqa: E731
-                on_step = lambda trace, st: out.write(render_jsonl_step(st, scenario=trace.scenario.title, variant=trace.scenario.variant))  # noqa: E731
-            interrupted = False
-            try:
-                traces = _run_all(scenarios, trust=trust, device=device, timeout=timeout, memory_limit=memory_limit, on_start=on_start, on_step=on_step)
-            except _Interrupted as stop:
-                traces, interrupted = stop.traces, True
-            if form == "jsonl":
-                from .render.json import render_jsonl_end
-
-                for trace in traces:
-                    out.write(render_jsonl_end(trace))
-            else:
-                options = _render_options(step, steps, changes_only, show, no_values, width, _use_color(out))
-                out.write(_render(traces, form, options))
-            out.commit()
-        finally:
-            out.discard()
-        if interrupted:
-            typer.echo("tensortrace: interrupted; the output above holds what was traced so far", err=True)
-            return EXIT_INTERRUPTED
-        return EXIT_OK if all(t.passed for t in traces) else EXIT_FAILED
+        with _output(output) as out:
+            live = stream(form)
+            traces, interrupted = _trace_into(out, live, scenarios, trust=trust, device=device, timeout=timeout, memory_limit=memory_limit)
+            options = _render_options(form, out, step, steps, changes_only, show, no_values, width)
+            out.write(_rest_of_output(traces, form, live, options))
+        return _run_status(traces, interrupted)
 
     _guarded(body)
+
+
+def _trace_into(out: Output, live: Optional[StreamRenderer], scenarios: list, **run_args) -> Tuple[List[Trace], bool]:
+    """Run the scenarios, writing a live format's events as they come; (traces, interrupted)."""
+    on_start = on_step = None
+    if live is not None:
+        on_start = lambda trace: out.write(live.start(trace))  # noqa: E731
+        on_step = lambda trace, st: out.write(live.step(trace, st))  # noqa: E731
+    try:
+        return _run_all(scenarios, on_start=on_start, on_step=on_step, **run_args), False
+    except _Interrupted as stop:
+        return stop.traces, True
+
+
+def _rest_of_output(traces: List[Trace], form: str, live: Optional[StreamRenderer], options: RenderOptions) -> str:
+    """What is still to write once the run is over: the closing events, or the whole document."""
+    if live is not None:
+        return "".join(live.end(trace) for trace in traces)
+    return render(traces, form, options)
+
+
+def _run_status(traces: List[Trace], interrupted: bool) -> int:
+    if interrupted:
+        typer.echo("tensortrace: interrupted; the output above holds what was traced so far", err=True)
+        return EXIT_INTERRUPTED
+    return EXIT_OK if all(t.passed for t in traces) else EXIT_FAILED
 
 
 @app.command()
@@ -262,31 +277,17 @@ def check(
     """Run scenarios and say, one line each, whether they behaved as declared."""
 
     def body() -> int:
-        from .library import resolve_target
-        from .scenario import load_scenario
+        from .render.check import summary
 
         passed = failed = unusable = 0
         for target in targets:
-            try:
-                scenario = load_scenario(resolve_target(target))
-                traces = _run_all([scenario], trust=trust, device=device, timeout=timeout, memory_limit=memory_limit)
-            except TensorTraceError as exc:
-                typer.echo(f"ERROR {exc}", err=True)
+            verdicts = _check_one(target, trust=trust, device=device, timeout=timeout, memory_limit=memory_limit)
+            if verdicts is None:
                 unusable += 1
                 continue
-            except _Interrupted:
-                raise KeyboardInterrupt from None
-            for trace in traces:
-                line = check_line(trace, target)
-                typer.echo(line)
-                if trace.passed:
-                    passed += 1
-                else:
-                    failed += 1
-        summary = f"{passed} passed, {failed} failed"
-        if unusable:
-            summary += f", {unusable} could not be used"
-        typer.echo(summary)
+            passed += verdicts.count(True)
+            failed += verdicts.count(False)
+        typer.echo(summary(passed, failed, unusable))
         if unusable:
             return EXIT_UNUSABLE
         return EXIT_FAILED if failed else EXIT_OK
@@ -294,18 +295,30 @@ def check(
     _guarded(body)
 
 
-def check_line(trace: Trace, target: str) -> str:
-    """``PASS name`` or ``FAIL name: step N (line L): why``."""
-    name = target + (f" [{trace.scenario.variant}]" if trace.scenario.variant else "")
-    if trace.passed:
-        return f"PASS {name}"
-    for step in ([trace.setup] if trace.setup else []) + list(trace.steps):
-        if not step.behaved:
-            where = "setup" if step.index == 0 else f"step {step.index}"
-            line = f" (line {step.line})" if step.line else ""
-            why = step.failures[0] if step.failures else "did not behave as declared"
-            return f"FAIL {name}: {where}{line}: {why}"
-    return f"FAIL {name}: {trace.aborted or 'did not run to the end'}"
+def _check_one(target: str, **run_args) -> Optional[List[bool]]:
+    """Check one file and print its lines; its verdicts, or None when it could not be used.
+
+    Whatever goes wrong with one file stays with that file's line: the
+    files after it are still checked.
+    """
+    from .library import resolve_target
+    from .render.check import check_line, error_line
+    from .scenario import load_scenario
+
+    try:
+        traces = _run_all([load_scenario(resolve_target(target))], **run_args)
+        lines = [check_line(trace, target) for trace in traces]
+    except TensorTraceError as exc:
+        typer.echo(error_line(target, str(exc)), err=True)
+        return None
+    except _Interrupted:
+        raise KeyboardInterrupt from None
+    except Exception as exc:  # noqa: BLE001 - a broken file must not end the whole check
+        typer.echo(error_line(target, f"{target}: could not be checked ({type(exc).__name__}: {exc})"), err=True)
+        return None
+    for line in lines:
+        typer.echo(line)
+    return [trace.passed for trace in traces]
 
 
 @app.command("render")
@@ -323,16 +336,12 @@ def render_cmd(
     """Render a saved JSON trace again, without running anything."""
 
     def body() -> int:
-        form = _check_format(fmt, tuple(f for f in OUTPUT_FORMATS if f != "jsonl"))
+        form = check_format(fmt)
         traces = load_traces(trace_file)
         _check_steps_exist(_parse_steps(step, steps), [len(t.steps) for t in traces])
-        out = _open_output(output)
-        try:
-            options = _render_options(step, steps, changes_only, show, no_values, width, _use_color(out))
-            out.write(_render(traces, form, options))
-            out.commit()
-        finally:
-            out.discard()
+        with _output(output) as out:
+            options = _render_options(form, out, step, steps, changes_only, show, no_values, width)
+            out.write(render(traces, form, options))
         return EXIT_OK if all(t.passed for t in traces) else EXIT_FAILED
 
     _guarded(body)
@@ -388,18 +397,11 @@ def list_cmd(
         if markdown:
             typer.echo(scenarios_markdown(entries), nl=False)
             return EXIT_OK
-        from rich.console import Console
-        from rich.table import Table
+        from .render.listing import render_scenario_list
 
-        table = Table(box=None, show_header=True, header_style="bold", pad_edge=False)
-        table.add_column("name", no_wrap=True)
-        table.add_column("title")
-        table.add_column("tags")
-        for e in entries:
-            table.add_row(e.name, e.title, ", ".join(e.tags))
-        console = Console(no_color=bool(os.environ.get("NO_COLOR")), width=None if sys.stdout.isatty() else 120)
-        console.print(table)
-        console.print(f"{len(entries)} scenarios; run one with: tensortrace run NAME")
+        tty = sys.stdout.isatty()
+        color = tty and not os.environ.get("NO_COLOR")
+        typer.echo(render_scenario_list(entries, width=_terminal_width() if tty else LIST_WIDTH, color=color), nl=False)
         return EXIT_OK
 
     _guarded(body)
@@ -411,10 +413,11 @@ def show(name: str = typer.Argument(..., metavar="NAME", help="A bundled scenari
 
     def body() -> int:
         from .library import resolve_target
+        from .render.listing import render_scenario_source
 
         path = resolve_target(name)
         try:
-            typer.echo(path.read_text(encoding="utf-8"), nl=False)
+            typer.echo(render_scenario_source(path.read_text(encoding="utf-8")), nl=False)
         except OSError as exc:
             from .errors import ScenarioError
 
@@ -433,33 +436,27 @@ def new(
 
     def body() -> int:
         from .library import TEMPLATE
-        from .output import Output
 
         path = Path(file)
         if path.exists() and not force:
             raise UsageError(f"{file} exists already; choose another name, or add --force to overwrite it")
-        out = Output(file)
-        try:
+        with _output(file) as out:
             out.write(TEMPLATE.format(name=file))
-            out.commit()
-        finally:
-            out.discard()
         typer.echo(f"wrote {file}; run it with: tensortrace run {file}", err=True)
         return EXIT_OK
 
     _guarded(body)
 
 
-def _open_output(path: Optional[str]):
-    from .output import Output
-
-    return Output(path)
-
-
-def _render(traces: List[Trace], form: str, options) -> str:
-    from .render import render
-
-    return render(traces, form, options)
+@contextmanager
+def _output(path: Optional[str]) -> Iterator[Output]:
+    """Stdout, or a file that appears whole only when the block ends without an error."""
+    out = Output(path)
+    try:
+        yield out
+        out.commit()
+    finally:
+        out.discard()
 
 
 def _terminated(signum: int, frame: object) -> None:

@@ -16,6 +16,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 import yaml
 
+from .devices import DEVICE_RE as _DEVICE_RE
 from .errors import ScenarioError
 from .model import Declared
 
@@ -26,7 +27,6 @@ MAX_EXPANDED_STEPS = 5000  # steps times variants: what the variants make the to
 TOP_LEVEL_KEYS = ("title", "description", "tags", "seed", "device", "setup", "show", "steps", "variants")
 STEP_KEYS = ("run", "note", "expect", "raises", "warns", "show", "graph")
 RESERVED_VARIANT_NAMES = ("type", "match", "all")
-_DEVICE_RE = re.compile(r"^(cpu|cuda(:\d+)?|mps|auto)$")
 _PLACEHOLDER_RE = re.compile(r"\$\$\{|\$\{([^}]*)\}")
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*|\[(\d+|'[^']*'|\"[^\"]*\")\])*$")
 

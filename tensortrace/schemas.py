@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Dict
 
+from .devices import DEVICE_PATTERN
 from .model import FORMAT_NAME, FORMAT_VERSION
 
 _CODE = {"type": "string", "minLength": 1, "description": "Python statements"}
@@ -74,7 +75,7 @@ def scenario_schema() -> Dict[str, Any]:
             "description": {"type": "string"},
             "tags": {"type": "array", "items": {"type": "string"}},
             "seed": {"type": "integer"},
-            "device": {"type": "string", "pattern": r"^(cpu|cuda(:\d+)?|mps|auto)$"},
+            "device": {"type": "string", "pattern": DEVICE_PATTERN},
             "setup": {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]},
             "show": _NAMES,
             "steps": {"type": "array", "items": step, "minItems": 1},

@@ -1,8 +1,12 @@
 """Renderers: a recorded trace in, text out.
 
-``render(traces, fmt, options)`` is the one entry point. Renderers read the
-model and return a string; they never print, exit, or import torch, so a saved
-trace can be rendered again on a machine without PyTorch.
+``render(traces, fmt, options)`` is the one entry point, and ``FORMATS`` the
+one list of formats, shared by ``run`` and ``render``. Every renderer has the
+same shape, ``render_X(traces, options) -> str``; a format that is also
+written while a run goes (``jsonl``) has a ``stream`` as well. Renderers read
+the model and return a string; they never print, exit, look at the terminal,
+or import torch, so a saved trace can be rendered again on a machine without
+PyTorch.
 
 Several traces of one scenario that differ only in ``scenario.variant`` are
 rendered side by side; traces of different scenarios one after another.
@@ -10,89 +14,59 @@ rendered side by side; traces of different scenarios one after another.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable, Dict, FrozenSet, Optional, Sequence, Tuple
+from importlib import import_module
+from typing import Dict, Optional, Sequence, Tuple
 
 from ..errors import UsageError
 from ..model import Trace
+from .options import DEFAULT_OPTIONS, RenderOptions, Renderer, StreamRenderer
 
-FORMATS = ("console", "json", "markdown", "html", "svg", "dot", "mermaid")
-
-
-@dataclass(frozen=True)
-class RenderOptions:
-    """What to show. The defaults show everything the trace holds."""
-
-    steps: Optional[FrozenSet[int]] = None  # step indexes to show (1-based); None: all
-    changes_only: bool = False  # only rows whose facts changed in that step
-    show: Optional[Tuple[str, ...]] = None  # names to show (overrides the scenario's)
-    values: bool = True  # False: no values/grad columns
-    width: Optional[int] = None  # console width; None: terminal's, or 100 when not a terminal
-    color: bool = False  # ANSI colour in console output
-
-
-def _console(traces: Sequence[Trace], options: RenderOptions) -> str:
-    from .console import render_console
-
-    return render_console(traces, options)
-
-
-def _json(traces: Sequence[Trace], options: RenderOptions) -> str:
-    from .json import render_json
-
-    return render_json(traces)
-
-
-def _markdown(traces: Sequence[Trace], options: RenderOptions) -> str:
-    from .markdown import render_markdown
-
-    return render_markdown(traces, options)
-
-
-def _html(traces: Sequence[Trace], options: RenderOptions) -> str:
-    from .export import render_html
-
-    return render_html(traces, options)
-
-
-def _svg(traces: Sequence[Trace], options: RenderOptions) -> str:
-    from .export import render_svg
-
-    return render_svg(traces, options)
-
-
-def _dot(traces: Sequence[Trace], options: RenderOptions) -> str:
-    from .diagram import render_dot
-
-    return render_dot(traces, options)
-
-
-def _mermaid(traces: Sequence[Trace], options: RenderOptions) -> str:
-    from .diagram import render_mermaid
-
-    return render_mermaid(traces, options)
-
-
-_RENDERERS: Dict[str, Callable[[Sequence[Trace], RenderOptions], str]] = {
-    "console": _console,
-    "json": _json,
-    "markdown": _markdown,
-    "html": _html,
-    "svg": _svg,
-    "dot": _dot,
-    "mermaid": _mermaid,
+# format -> (module, function); modules are imported on first use, so that
+# ``--format json`` never pays for rich.
+_RENDERERS: Dict[str, Tuple[str, str]] = {
+    "console": ("console", "render_console"),
+    "json": ("json", "render_json"),
+    "jsonl": ("jsonl", "render_jsonl"),
+    "markdown": ("markdown", "render_markdown"),
+    "html": ("export", "render_html"),
+    "svg": ("export", "render_svg"),
+    "dot": ("diagram", "render_dot"),
+    "mermaid": ("diagram", "render_mermaid"),
 }
 
+FORMATS: Tuple[str, ...] = tuple(_RENDERERS)
 
-def render(traces: Sequence[Trace], fmt: str, options: RenderOptions = RenderOptions()) -> str:
-    """All traces (one per scenario, or one per variant of a scenario) in one format."""
+
+def check_format(fmt: str) -> str:
+    """The format named (any case), or a ``UsageError`` that lists the choices."""
+    name = fmt.lower()
+    if name not in _RENDERERS:
+        raise UsageError(f"--format {fmt.lower()!r} is not one of {', '.join(FORMATS)}")
+    return name
+
+
+def renderer(fmt: str) -> Renderer:
+    """The function that renders ``fmt``."""
     try:
-        renderer = _RENDERERS[fmt]
+        module, function = _RENDERERS[fmt]
     except KeyError:
-        raise UsageError(
-            f"unknown format {fmt!r}; choose one of: {', '.join(FORMATS)}"
-        ) from None
-    return renderer(list(traces), options)
+        raise UsageError(f"unknown format {fmt!r}; choose one of: {', '.join(FORMATS)}") from None
+    return getattr(import_module(f".{module}", __name__), function)
 
 
-__all__ = ["FORMATS", "RenderOptions", "render"]
+def stream(fmt: str) -> Optional[StreamRenderer]:
+    """The live form of ``fmt`` (its text for each event as a run goes), or None for a document."""
+    if fmt == "jsonl":
+        from .jsonl import JsonlStream
+
+        return JsonlStream()
+    return None
+
+
+def render(traces: Sequence[Trace], fmt: str, options: RenderOptions = DEFAULT_OPTIONS) -> str:
+    """All traces (one per scenario, or one per variant of a scenario) in one format."""
+    return renderer(fmt)(list(traces), options)
+
+
+__all__ = ["FORMATS", "RenderOptions", "Renderer", "StreamRenderer", "check_format", "render",
+           "renderer", "stream"]

@@ -12,16 +12,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..model import ExpectationResult, Step, TensorState, Trace
 from .facts import FIELDS, all_steps, fact, storage_groups, tensors_by_name
-from .text import (
-    format_dtype,
-    format_flag,
-    format_grad_fn,
-    format_shape,
-    format_values,
-    format_version,
-    one_line,
-    outcome,
-)
+from .text import fact_text, format_values, one_line, outcome, storage_names
 
 
 def group_traces(traces: Sequence[Trace]) -> List[List[Trace]]:
@@ -85,29 +76,20 @@ def _key(value: object) -> str:
 
 
 def describe_fact(step: Optional[Step], state: Optional[TensorState], field: str) -> str:
-    """A fact in the words the variant summary uses."""
+    """A fact in the words the variant summary uses: a table cell's spelling, on one short line.
+
+    Storage is said as who shares it, since labels are numbered per run.
+    """
     if step is None or state is None:
         return "absent"
-    if field == "values":
-        return one_line(format_values(state.values), 40)
-    if field == "grad":
-        return one_line(format_values(state.grad), 40)
-    if field == "shape":
-        return format_shape(state.shape)
-    if field == "dtype":
-        return format_dtype(state.dtype)
-    if field == "device":
-        return state.device
+    if field in ("values", "grad"):
+        return one_line(format_values(getattr(state, field)), 40)
     if field == "storage":
         if state.storage is None:
             return "no storage"
-        partners = [n for n in storage_groups(step)[state.storage] if n != state.name]
+        partners = [n for n in storage_names(step, state) if n != state.name]
         return ("shared with " + ", ".join(partners)) if partners else "its own storage"
-    if field == "version":
-        return format_version(state.version)
-    if field == "grad_fn":
-        return format_grad_fn(state.grad_fn)
-    return format_flag(getattr(state, field))
+    return fact_text(state, field)
 
 
 def _spread(descriptions: Sequence[str], names: Sequence[str]) -> str:

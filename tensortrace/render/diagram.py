@@ -16,7 +16,9 @@ from typing import Dict, Iterator, List, Sequence, Tuple
 from ..model import Graph, Step, Trace
 from .compare import group_traces
 from .facts import all_steps
+from .options import DEFAULT_OPTIONS, RenderOptions
 from .outline import NO_GRAD_FN
+from .text import visible_traces
 
 LEAF_FILL = "#d7ecff"
 ROOT_FILL = "#ffe8c2"
@@ -74,8 +76,8 @@ def _graph_cluster(graph: Graph, key: str, label: str) -> _Cluster:
     return _Cluster(key, label, tuple(items), tuple(edges))
 
 
-def _clusters(traces: Sequence[Trace], options) -> Iterator[_Cluster]:
-    ordered = [t for group in group_traces(traces) for t in group]
+def _clusters(traces: Sequence[Trace], options: RenderOptions) -> Iterator[_Cluster]:
+    ordered = [t for group in group_traces(visible_traces(traces)) for t in group]
     several = len(ordered) > 1
     for ti, trace in enumerate(ordered, start=1):
         prefix = ""
@@ -93,9 +95,9 @@ def _clusters(traces: Sequence[Trace], options) -> Iterator[_Cluster]:
                                      f"{prefix}{where}: {graph.tensor}")
 
 
-def _wanted(step: Step, options) -> bool:
-    steps = getattr(options, "steps", None)
-    return steps is None or step.index in steps
+def _wanted(step: Step, options: RenderOptions) -> bool:
+    # Every step that drew a graph, setup included, unless steps were chosen.
+    return options.steps is None or step.index in options.steps
 
 
 # --- dot ---------------------------------------------------------------------------
@@ -115,7 +117,7 @@ _DOT_STYLE = {
 }
 
 
-def render_dot(traces: Sequence[Trace], options=None) -> str:
+def render_dot(traces: Sequence[Trace], options: RenderOptions = DEFAULT_OPTIONS) -> str:
     """A Graphviz digraph: ``dot -Tsvg`` draws it, the tensor at the bottom, leaves on top."""
     lines = [
         "digraph tensortrace {",
@@ -187,7 +189,7 @@ def _mermaid_cluster(cluster: _Cluster, indent: str = "  ") -> List[str]:
     return lines
 
 
-def render_mermaid(traces: Sequence[Trace], options=None) -> str:
+def render_mermaid(traces: Sequence[Trace], options: RenderOptions = DEFAULT_OPTIONS) -> str:
     """A Mermaid flowchart (GitHub draws it in a ```mermaid block)."""
     lines = ["flowchart BT"]
     lines += _MERMAID_CLASSES

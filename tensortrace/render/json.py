@@ -1,8 +1,7 @@
-"""JSON renderers: the trace's own ``to_dict()``, nothing added.
+"""The JSON renderer: the trace's own ``to_dict()``, nothing added.
 
-``--format json`` is one document. ``--format jsonl`` is a stream, one line
-per event, written as the run goes: ``start`` (scenario and environment),
-``step`` (each step as it finishes), ``end`` (storages, notices, passed).
+``--format json`` is one document; the JSON-lines stream is ``jsonl.py``.
+Strings are kept exactly as recorded: JSON escapes control characters itself.
 """
 
 from __future__ import annotations
@@ -10,47 +9,19 @@ from __future__ import annotations
 import json
 from typing import Sequence
 
-from ..model import FORMAT_NAME, FORMAT_VERSION, Step, Trace, record_to_dict, step_to_dict
+from ..model import Trace
+from .options import DEFAULT_OPTIONS, RenderOptions
 
 
-def _dumps(data: object, **kwargs: object) -> str:
+def dumps(data: object, **kwargs: object) -> str:
+    """JSON as every trace document is written: UTF-8 kept, NaN refused (the model encodes it)."""
     return json.dumps(data, ensure_ascii=False, allow_nan=False, **kwargs)
 
 
-def render_json(traces: Sequence[Trace]) -> str:
+def render_json(traces: Sequence[Trace], options: RenderOptions = DEFAULT_OPTIONS) -> str:
     """One document: a trace object, or ``{"traces": [...]}`` for several."""
     if len(traces) == 1:
         body = traces[0].to_dict()
     else:
         body = {"traces": [t.to_dict() for t in traces]}
-    return _dumps(body, indent=2) + "\n"
-
-
-def render_jsonl_start(trace: Trace) -> str:
-    line = {
-        "event": "start",
-        "format": FORMAT_NAME,
-        "format_version": FORMAT_VERSION,
-        "scenario": record_to_dict(trace.scenario),
-        "environment": record_to_dict(trace.environment),
-    }
-    return _dumps(line) + "\n"
-
-
-def render_jsonl_step(step: Step, *, scenario: str, variant: str | None) -> str:
-    """One line for one finished step, so a consumer can follow a run live."""
-    line = {"event": "step", "scenario": scenario, "variant": variant, "step": step_to_dict(step)}
-    return _dumps(line) + "\n"
-
-
-def render_jsonl_end(trace: Trace) -> str:
-    line = {
-        "event": "end",
-        "scenario": trace.scenario.title,
-        "variant": trace.scenario.variant,
-        "passed": trace.passed,
-        "aborted": trace.aborted,
-        "notices": list(trace.notices),
-        "storages": record_to_dict(trace.storages),
-    }
-    return _dumps(line) + "\n"
+    return dumps(body, indent=2) + "\n"

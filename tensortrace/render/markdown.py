@@ -5,11 +5,16 @@ and description, then each step with its code, note, a table of tensors
 (changed cells in bold), errors as quotes with their explanation,
 expectations as a checklist, and graphs as Mermaid diagrams (a nested list
 when a graph is too large for a diagram to help).
+
+What is shown comes from ``layout.py``, as in the console. Text from the
+scenario is made ``visible`` first; prose that is Markdown on purpose (titles,
+descriptions, notes, explanations) has its ``<`` escaped, so a note can never
+emit raw HTML into a page.
 """
 
 from __future__ import annotations
 
-from typing import Dict, Iterable, List, Optional, Sequence
+from typing import Iterable, List, Optional, Sequence
 
 from ..model import ErrorInfo, ExpectationResult, Graph, Step, TensorState, Trace
 from .compare import (
@@ -22,28 +27,34 @@ from .compare import (
     variant_name,
 )
 from .diagram import mermaid_for_graph
-from .facts import (
-    VALUE_FIELDS,
-    aliasing_notes,
-    changed_fields,
-    shown_names,
-    storage_groups,
-    tensors_by_name,
-    with_previous,
+from .facts import aliasing_notes, tensors_by_name, with_previous
+from .layout import (
+    any_step_wanted,
+    has_tensor_tables,
+    step_wanted,
+    summary_parts,
+    table_columns,
+    table_rows,
+    unshown_failures,
+    variant_codes,
+    variant_notes,
+    variant_row_names,
 )
+from .options import DEFAULT_OPTIONS, RenderOptions
 from .outline import NO_GRAD_FN, TRUNCATED, graph_outline, line_text
 from .text import (
     declared_raise_met,
     declared_warn_met,
+    fact_text,
     format_dtype,
     format_flag,
     format_grad_fn,
     format_shape,
-    format_storage,
     format_values,
     format_version,
     outcome,
-    plural,
+    storage_with_partners,
+    visible_traces,
 )
 
 # Graphs up to this many nodes become a Mermaid diagram; larger ones a nested list.
@@ -54,9 +65,10 @@ OUTLINE_MAX_LINES = 300
 HEADERS = {"requires_grad": "requires_grad", "is_leaf": "is_leaf", "version": "version"}
 
 
-def render_markdown(traces: Sequence[Trace], options) -> str:
+def render_markdown(traces: Sequence[Trace], options: RenderOptions = DEFAULT_OPTIONS) -> str:
+    """Every trace as one Markdown page; variants of a scenario side by side."""
     blocks: List[str] = []
-    for group in group_traces(traces):
+    for group in group_traces(visible_traces(traces)):
         if len(group) == 1:
             blocks.extend(_trace_blocks(group[0], options))
         else:
@@ -105,6 +117,11 @@ def _plain_cell(text: str, bold: bool = False) -> str:
     return f"**{text}**" if bold else text
 
 
+def prose(text: str) -> str:
+    """Markdown written on purpose, with ``<`` escaped so that it never becomes raw HTML."""
+    return text.replace("<", "&lt;")
+
+
 def _quote(text: str) -> str:
     return "\n".join("> " + line if line else ">" for line in text.rstrip("\n").split("\n"))
 
@@ -127,31 +144,23 @@ SAFE_OFF = "> **Safe mode was off:** the scenario's code ran without restriction
 # --- one trace -------------------------------------------------------------------------
 
 
-def _trace_blocks(trace: Trace, options) -> Iterable[str]:
+def _trace_blocks(trace: Trace, options: RenderOptions) -> Iterable[str]:
     title = trace.scenario.title
     if trace.scenario.variant is not None:
         title += f" ({trace.scenario.variant})"
-    yield f"# {title}"
+    yield f"# {prose(title)}"
     if trace.scenario.description:
-        yield trace.scenario.description.strip()
+        yield prose(trace.scenario.description.strip())
     yield _environment(trace)
     if not trace.environment.safe:
         yield SAFE_OFF
-    if any(step.tensors for step in trace.steps):
+    if has_tensor_tables([trace]):
         yield LEGEND
     for prev, step in with_previous(trace):
-        if not _wanted(step, options):
+        if not step_wanted(step, options.steps):
             continue
         yield from _step_blocks(prev, step, options)
     yield from _footer(trace)
-
-
-def _wanted(step: Step, options) -> bool:
-    if step.index == 0:
-        failed = step.error is not None or not step.behaved
-        worth = failed or bool(step.stdout) or bool(step.warnings)
-        return worth and (options.steps is None or 0 in options.steps or failed)
-    return options.steps is None or step.index in options.steps
 
 
 def _step_heading(step: Step) -> str:
@@ -163,47 +172,21 @@ def _step_blocks(prev: Optional[Step], step: Step, options) -> Iterable[str]:
     if step.code.strip():
         yield code_block(step.code)
     if step.note:
-        yield step.note.strip()
+        yield prose(step.note.strip())
     yield from _table_blocks(prev, step, options)
     yield from _outcome_blocks(step)
     for graph in step.graphs:
         yield from _graph_blocks(graph)
 
 
-def _columns(states: Sequence[TensorState], options) -> List[str]:
-    columns = ["name"]
-    if options.values:
-        columns.append("values")
-    if not options.values and len({s.shape for s in states}) > 1:
-        columns.append("shape")
-    if any(format_dtype(s.dtype) != "float32" for s in states):
-        columns.append("dtype")
-    if len({s.device for s in states}) > 1:
-        columns.append("device")
-    columns += ["storage", "version", "requires_grad", "is_leaf", "grad_fn"]
-    if options.values:
-        columns.append("grad")
-    return columns
-
-
 def _table_blocks(prev: Optional[Step], step: Step, options) -> Iterable[str]:
-    names = shown_names(step, options.show)
+    names, rows = table_rows(prev, step, options)
     if not names:
         return
-    before = tensors_by_name(prev)
-    now = tensors_by_name(step)
-    rows = []
-    for name in names:
-        changed = changed_fields(before.get(name), now[name])
-        if not options.values:
-            changed -= VALUE_FIELDS  # not shown, so not a change the reader could see
-        if options.changes_only and not changed:
-            continue
-        rows.append((now[name], changed, name not in before))
     if not rows:
         yield "*No changes.*"
         return
-    columns = _columns([r[0] for r in rows], options)
+    columns = table_columns([r.state for r in rows], options.values)
     lines = [
         "| " + " | ".join(columns) + " |",
         "|" + "|".join("--:" if c == "version" else "---" for c in columns) + "|",
@@ -219,7 +202,7 @@ def _table_blocks(prev: Optional[Step], step: Step, options) -> Iterable[str]:
                 values = state.values if column == "values" else state.grad
                 cells.append(_values_cell(values, state.shape, bold))
             else:
-                cells.append(_plain_cell(_fact_text(state, column), bold))
+                cells.append(_plain_cell(fact_text(state, column), bold))
         lines.append("| " + " | ".join(cells) + " |")
     yield "\n".join(lines)
     notes = [n for n in aliasing_notes(prev, step) if n.name in names]
@@ -234,32 +217,17 @@ def _escape(text: str) -> str:
     return text
 
 
-def _fact_text(state: TensorState, column: str) -> str:
-    if column == "shape":
-        return format_shape(state.shape)
-    if column == "dtype":
-        return format_dtype(state.dtype)
-    if column == "device":
-        return state.device
-    if column == "storage":
-        return format_storage(state)
-    if column == "version":
-        return format_version(state.version)
-    if column == "grad_fn":
-        return format_grad_fn(state.grad_fn)
-    return format_flag(getattr(state, column))
-
-
 def _error_block(error: ErrorInfo, declared: bool, label: str = "") -> str:
-    head = f"**{label}: {error.type}**" if label else f"**{error.type}**"
+    kind = prose(error.type)
+    head = f"**{label}: {kind}**" if label else f"**{kind}**"
     if declared:
         head += " (as declared)"
     lines = [f"{head}: {_escape(error.message)}" if error.message else head]
     if error.explanation is not None:
         ex = error.explanation
-        lines += ["", f"**{_escape(ex.title)}.** {ex.what.strip()}"]
+        lines += ["", f"**{_escape(ex.title)}.** {prose(ex.what.strip())}"]
         if ex.fix:
-            lines += ["", f"**Fix:** {ex.fix.strip()}"]
+            lines += ["", f"**Fix:** {prose(ex.fix.strip())}"]
     return _quote("\n".join(lines))
 
 
@@ -288,18 +256,15 @@ def _outcome_blocks(step: Step, label: str = "", expectations: bool = True) -> I
         yield _error_block(step.error, declared_raise_met(step), label)
     items = []
     if step.error is not None and declared_raise_met(step):
-        items.append(f"- ✓ {prefix}raised {step.error.type}, as declared")
+        items.append(f"- ✓ {prefix}raised {prose(step.error.type)}, as declared")
     for warning in step.warnings:
-        items.append(f"- ⚠ {prefix}{warning.category}: {_escape(warning.message)}")
+        items.append(f"- ⚠ {prefix}{prose(warning.category)}: {_escape(warning.message)}")
     if declared_warn_met(step):
-        items.append(f"- ✓ {prefix}warned {step.warns.type}, as declared")
+        items.append(f"- ✓ {prefix}warned {prose(step.warns.type)}, as declared")
     if expectations:
         items += [_expectation_item(r, label) for r in step.expectations]
-    failed_exprs = [r.expr for r in step.expectations if not r.passed]
-    said = step.error.message if step.error is not None and step.status != "raised" else None
-    for failure in step.failures:
-        if failure != said and not any(expr in failure for expr in failed_exprs):
-            items.append(f"- ✗ {prefix}**{_escape(failure)}**")
+    for failure in unshown_failures(step):
+        items.append(f"- ✗ {prefix}**{_escape(failure)}**")
     if items:
         yield "\n".join(items)
     if step.stdout:
@@ -325,7 +290,7 @@ def _graph_blocks(graph: Graph, label: str = "") -> Iterable[str]:
 def _footer(trace: Trace, label: str = "") -> Iterable[str]:
     prefix = f"{label}: " if label else ""
     for notice in trace.notices:
-        yield f"> {prefix}**Note:** {notice}"
+        yield f"> {prefix}**Note:** {prose(notice)}"
     if trace.aborted is not None:
         yield f"> {prefix}**The run stopped early:** {_escape(trace.aborted)}"
     head = f"Result ({label})" if label else "Result"
@@ -333,33 +298,19 @@ def _footer(trace: Trace, label: str = "") -> Iterable[str]:
 
 
 def _summary(trace: Trace) -> str:
-    steps = trace.steps
-    raised = [s for s in steps if s.error is not None]
-    declared = [s for s in raised if declared_raise_met(s)]
-    results = [r for s in ((trace.setup,) if trace.setup else ()) + tuple(steps)
-               for r in s.expectations]
-    passed = sum(1 for r in results if r.passed)
-    parts = [plural(len(steps), "step")]
-    if raised:
-        words = f"{len(raised)} raised"
-        if declared:
-            words += f" ({len(declared)} as declared)"
-        parts.append(words)
-    if results:
-        parts.append(f"expectations: {passed} passed, {len(results) - passed} failed")
-    parts.append("**PASSED**" if trace.passed else "**FAILED**")
-    return " · ".join(parts)
+    verdict = "**PASSED**" if trace.passed else "**FAILED**"
+    return " · ".join(summary_parts(trace) + [verdict])
 
 
 # --- variants ---------------------------------------------------------------------------
 
 
-def _variant_blocks(traces: List[Trace], options) -> Iterable[str]:
+def _variant_blocks(traces: List[Trace], options: RenderOptions) -> Iterable[str]:
     names = [variant_name(t, i) for i, t in enumerate(traces)]
     first = traces[0]
-    yield f"# {first.scenario.title}"
+    yield f"# {prose(first.scenario.title)}"
     if first.scenario.description:
-        yield first.scenario.description.strip()
+        yield prose(first.scenario.description.strip())
     yield _environment(first)
     if any(not t.environment.safe for t in traces):
         yield SAFE_OFF
@@ -369,25 +320,20 @@ def _variant_blocks(traces: List[Trace], options) -> Iterable[str]:
     per_trace = [steps_by_index(t) for t in traces]
     for index in step_indexes(traces):
         steps = [s.get(index) for s in per_trace]
-        if not any(s is not None and _wanted(s, options) for s in steps):
+        if not any_step_wanted(steps, options.steps):
             continue
         shown = next(s for s in steps if s is not None)
         yield _step_heading(shown)
-        codes = [s.code if s is not None else None for s in steps]
-        if len({c for c in codes if c is not None}) == 1:
-            if shown.code.strip():
-                yield code_block(shown.code)
+        common, codes = variant_codes(steps)
+        if common is not None:
+            if common.strip():
+                yield code_block(common)
         else:
             for name, code in zip(names, codes):
                 if code is not None:
                     yield f"*{name}:*\n\n" + code_block(code)
-        notes = [s.note for s in steps if s is not None and s.note]
-        if notes and len(set(notes)) == 1:
-            yield notes[0].strip()
-        else:
-            for name, step in zip(names, steps):
-                if step is not None and step.note:
-                    yield f"*{name}:* {step.note.strip()}"
+        for name, note in variant_notes(steps, names):
+            yield f"*{name}:* {prose(note.strip())}" if name else prose(note.strip())
         yield _variant_table(steps, names, options)
         for name, step in zip(names, steps):
             if step is not None:
@@ -409,18 +355,14 @@ def _variant_blocks(traces: List[Trace], options) -> Iterable[str]:
         yield from _footer(trace, name)
 
 
-def _variant_table(steps: Sequence[Optional[Step]], names: Sequence[str], options) -> str:
+def _variant_table(steps: Sequence[Optional[Step]], names: Sequence[str],
+                   options: RenderOptions) -> str:
     lines = ["| name | " + " | ".join(_cell(n) for n in names) + " |",
              "|---|" + "---|" * len(names)]
     outcomes = [outcome(s) for s in steps]
     differ = len(set(outcomes)) > 1
     lines.append("| *outcome* | " + " | ".join(_plain_cell(o, differ) for o in outcomes) + " |")
-    order: Dict[str, None] = {}
-    for step in steps:
-        if step is not None:
-            for name in shown_names(step, options.show):
-                order.setdefault(name, None)
-    for name in order:
+    for name in variant_row_names(steps, options.show):
         differs = differing_fields(steps, name)
         cells = []
         for step in steps:
@@ -430,9 +372,9 @@ def _variant_table(steps: Sequence[Optional[Step]], names: Sequence[str], option
     return "\n".join(lines)
 
 
-def _variant_cell(step: Step, state: TensorState, differs, options) -> str:
-    partners = [n for n in storage_groups(step).get(state.storage, ()) if n != state.name]
-    storage = format_storage(state) + (f" (with {', '.join(partners)})" if partners else "")
+def _variant_cell(step: Step, state: TensorState, differs: frozenset,
+                  options: RenderOptions) -> str:
+    storage = storage_with_partners(step, state)
     parts = []
     if options.values:
         parts.append(("values", _code_cell(format_values(state.values, state.shape))))

@@ -3,20 +3,98 @@
 Each function turns one fact of the model into a short string, the same way in
 the console, in Markdown and in the summary of what differs between variants,
 so that a reader who learns one output can read the others.
+
+It is also the one place where text that came from a scenario or its run is
+made safe to show: ``visible`` spells control characters as escapes, so that
+a title, a message or printed output can never move the cursor, rewrite the
+clipboard or reorder a line on the reader's terminal.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, Optional
+import re
+from dataclasses import fields, is_dataclass, replace
+from typing import Any, List, Optional, Sequence, TypeVar
 
-from ..model import ErrorInfo, Step, Summary, TensorState, Values
+from ..model import ErrorInfo, Step, Summary, TensorState, Trace, Values
 
 # A row or a dimension longer than this is shown as its first and last items.
 EDGE_ITEMS = 3
 MAX_ITEMS = 2 * EDGE_ITEMS
 ELLIPSIS = "…"
 NONE = "None"
+
+# Characters that must never reach a terminal or a page as they are: C0 controls
+# other than newline and tab, DEL, C1 controls, the bidirectional controls (which
+# reorder what the reader sees), and lone surrogates (which no encoder accepts).
+_INVISIBLE = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+    "\ud800-\udfff]"
+)
+
+
+def _spelled(match: "re.Match[str]") -> str:
+    code = ord(match.group(0))
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def visible(text: str) -> str:
+    """``text`` with each control character spelled as Python spells it (``\\x1b``, ``\\u202e``).
+
+    Newlines and tabs stay as they are: code, messages and printed output are
+    laid out in lines. The spelling is the one ``repr`` and the files written
+    with ``-o`` use, so a reader meets one convention everywhere.
+    """
+    if _INVISIBLE.search(text) is None:
+        return text
+    return _INVISIBLE.sub(_spelled, text)
+
+
+_T = TypeVar("_T")
+
+
+def visible_record(value: _T) -> _T:
+    """A copy of a record (a ``Trace``, a ``Step``, ...) in which every string is ``visible``.
+
+    Text renderers read this copy, so no field that holds scenario text can be
+    forgotten; parts without such characters are returned as they are, so the
+    copy costs little. JSON renders the original: it escapes control characters itself.
+    """
+    return _visible_value(value)
+
+
+def _visible_value(value: Any) -> Any:
+    if isinstance(value, str):
+        return visible(value)
+    if isinstance(value, (int, float, bool)) or value is None:
+        return value
+    if isinstance(value, tuple):
+        items = tuple(_visible_value(v) for v in value)
+        return value if all(a is b for a, b in zip(items, value)) else items
+    if isinstance(value, list):
+        items = [_visible_value(v) for v in value]
+        return value if all(a is b for a, b in zip(items, value)) else items
+    if isinstance(value, dict):
+        pairs = [(_visible_value(k), _visible_value(v)) for k, v in value.items()]
+        same = all(a is k and b is v for (a, b), (k, v) in zip(pairs, value.items()))
+        return value if same else dict(pairs)
+    if is_dataclass(value) and not isinstance(value, type):
+        changes = {}
+        for field in fields(value):
+            if not field.init:
+                continue
+            old = getattr(value, field.name)
+            new = _visible_value(old)
+            if new is not old:
+                changes[field.name] = new
+        return replace(value, **changes) if changes else value
+    return value
+
+
+def visible_traces(traces: Sequence[Trace]) -> List[Trace]:
+    """Each trace as ``visible_record`` makes it."""
+    return [visible_record(trace) for trace in traces]
 
 
 def format_number(value: Any) -> str:
@@ -148,6 +226,40 @@ def format_version(value: Optional[int]) -> str:
 
 def format_grad_fn(value: Optional[str]) -> str:
     return NONE if value is None else value
+
+
+def fact_text(state: TensorState, field: str) -> str:
+    """One fact of a tensor as a table cell spells it; every renderer asks here."""
+    if field == "values":
+        return format_values(state.values, state.shape)
+    if field == "grad":
+        return format_values(state.grad, state.shape)
+    if field == "shape":
+        return format_shape(state.shape)
+    if field == "dtype":
+        return format_dtype(state.dtype)
+    if field == "device":
+        return state.device
+    if field == "storage":
+        return format_storage(state)
+    if field == "version":
+        return format_version(state.version)
+    if field == "grad_fn":
+        return format_grad_fn(state.grad_fn)
+    return format_flag(getattr(state, field))
+
+
+def storage_with_partners(step: Step, state: TensorState) -> str:
+    """``S1 (with a, b)``: the label and the other names on that storage, for variant cells."""
+    partners = [n for n in storage_names(step, state) if n != state.name]
+    return format_storage(state) + (f" (with {', '.join(partners)})" if partners else "")
+
+
+def storage_names(step: Step, state: TensorState) -> tuple:
+    """Every name of the step on ``state``'s storage, in table order (``()`` without one)."""
+    if state.storage is None:
+        return ()
+    return tuple(t.name for t in step.tensors if t.storage == state.storage)
 
 
 def outcome(step: Optional[Step]) -> str:

@@ -1,0 +1,161 @@
+"""Variants of one scenario in the terminal, side by side.
+
+One table per step with a column per variant, the facts that differ between
+variants highlighted (marked ``≠`` without colour), and at the end what
+differs between them in words. The choices of what to show come from
+``layout.py`` and ``compare.py``; the pieces are ``console_parts.py``'s.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, List, Optional, Sequence
+
+from rich import box
+from rich.console import RenderableType
+from rich.markdown import Markdown
+from rich.padding import Padding
+from rich.table import Table
+from rich.text import Text
+
+from ..model import Step, TensorState, Trace
+from .compare import (
+    differing_fields,
+    merged_expectations,
+    step_indexes,
+    steps_by_index,
+    variant_differences,
+    variant_name,
+)
+from .console_parts import (
+    DIFFERS_MARK,
+    DIFFERS_STYLE,
+    View,
+    code_syntax,
+    expectation_lines,
+    facts_text,
+    graph_parts,
+    header_panel,
+    legend as legend_line,
+    mark_cell,
+    outcome_parts,
+    say,
+    step_title,
+    trace_footer,
+)
+from .facts import aliasing_notes, changed_fields, tensors_by_name
+from .layout import any_step_wanted, variant_codes, variant_notes, variant_row_names
+from .text import outcome, storage_with_partners
+
+
+def variant_parts(traces: List[Trace], view: View, *, legend: bool) -> Iterable[RenderableType]:
+    """The variants of one scenario (``traces``), drawn as one page."""
+    names = [variant_name(t, i) for i, t in enumerate(traces)]
+    title = Text(traces[0].scenario.title, style="bold")
+    title.append("  (variants: " + ", ".join(names) + ", side by side)", style="cyan")
+    yield header_panel(traces[0], title, safe=all(t.environment.safe for t in traces))
+    if legend:
+        yield legend_line(view, variants=True)
+    per_trace = [steps_by_index(t) for t in traces]
+    previous: List[Optional[Step]] = [None] * len(traces)
+    first = True
+    for index in step_indexes(traces):
+        steps = [s.get(index) for s in per_trace]
+        prevs = previous
+        previous = [s if s is not None else p for s, p in zip(steps, prevs)]
+        shown = next(s for s in steps if s is not None)
+        if not any_step_wanted(steps, view.options.steps):
+            continue
+        yield from _variant_step(shown, steps, prevs, names, view, first)
+        first = False
+    differences = variant_differences(traces)
+    yield Text("")
+    yield Text("What differs between " + " and ".join(names) + ":", style="bold")
+    if not differences:
+        yield say("nothing: every step and every tensor ended the same", style="dim")
+    for line in differences:
+        yield say("≠ " + line, style="yellow")
+    for name, trace in zip(names, traces):
+        yield from trace_footer(trace, label=name)
+
+
+def _variant_step(shown: Step, steps: Sequence[Optional[Step]], prevs: Sequence[Optional[Step]],
+                  names: Sequence[str], view: View, first: bool) -> Iterable[RenderableType]:
+    yield Text("")
+    yield step_title(shown)
+    common, codes = variant_codes(steps)
+    if common is not None:
+        if common.strip():
+            yield code_syntax(common, shown.line)
+    else:
+        table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, expand=True)
+        for name in names:
+            table.add_column(name, header_style="bold cyan", ratio=1)
+        table.add_row(*[code_syntax(c, None) if c is not None else Text("(not run)", style="dim")
+                        for c in codes])
+        yield Padding(table, (0, 0, 0, 2))
+    for name, note in variant_notes(steps, names):
+        text = f"*{name}:* " + note.strip() if name else note.strip()
+        yield Padding(Markdown(text), (0, 0, 0, 2))
+    yield _variant_table(steps, prevs, names, view, first)
+    for name, step, prev in zip(names, steps, prevs):
+        if step is None:
+            continue
+        for note in aliasing_notes(prev, step):
+            yield say(f"↳ {name}: " + note.describe(), style="cyan")
+    for name, step in zip(names, steps):
+        if step is not None:
+            yield from outcome_parts(step, label=name, expectations=False)
+    for name, result in merged_expectations(steps, names):
+        yield from expectation_lines(result, f"{name}: " if name else "")
+    for name, step in zip(names, steps):
+        for graph in step.graphs if step is not None else ():
+            yield from graph_parts(graph, view, step, label=name)
+
+
+def _variant_table(steps: Sequence[Optional[Step]], prevs: Sequence[Optional[Step]],
+                   names: Sequence[str], view: View, first: bool) -> Padding:
+    """One row per tensor, one column per variant.
+
+    A tensor that is the same in every variant and did not change in this step
+    is one quiet line, except at the first step drawn, so that the eye goes to
+    what moved and what differs.
+    """
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1),
+                  header_style="bold", show_lines=True)
+    table.add_column("name", no_wrap=False)
+    for name in names:
+        table.add_column(name, header_style="bold cyan", ratio=1, overflow="fold")
+    outcomes = [outcome(s) for s in steps]
+    row = [Text("outcome", style="dim")]
+    for text in outcomes:
+        cell = Text(text, style="red" if text.startswith("raised") else "")
+        if len(set(outcomes)) > 1:
+            mark_cell(cell, view, DIFFERS_STYLE, DIFFERS_MARK)
+        row.append(cell)
+    table.add_row(*row)
+    changes_only = view.options.changes_only
+    for tensor_name in variant_row_names(steps, view.show):
+        differs = differing_fields(steps, tensor_name)
+        changed_any = False
+        cells = [Text(tensor_name, style="bold")]
+        for step, prev in zip(steps, prevs):
+            state = tensors_by_name(step).get(tensor_name) if step is not None else None
+            if state is None:
+                cells.append(Text("—", style="dim"))
+                continue
+            previous = tensors_by_name(prev).get(tensor_name)
+            changed_any = changed_any or bool(changed_fields(previous, state))
+            cells.append(_variant_cell(step, state, differs, view))
+        if not changed_any and (changes_only or first is False and not differs):
+            if changes_only:
+                continue
+            cells = [cells[0]] + [Text("unchanged", style="dim") for _ in names]
+        table.add_row(*cells)
+    return Padding(table, (0, 0, 0, 2))
+
+
+def _variant_cell(step: Step, state: TensorState, differs: frozenset, view: View) -> Text:
+    """Facts of one tensor in one variant; the facts that differ between variants marked."""
+    extra = [f for f in ("shape", "dtype", "device") if f in differs]
+    return facts_text(state, view, marked=differs, style=DIFFERS_STYLE, mark=DIFFERS_MARK,
+                      storage=storage_with_partners(step, state), extra=extra)

@@ -1,0 +1,166 @@
+"""What a page shows, decided once for every text renderer.
+
+Which steps are drawn, which tensors get a row and which columns a table has,
+which failures still need saying under a step, what the closing summary
+counts, and how variants are laid side by side: these are choices about
+content, not about drawing. They are made here, as plain data, and the
+console and Markdown renderers draw the same decisions each in their own way,
+so the two outputs can never disagree on what a step contains.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, FrozenSet, List, NamedTuple, Optional, Sequence, Tuple
+
+from ..model import Step, TensorState, Trace
+from .facts import VALUE_FIELDS, changed_fields, shown_names, storage_groups, tensors_by_name
+from .text import declared_raise_met, format_dtype, plural
+
+
+class Row(NamedTuple):
+    """One tensor in a step's table: its state, the facts that changed, and whether it is new."""
+
+    state: TensorState
+    changed: FrozenSet[str]
+    new: bool
+
+
+def step_wanted(step: Step, steps: Optional[FrozenSet[int]]) -> bool:
+    """Whether a step is drawn; ``steps`` is what was asked for (None: all).
+
+    Setup is drawn only when it has something to say (output, warnings, a
+    failure), and a failed setup is drawn even when other steps were asked for.
+    """
+    if step.index == 0:
+        failed = step.error is not None or not step.behaved
+        worth = failed or bool(step.stdout) or bool(step.warnings)
+        return worth and (steps is None or 0 in steps or failed)
+    return steps is None or step.index in steps
+
+
+def any_step_wanted(steps: Sequence[Optional[Step]], wanted: Optional[FrozenSet[int]]) -> bool:
+    """Whether a step drawn across variants is drawn: when any variant's is."""
+    return any(s is not None and step_wanted(s, wanted) for s in steps)
+
+
+def table_rows(prev: Optional[Step], step: Step, options) -> Tuple[Tuple[str, ...], List[Row]]:
+    """The names shown at ``step`` and the rows of its table (``options``: a RenderOptions).
+
+    Without values, a change of values is not a change the reader could see,
+    so it does not count; with ``changes_only``, unchanged rows are left out.
+    """
+    names = shown_names(step, options.show)
+    before = tensors_by_name(prev)
+    now = tensors_by_name(step)
+    rows = []
+    for name in names:
+        changed = changed_fields(before.get(name), now[name])
+        if not options.values:
+            changed -= VALUE_FIELDS
+        if options.changes_only and not changed:
+            continue
+        rows.append(Row(now[name], changed, name not in before))
+    return names, rows
+
+
+def table_columns(states: Sequence[TensorState], values: bool) -> List[str]:
+    """Columns in order; shape, dtype and device only where they tell something."""
+    columns = ["name"]
+    if values:
+        columns.append("values")
+    # Values show their shape (a summary says it in words); without values, say it here.
+    if not values and len({s.shape for s in states}) > 1:
+        columns.append("shape")
+    if any(format_dtype(s.dtype) != "float32" for s in states):
+        columns.append("dtype")
+    if len({s.device for s in states}) > 1:
+        columns.append("device")
+    columns += ["storage", "version", "requires_grad", "is_leaf", "grad_fn"]
+    if values:
+        columns.append("grad")
+    return columns
+
+
+def shared_storages(step: Step, names: Sequence[str]) -> List[Tuple[str, Tuple[str, ...]]]:
+    """Storages held by more than one name, where at least one of them is shown."""
+    return [(label, group) for label, group in storage_groups(step).items()
+            if len(group) > 1 and any(n in names for n in group)]
+
+
+def unshown_failures(step: Step) -> List[str]:
+    """Failures not already said by the step's outcome (a failed expectation, a timeout's message)."""
+    failed_exprs = [r.expr for r in step.expectations if not r.passed]
+    said = step.error.message if step.error is not None and step.status != "raised" else None
+    return [f for f in step.failures
+            if f != said and not any(expr in f for expr in failed_exprs)]
+
+
+def summary_parts(trace: Trace) -> List[str]:
+    """The closing line's counts: steps, what raised, expectations (the verdict is added by the renderer)."""
+    steps = trace.steps
+    raised = [s for s in steps if s.error is not None]
+    declared = [s for s in raised if declared_raise_met(s)]
+    results = [r for s in ((trace.setup,) if trace.setup else ()) + tuple(steps)
+               for r in s.expectations]
+    passed = sum(1 for r in results if r.passed)
+    parts = [plural(len(steps), "step")]
+    if raised:
+        words = f"{len(raised)} raised"
+        if declared:
+            words += f" ({len(declared)} as declared)"
+        parts.append(words)
+    if results:
+        parts.append(f"expectations: {passed} passed, {len(results) - passed} failed")
+    return parts
+
+
+def has_tensor_tables(traces: Sequence[Trace]) -> bool:
+    """Whether any step recorded tensors, so that a legend has something to explain."""
+    return any(step.tensors for trace in traces for step in trace.steps)
+
+
+# --- variants side by side -------------------------------------------------------------
+
+
+def variant_codes(steps: Sequence[Optional[Step]]) -> Tuple[Optional[str], List[Optional[str]]]:
+    """The code every variant ran at this step (``(code, [])``), or each one's (``(None, codes)``)."""
+    codes = [s.code if s is not None else None for s in steps]
+    distinct = {c for c in codes if c is not None}
+    if len(distinct) == 1:
+        return distinct.pop(), []
+    return None, codes
+
+
+def variant_notes(steps: Sequence[Optional[Step]], names: Sequence[str]) -> List[Tuple[str, str]]:
+    """Notes as (variant label, note): a note every variant shares is said once, unlabelled."""
+    notes = [s.note for s in steps if s is not None and s.note]
+    if notes and len(set(notes)) == 1:
+        return [("", notes[0])]
+    return [(name, step.note) for name, step in zip(names, steps)
+            if step is not None and step.note]
+
+
+def variant_row_names(steps: Sequence[Optional[Step]], show: Optional[Sequence[str]]) -> List[str]:
+    """Every name shown in any variant at this step, in order of first appearance."""
+    order: Dict[str, None] = {}
+    for step in steps:
+        if step is not None:
+            for name in shown_names(step, show):
+                order.setdefault(name, None)
+    return list(order)
+
+
+__all__ = [
+    "Row",
+    "any_step_wanted",
+    "has_tensor_tables",
+    "shared_storages",
+    "step_wanted",
+    "summary_parts",
+    "table_columns",
+    "table_rows",
+    "unshown_failures",
+    "variant_codes",
+    "variant_notes",
+    "variant_row_names",
+]

@@ -1,0 +1,58 @@
+"""What a renderer is asked for, and the one shape every renderer has.
+
+``RenderOptions`` is plain data chosen by the caller (the command line works
+out the terminal's width and whether to use colour); a renderer never looks at
+the terminal itself, so the same trace and options give the same text
+anywhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import FrozenSet, Optional, Protocol, Sequence, Tuple
+
+from ..model import Step, Trace
+
+
+@dataclass(frozen=True)
+class RenderOptions:
+    """What to show. The defaults show everything the trace holds."""
+
+    steps: Optional[FrozenSet[int]] = None  # step indexes to show (1-based); None: all
+    changes_only: bool = False  # only rows whose facts changed in that step
+    show: Optional[Tuple[str, ...]] = None  # names to show (overrides the scenario's)
+    values: bool = True  # False: no values/grad columns
+    width: Optional[int] = None  # console width in columns; None: DEFAULT_WIDTH
+    color: bool = False  # ANSI colour in console output
+
+
+DEFAULT_OPTIONS = RenderOptions()
+# Width of console output when the caller does not give one (e.g. not a terminal).
+DEFAULT_WIDTH = 100
+
+
+def resolve_width(width: Optional[int]) -> int:
+    """The width asked for (never narrower than 20 columns), else ``DEFAULT_WIDTH``."""
+    if width is not None:
+        return max(20, width)
+    return DEFAULT_WIDTH
+
+
+class Renderer(Protocol):
+    """Every format: all traces in, one string out; nothing printed, nothing read."""
+
+    def __call__(self, traces: Sequence[Trace], options: RenderOptions) -> str: ...
+
+
+class StreamRenderer(Protocol):
+    """A format written while the run goes: its text for each event, in order."""
+
+    def start(self, trace: Trace) -> str: ...
+
+    def step(self, trace: Trace, step: Step) -> str: ...
+
+    def end(self, trace: Trace) -> str: ...
+
+
+__all__ = ["DEFAULT_OPTIONS", "DEFAULT_WIDTH", "RenderOptions", "Renderer", "StreamRenderer",
+           "resolve_width"]
