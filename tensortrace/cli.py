@@ -149,14 +149,54 @@ def _load_all(targets: Sequence[str]) -> list:
     return [load_scenario(resolve_target(t)) for t in targets]
 
 
-def _run_all(scenarios, *, trust: bool, device: Optional[str], timeout: float, memory_limit: int, on_start=None, on_step=None) -> List[Trace]:
+def _run_all(
+    scenarios,
+    *,
+    trust: bool,
+    device: Optional[str],
+    timeout: float,
+    memory_limit: int,
+    scenario_timeout: float = 300.0,
+    require_confinement: bool = False,
+    on_start=None,
+    on_step=None,
+) -> List[Trace]:
     from .runner import Interrupted, Limits, run_all
 
-    limits = Limits(timeout=timeout if timeout > 0 else None, memory_mb=memory_limit if memory_limit > 0 else None)
+    limits = Limits(
+        timeout=timeout if timeout > 0 else None,
+        memory_mb=memory_limit if memory_limit > 0 else None,
+        scenario_timeout=scenario_timeout if scenario_timeout > 0 else None,
+    )
     try:
-        return run_all(scenarios, safe=not trust, device=device, limits=limits, on_start=on_start, on_step=on_step)
+        traces = run_all(
+            scenarios, safe=not trust, device=device, limits=limits, on_start=on_start, on_step=on_step, require_confinement=require_confinement
+        )
     except Interrupted as stop:
+        _say_if_unconfined(stop.traces)
         raise _Interrupted(stop.traces) from None
+    _say_if_unconfined(traces)
+    return traces
+
+
+_said_unconfined = False
+
+
+def _say_if_unconfined(traces: Sequence[Trace]) -> None:
+    """Once per command: safe mode ran without the kernel's wall, and what is missing."""
+    global _said_unconfined
+    for trace in traces:
+        confinement = trace.environment.confinement
+        if _said_unconfined or confinement is None or confinement.complete:
+            continue
+        _said_unconfined = True
+        typer.echo(
+            visible(
+                f"tensortrace: safe mode is not confined by the kernel here ({'; '.join(confinement.missing)}); "
+                "only the Python-level checks and resource limits apply. Use --require-confinement to refuse instead."
+            ),
+            err=True,
+        )
 
 
 class _Interrupted(Exception):
@@ -199,6 +239,13 @@ DEVICE = typer.Option(None, "--device", metavar="DEVICE", help="Device for scena
 TRUST = typer.Option(False, "--trust", help="Run steps as plain Python, without safe mode. Only for files you trust.")
 TIMEOUT = typer.Option(5.0, "--timeout", metavar="SECONDS", help="Wall-clock limit per step, in seconds (0: none).")
 MEMORY = typer.Option(4096, "--memory-limit", metavar="MIB", help="Memory a scenario may use in safe mode, in MiB (0: no cap).")
+SCENARIO_TIMEOUT = typer.Option(300.0, "--scenario-timeout", metavar="SECONDS", help="Wall-clock limit per scenario (each variant), in seconds (0: none).")
+REQUIRE = typer.Option(
+    False,
+    "--require-confinement",
+    envvar="TENSORTRACE_REQUIRE_CONFINEMENT",
+    help="Refuse to run in safe mode unless the kernel can confine the child (Landlock, seccomp). Also TENSORTRACE_REQUIRE_CONFINEMENT=1.",
+)
 STEP = typer.Option(None, "--step", metavar="N", help="Show only this step.")
 STEPS = typer.Option(None, "--steps", metavar="RANGE", help="Show only these steps, e.g. 2-5 or 1,3.")
 CHANGES = typer.Option(False, "--changes-only", help="Show only the rows that changed in each step.")
@@ -216,6 +263,8 @@ def run(
     trust: bool = TRUST,
     timeout: float = TIMEOUT,
     memory_limit: int = MEMORY,
+    scenario_timeout: float = SCENARIO_TIMEOUT,
+    require_confinement: bool = REQUIRE,
     step: Optional[int] = STEP,
     steps: Optional[str] = STEPS,
     changes_only: bool = CHANGES,
@@ -232,7 +281,10 @@ def run(
         _check_steps_exist(_parse_steps(step, steps), [len(sc.steps) for sc in scenarios])
         with _output(output) as out:
             live = stream(form)
-            traces, interrupted = _trace_into(out, live, scenarios, trust=trust, device=device, timeout=timeout, memory_limit=memory_limit)
+            traces, interrupted = _trace_into(
+                out, live, scenarios, trust=trust, device=device, timeout=timeout, memory_limit=memory_limit,
+                scenario_timeout=scenario_timeout, require_confinement=require_confinement,
+            )
             options = _render_options(form, out, step, steps, changes_only, show, no_values, width)
             out.write(_rest_of_output(traces, form, live, options))
         return _run_status(traces, interrupted)
@@ -273,6 +325,8 @@ def check(
     trust: bool = TRUST,
     timeout: float = TIMEOUT,
     memory_limit: int = MEMORY,
+    scenario_timeout: float = SCENARIO_TIMEOUT,
+    require_confinement: bool = REQUIRE,
 ) -> None:
     """Run scenarios and say, one line each, whether they behaved as declared."""
 
@@ -281,7 +335,10 @@ def check(
 
         passed = failed = unusable = 0
         for target in targets:
-            verdicts = _check_one(target, trust=trust, device=device, timeout=timeout, memory_limit=memory_limit)
+            verdicts = _check_one(
+                target, trust=trust, device=device, timeout=timeout, memory_limit=memory_limit,
+                scenario_timeout=scenario_timeout, require_confinement=require_confinement,
+            )
             if verdicts is None:
                 unusable += 1
                 continue

@@ -295,3 +295,61 @@ def test_docs_name_every_layer() -> None:
     text = (Path(__file__).resolve().parents[1] / "docs" / "safety.md").read_text(encoding="utf-8")
     for layer in confine.ESSENTIAL + (confine.LANDLOCK_NETWORK, confine.LANDLOCK_SCOPES):
         assert f"`{layer}`" in text, layer
+
+
+# --- the command line -----------------------------------------------------------------
+
+
+def _cli(*args: str, env: dict | None = None):
+    from typer.testing import CliRunner
+
+    from tensortrace import cli
+
+    cli._said_unconfined = False
+    return CliRunner().invoke(cli.app, list(args), env=env)
+
+
+def _no_landlock(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = confine.available()
+    monkeypatch.setattr(confine, "available", lambda: confine.Report(
+        tuple(l for l in real.enforced if not l.startswith("landlock")), ("landlock-files: this kernel has no Landlock (Linux 5.13 or later is needed)",)))
+
+
+@pytest.mark.parametrize("how", ["option", "environment"])
+def test_require_confinement_refuses_with_one_line_and_exit_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str) -> None:
+    _no_landlock(monkeypatch)
+    path = tmp_path / "s.yaml"
+    path.write_text("title: t\nsteps:\n  - a = torch.ones(1)\n", encoding="utf-8")
+    if how == "option":
+        result = _cli("run", str(path), "--require-confinement")
+    else:
+        result = _cli("run", str(path), env={"TENSORTRACE_REQUIRE_CONFINEMENT": "1"})
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr
+    assert "cannot be confined by the kernel here" in lines[0] and "this kernel has no Landlock" in lines[0]
+
+
+def test_an_unconfined_run_says_so_once_on_stderr(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _no_landlock(monkeypatch)
+    paths = []
+    for name in ("one", "two"):
+        path = tmp_path / f"{name}.yaml"
+        path.write_text("title: t\nsteps:\n  - a = torch.ones(1)\n", encoding="utf-8")
+        paths.append(str(path))
+    result = _cli("check", *paths)
+    assert result.exit_code == 0, result.stderr
+    notices = [line for line in result.stderr.splitlines() if "not confined by the kernel" in line]
+    assert len(notices) == 1
+    assert "landlock-files: this kernel has no Landlock" in notices[0] and "--require-confinement" in notices[0]
+
+
+@needs_wall
+def test_a_confined_run_says_nothing_about_confinement(tmp_path: Path) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text("title: t\nsteps:\n  - a = torch.ones(1)\n", encoding="utf-8")
+    result = _cli("run", str(path), "--format", "json", "--require-confinement")
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr == ""
+    assert json.loads(result.stdout)["environment"]["confinement"]["missing"] == []
