@@ -27,10 +27,12 @@ from .policy import (
     CLOSER_LOOK,
     DEFAULT_ALIASES,
     IMPORT_RULE,
+    RAW_MEMORY_PROTOCOLS,
     REFUSED_ATTRIBUTES,
     REFUSED_BUILTINS,
     REFUSED_CALLS,
     TRUST_HINT,
+    UNDERSCORE_WRITE,
     import_refusal,
     refused_module_attribute,
     underscore_allowed,
@@ -213,7 +215,9 @@ class _Checker:
     # -- names ----------------------------------------------------------------
 
     def check_name(self, node: ast.AST, name: str, what: str = "name") -> None:
-        if name[:1] == "_" and name != "_":
+        if name in RAW_MEMORY_PROTOCOLS:
+            self.refuse(node, f"'{name}' is not allowed in safe mode (it {RAW_MEMORY_PROTOCOLS[name]})")
+        elif name[:1] == "_" and name != "_":
             self.refuse(
                 node,
                 f"'{name}' is not allowed in safe mode ({what}s starting with '_' "
@@ -310,7 +314,20 @@ class _Checker:
 
     def check_attribute(self, node: ast.Attribute, is_load: bool) -> None:
         attr = node.attr
-        if attr[:1] == "_" and not underscore_allowed(attr):
+        if attr in RAW_MEMORY_PROTOCOLS:
+            self.refuse(
+                node,
+                f"'.{attr}' is not allowed in safe mode (it {RAW_MEMORY_PROTOCOLS[attr]})",
+                _attribute_name_column(node),
+            )
+        elif attr[:1] == "_" and not is_load:
+            verb = "deleting" if type(node.ctx) is ast.Del else "writing"
+            self.refuse(
+                node,
+                f"{verb} '.{attr}' is not allowed in safe mode ({UNDERSCORE_WRITE})",
+                _attribute_name_column(node),
+            )
+        elif attr[:1] == "_" and not underscore_allowed(attr):
             self.refuse(
                 node,
                 f"'.{attr}' is not allowed in safe mode (attributes starting with '_' "
@@ -378,7 +395,11 @@ class _Checker:
     def v_function(self, node: ast.FunctionDef) -> ast.AST:
         name = node.name
         self.bound.add(name)
-        if name[:1] == "_" and name != "_":
+        if name in RAW_MEMORY_PROTOCOLS:
+            self.refuse(
+                node, f"defining '{name}' is not allowed in safe mode (it {RAW_MEMORY_PROTOCOLS[name]})"
+            )
+        elif name[:1] == "_" and name != "_":
             is_method = id(node) in self.method_defs
             if not is_method or name not in ALLOWED_DUNDER_METHODS:
                 where = "" if is_method else " outside a class"
@@ -404,6 +425,22 @@ class _Checker:
             if type(child) is ast.FunctionDef:
                 self.method_defs.add(id(child))
         self.children(node)
+        return node
+
+    def v_keyword(self, node: ast.keyword) -> ast.AST:
+        if node.arg in RAW_MEMORY_PROTOCOLS:
+            self.refuse(
+                node if hasattr(node, "lineno") else node.value,
+                f"'{node.arg}' is not allowed in safe mode (it {RAW_MEMORY_PROTOCOLS[node.arg]})",
+            )
+        self.children(node)
+        return node
+
+    def v_constant(self, node: ast.Constant) -> ast.AST:
+        if type(node.value) is str and node.value in RAW_MEMORY_PROTOCOLS:
+            self.refuse(
+                node, f"'{node.value}' is not allowed in safe mode (it {RAW_MEMORY_PROTOCOLS[node.value]})"
+            )
         return node
 
     def v_comprehension(self, node: ast.comprehension) -> ast.AST:
@@ -480,13 +517,15 @@ _HANDLERS = {
     ast.FunctionDef: _Checker.v_function,
     ast.ClassDef: _Checker.v_class,
     ast.comprehension: _Checker.v_comprehension,
+    ast.keyword: _Checker.v_keyword,
+    ast.Constant: _Checker.v_constant,
 }
 
-#: Nodes with nothing inside to check (contexts, operators, constants).
+#: Nodes with nothing inside to check (contexts and operators).
 _LEAVES = _node_types(
     """
     Load Store Del And Or Add Sub Mult MatMult Div Mod Pow LShift RShift BitOr BitXor
-    BitAnd FloorDiv Invert Not UAdd USub Eq NotEq Lt LtE Gt GtE Is IsNot In NotIn Constant
+    BitAnd FloorDiv Invert Not UAdd USub Eq NotEq Lt LtE Gt GtE Is IsNot In NotIn
     """
 )
 

@@ -28,7 +28,9 @@ from .policy import (
     HOME_ROOTS,
     IMPORT_RULE,
     IMPORTS,
+    METACLASS,
     ONLY_MODULE_NAMES,
+    RAW_MEMORY_PROTOCOLS,
     REFUSED_ATTRIBUTES,
     REFUSED_BUILTINS,
     REFUSED_CALLS,
@@ -36,6 +38,7 @@ from .policy import (
     REFUSED_MODULES,
     SAFE_INSTANCE_ROOTS,
     TRUST_HINT,
+    UNDERSCORE_WRITE,
     import_refusal,
     module_reason,
     refused_origin,
@@ -140,6 +143,7 @@ class _Runtime:
             int, float, bool, complex, str, bytes, tuple, list, dict, set, frozenset,
         }
         self.storage_types: Tuple[type, ...] = ()
+        self.numpy_arrays: Tuple[type, ...] = ()
         self.numpy_learned = False
         self.type_proxy = _make_type_proxy(self)
         self.guards = self._make_guards()
@@ -165,6 +169,7 @@ class _Runtime:
         if numpy is not None and not self.numpy_learned and hasattr(numpy, "ndarray"):
             self.numpy_learned = True
             self.plain_values.add(numpy.ndarray)
+            self.numpy_arrays = (numpy.ndarray,)
             self.plain_subjects.add(numpy.ndarray)
             self.module_rule(numpy)
 
@@ -241,7 +246,10 @@ class _Runtime:
         if isinstance(value, type):
             if value in self.dangerous_types:
                 return f"is the {value.__name__} type (interpreter internals)"
-            return self.origin(getattr(value, "__module__", None), True)
+            verdict = self.origin(getattr(value, "__module__", None), True)
+            if verdict is None and issubclass(value, type):
+                return f"is the metaclass {value.__qualname__}, and {METACLASS}"
+            return verdict
         if callable(value):
             origin = getattr(value, "__module__", None)
             if not isinstance(origin, str):
@@ -300,6 +308,31 @@ class _Runtime:
             ):
                 why = IMPORTS if name == "type" else "can leave tensors pointing outside their memory"
                 raise _violation(f"'.{name}' of a storage", f"it {why}")
+            if name == "resize" and _isinstance(obj, rt.numpy_arrays):
+                raise _violation(
+                    "'.resize' of a numpy array",
+                    "with refcheck=False it frees memory that tensors and other arrays still "
+                    "point into; use np.resize, which makes a new array",
+                )
+            if name == "__init__" and not init_allowed(obj):
+                raise _violation(
+                    "'.__init__' of this object",
+                    "calling it again re-initialises a module, descriptor or library object "
+                    "that everything else shares; call __init__ on classes and super()",
+                )
+
+        def init_allowed(obj: Any) -> bool:
+            """``super().__init__()``, ``Base.__init__(self)``, ``self.__init__()`` on the scenario's own objects."""
+            if _type(obj) is super:
+                return True
+            if _isinstance(obj, _type):
+                return not (
+                    issubclass(obj, (module_type, type))
+                    or hasattr(obj, "__get__")
+                    or hasattr(obj, "__set__")
+                    or hasattr(obj, "__delete__")
+                )
+            return _type(obj) in rt.user_classes
 
         def module_getattr(module: types.ModuleType, name: str) -> Any:
             rule = module_rules.get(_id(module))
@@ -374,6 +407,8 @@ class _Runtime:
             return _getattr_(obj, name)
 
         def _write_(obj: Any, name: str) -> Any:
+            if name[:1] == "_":
+                raise _violation(f"changing '.{name}'", UNDERSCORE_WRITE)
             if _type(obj) in plain_subjects:
                 return obj
             if name in CLOSER_LOOK or name[:1] == "_":
@@ -420,7 +455,7 @@ class _Runtime:
 
     def _make_builtins(self) -> Dict[str, Any]:
         names = (
-            "abs all any ascii bin bool bytearray bytes callable chr classmethod complex "
+            "abs all any ascii bin bool bytes callable chr classmethod complex "
             "dict dir divmod enumerate filter float format frozenset hash hex id int "
             "isinstance issubclass iter len list map max min next object oct ord pow "
             "print property range repr reversed round set slice sorted staticmethod str "
@@ -483,6 +518,11 @@ def _make_type_proxy(rt: _Runtime) -> type:
                 return proxy
             if result in rt.dangerous_types:
                 raise _violation(f"type() of a {result.__name__} object", "interpreter internals")
+            if issubclass(result, type):
+                raise _violation(f"type() of the class {args[0].__qualname__}", f"it is a metaclass, and {METACLASS}")
+            entry = rt.refused_ids.get(id(result))
+            if entry is not None and entry[0] is result:
+                raise _violation(f"type() of this object", f"the type {entry[1]}")
             return result
 
         def __instancecheck__(cls, obj: Any) -> bool:
@@ -562,6 +602,9 @@ def _make_build_class(rt: _Runtime):
                     f"subclassing {getattr(base, '__qualname__', base)}", f"the class {verdict}"
                 )
         cls = real_build_class(func, name, *bases)
+        # (Bases from libraries may have them: a subclass of ndarray is fine.)
+        for protocol in sorted(RAW_MEMORY_PROTOCOLS.keys() & vars(cls).keys()):
+            raise _violation(f"a class with '{protocol}'", f"it {RAW_MEMORY_PROTOCOLS[protocol]}")
         rt.user_classes.add(cls)
         return cls
 

@@ -81,6 +81,7 @@ NATIVE = "loads native libraries or registers operators"
 IMPORTS = "imports a module named by a string"
 PROFILE = "writes profiler traces to files"
 MEMORY = "works on raw memory addresses"
+DANGLING = "makes a tensor over memory that can be freed while the tensor still points into it"
 
 #: Public names of allowed modules that are refused anyway, with the reason.
 REFUSED_MODULE_NAMES: Dict[str, Dict[str, str]] = {
@@ -103,6 +104,7 @@ REFUSED_MODULE_NAMES: Dict[str, Dict[str, str]] = {
         "wait": PROCESSES,
         "prepare_multiprocessing_environment": PROCESSES,
         "set_default_tensor_type": IMPORTS,
+        "frombuffer": DANGLING,
         "profiler_allow_cudagraph_cupti_lazy_reinit_cuda12": PROFILE,
         **{
             name: SCRIPT
@@ -120,6 +122,9 @@ REFUSED_MODULE_NAMES: Dict[str, Dict[str, str]] = {
         },
     },
     "torch.mps": {"compile_shader": SCRIPT, "load_metallib": FILES},
+    "torch.func": {
+        "linearize": "generates Python source from operator names and runs it (through make_fx)",
+    },
     "torch.utils": {"set_module": "rewrites the __module__ of objects"},
     "torch.testing": {"FileCheck": SCRIPT},
     "numpy": {
@@ -137,6 +142,7 @@ REFUSED_MODULE_NAMES: Dict[str, Dict[str, str]] = {
         "info": "reads source files",
         "show_runtime": NATIVE,
         "test": "runs the test suite",
+        "ScalarType": "holds the memoryview type, which exposes the raw buffers of objects",
     },
     "numpy.linalg": {"test": "runs the test suite"},
     "numpy.random": {"test": "runs the test suite"},
@@ -285,7 +291,30 @@ REFUSED_ATTRIBUTES: Dict[str, str] = {
 
 #: Attribute names whose reads go through the closer runtime check (the others
 #: are refused statically, so the plain guard does not look at names at all).
-CLOSER_LOOK: FrozenSet[str] = frozenset(REFUSED_ATTRIBUTES) | {"obj", "type", "resize_"}
+CLOSER_LOOK: FrozenSet[str] = frozenset(REFUSED_ATTRIBUTES) | {"obj", "type", "resize_", "resize"}
+
+#: Why no attribute starting with ``_`` may be written or deleted, even those
+#: that may be read: library code trusts them (make_fx pastes ``__name__``
+#: into Python source it runs; ``__init__`` re-initialises a shared object).
+UNDERSCORE_WRITE = (
+    "attributes starting with '_' can be read, not changed: library code trusts them, "
+    "and some of it pastes names such as __name__ into code it runs"
+)
+METACLASS = "a metaclass builds classes around the checks on class statements"
+
+#: Special attributes through which numpy and torch take an object's memory
+#: from an address it names: defined by a scenario, they read and write any
+#: memory of the process.
+RAW_MEMORY_PROTOCOLS: Dict[str, str] = {
+    name: "lets numpy and torch read and write memory at any address the object names"
+    for name in (
+        "__array_interface__",
+        "__array_struct__",
+        "__cuda_array_interface__",
+        "__dlpack__",
+        "__dlpack_device__",
+    )
+}
 
 #: Attributes starting with ``_`` that are allowed: the facts this tool is
 #: about (``_version``, ``_base``, ``_is_view``, a grad_fn's ``_saved_*``), what
@@ -322,6 +351,7 @@ REFUSED_BUILTINS: Dict[str, str] = {
     "vars": "exposes namespaces and module dictionaries",
     "breakpoint": "starts the debugger",
     "memoryview": "exposes the raw buffers of objects",
+    "bytearray": "can free its memory while a tensor made from it still points into it",
 }
 
 #: Builtins refused when called (``input = torch.randn(3)`` is a fine name).
