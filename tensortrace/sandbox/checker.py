@@ -26,6 +26,8 @@ from .policy import (
     ALLOWED_MODULES,
     CLOSER_LOOK,
     DEFAULT_ALIASES,
+    FORMAT_HINT,
+    FORMAT_METHODS,
     IMPORT_RULE,
     RAW_MEMORY_PROTOCOLS,
     REFUSED_ATTRIBUTES,
@@ -33,6 +35,7 @@ from .policy import (
     REFUSED_CALLS,
     TRUST_HINT,
     UNDERSCORE_WRITE,
+    format_is_plain,
     import_refusal,
     refused_module_attribute,
     underscore_allowed,
@@ -156,6 +159,7 @@ class _Checker:
         self.builtin_calls: List[Tuple[ast.Call, str, int]] = []
         self.chains: List[Tuple[ast.Attribute, Tuple[str, ...], bool]] = []
         self.method_defs: Set[int] = set()
+        self.str_formats: List[ast.Attribute] = []
 
     # -- driver -------------------------------------------------------------
 
@@ -332,7 +336,7 @@ class _Checker:
                 node,
                 f"'.{attr}' is not allowed in safe mode (attributes starting with '_' "
                 "reach interpreter internals; allowed: _version, _base, _is_view, "
-                "_saved_*, __init__, __name__, __version__)",
+                "_saved_*, _raw_saved_*, __init__, __name__, __version__)",
                 _attribute_name_column(node),
             )
         elif attr in REFUSED_ATTRIBUTES:
@@ -341,6 +345,21 @@ class _Checker:
                 f"'.{attr}' is not allowed in safe mode (it {REFUSED_ATTRIBUTES[attr]})",
                 _attribute_name_column(node),
             )
+        elif attr in FORMAT_METHODS:
+            # A literal template is judged here; any other is judged by the
+            # guard when it runs, on the string it is called on.
+            template = node.value
+            if type(template) is ast.Constant and type(template.value) is str:
+                if not format_is_plain(template.value):
+                    self.refuse(
+                        node,
+                        f"'.{attr}' with this template is not allowed in safe mode "
+                        f"({FORMAT_METHODS[attr]}; {FORMAT_HINT})",
+                        _attribute_name_column(node),
+                    )
+            elif type(template) is ast.Name and template.id == "str":
+                # str.format(template, ...): the template is an argument.
+                self.str_formats.append(node)
         root = node.value
         while type(root) is ast.Attribute:
             root = root.value
@@ -453,6 +472,14 @@ class _Checker:
 
     def _decide_deferred(self) -> None:
         bound = self.bound
+        for node in self.str_formats:
+            if "str" not in bound:
+                self.refuse(
+                    node,
+                    f"'str.{node.attr}' is not allowed in safe mode (the template is an "
+                    f"argument it cannot check; {FORMAT_HINT})",
+                    _attribute_name_column(node),
+                )
         for node in self.builtin_loads:
             if node.id not in bound:
                 self.refuse(

@@ -25,6 +25,8 @@ from typing import Any, Dict, FrozenSet, Optional, Set, Tuple
 from .policy import (
     ALLOWED_MODULES,
     CLOSER_LOOK,
+    FORMAT_HINT,
+    FORMAT_METHODS,
     HOME_ROOTS,
     IMPORT_RULE,
     IMPORTS,
@@ -38,7 +40,9 @@ from .policy import (
     REFUSED_MODULES,
     SAFE_INSTANCE_ROOTS,
     TRUST_HINT,
+    TRUSTED_FOREIGN_MODULES,
     UNDERSCORE_WRITE,
+    format_is_plain,
     import_refusal,
     module_reason,
     refused_origin,
@@ -143,6 +147,16 @@ class _Runtime:
             int, float, bool, complex, str, bytes, tuple, list, dict, set, frozenset,
         }
         self.storage_types: Tuple[type, ...] = ()
+        # id -> object, for the allowed names of collections and functools:
+        # they come from outside torch and numpy but are plain tools.
+        self.trusted: Dict[int, Any] = {}
+        self.learning_names = False
+        for module_name in TRUSTED_FOREIGN_MODULES:
+            module = sys.modules.get(module_name) or __import__(module_name)
+            for name in ONLY_MODULE_NAMES.get(module_name, ()):
+                value = getattr(module, name, None)
+                if value is not None:
+                    self.trusted[id(value)] = value
         self.numpy_arrays: Tuple[type, ...] = ()
         self.numpy_learned = False
         self.type_proxy = _make_type_proxy(self)
@@ -172,6 +186,17 @@ class _Runtime:
             self.numpy_arrays = (numpy.ndarray,)
             self.plain_subjects.add(numpy.ndarray)
             self.module_rule(numpy)
+        # Objects refused by name are refused wherever they turn up, even
+        # before the scenario reads the module that exports them.
+        if not self.learning_names:
+            self.learning_names = True
+            try:
+                for name in REFUSED_MODULE_NAMES:
+                    module = sys.modules.get(name)
+                    if module is not None and id(module) not in self.module_rules:
+                        self.module_rule(module)
+            finally:
+                self.learning_names = False
 
     def module_rule(self, module: types.ModuleType) -> _ModuleRule:
         rule = self.module_rules.get(id(module))
@@ -190,7 +215,7 @@ class _Runtime:
             refused: Dict[str, str] = dict(REFUSED_MODULE_NAMES.get(name, {}))
             prefix = name + "."
             for full, entry in REFUSED_MODULES.items():
-                if full.startswith(prefix) and "." not in full[len(prefix):]:
+                if full.startswith(prefix) and "." not in full[len(prefix):] and full not in ALLOWED_MODULES:
                     refused[full[len(prefix):]] = f"is a module that {entry.reason}"
             # The objects refused by name are refused wherever they turn up
             # (m = torch; m.save, or as an attribute of anything else). Other
@@ -204,6 +229,11 @@ class _Runtime:
             return rule
 
     # -- verdicts ---------------------------------------------------------
+
+    def is_trusted(self, obj: Any) -> bool:
+        """One of the allowed collections/functools objects, or an instance of such a class."""
+        trusted = self.trusted
+        return trusted.get(id(obj)) is obj or trusted.get(id(type(obj))) is type(obj)
 
     def origin(self, origin: Any, is_callable: bool) -> Optional[str]:
         key = (origin, is_callable)
@@ -220,7 +250,7 @@ class _Runtime:
     def value_verdict(self, value: Any) -> Optional[str]:
         """Why this object must not be handed to scenario code (a phrase), or None."""
         tv = type(value)
-        if tv in self.plain_values:
+        if tv in self.plain_values or self.is_trusted(value):
             return None
         entry = self.refused_ids.get(id(value))
         if entry is not None and entry[0] is value:
@@ -262,7 +292,7 @@ class _Runtime:
         tv = type(obj)
         if tv in self.dangerous_types:
             return f"is a {tv.__name__} object (interpreter internals)"
-        if isinstance(obj, BaseException):
+        if isinstance(obj, BaseException) or self.is_trusted(obj):
             return None  # whoever raised it; what it holds is checked as it is read
         if isinstance(obj, type):
             if issubclass(obj, BaseException):
@@ -298,6 +328,13 @@ class _Runtime:
         def look_closer(obj: Any, name: str) -> None:
             if name in REFUSED_ATTRIBUTES:
                 raise _violation(f"'.{name}'", f"it {REFUSED_ATTRIBUTES[name]}")
+            if (
+                name in FORMAT_METHODS
+                and not (_isinstance(obj, str) and format_is_plain(obj))
+                and not _isinstance(obj, module_type)  # numpy.lib.format: the module rules decide
+            ):
+                what = "this template" if _isinstance(obj, str) else "a template it cannot see"
+                raise _violation(f"'.{name}' with {what}", f"{FORMAT_METHODS[name]}; {FORMAT_HINT}")
             if name[:1] == "_" and not underscore_allowed(name):
                 raise _violation(f"'.{name}'", "attributes starting with '_' reach interpreter internals")
             if name == "obj" and _isinstance(obj, BaseException):

@@ -10,8 +10,9 @@ numpy, so this module imports neither.
 
 from __future__ import annotations
 
+import _string
 from dataclasses import dataclass
-from typing import Dict, FrozenSet, Optional
+from typing import Dict, FrozenSet, Optional, Tuple
 
 #: How every refusal ends: what to do instead.
 TRUST_HINT = "use --trust to run it as plain Python"
@@ -63,12 +64,17 @@ ALLOWED_MODULES: FrozenSet[str] = frozenset(
         "torch.backends.mkldnn",
         "torch.backends.openmp",
         "torch.version",
+        "torch.utils.data",
         "numpy",
         "numpy.linalg",
         "numpy.random",
         "numpy.fft",
+        "numpy.lib",
+        "numpy.lib.stride_tricks",
         "math",
         "copy",
+        "collections",
+        "functools",
     }
 )
 
@@ -147,12 +153,23 @@ REFUSED_MODULE_NAMES: Dict[str, Dict[str, str]] = {
     "numpy.linalg": {"test": "runs the test suite"},
     "numpy.random": {"test": "runs the test suite"},
     "numpy.fft": {"test": "runs the test suite"},
+    "numpy.lib.stride_tricks": {"as_strided": MEMORY},
 }
 
 #: Modules where only the names listed are reachable (device queries only for
 #: ``torch.cuda``; ``copy`` also exports the modules and tables it uses).
 ONLY_MODULE_NAMES: Dict[str, FrozenSet[str]] = {
     "copy": frozenset({"copy", "deepcopy", "replace", "Error", "error"}),
+    # Containers that are plain data. Not namedtuple, which generates code.
+    "collections": frozenset({"OrderedDict", "defaultdict", "deque", "Counter"}),
+    # Not wraps or update_wrapper (they write __name__ and __dict__ onto any
+    # object), total_ordering (adds methods to any class) or singledispatch
+    # (evaluates annotations as code).
+    "functools": frozenset({"partial", "reduce", "lru_cache", "cache", "cached_property", "cmp_to_key"}),
+    # Datasets only: a DataLoader with workers starts processes.
+    "torch.utils.data": frozenset({"TensorDataset"}),
+    "numpy.lib": frozenset({"stride_tricks"}),
+    "numpy.lib.stride_tricks": frozenset({"sliding_window_view"}),
     "torch.cuda": frozenset(
         (
             "is_available is_bf16_supported is_tf32_supported is_initialized init "
@@ -226,7 +243,8 @@ REFUSED_MODULES: Dict[str, ModuleRefusal] = {
     "torch.storage": _module_only("exposes storage internals"),
     "torch.overrides": _module_only("exposes dispatch internals"),
     "torch.utils.cpp_extension": ModuleRefusal("compiles and loads C++ code"),
-    "torch.utils.data": ModuleRefusal("starts worker processes"),
+    "torch.utils.data.dataloader": ModuleRefusal("starts worker processes"),
+    "torch.utils.data._utils": ModuleRefusal("starts worker processes"),
     "torch.utils.tensorboard": ModuleRefusal(FILES),
     "torch.utils.collect_env": ModuleRefusal("runs shell commands"),
     "torch.utils.benchmark": ModuleRefusal("compiles code and starts processes"),
@@ -241,14 +259,10 @@ REFUSED_MODULES: Dict[str, ModuleRefusal] = {
     "torch.cuda.nvtx": _module_only(PROFILE),
     "torch.cuda.graphs": ModuleRefusal(FILES),
     "torch.mps.profiler": ModuleRefusal(PROFILE),
-    "numpy.lib": _module_only(
-        "contains file I/O (npyio, format) and raw-memory functions (as_strided)"
-    ),
     "numpy.lib.npyio": ModuleRefusal(FILES),
     "numpy.lib._npyio_impl": ModuleRefusal(FILES),
     "numpy.lib.format": ModuleRefusal(FILES),
     "numpy.lib._datasource": ModuleRefusal(FILES),
-    "numpy.lib.stride_tricks": ModuleRefusal(MEMORY),
     "numpy.lib._stride_tricks_impl": ModuleRefusal(MEMORY),
     "numpy._core.memmap": ModuleRefusal(FILES),
     "numpy.ctypeslib": ModuleRefusal(NATIVE),
@@ -262,8 +276,6 @@ REFUSED_MODULES: Dict[str, ModuleRefusal] = {
 
 #: Attributes refused on every object, statically and at run time.
 REFUSED_ATTRIBUTES: Dict[str, str] = {
-    "format": "reaches attributes by name, as in '{0.__class__}'; use an f-string",
-    "format_map": "reaches attributes by name, as in '{x.__class__}'; use an f-string",
     "tofile": FILES,
     "dump": FILES,
     "dumps": "pickles objects",
@@ -291,7 +303,18 @@ REFUSED_ATTRIBUTES: Dict[str, str] = {
 
 #: Attribute names whose reads go through the closer runtime check (the others
 #: are refused statically, so the plain guard does not look at names at all).
-CLOSER_LOOK: FrozenSet[str] = frozenset(REFUSED_ATTRIBUTES) | {"obj", "type", "resize_", "resize"}
+#: String methods whose template can walk attributes and items by name
+#: (``'{0.__class__}'``, ``'{x[key]}'``). Templates whose fields are plain
+#: (``'{}'``, ``'{0}'``, ``'{name!r:>8}'``) are allowed; see format_is_plain.
+FORMAT_METHODS: Dict[str, str] = {
+    "format": "its template reaches attributes or items by name, as in '{0.__class__}'",
+    "format_map": "its template reaches attributes or items by name, as in '{x.__class__}'",
+}
+FORMAT_HINT = "use plain fields such as '{}' or '{0:.2f}', or an f-string"
+
+CLOSER_LOOK: FrozenSet[str] = (
+    frozenset(REFUSED_ATTRIBUTES) | frozenset(FORMAT_METHODS) | {"obj", "type", "resize_", "resize"}
+)
 
 #: Why no attribute starting with ``_`` may be written or deleted, even those
 #: that may be read: library code trusts them (make_fx pastes ``__name__``
@@ -322,7 +345,7 @@ RAW_MEMORY_PROTOCOLS: Dict[str, str] = {
 ALLOWED_UNDERSCORE_ATTRIBUTES: FrozenSet[str] = frozenset(
     {"_version", "_base", "_is_view", "__init__", "__name__", "__version__"}
 )
-ALLOWED_UNDERSCORE_PREFIX = "_saved_"
+ALLOWED_UNDERSCORE_PREFIXES: Tuple[str, ...] = ("_saved_", "_raw_saved_")
 
 #: Special methods a class statement may define. Those that give code a hook
 #: into attribute lookup, pickling, finalisation or class creation
@@ -390,7 +413,7 @@ STDLIB_MODULES: FrozenSet[str] = frozenset(
     ).split()
 )
 
-IMPORT_RULE = "only torch, math, copy, numpy and their allowed submodules"
+IMPORT_RULE = "only torch, numpy, math, copy, collections, functools and their allowed submodules"
 
 
 #: Roots of the modules whose functions and classes scenarios may use.
@@ -399,6 +422,9 @@ IMPORT_RULE = "only torch, math, copy, numpy and their allowed submodules"
 HOME_ROOTS: FrozenSet[str] = frozenset(
     {"torch", "numpy", "math", "copy", "builtins", "tensortrace", "__scenario__"}
 )
+#: Modules outside torch and numpy from which the names ONLY_MODULE_NAMES
+#: lists are allowed (the objects themselves, and instances of those classes).
+TRUSTED_FOREIGN_MODULES: FrozenSet[str] = frozenset({"collections", "functools"})
 #: Foreign modules whose *instances* are plain data (named tuples, enums,
 #: weak references, context managers, ...); their functions and classes are
 #: still refused.
@@ -432,8 +458,28 @@ def underscore_allowed(name: str) -> bool:
     return (
         name == "_"
         or name in ALLOWED_UNDERSCORE_ATTRIBUTES
-        or name.startswith(ALLOWED_UNDERSCORE_PREFIX)
+        or name.startswith(ALLOWED_UNDERSCORE_PREFIXES)
     )
+
+
+def format_is_plain(template: str) -> bool:
+    """Whether no field of this ``str.format`` template reaches an attribute or item.
+
+    A field name such as ``0.__class__`` or ``x[key]`` makes ``format`` walk
+    the object; ``''``, ``'0'`` and ``'name'`` only pick an argument. Nested
+    fields in format specs (``'{:{width}}'``) are checked the same way. A
+    template that does not parse is left to ``format`` itself, which raises.
+    """
+    try:
+        parts = list(_string.formatter_parser(template))
+    except ValueError:
+        return True
+    for _, field, spec, _ in parts:
+        if field is not None and ("." in field or "[" in field):
+            return False
+        if spec and not format_is_plain(spec):
+            return False
+    return True
 
 
 def module_reason(module: object) -> Optional[str]:
