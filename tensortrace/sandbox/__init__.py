@@ -10,7 +10,8 @@ that read the same policy tables (:mod:`.policy`):
    for every construct the policy refuses where it is written.
 2. **While it runs**, the code produced by :func:`compile_safe` sends every
    attribute read and write, every import and every class statement through
-   the guards of :mod:`.guards`, which raise :class:`SafeModeViolation` for
+   the guards of :mod:`.guards` (and the builtins of
+   :mod:`.scenario_builtins`), which raise :class:`SafeModeViolation` for
    what is reached another way.
 
 This layer exists for clear, early messages; it is not a proof of safety.

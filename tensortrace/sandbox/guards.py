@@ -9,7 +9,8 @@ and ``hasattr``, in the ``__builtins__`` of the namespace that
 (``m = torch; m.save``), modules outside the allowlist, objects from outside
 torch and numpy, and writes to modules and classes, by raising
 :class:`SafeModeViolation`. What is refused comes from
-:mod:`tensortrace.sandbox.policy`.
+:mod:`tensortrace.sandbox.policy`; the builtins that need more than a name
+are built in :mod:`tensortrace.sandbox.scenario_builtins`.
 """
 
 from __future__ import annotations
@@ -32,33 +33,24 @@ from .policy import (
     IMPORTS,
     METACLASS,
     ONLY_MODULE_NAMES,
-    RAW_MEMORY_PROTOCOLS,
     REFUSED_ATTRIBUTES,
     REFUSED_BUILTINS,
     REFUSED_CALLS,
     REFUSED_MODULE_NAMES,
     REFUSED_MODULES,
     SAFE_INSTANCE_ROOTS,
-    TRUST_HINT,
     TRUSTED_FOREIGN_MODULES,
     UNDERSCORE_WRITE,
+    SafeModeViolation,
     format_is_plain,
-    import_refusal,
     module_reason,
     refused_origin,
     underscore_allowed,
 )
+from .policy import violation as _violation
+from .scenario_builtins import backend_flag, make_build_class, make_hasattr, make_import, make_type_proxy
 
 __all__ = ["SafeModeViolation", "safe_globals"]
-
-
-class SafeModeViolation(Exception):
-    """Raised at run time when scenario code reaches something safe mode refuses.
-
-    An ``Exception`` (not a ``BaseException``), so that a tracer recording
-    a step's outcome handles it like any other error; a scenario that catches
-    it has still not done what was refused.
-    """
 
 
 _IOP_FUNCTIONS = {
@@ -88,10 +80,6 @@ def _origin_verdict(origin: Optional[str], is_callable: bool) -> Optional[str]:
     if root in HOME_ROOTS or (not is_callable and root in SAFE_INSTANCE_ROOTS):
         return None
     return f"comes from {origin}, outside torch and numpy"
-
-
-def _violation(what: str, because: str) -> SafeModeViolation:
-    return SafeModeViolation(f"{what} is not allowed in safe mode ({because}); {TRUST_HINT}")
 
 
 class _ModuleRule:
@@ -159,7 +147,7 @@ class _Runtime:
                     self.trusted[id(value)] = value
         self.numpy_arrays: Tuple[type, ...] = ()
         self.numpy_learned = False
-        self.type_proxy = _make_type_proxy(self)
+        self.type_proxy = make_type_proxy(self)
         self.guards = self._make_guards()
         self.builtins = self._make_builtins()
         self.learn_loaded_libraries()
@@ -459,7 +447,7 @@ class _Runtime:
                     "runs; classes the scenario defines may be changed",
                 )
             if _isinstance(obj, module_type):
-                if _backend_flag(obj, name):
+                if backend_flag(obj, name):
                     return obj
                 raise _violation(
                     f"writing '{_getattr(obj, '__name__', '?')}.{name}'",
@@ -515,137 +503,11 @@ class _Runtime:
         # What plain exec finds for a class body's ``__module__ = __name__``.
         table["__name__"] = "builtins"
         table["type"] = self.type_proxy
-        table["hasattr"] = _make_hasattr(self)
-        table["__import__"] = _make_import(self)
-        table["__build_class__"] = _make_build_class(self)
+        table["hasattr"] = make_hasattr(self)
+        table["__import__"] = make_import(self)
+        table["__build_class__"] = make_build_class(self)
         table.update(self.guards)
         return table
-
-
-def _backend_flag(module: types.ModuleType, name: str) -> bool:
-    """``torch.backends.cudnn.deterministic = True`` and the like are settings, not patches."""
-    mname = getattr(module, "__name__", "")
-    if not (isinstance(mname, str) and mname.startswith("torch.backends.") and mname in ALLOWED_MODULES):
-        return False
-    prop_type = getattr(sys.modules.get("torch.backends"), "ContextProp", None)
-    for klass in type(module).__mro__:
-        descriptor = klass.__dict__.get(name)
-        if descriptor is not None:
-            return prop_type is not None and isinstance(descriptor, (prop_type, property))
-    return False
-
-
-def _make_type_proxy(rt: _Runtime) -> type:
-    """``type`` for scenarios: ``type(x)`` and ``isinstance(c, type)`` as usual.
-
-    The three-argument form is refused (it would build classes around the
-    checks on class statements), and ``type(SomeClass)`` gives this proxy
-    back rather than the real ``type``, so ``type(int) is type`` still holds.
-    """
-
-    class _TypeMeta(type):
-        def __call__(cls, *args: Any, **kwargs: Any) -> Any:
-            if len(args) != 1 or kwargs:
-                raise _violation(
-                    "'type()' with three arguments",
-                    "it builds classes around the checks on class statements",
-                )
-            result = type(args[0])
-            if result is type or result is _TypeMeta:
-                return proxy
-            if result in rt.dangerous_types:
-                raise _violation(f"type() of a {result.__name__} object", "interpreter internals")
-            if issubclass(result, type):
-                raise _violation(f"type() of the class {args[0].__qualname__}", f"it is a metaclass, and {METACLASS}")
-            entry = rt.refused_ids.get(id(result))
-            if entry is not None and entry[0] is result:
-                raise _violation(f"type() of this object", f"the type {entry[1]}")
-            return result
-
-        def __instancecheck__(cls, obj: Any) -> bool:
-            return isinstance(obj, type)
-
-        def __subclasscheck__(cls, sub: type) -> bool:
-            return issubclass(sub, type)
-
-        def __repr__(cls) -> str:
-            return "<class 'type'>"
-
-    proxy = _TypeMeta("type", (), {"__doc__": type.__doc__, "__module__": "builtins"})
-    return proxy
-
-
-def _make_hasattr(rt: _Runtime):
-    real_hasattr = builtins.hasattr
-
-    def hasattr(obj: Any, name: str) -> bool:  # the builtin's name, on purpose
-        """hasattr(), answering for modules as safe mode sees them."""
-        if isinstance(obj, types.ModuleType):
-            # As the scenario would see it. (Checking the name first also keeps
-            # torch from importing a lazily loaded internal module to answer.)
-            try:
-                rt.guards["_getattr_closely_"](obj, name)
-            except (AttributeError, SafeModeViolation):
-                return False
-            return True
-        return real_hasattr(obj, name)
-
-    return hasattr
-
-
-def _make_import(rt: _Runtime):
-    real_import = builtins.__import__
-
-    def __import__(name, globals=None, locals=None, fromlist=(), level=0):
-        if type(fromlist) is list and not fromlist and not level and isinstance(name, str):
-            # PyImport_Import: C code of torch or numpy importing what *it* needs
-            # (torch.tensor imports torch.storage) while a scenario's frame is
-            # the current one. The module goes back to that C code, not to the
-            # scenario; an import statement never passes a list here.
-            if name.split(".", 1)[0] in ("torch", "numpy") or name in sys.modules:
-                return real_import(name, globals, locals, fromlist, level)
-            raise _violation(f"importing '{name}' from library code", IMPORT_RULE)
-        if level:
-            raise _violation("a relative import", IMPORT_RULE)
-        if not isinstance(name, str):
-            raise TypeError(f"__import__() argument 1 must be str, not {type(name).__name__}")
-        if import_refusal(name) is not None:
-            raise _violation(f"'import {name}'", IMPORT_RULE)
-        top = real_import(name, None, None, fromlist, 0)
-        if fromlist:
-            module = sys.modules[name]
-            for item in fromlist:
-                if item == "*":
-                    raise _violation(f"'from {name} import *'", "it imports every name, internals included")
-                rt.guards["_getattr_closely_"](module, item)
-        return top
-
-    return __import__
-
-
-def _make_build_class(rt: _Runtime):
-    real_build_class = builtins.__build_class__
-
-    def __build_class__(func, name, *bases, **kwargs):
-        if kwargs:
-            raise _violation(
-                f"class keywords ({', '.join(kwargs)})",
-                "metaclasses and class keywords run code while the class is built",
-            )
-        for base in bases:
-            verdict = rt.subject_verdict(base) if isinstance(base, type) else None
-            if verdict is not None:
-                raise _violation(
-                    f"subclassing {getattr(base, '__qualname__', base)}", f"the class {verdict}"
-                )
-        cls = real_build_class(func, name, *bases)
-        # (Bases from libraries may have them: a subclass of ndarray is fine.)
-        for protocol in sorted(RAW_MEMORY_PROTOCOLS.keys() & vars(cls).keys()):
-            raise _violation(f"a class with '{protocol}'", f"it {RAW_MEMORY_PROTOCOLS[protocol]}")
-        rt.user_classes.add(cls)
-        return cls
-
-    return __build_class__
 
 
 _RUNTIME: Optional[_Runtime] = None

@@ -4,8 +4,10 @@ Both layers of safe mode read these tables and nothing else decides what is
 refused: the syntax-tree check (:mod:`tensortrace.sandbox.checker`) refuses
 what is written, the run-time guards (:mod:`tensortrace.sandbox.guards`)
 refuse what is reached another way. Keeping one table per rule is what keeps
-the two layers from drifting apart. Checking source never imports torch or
-numpy, so this module imports neither.
+the two layers from drifting apart. The wording of a refusal lives here too
+(:class:`SafeModeViolation`, :func:`violation`), so that both layers say it
+the same way. Checking source never imports torch or numpy, so this module
+imports neither.
 """
 
 from __future__ import annotations
@@ -16,6 +18,20 @@ from typing import Dict, FrozenSet, Optional, Tuple
 
 #: How every refusal ends: what to do instead.
 TRUST_HINT = "use --trust to run it as plain Python"
+
+
+class SafeModeViolation(Exception):
+    """Raised at run time when scenario code reaches something safe mode refuses.
+
+    An ``Exception`` (not a ``BaseException``), so that a tracer recording
+    a step's outcome handles it like any other error; a scenario that catches
+    it has still not done what was refused.
+    """
+
+
+def violation(what: str, because: str) -> SafeModeViolation:
+    """The run-time refusal of ``what``, worded as the static check words its refusals."""
+    return SafeModeViolation(f"{what} is not allowed in safe mode ({because}); {TRUST_HINT}")
 
 #: Modules a scenario may import and reach as attributes. Importing one of
 #: these is no more powerful than reaching it as ``torch.optim``; every other
