@@ -134,6 +134,29 @@ def test_functools_tools_work():
     )
 
 
+def test_trusted_functools_objects_stay_readable_after_a_refusal_from_functools():
+    # The K objects of cmp_to_key come from functools and are not among its
+    # allowed names; refusing one must not spoil the verdict on partial.
+    ns = safe_globals(base())
+    source = textwrap.dedent(
+        """
+        import functools
+        key = functools.cmp_to_key(lambda a, b: a - b)
+        try:
+            inner = key(3).obj
+            refused = False
+        except Exception:
+            refused = True
+        p = functools.partial(torch.add, other=1)
+        f = p.func
+        kw = p.keywords
+        """
+    )
+    assert check_source(source) == []
+    exec(compile_safe(source, "<step>"), ns)
+    assert ns["refused"] and ns["f"] is torch.add and ns["kw"] == {"other": 1}
+
+
 def test_functools_tools_that_rewrite_other_objects_stay_refused():
     # update_wrapper writes __name__ and __dict__ onto any object, here a
     # library function; total_ordering adds methods to any class.

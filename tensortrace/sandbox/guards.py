@@ -393,7 +393,9 @@ class _Runtime:
                     verdict = rt.subject_verdict(obj)
             else:
                 verdict = rt.subject_verdict(obj)
-            if verdict is not None and not _isinstance(obj, BaseException):
+            # (The verdict cached per module does not know the trusted objects
+            # of collections and functools, so those are asked about here.)
+            if verdict is not None and not _isinstance(obj, BaseException) and not rt.is_trusted(obj):
                 raise _violation(f"'.{name}'", f"the object {verdict}")
 
         def check_value(value: Any, tv: type, name: str) -> Any:
