@@ -299,6 +299,8 @@ def _compose(text: str, path: str) -> yaml.Node:
 
 
 _PLAIN_TAGS = {f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "seq", "map")}
+#: The tag of a merge key (``<<: *defaults``), allowed as a mapping key only.
+_MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
 def _refuse_tags(root: yaml.Node, path: str) -> None:
@@ -318,7 +320,7 @@ def _refuse_tags(root: yaml.Node, path: str) -> None:
             raise ScenarioError(message, path=path, line=node.start_mark.line + 1, column=node.start_mark.column + 1)
         if isinstance(node, yaml.MappingNode):
             for key, value in node.value:
-                stack.extend((key, value))
+                stack.extend((value,) if key.tag == _MERGE_TAG else (key, value))
         elif isinstance(node, yaml.SequenceNode):
             stack.extend(node.value)
 
@@ -396,7 +398,11 @@ class _Builder:
         if not isinstance(node, yaml.MappingNode):
             raise self.error(node, f"{what} must be a mapping, not {self.kind(node)}")
         result: Dict[str, Tuple[yaml.Node, yaml.Node]] = {}
+        merged: List[Dict[str, Tuple[yaml.Node, yaml.Node]]] = []
         for key_node, value_node in node.value:
+            if key_node.tag == _MERGE_TAG:
+                merged.extend(self.merged(value_node, what))
+                continue
             key = self.scalar(key_node)
             if not isinstance(key, str):
                 raise self.error(key_node, f"keys in {what} must be strings, not {self.kind(key_node)}")
@@ -404,7 +410,23 @@ class _Builder:
                 first = result[key][0].start_mark.line + 1
                 raise self.error(key_node, f"duplicate key {key!r} (first given on line {first}); keep only one")
             result[key] = (key_node, value_node)
+        # YAML's merge keys: the mapping's own keys win, then the merged
+        # mappings in the order given. Merged values keep the lines where
+        # they are written, so that messages point there.
+        for source in merged:
+            for key, pair in source.items():
+                result.setdefault(key, pair)
         return result
+
+    def merged(self, node: yaml.Node, what: str) -> List[Dict[str, Tuple[yaml.Node, yaml.Node]]]:
+        """The mappings a merge key (``<<: *base`` or ``<<: [*a, *b]``) brings in."""
+        sources = node.value if isinstance(node, yaml.SequenceNode) else [node]
+        out = []
+        for source in sources:
+            if not isinstance(source, yaml.MappingNode):
+                raise self.error(source, f"a merge key ('<<') in {what} must name a mapping, not {self.kind(source)}")
+            out.append(self.mapping(source, what))
+        return out
 
     def check_keys(self, fields: Dict[str, Tuple[yaml.Node, yaml.Node]], allowed: Tuple[str, ...], what: str) -> None:
         for key, (key_node, _) in fields.items():

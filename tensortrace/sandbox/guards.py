@@ -1,0 +1,540 @@
+"""The run-time layer of safe mode: the guards that checked code calls, and its builtins.
+
+The syntax-tree check sees only what is written. Code compiled by
+:func:`tensortrace.sandbox.checker.compile_safe` sends every attribute read
+through ``_getattr_`` and every write through ``_write_``; this module
+supplies them, with a guarded ``__import__``, ``__build_class__``, ``type``
+and ``hasattr``, in the ``__builtins__`` of the namespace that
+:func:`safe_globals` builds. They refuse what is reached another way
+(``m = torch; m.save``), modules outside the allowlist, objects from outside
+torch and numpy, and writes to modules and classes, by raising
+:class:`SafeModeViolation`. What is refused comes from
+:mod:`tensortrace.sandbox.policy`; the builtins that need more than a name
+are built in :mod:`tensortrace.sandbox.scenario_builtins`.
+"""
+
+from __future__ import annotations
+
+import builtins
+import operator
+import sys
+import threading
+import types
+import weakref
+from typing import Any, Dict, FrozenSet, Optional, Set, Tuple
+
+from .policy import (
+    ALLOWED_MODULES,
+    CLOSER_LOOK,
+    FORMAT_HINT,
+    FORMAT_METHODS,
+    HOME_ROOTS,
+    IMPORT_RULE,
+    IMPORTS,
+    METACLASS,
+    ONLY_MODULE_NAMES,
+    REFUSED_ATTRIBUTES,
+    REFUSED_BUILTINS,
+    REFUSED_CALLS,
+    REFUSED_MODULE_NAMES,
+    REFUSED_MODULES,
+    SAFE_INSTANCE_ROOTS,
+    TRUSTED_FOREIGN_MODULES,
+    UNDERSCORE_WRITE,
+    SafeModeViolation,
+    format_is_plain,
+    module_reason,
+    refused_origin,
+    underscore_allowed,
+)
+from .policy import violation as _violation
+from .scenario_builtins import backend_flag, make_build_class, make_hasattr, make_import, make_type_proxy
+
+__all__ = ["SafeModeViolation", "safe_globals"]
+
+
+_IOP_FUNCTIONS = {
+    "+=": operator.iadd,
+    "-=": operator.isub,
+    "*=": operator.imul,
+    "/=": operator.itruediv,
+    "//=": operator.ifloordiv,
+    "%=": operator.imod,
+    "**=": operator.ipow,
+    "<<=": operator.ilshift,
+    ">>=": operator.irshift,
+    "&=": operator.iand,
+    "|=": operator.ior,
+    "^=": operator.ixor,
+    "@=": operator.imatmul,
+}
+
+
+def _origin_verdict(origin: Optional[str], is_callable: bool) -> Optional[str]:
+    """Why objects defined in module ``origin`` are refused (a phrase), or None."""
+    if not isinstance(origin, str):
+        return None
+    if refused_origin(origin) is not None:
+        return f"comes from {origin}, which safe mode does not allow"
+    root = origin.split(".", 1)[0]
+    if root in HOME_ROOTS or (not is_callable and root in SAFE_INSTANCE_ROOTS):
+        return None
+    return f"comes from {origin}, outside torch and numpy"
+
+
+class _ModuleRule:
+    """What may be read from one allowed module."""
+
+    __slots__ = ("module", "only", "refused", "verified")
+
+    def __init__(self, module: types.ModuleType, only: Optional[FrozenSet[str]],
+                 refused: Dict[str, str], verified: Dict[str, Any]) -> None:
+        self.module = module
+        self.only = only
+        self.refused = refused  # name -> why (a phrase after "it")
+        self.verified = verified  # name -> the value found fine on first access
+
+
+class _Runtime:
+    """The guard functions and the state they share (built once per process).
+
+    Verdicts on *library* objects are cached (by id, holding a reference, or
+    by module name); objects made by the scenario are never held, so the
+    guards do not change what gets freed when.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.refused_ids: Dict[int, Tuple[Any, str]] = {}
+        self.module_rules: Dict[int, _ModuleRule] = {}
+        self.origin_cache: Dict[Tuple[Any, bool], Optional[str]] = {}
+        # module name -> verdict for instances of classes defined there
+        self.instance_origins: Dict[str, Optional[str]] = {}
+        # id -> library function whose bound methods are fine (functions of
+        # modules and classes live as long as those do)
+        self.library_methods: Dict[int, Any] = {}
+        self.user_classes: "weakref.WeakSet[type]" = weakref.WeakSet()
+        self.dangerous_types: Set[type] = {
+            types.FrameType,
+            types.TracebackType,
+            types.CodeType,
+            types.CellType,
+        }
+        for name, reason in {**REFUSED_BUILTINS, **REFUSED_CALLS}.items():
+            obj = getattr(builtins, name, None)
+            if obj is not None:
+                self.refuse_object(obj, f"builtins.{name}", reason)
+        self.refuse_object(builtins.__import__, "builtins.__import__", "imports modules by name")
+        self.refuse_object(builtins.__build_class__, "builtins.__build_class__",
+                           "builds classes around the checks on class statements")
+        self.plain_values: Set[type] = {
+            int, float, bool, complex, str, bytes, type(None), tuple, list, dict, set,
+            frozenset, slice, range,
+        }
+        self.plain_subjects: Set[type] = {
+            int, float, bool, complex, str, bytes, tuple, list, dict, set, frozenset,
+        }
+        self.storage_types: Tuple[type, ...] = ()
+        # id -> object, for the allowed names of collections and functools:
+        # they come from outside torch and numpy but are plain tools.
+        self.trusted: Dict[int, Any] = {}
+        self.learning_names = False
+        for module_name in TRUSTED_FOREIGN_MODULES:
+            module = sys.modules.get(module_name) or __import__(module_name)
+            for name in ONLY_MODULE_NAMES.get(module_name, ()):
+                value = getattr(module, name, None)
+                if value is not None:
+                    self.trusted[id(value)] = value
+        self.numpy_arrays: Tuple[type, ...] = ()
+        self.numpy_learned = False
+        self.type_proxy = make_type_proxy(self)
+        self.guards = self._make_guards()
+        self.builtins = self._make_builtins()
+        self.learn_loaded_libraries()
+
+    # -- set-up -----------------------------------------------------------
+
+    def refuse_object(self, obj: Any, label: str, reason: str) -> None:
+        self.refused_ids[id(obj)] = (obj, f"is {label}, which {reason}")
+
+    def learn_loaded_libraries(self) -> None:
+        """Fast paths for torch and numpy types, and their refused objects, once imported."""
+        torch = sys.modules.get("torch")
+        if torch is not None and not self.storage_types:
+            fast = [torch.Tensor, torch.nn.Parameter, torch.Size, torch.dtype,
+                    torch.device, torch.layout, torch.memory_format]
+            self.plain_values.update(fast)
+            self.plain_subjects.update(fast)
+            self.storage_types = (torch.UntypedStorage, torch.TypedStorage)
+            self.module_rule(torch)
+        numpy = sys.modules.get("numpy")
+        if numpy is not None and not self.numpy_learned and hasattr(numpy, "ndarray"):
+            self.numpy_learned = True
+            self.plain_values.add(numpy.ndarray)
+            self.numpy_arrays = (numpy.ndarray,)
+            self.plain_subjects.add(numpy.ndarray)
+            self.module_rule(numpy)
+        # Objects refused by name are refused wherever they turn up, even
+        # before the scenario reads the module that exports them.
+        if not self.learning_names:
+            self.learning_names = True
+            try:
+                for name in REFUSED_MODULE_NAMES:
+                    module = sys.modules.get(name)
+                    if module is not None and id(module) not in self.module_rules:
+                        self.module_rule(module)
+            finally:
+                self.learning_names = False
+
+    def module_rule(self, module: types.ModuleType) -> _ModuleRule:
+        rule = self.module_rules.get(id(module))
+        if rule is not None and rule.module is module:
+            return rule
+        name = getattr(module, "__name__", None)
+        if not (isinstance(name, str) and name in ALLOWED_MODULES and sys.modules.get(name) is module):
+            reason = module_reason(name)
+            raise _violation(
+                f"module '{name}'",
+                f"it is a module that {reason}" if reason else IMPORT_RULE,
+            )
+        with self.lock:
+            self.learn_loaded_libraries()
+            only = ONLY_MODULE_NAMES.get(name)
+            refused: Dict[str, str] = dict(REFUSED_MODULE_NAMES.get(name, {}))
+            prefix = name + "."
+            for full, entry in REFUSED_MODULES.items():
+                if full.startswith(prefix) and "." not in full[len(prefix):] and full not in ALLOWED_MODULES:
+                    refused[full[len(prefix):]] = f"is a module that {entry.reason}"
+            # The objects refused by name are refused wherever they turn up
+            # (m = torch; m.save, or as an attribute of anything else). Other
+            # names are checked, and their verdict kept, on first access.
+            namespace = vars(module)
+            for key, reason in REFUSED_MODULE_NAMES.get(name, {}).items():
+                if key in namespace:
+                    self.refuse_object(namespace[key], f"{name}.{key}", reason)
+            rule = _ModuleRule(module, only, refused, {})
+            self.module_rules[id(module)] = rule
+            return rule
+
+    # -- verdicts ---------------------------------------------------------
+
+    def is_trusted(self, obj: Any) -> bool:
+        """One of the allowed collections/functools objects, or an instance of such a class."""
+        trusted = self.trusted
+        return trusted.get(id(obj)) is obj or trusted.get(id(type(obj))) is type(obj)
+
+    def origin(self, origin: Any, is_callable: bool) -> Optional[str]:
+        key = (origin, is_callable)
+        try:
+            return self.origin_cache[key]
+        except (KeyError, TypeError):
+            verdict = _origin_verdict(origin, is_callable)
+            if isinstance(origin, str):
+                self.origin_cache[key] = verdict
+                if not is_callable:
+                    self.instance_origins[origin] = verdict
+            return verdict
+
+    def value_verdict(self, value: Any) -> Optional[str]:
+        """Why this object must not be handed to scenario code (a phrase), or None."""
+        tv = type(value)
+        if tv in self.plain_values or self.is_trusted(value):
+            return None
+        entry = self.refused_ids.get(id(value))
+        if entry is not None and entry[0] is value:
+            return entry[1]
+        if isinstance(value, types.ModuleType):
+            name = getattr(value, "__name__", None)
+            if name in ALLOWED_MODULES and sys.modules.get(name) is value:
+                return None
+            reason = module_reason(name)
+            return f"is the module {name}, which " + (
+                reason if reason else "safe mode does not allow"
+            )
+        if tv in self.dangerous_types:
+            return f"is a {tv.__name__} object (interpreter internals)"
+        if tv is types.BuiltinFunctionType:
+            owner = value.__self__
+            if owner is not None and not isinstance(owner, types.ModuleType):
+                return None  # a method bound to an object, such as t.sum
+            origin = getattr(value, "__module__", None) or getattr(owner, "__name__", None)
+            return self.origin(origin, True)
+        if tv is types.MethodType:
+            return self.value_verdict(value.__func__)
+        if isinstance(value, type):
+            if value in self.dangerous_types:
+                return f"is the {value.__name__} type (interpreter internals)"
+            verdict = self.origin(getattr(value, "__module__", None), True)
+            if verdict is None and issubclass(value, type):
+                return f"is the metaclass {value.__qualname__}, and {METACLASS}"
+            return verdict
+        if callable(value):
+            origin = getattr(value, "__module__", None)
+            if not isinstance(origin, str):
+                origin = getattr(tv, "__module__", None)
+            return self.origin(origin, True)
+        return self.origin(getattr(tv, "__module__", None), False)
+
+    def subject_verdict(self, obj: Any) -> Optional[str]:
+        """Why no attribute of this object may be read or written (a phrase), or None."""
+        tv = type(obj)
+        if tv in self.dangerous_types:
+            return f"is a {tv.__name__} object (interpreter internals)"
+        if isinstance(obj, BaseException) or self.is_trusted(obj):
+            return None  # whoever raised it; what it holds is checked as it is read
+        if isinstance(obj, type):
+            if issubclass(obj, BaseException):
+                return None
+            entry = self.refused_ids.get(id(obj))
+            if entry is not None and entry[0] is obj:
+                return entry[1]
+            if obj in self.dangerous_types:
+                return f"is the {obj.__name__} type (interpreter internals)"
+            return self.origin(getattr(obj, "__module__", None), True)
+        return self.origin(getattr(tv, "__module__", None), False)
+
+    # -- the guards -------------------------------------------------------
+
+    def _make_guards(self) -> Dict[str, Any]:
+        rt = self
+        plain_values = self.plain_values
+        plain_subjects = self.plain_subjects
+        refused_ids = self.refused_ids
+        module_rules = self.module_rules
+        instance_origins = self.instance_origins
+        library_methods = self.library_methods
+        dangerous_types = self.dangerous_types
+        module_type = types.ModuleType
+        builtin_type = types.BuiltinFunctionType
+        method_type = types.MethodType
+        missing = object()
+        _getattr = getattr
+        _isinstance = isinstance
+        _type = type
+        _id = id
+
+        def look_closer(obj: Any, name: str) -> None:
+            if name in REFUSED_ATTRIBUTES:
+                raise _violation(f"'.{name}'", f"it {REFUSED_ATTRIBUTES[name]}")
+            if (
+                name in FORMAT_METHODS
+                and not (_isinstance(obj, str) and format_is_plain(obj))
+                and not _isinstance(obj, module_type)  # numpy.lib.format: the module rules decide
+            ):
+                what = "this template" if _isinstance(obj, str) else "a template it cannot see"
+                raise _violation(f"'.{name}' with {what}", f"{FORMAT_METHODS[name]}; {FORMAT_HINT}")
+            if name[:1] == "_" and not underscore_allowed(name):
+                raise _violation(f"'.{name}'", "attributes starting with '_' reach interpreter internals")
+            if name == "obj" and _isinstance(obj, BaseException):
+                raise _violation("'.obj' of an exception", "it can hold objects of trusted code")
+            if name in ("type", "resize_") and rt.storage_types and (
+                _isinstance(obj, rt.storage_types)
+                or (_isinstance(obj, _type) and issubclass(obj, rt.storage_types))
+            ):
+                why = IMPORTS if name == "type" else "can leave tensors pointing outside their memory"
+                raise _violation(f"'.{name}' of a storage", f"it {why}")
+            if name == "resize" and _isinstance(obj, rt.numpy_arrays):
+                raise _violation(
+                    "'.resize' of a numpy array",
+                    "with refcheck=False it frees memory that tensors and other arrays still "
+                    "point into; use np.resize, which makes a new array",
+                )
+            if name == "__init__" and not init_allowed(obj):
+                raise _violation(
+                    "'.__init__' of this object",
+                    "calling it again re-initialises a module, descriptor or library object "
+                    "that everything else shares; call __init__ on classes and super()",
+                )
+
+        def init_allowed(obj: Any) -> bool:
+            """``super().__init__()``, ``Base.__init__(self)``, ``self.__init__()`` on the scenario's own objects."""
+            if _type(obj) is super:
+                return True
+            if _isinstance(obj, _type):
+                return not (
+                    issubclass(obj, (module_type, type))
+                    or hasattr(obj, "__get__")
+                    or hasattr(obj, "__set__")
+                    or hasattr(obj, "__delete__")
+                )
+            return _type(obj) in rt.user_classes
+
+        def module_getattr(module: types.ModuleType, name: str) -> Any:
+            rule = module_rules.get(_id(module))
+            if rule is None or rule.module is not module:
+                rule = rt.module_rule(module)
+            value = rule.verified.get(name, missing)
+            if value is not missing and _getattr(module, name, missing) is value:
+                return value
+            if name in rule.refused:
+                raise _violation(f"'{module.__name__}.{name}'", f"it {rule.refused[name]}")
+            if rule.only is not None and name not in rule.only:
+                raise _violation(
+                    f"'{module.__name__}.{name}'",
+                    f"it is not among the names safe mode allows from {module.__name__}",
+                )
+            value = _getattr(module, name)
+            if _type(value) in plain_values:
+                return value
+            verdict = rt.value_verdict(value)
+            if verdict is not None:
+                if name in _getattr(module, "__dict__", ()):
+                    rule.refused[name] = verdict  # a module attribute: remember
+                raise _violation(f"'{module.__name__}.{name}'", f"it {verdict}")
+            if name in _getattr(module, "__dict__", ()):
+                rule.verified[name] = value
+            return value
+
+        def check_subject(obj: Any, tobj: type, name: str) -> None:
+            if tobj not in dangerous_types and not _isinstance(obj, _type):
+                try:
+                    verdict = instance_origins[tobj.__module__]
+                except (KeyError, TypeError, AttributeError):
+                    verdict = rt.subject_verdict(obj)
+            else:
+                verdict = rt.subject_verdict(obj)
+            # (The verdict cached per module does not know the trusted objects
+            # of collections and functools, so those are asked about here.)
+            if verdict is not None and not _isinstance(obj, BaseException) and not rt.is_trusted(obj):
+                raise _violation(f"'.{name}'", f"the object {verdict}")
+
+        def check_value(value: Any, tv: type, name: str) -> Any:
+            entry = refused_ids.get(_id(value))
+            if entry is not None and entry[0] is value:
+                raise _violation(f"'.{name}'", f"the value {entry[1]}")
+            verdict = rt.value_verdict(value)
+            if verdict is not None:
+                raise _violation(f"'.{name}'", f"the value {verdict}")
+            if tv is method_type:
+                func = value.__func__
+                if isinstance(_getattr(func, "__module__", None), str):
+                    library_methods[_id(func)] = func  # a library function: long-lived
+            return value
+
+        def _getattr_(obj: Any, name: str) -> Any:
+            tobj = _type(obj)
+            if tobj not in plain_subjects:
+                if _isinstance(obj, module_type):
+                    return module_getattr(obj, name)
+                check_subject(obj, tobj, name)
+            value = _getattr(obj, name)
+            tv = _type(value)
+            if tv in plain_values:
+                return value
+            if tv is builtin_type:
+                owner = value.__self__
+                if owner is not None and not _isinstance(owner, module_type):
+                    return value  # a method bound to an object, such as t.sum
+            elif tv is method_type and library_methods.get(_id(value.__func__)) is value.__func__:
+                return value
+            return check_value(value, tv, name)
+
+        def _getattr_closely_(obj: Any, name: str) -> Any:
+            look_closer(obj, name)
+            return _getattr_(obj, name)
+
+        def _write_(obj: Any, name: str) -> Any:
+            if name[:1] == "_":
+                raise _violation(f"changing '.{name}'", UNDERSCORE_WRITE)
+            if _type(obj) in plain_subjects:
+                return obj
+            if name in CLOSER_LOOK or name[:1] == "_":
+                look_closer(obj, name)
+            if _isinstance(obj, _type):
+                if obj in rt.user_classes:
+                    return obj
+                raise _violation(
+                    f"writing '{name}' on the class {obj.__qualname__}",
+                    "classes from torch, numpy and Python are shared by everything that "
+                    "runs; classes the scenario defines may be changed",
+                )
+            if _isinstance(obj, module_type):
+                if backend_flag(obj, name):
+                    return obj
+                raise _violation(
+                    f"writing '{_getattr(obj, '__name__', '?')}.{name}'",
+                    "modules are shared by everything that runs",
+                )
+            verdict = rt.subject_verdict(obj)
+            if verdict is not None:
+                raise _violation(f"writing '.{name}'", f"the object {verdict}")
+            return obj
+
+        def _aug_load_(obj: Any, name: str) -> Tuple[Any, str, Any]:
+            _write_(obj, name)
+            if name in CLOSER_LOOK or name[:1] == "_":
+                look_closer(obj, name)
+            return (obj, name, _getattr_(obj, name))
+
+        def _aug_store_(ref: Tuple[Any, str, Any], operand: Any, op: str) -> None:
+            obj, name, current = ref
+            setattr(obj, name, _IOP_FUNCTIONS[op](current, operand))
+
+        return {
+            "_getattr_": _getattr_,
+            "_getattr_closely_": _getattr_closely_,
+            "_write_": _write_,
+            "_aug_load_": _aug_load_,
+            "_aug_store_": _aug_store_,
+        }
+
+    # -- builtins -----------------------------------------------------------
+
+    def _make_builtins(self) -> Dict[str, Any]:
+        names = (
+            "abs all any ascii bin bool bytes callable chr classmethod complex "
+            "dict dir divmod enumerate filter float format frozenset hash hex id int "
+            "isinstance issubclass iter len list map max min next object oct ord pow "
+            "print property range repr reversed round set slice sorted staticmethod str "
+            "sum super tuple zip"
+        ).split()
+        table: Dict[str, Any] = {name: getattr(builtins, name) for name in names}
+        table["Ellipsis"] = Ellipsis
+        table["NotImplemented"] = NotImplemented
+        for name, value in vars(builtins).items():
+            if (
+                isinstance(value, type)
+                and issubclass(value, BaseException)
+                and not name.startswith("_")
+                # except* is refused; raising SystemExit or KeyboardInterrupt
+                # would end the runner, like exit().
+                and name not in ("BaseExceptionGroup", "ExceptionGroup", "SystemExit",
+                                 "KeyboardInterrupt")
+            ):
+                table[name] = value
+        # What plain exec finds for a class body's ``__module__ = __name__``.
+        table["__name__"] = "builtins"
+        table["type"] = self.type_proxy
+        table["hasattr"] = make_hasattr(self)
+        table["__import__"] = make_import(self)
+        table["__build_class__"] = make_build_class(self)
+        table.update(self.guards)
+        return table
+
+
+_RUNTIME: Optional[_Runtime] = None
+_RUNTIME_LOCK = threading.Lock()
+
+
+def _runtime() -> _Runtime:
+    global _RUNTIME
+    if _RUNTIME is None:
+        with _RUNTIME_LOCK:
+            if _RUNTIME is None:
+                _RUNTIME = _Runtime()
+    return _RUNTIME
+
+
+def safe_globals(base: dict) -> dict:
+    """A namespace for code from :func:`compile_safe`.
+
+    ``base`` (torch, nn, F, same_storage, shares_memory, ...) plus
+    ``__builtins__``: the builtins safe mode allows and the runtime guards the
+    compiled code calls. The guards live in ``__builtins__`` so that the
+    scenario's namespace holds only what the scenario binds.
+    """
+    rt = _runtime()
+    rt.learn_loaded_libraries()
+    namespace = dict(base)
+    namespace["__builtins__"] = dict(rt.builtins)
+    return namespace
