@@ -27,6 +27,7 @@ from .model import Trace
 from .output import Output
 from .render import FORMATS, RenderOptions, StreamRenderer, check_format, render, stream
 from .render.text import visible
+from .runner import Interrupted
 
 EXIT_OK, EXIT_FAILED, EXIT_UNUSABLE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -161,7 +162,7 @@ def _run_all(
     on_start=None,
     on_step=None,
 ) -> List[Trace]:
-    from .runner import Interrupted, Limits, run_all
+    from .runner import Limits, run_all
 
     limits = Limits(
         timeout=timeout if timeout > 0 else None,
@@ -174,7 +175,7 @@ def _run_all(
         )
     except Interrupted as stop:
         _say_if_unconfined(stop.traces)
-        raise _Interrupted(stop.traces) from None
+        raise
     _say_if_unconfined(traces)
     return traces
 
@@ -197,12 +198,6 @@ def _say_if_unconfined(traces: Sequence[Trace]) -> None:
             ),
             err=True,
         )
-
-
-class _Interrupted(Exception):
-    def __init__(self, traces: List[Trace]) -> None:
-        super().__init__("interrupted")
-        self.traces = traces
 
 
 def _guarded(body: Callable[[], int]) -> None:
@@ -300,7 +295,7 @@ def _trace_into(out: Output, live: Optional[StreamRenderer], scenarios: list, **
         on_step = lambda trace, st: out.write(live.step(trace, st))  # noqa: E731
     try:
         return _run_all(scenarios, on_start=on_start, on_step=on_step, **run_args), False
-    except _Interrupted as stop:
+    except Interrupted as stop:
         return stop.traces, True
 
 
@@ -368,7 +363,7 @@ def _check_one(target: str, **run_args) -> Optional[List[bool]]:
     except TensorTraceError as exc:
         typer.echo(error_line(target, str(exc)), err=True)
         return None
-    except _Interrupted:
+    except Interrupted:
         raise KeyboardInterrupt from None
     except Exception as exc:  # noqa: BLE001 - a broken file must not end the whole check
         typer.echo(error_line(target, f"{target}: could not be checked ({type(exc).__name__}: {exc})"), err=True)
