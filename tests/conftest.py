@@ -1,10 +1,18 @@
-"""Shared helpers: write a scenario, trace it, look facts up by step and name."""
+"""Shared helpers: write a scenario, trace it, look facts up by step and name,
+and run the command line (in this process, or as a real process where the
+process boundary is what a test is about)."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import textwrap
+import traceback
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Mapping, Optional, Sequence, Union
 
 import pytest
 
@@ -54,3 +62,90 @@ def trace_yaml(tmp_path):
         return trace_text(tmp_path, text, **kwargs)
 
     return run
+
+
+# --- the command line -----------------------------------------------------------------
+
+
+@dataclass
+class Result:
+    """What a run of the command left: exit status and the two streams.
+
+    The field names are those of ``subprocess.CompletedProcess``, so a test reads
+    the same whether the command ran in this process or in its own.
+    """
+
+    args: Sequence[str]
+    returncode: int
+    stdout: str
+    stderr: str
+    stdout_bytes: bytes = b""
+    exception: Optional[BaseException] = None
+
+
+_HANDLED_BY_MAIN = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+
+def cli(*args: str, input: Union[str, bytes, None] = None, env: Optional[Mapping[str, Optional[str]]] = None,
+        cwd: Union[str, Path, None] = None) -> Result:
+    """Run ``tensortrace ARGS`` in this process, through the same ``main()`` that
+    the console script and ``python -m tensortrace`` call.
+
+    ``sys.argv`` is set and ``main()`` parses it, installs its signal handlers
+    and maps errors to the exit status, exactly as for a user; stdin, stdout
+    and stderr are in-memory streams that are not terminals. ``env`` holds
+    overrides of this process's environment (``None`` removes a variable).
+    Scenarios still run in a forked child, so the only thing saved is the
+    start-up of a Python process that imports torch.
+
+    An exception that escapes ``main()`` becomes exit 1 with its traceback on
+    stderr, as the interpreter would print it, so that a test that looks for
+    "Traceback" sees it; it is also kept in ``exception``.
+    """
+    from typer.testing import CliRunner
+
+    from tensortrace.cli import main
+
+    argv = ["tensortrace", *map(str, args)]
+    handlers = {signum: signal.getsignal(signum) for signum in _HANDLED_BY_MAIN}
+    old_argv, old_cwd = sys.argv, os.getcwd()
+    code, exception = 0, None
+    with CliRunner().isolation(input=input, env=env) as (out, err, _):
+        sys.argv = argv
+        try:
+            if cwd is not None:
+                os.chdir(cwd)
+            main()
+        except SystemExit as exc:
+            if exc.code is None:
+                code = 0
+            elif isinstance(exc.code, int):
+                code = exc.code
+            else:
+                sys.stderr.write(f"{exc.code}\n")
+                code = 1
+        except Exception as exc:  # noqa: BLE001 - what a user would see as a crash
+            exception = exc
+            traceback.print_exc(file=sys.stderr)
+            code = 1
+        finally:
+            sys.argv = old_argv
+            os.chdir(old_cwd)
+            for signum, handler in handlers.items():
+                signal.signal(signum, handler)
+            sys.stdout.flush()
+            sys.stderr.flush()
+        stdout_bytes, stderr_bytes = out.getvalue(), err.getvalue()
+    return Result(argv[1:], code, stdout_bytes.decode("utf-8", "replace"), stderr_bytes.decode("utf-8", "replace"),
+                  stdout_bytes, exception)
+
+
+def cli_process(*args: str, input: Optional[str] = None, env: Optional[Mapping[str, str]] = None,
+                cwd: Union[str, Path, None] = None, timeout: float = 300) -> Result:
+    """Run ``python -m tensortrace ARGS`` as a process of its own: for what only
+    a real process shows (start-up, exit status as the shell sees it, signals,
+    limits). ``env``, if given, is the whole environment."""
+    done = subprocess.run([sys.executable, "-m", "tensortrace", *map(str, args)], capture_output=True,
+                          input=None if input is None else input.encode(), cwd=cwd, env=env, timeout=timeout)
+    return Result(list(done.args[3:]), done.returncode, done.stdout.decode("utf-8", "replace"),
+                  done.stderr.decode("utf-8", "replace"), done.stdout)
