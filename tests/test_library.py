@@ -18,22 +18,12 @@ import yaml
 from tensortrace.library import TEMPLATE, bundled_dir, bundled_names
 from tensortrace.scenario import load_scenario
 
-from conftest import REPO
+from conftest import REPO, cli
 
 SCENARIOS = sorted((REPO / "scenarios").glob("*.yaml"))
 NAMES = sorted(p.stem for p in SCENARIOS)  # "clone" before "clone-keeps-graph", as the tool sorts
 NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 TAG = "misconception"
-
-
-def tensortrace(*args: str, cwd=None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "tensortrace", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=600,
-    )
 
 
 def expectation_count(scenario) -> int:
@@ -67,7 +57,9 @@ def test_the_whole_library_passes_check():
     for path in SCENARIOS:
         scenario = load_scenario(path)
         expected += len(scenario.variant_names) or 1
-    result = tensortrace("check", *(f"scenarios/{p.name}" for p in SCENARIOS), cwd=REPO)
+    # a step's time limit is tested in test_limits.py; here a loaded machine must
+    # not turn a slow first step (torch.optim loading, say) into a failure
+    result = cli("check", "--timeout", "120", *(f"scenarios/{p.name}" for p in SCENARIOS), cwd=REPO)
     lines = result.stdout.strip().splitlines()
     failing = [line for line in lines if not line.startswith("PASS ")][:-1]
     assert result.returncode == 0, "\n".join(failing) + "\n" + result.stderr
@@ -94,13 +86,13 @@ def test_every_scenario_is_documented_and_declares_what_it_shows(path):
 
 
 def test_list_filters_by_tag():
-    everything = tensortrace("list")
+    everything = cli("list")
     assert everything.returncode == 0, everything.stderr
     all_names = listed_names(everything.stdout)
     assert all_names == NAMES
     assert everything.stdout.splitlines()[-1] == f"{len(SCENARIOS)} scenarios; run one with: tensortrace run NAME"
 
-    tagged = tensortrace("list", "--tag", TAG)
+    tagged = cli("list", "--tag", TAG)
     assert tagged.returncode == 0, tagged.stderr
     names = listed_names(tagged.stdout)
     wanted = sorted(p.stem for p in SCENARIOS if TAG in load_scenario(p).tags)
@@ -110,7 +102,7 @@ def test_list_filters_by_tag():
 
 
 def test_list_with_an_unknown_tag_is_a_usage_error():
-    result = tensortrace("list", "--tag", "no-such-tag")
+    result = cli("list", "--tag", "no-such-tag")
     assert result.returncode == 2
     assert result.stdout == ""
     assert result.stderr.count("\n") == 1 and result.stderr.startswith("tensortrace: "), result.stderr
@@ -119,13 +111,13 @@ def test_list_with_an_unknown_tag_is_a_usage_error():
 
 def test_show_prints_exactly_the_file():
     path = REPO / "scenarios" / "clone.yaml"
-    result = subprocess.run([sys.executable, "-m", "tensortrace", "show", "clone"], capture_output=True, timeout=300)
+    result = cli("show", "clone")
     assert result.returncode == 0, result.stderr
-    assert result.stdout == path.read_bytes()
+    assert result.stdout_bytes == path.read_bytes()
 
 
 def test_run_by_name_from_outside_the_repository(tmp_path):
-    result = tensortrace("run", "clone", "--format", "json", cwd=tmp_path)
+    result = cli("run", "clone", "--format", "json", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     assert data["passed"] is True
@@ -135,22 +127,22 @@ def test_run_by_name_from_outside_the_repository(tmp_path):
 
 def test_new_writes_a_template_that_passes_and_is_not_overwritten(tmp_path):
     path = tmp_path / "mine.yaml"
-    result = tensortrace("new", str(path))
+    result = cli("new", str(path))
     assert result.returncode == 0, result.stderr
     assert path.read_text(encoding="utf-8") == TEMPLATE.format(name=str(path))
-    check = tensortrace("check", str(path))
+    check = cli("check", str(path))
     assert check.returncode == 0, check.stdout + check.stderr
     assert check.stdout.splitlines()[-1] == "1 passed, 0 failed"
 
     path.write_text("mine\n", encoding="utf-8")
-    again = tensortrace("new", str(path))
+    again = cli("new", str(path))
     assert again.returncode == 2
     assert "--force" in again.stderr and again.stderr.count("\n") == 1
     assert path.read_text(encoding="utf-8") == "mine\n"
 
-    forced = tensortrace("new", str(path), "--force")
+    forced = cli("new", str(path), "--force")
     assert forced.returncode == 0, forced.stderr
-    assert tensortrace("check", str(path)).returncode == 0
+    assert cli("check", str(path)).returncode == 0
 
 
 # --- the wheel ------------------------------------------------------------------------
