@@ -4,6 +4,7 @@ process boundary is what a test is about)."""
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import subprocess
@@ -91,53 +92,67 @@ def cli(*args: str, input: Union[str, bytes, None] = None, env: Optional[Mapping
     """Run ``tensortrace ARGS`` in this process, through the same ``main()`` that
     the console script and ``python -m tensortrace`` call.
 
-    ``sys.argv`` is set and ``main()`` parses it, installs its signal handlers
-    and maps errors to the exit status, exactly as for a user; stdin, stdout
-    and stderr are in-memory streams that are not terminals. ``env`` holds
-    overrides of this process's environment (``None`` removes a variable).
-    Scenarios still run in a forked child, so the only thing saved is the
-    start-up of a Python process that imports torch.
+    Only what a new process would have differently is set up: ``sys.argv``,
+    stdin, stdout and stderr (in-memory streams that are not terminals, as
+    under a pipe), the working directory, and ``env``, overrides of this
+    process's environment (``None`` removes a variable). ``main()`` itself
+    installs its signal handlers (put back afterwards) and maps errors to the
+    exit status, exactly as for a user. Scenarios still run in a forked
+    child, so what is saved is the start-up of a Python that imports torch.
 
     An exception that escapes ``main()`` becomes exit 1 with its traceback on
     stderr, as the interpreter would print it, so that a test that looks for
     "Traceback" sees it; it is also kept in ``exception``.
     """
-    from typer.testing import CliRunner
-
     from tensortrace.cli import main
 
     argv = ["tensortrace", *map(str, args)]
-    handlers = {signum: signal.getsignal(signum) for signum in _HANDLED_BY_MAIN}
-    old_argv, old_cwd = sys.argv, os.getcwd()
+    data = input.encode("utf-8") if isinstance(input, str) else (input or b"")
+    stdin = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8")
+    stdout = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
+    stderr = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="backslashreplace")
+    saved_streams = sys.stdin, sys.stdout, sys.stderr
+    saved_argv, saved_cwd = sys.argv, os.getcwd()
+    saved_env = {name: os.environ.get(name) for name in (env or {})}
+    saved_handlers = {signum: signal.getsignal(signum) for signum in _HANDLED_BY_MAIN}
     code, exception = 0, None
-    with CliRunner().isolation(input=input, env=env) as (out, err, _):
+    try:
+        _set_environment(env or {})
+        if cwd is not None:
+            os.chdir(cwd)
         sys.argv = argv
+        sys.stdin, sys.stdout, sys.stderr = stdin, stdout, stderr
         try:
-            if cwd is not None:
-                os.chdir(cwd)
             main()
         except SystemExit as exc:
-            if exc.code is None:
-                code = 0
-            elif isinstance(exc.code, int):
-                code = exc.code
-            else:
-                sys.stderr.write(f"{exc.code}\n")
+            if exc.code is None or isinstance(exc.code, int):
+                code = exc.code or 0
+            else:  # sys.exit("message"): the interpreter prints it and exits 1
+                print(exc.code, file=sys.stderr)
                 code = 1
         except Exception as exc:  # noqa: BLE001 - what a user would see as a crash
             exception = exc
             traceback.print_exc(file=sys.stderr)
             code = 1
-        finally:
-            sys.argv = old_argv
-            os.chdir(old_cwd)
-            for signum, handler in handlers.items():
-                signal.signal(signum, handler)
-            sys.stdout.flush()
-            sys.stderr.flush()
-        stdout_bytes, stderr_bytes = out.getvalue(), err.getvalue()
-    return Result(argv[1:], code, stdout_bytes.decode("utf-8", "replace"), stderr_bytes.decode("utf-8", "replace"),
-                  stdout_bytes, exception)
+        stdout.flush()
+        stderr.flush()
+    finally:
+        sys.stdin, sys.stdout, sys.stderr = saved_streams
+        sys.argv = saved_argv
+        os.chdir(saved_cwd)
+        _set_environment(saved_env)
+        for signum, handler in saved_handlers.items():
+            signal.signal(signum, handler)
+    out, err = stdout.buffer.getvalue(), stderr.buffer.getvalue()
+    return Result(argv[1:], code, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), out, exception)
+
+
+def _set_environment(values: Mapping[str, Optional[str]]) -> None:
+    for name, value in values.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 def cli_process(*args: str, input: Optional[str] = None, env: Optional[Mapping[str, str]] = None,
