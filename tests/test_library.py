@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -151,12 +152,16 @@ def test_new_writes_a_template_that_passes_and_is_not_overwritten(tmp_path):
 def test_wheel_installs_into_a_fresh_venv_and_runs_the_bundled_library(tmp_path):
     """Slow (up to a minute): build the wheel, install it alone into a fresh
     virtual environment that sees this environment's torch, and use it from
-    outside the checkout."""
+    outside the checkout. The build runs on a copy of the checkout, so that
+    it leaves no build/ folder behind and cannot pick up a stale one."""
     pytest.importorskip("build")
+    source = tmp_path / "source"
+    shutil.copytree(REPO, source, symlinks=True, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache", ".hypothesis"))
     dist = tmp_path / "dist"
     built = subprocess.run(
         [sys.executable, "-m", "build", "--wheel", "--outdir", str(dist)],
-        cwd=REPO,
+        cwd=source,
         capture_output=True,
         text=True,
         timeout=600,
@@ -200,9 +205,7 @@ def test_wheel_installs_into_a_fresh_venv_and_runs_the_bundled_library(tmp_path)
     assert package.is_relative_to(env_dir.resolve()), f"tensortrace imported from {package}, not from the fresh environment"
     assert not package.is_relative_to(REPO)
     shipped = sorted(p.stem for p in (package / "scenarios").glob("*.yaml"))
-    assert shipped == NAMES, (
-        "the wheel's scenarios differ from scenarios/ (a stale build/ folder in the checkout? remove it)"
-    )
+    assert shipped == NAMES, "the wheel's scenarios differ from scenarios/"
 
     listed = subprocess.run([str(script), "list"], capture_output=True, text=True, cwd=outside, env=env, timeout=300)
     assert listed.returncode == 0, listed.stderr
