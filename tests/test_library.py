@@ -170,7 +170,7 @@ def test_wheel_installs_into_a_fresh_venv_and_runs_the_bundled_library(tmp_path)
     (wheel,) = dist.glob("tensortrace-*.whl")
 
     env_dir = tmp_path / "venv"
-    venv.EnvBuilder(with_pip=True).create(env_dir)
+    venv.EnvBuilder(with_pip=False).create(env_dir)  # this environment's pip installs into it
     bindir = env_dir / ("Scripts" if os.name == "nt" else "bin")
     python = bindir / ("python.exe" if os.name == "nt" else "python")
     fresh_site = Path(
@@ -186,7 +186,7 @@ def test_wheel_installs_into_a_fresh_venv_and_runs_the_bundled_library(tmp_path)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSTARTUP")}
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
     installed = subprocess.run(
-        [str(python), "-m", "pip", "install", "--no-deps", "--ignore-installed", "--no-index", str(wheel)],
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--ignore-installed", "--no-index", str(wheel)],
         capture_output=True, text=True, env=env, timeout=300,
     )
     assert installed.returncode == 0, installed.stdout + installed.stderr
