@@ -1,10 +1,19 @@
-"""Shared helpers: write a scenario, trace it, look facts up by step and name."""
+"""Shared helpers: write a scenario, trace it, look facts up by step and name,
+and run the command line (in this process, or as a real process where the
+process boundary is what a test is about)."""
 
 from __future__ import annotations
 
+import io
+import os
+import signal
+import subprocess
+import sys
 import textwrap
+import traceback
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Mapping, Optional, Sequence, Union
 
 import pytest
 
@@ -54,3 +63,104 @@ def trace_yaml(tmp_path):
         return trace_text(tmp_path, text, **kwargs)
 
     return run
+
+
+# --- the command line -----------------------------------------------------------------
+
+
+@dataclass
+class Result:
+    """What a run of the command left: exit status and the two streams.
+
+    The field names are those of ``subprocess.CompletedProcess``, so a test reads
+    the same whether the command ran in this process or in its own.
+    """
+
+    args: Sequence[str]
+    returncode: int
+    stdout: str
+    stderr: str
+    stdout_bytes: bytes = b""
+    exception: Optional[BaseException] = None
+
+
+_HANDLED_BY_MAIN = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+
+def cli(*args: str, input: Union[str, bytes, None] = None, env: Optional[Mapping[str, Optional[str]]] = None,
+        cwd: Union[str, Path, None] = None) -> Result:
+    """Run ``tensortrace ARGS`` in this process, through the same ``main()`` that
+    the console script and ``python -m tensortrace`` call.
+
+    Only what a new process would have differently is set up: ``sys.argv``,
+    stdin, stdout and stderr (in-memory streams that are not terminals, as
+    under a pipe), the working directory, and ``env``, overrides of this
+    process's environment (``None`` removes a variable). ``main()`` itself
+    installs its signal handlers (put back afterwards) and maps errors to the
+    exit status, exactly as for a user. Scenarios still run in a forked
+    child, so what is saved is the start-up of a Python that imports torch.
+
+    An exception that escapes ``main()`` becomes exit 1 with its traceback on
+    stderr, as the interpreter would print it, so that a test that looks for
+    "Traceback" sees it; it is also kept in ``exception``.
+    """
+    from tensortrace.cli import main
+
+    argv = ["tensortrace", *map(str, args)]
+    data = input.encode("utf-8") if isinstance(input, str) else (input or b"")
+    stdin = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8")
+    stdout = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
+    stderr = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="backslashreplace")
+    saved_streams = sys.stdin, sys.stdout, sys.stderr
+    saved_argv, saved_cwd = sys.argv, os.getcwd()
+    saved_env = {name: os.environ.get(name) for name in (env or {})}
+    saved_handlers = {signum: signal.getsignal(signum) for signum in _HANDLED_BY_MAIN}
+    code, exception = 0, None
+    try:
+        _set_environment(env or {})
+        if cwd is not None:
+            os.chdir(cwd)
+        sys.argv = argv
+        sys.stdin, sys.stdout, sys.stderr = stdin, stdout, stderr
+        try:
+            main()
+        except SystemExit as exc:
+            if exc.code is None or isinstance(exc.code, int):
+                code = exc.code or 0
+            else:  # sys.exit("message"): the interpreter prints it and exits 1
+                print(exc.code, file=sys.stderr)
+                code = 1
+        except Exception as exc:  # noqa: BLE001 - what a user would see as a crash
+            exception = exc
+            traceback.print_exc(file=sys.stderr)
+            code = 1
+        stdout.flush()
+        stderr.flush()
+    finally:
+        sys.stdin, sys.stdout, sys.stderr = saved_streams
+        sys.argv = saved_argv
+        os.chdir(saved_cwd)
+        _set_environment(saved_env)
+        for signum, handler in saved_handlers.items():
+            signal.signal(signum, handler)
+    out, err = stdout.buffer.getvalue(), stderr.buffer.getvalue()
+    return Result(argv[1:], code, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), out, exception)
+
+
+def _set_environment(values: Mapping[str, Optional[str]]) -> None:
+    for name, value in values.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
+def cli_process(*args: str, input: Optional[str] = None, env: Optional[Mapping[str, str]] = None,
+                cwd: Union[str, Path, None] = None, timeout: float = 300) -> Result:
+    """Run ``python -m tensortrace ARGS`` as a process of its own: for what only
+    a real process shows (start-up, exit status as the shell sees it, signals,
+    limits). ``env``, if given, is the whole environment."""
+    done = subprocess.run([sys.executable, "-m", "tensortrace", *map(str, args)], capture_output=True,
+                          input=None if input is None else input.encode(), cwd=cwd, env=env, timeout=timeout)
+    return Result(list(done.args[3:]), done.returncode, done.stdout.decode("utf-8", "replace"),
+                  done.stderr.decode("utf-8", "replace"), done.stdout)

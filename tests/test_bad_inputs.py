@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from conftest import Result, cli
 
 BAD = Path(__file__).resolve().parent / "bad_inputs"
 
@@ -43,17 +43,11 @@ EXPECTED = {
 }
 
 
-def tensortrace(*args: str, cwd=None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "tensortrace", *args], capture_output=True, text=True, cwd=cwd, timeout=120
-    )
-
-
 def test_every_corpus_file_has_an_expectation():
     assert sorted(p.name for p in BAD.glob("*.yaml")) == sorted(EXPECTED)
 
 
-def assert_one_clear_line(result: subprocess.CompletedProcess, expected: str) -> None:
+def assert_one_clear_line(result: Result, expected: str) -> None:
     assert result.returncode == 2, result.stderr
     assert "Traceback" not in result.stderr
     lines = result.stderr.strip().splitlines()
@@ -63,38 +57,38 @@ def assert_one_clear_line(result: subprocess.CompletedProcess, expected: str) ->
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_run_refuses_bad_input_with_one_clear_line(name):
-    result = tensortrace("run", str(BAD / name), "--format", "json")
+    result = cli("run", str(BAD / name), "--format", "json")
     assert_one_clear_line(result, str(BAD / name) + EXPECTED[name])
     assert result.stdout == ""
 
 
 def test_check_reports_every_unusable_file_and_keeps_going():
     files = [str(BAD / n) for n in sorted(EXPECTED)]
-    result = tensortrace("check", *files)
+    result = cli("check", *files)
     assert result.returncode == 2
     assert result.stderr.count("ERROR ") == len(files)
     assert result.stdout.strip().endswith(f"0 passed, 0 failed, {len(files)} could not be used")
 
 
 def test_missing_file(tmp_path):
-    result = tensortrace("run", str(tmp_path / "nope.yaml"))
+    result = cli("run", str(tmp_path / "nope.yaml"))
     assert_one_clear_line(result, "nope.yaml: no such file")
 
 
 def test_unknown_bundled_name_suggests_a_close_one():
-    result = tensortrace("run", "clnoe")
+    result = cli("run", "clnoe")
     assert_one_clear_line(result, "no bundled scenario named 'clnoe'; did you mean 'clone'?")
 
 
 def test_directory_given_as_file(tmp_path):
-    result = tensortrace("run", str(tmp_path))
+    result = cli("run", str(tmp_path))
     assert_one_clear_line(result, "is a directory, not a scenario file")
 
 
 def test_file_over_the_size_limit(tmp_path):
     big = tmp_path / "big.yaml"
     big.write_text("title: big\nsteps:\n" + "  - a = 1\n" * 120_000, encoding="utf-8")
-    result = tensortrace("run", str(big))
+    result = cli("run", str(big))
     assert_one_clear_line(result, "over the 1,048,576-byte limit")
 
 
@@ -106,4 +100,4 @@ def test_unreadable_file(tmp_path):
     path = tmp_path / "secret.yaml"
     path.write_text("title: x\nsteps: [a = 1]\n")
     path.chmod(0)
-    assert_one_clear_line(tensortrace("run", str(path)), "cannot be read")
+    assert_one_clear_line(cli("run", str(path)), "cannot be read")

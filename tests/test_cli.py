@@ -1,9 +1,13 @@
-"""The command line as a user meets it: formats, files, exit status, versions."""
+"""The command line as a user meets it: formats, files, exit status, versions.
+
+Most tests call the command in this process (``cli``, through the same
+``main()``); the few that are about the installed command itself, its exit
+status as a shell sees it, or a closed pipe, start a real process.
+"""
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -14,7 +18,7 @@ import pytest
 
 from tensortrace.schemas import scenario_schema, trace_schema
 
-from conftest import REPO
+from conftest import REPO, cli, cli_process
 
 GOOD = """
 title: detach shares storage
@@ -37,18 +41,6 @@ steps:
 """
 
 
-def tensortrace(*args: str, cwd=None, input=None, env=None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "tensortrace", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        input=input,
-        env=env,
-        timeout=300,
-    )
-
-
 @pytest.fixture
 def good(tmp_path) -> Path:
     path = tmp_path / "good.yaml"
@@ -64,7 +56,7 @@ def failing(tmp_path) -> Path:
 
 
 def test_run_json_prints_one_valid_document(good):
-    result = tensortrace("run", str(good), "--format", "json")
+    result = cli("run", str(good), "--format", "json")
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     jsonschema.validate(data, trace_schema())
@@ -80,7 +72,7 @@ def test_run_json_prints_one_valid_document(good):
 
 
 def test_run_jsonl_streams_one_line_per_step(good):
-    result = tensortrace("run", str(good), "--format", "jsonl")
+    result = cli("run", str(good), "--format", "jsonl")
     assert result.returncode == 0, result.stderr
     lines = [json.loads(line) for line in result.stdout.splitlines()]
     assert [line["event"] for line in lines] == ["start", "step", "step", "step", "end"]
@@ -91,7 +83,7 @@ def test_run_jsonl_streams_one_line_per_step(good):
 
 def test_run_output_file_is_written_whole(good, tmp_path):
     out = tmp_path / "trace.json"
-    result = tensortrace("run", str(good), "--format", "json", "-o", str(out))
+    result = cli("run", str(good), "--format", "json", "-o", str(out))
     assert result.returncode == 0, result.stderr
     assert result.stdout == ""
     assert json.loads(out.read_text())["passed"] is True
@@ -101,13 +93,13 @@ def test_run_output_file_is_written_whole(good, tmp_path):
 def test_failed_run_leaves_an_earlier_output_file_intact(tmp_path):
     out = tmp_path / "trace.json"
     out.write_text("earlier")
-    result = tensortrace("run", str(tmp_path / "missing.yaml"), "-o", str(out))
+    result = cli("run", str(tmp_path / "missing.yaml"), "-o", str(out))
     assert result.returncode == 2
     assert out.read_text() == "earlier"
 
 
 def test_run_exits_1_when_a_scenario_misbehaves(failing):
-    result = tensortrace("run", str(failing), "--format", "json")
+    result = cli_process("run", str(failing), "--format", "json")  # exit 1 as a shell sees it
     assert result.returncode == 1
     data = json.loads(result.stdout)
     (expectation,) = data["steps"][1]["expectations"]
@@ -115,7 +107,7 @@ def test_run_exits_1_when_a_scenario_misbehaves(failing):
 
 
 def test_check_prints_a_line_per_scenario_and_a_summary(good, failing):
-    result = tensortrace("check", str(good), str(failing))
+    result = cli("check", str(good), str(failing))
     assert result.returncode == 1
     lines = result.stdout.strip().splitlines()
     assert lines[0] == f"PASS {good}"
@@ -124,7 +116,7 @@ def test_check_prints_a_line_per_scenario_and_a_summary(good, failing):
 
 
 def test_check_passes_with_exit_0(good):
-    result = tensortrace("check", str(good))
+    result = cli("check", str(good))
     assert result.returncode == 0
     assert result.stdout.strip().splitlines()[-1] == "1 passed, 0 failed"
 
@@ -148,19 +140,19 @@ def test_variants_give_one_trace_each(tmp_path):
             """
         ).lstrip()
     )
-    result = tensortrace("run", str(path), "--format", "json")
+    result = cli("run", str(path), "--format", "json")
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     jsonschema.validate(data, trace_schema())
     assert [t["scenario"]["variant"] for t in data["traces"]] == ["detach", "data"]
     assert data["traces"][0]["steps"][4]["status"] == "raised"
     assert data["traces"][1]["steps"][4]["status"] == "ok"
-    check = tensortrace("check", str(path))
+    check = cli("check", str(path))
     assert check.stdout.splitlines() == [f"PASS {path} [detach]", f"PASS {path} [data]", "2 passed, 0 failed"]
 
 
 def test_version_names_tensortrace_torch_and_python():
-    result = tensortrace("--version")
+    result = cli_process("--version")
     assert result.returncode == 0
     import platform
 
@@ -176,13 +168,13 @@ def test_console_script_and_module_agree(good):
     if not exe.exists():
         pytest.skip("the console script is not installed next to this interpreter")
     script = subprocess.run([str(exe), "check", str(good)], capture_output=True, text=True, timeout=300)
-    module = tensortrace("check", str(good))
+    module = cli_process("check", str(good))
     assert script.returncode == module.returncode == 0
     assert script.stdout == module.stdout
 
 
 def test_unknown_format_is_a_usage_error(good):
-    result = tensortrace("run", str(good), "--format", "yaml")
+    result = cli_process("run", str(good), "--format", "yaml")  # exit 2 as a shell sees it
     assert result.returncode == 2
     assert result.stderr.strip() == "tensortrace: --format 'yaml' is not one of console, json, jsonl, markdown, html, svg, dot, mermaid"
 
@@ -201,8 +193,8 @@ def test_output_into_a_closed_pipe_ends_quietly(good):
 
 def test_render_reads_a_saved_trace_back(good, tmp_path):
     out = tmp_path / "trace.json"
-    assert tensortrace("run", str(good), "--format", "json", "-o", str(out)).returncode == 0
-    again = tensortrace("render", str(out), "--format", "json")
+    assert cli("run", str(good), "--format", "json", "-o", str(out)).returncode == 0
+    again = cli("render", str(out), "--format", "json")
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout) == json.loads(out.read_text())
 
@@ -210,18 +202,18 @@ def test_render_reads_a_saved_trace_back(good, tmp_path):
 def test_render_refuses_what_is_not_a_trace(tmp_path):
     path = tmp_path / "x.json"
     path.write_text('{"a": 1}')
-    result = tensortrace("render", str(path))
+    result = cli("render", str(path))
     assert result.returncode == 2
     assert result.stderr.strip() == f"tensortrace: {path}: this is not a tensortrace trace (no 'format: tensortrace.trace')"
     path.write_text("{oops")
-    result = tensortrace("render", str(path))
+    result = cli("render", str(path))
     assert result.returncode == 2 and f"{path}:1:2: not valid JSON" in result.stderr
 
 
 def test_schema_command_prints_the_scenario_schema_that_bundled_files_meet():
     import yaml
 
-    result = tensortrace("schema")
+    result = cli("schema")
     assert result.returncode == 0
     schema = json.loads(result.stdout)
     assert schema == scenario_schema()
@@ -239,8 +231,7 @@ def test_docs_copies_of_the_schemas_are_current():
 
 
 def test_no_color_when_not_a_terminal(good):
-    env = dict(os.environ, FORCE_COLOR="1")
-    result = tensortrace("run", str(good), env=env)
+    result = cli("run", str(good), env={"FORCE_COLOR": "1"})
     assert result.returncode == 0, result.stderr
     assert "\x1b[" not in result.stdout
 
@@ -252,16 +243,16 @@ def test_a_device_the_machine_lacks_is_refused_with_its_location(tmp_path):
         pytest.skip("this machine has CUDA")
     path = tmp_path / "gpu.yaml"
     path.write_text("title: gpu\ndevice: cuda\nsteps:\n  - a = torch.ones(2)\n")
-    result = tensortrace("run", str(path))
+    result = cli("run", str(path))
     assert result.returncode == 2
     assert result.stderr.startswith(f"tensortrace: {path}:2:9: the scenario asks for device 'cuda', which this machine does not have")
     assert len(result.stderr.strip().splitlines()) == 1
-    flag = tensortrace("check", "detach", "--device", "cuda")
+    flag = cli("check", "detach", "--device", "cuda")
     assert flag.returncode == 2 and "--device asks for device 'cuda'" in flag.stderr
 
 
 def test_asking_for_a_step_the_scenario_lacks_is_a_usage_error(good):
-    result = tensortrace("run", str(good), "--steps", "2-9")
+    result = cli("run", str(good), "--steps", "2-9")
     assert result.returncode == 2
     assert result.stderr.strip() == "tensortrace: there is no step 4, 5, 6, 7, 8: the scenario has steps 1 to 3"
     assert result.stdout == ""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -18,22 +19,12 @@ import yaml
 from tensortrace.library import TEMPLATE, bundled_dir, bundled_names
 from tensortrace.scenario import load_scenario
 
-from conftest import REPO
+from conftest import REPO, cli
 
 SCENARIOS = sorted((REPO / "scenarios").glob("*.yaml"))
 NAMES = sorted(p.stem for p in SCENARIOS)  # "clone" before "clone-keeps-graph", as the tool sorts
 NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 TAG = "misconception"
-
-
-def tensortrace(*args: str, cwd=None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "tensortrace", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=600,
-    )
 
 
 def expectation_count(scenario) -> int:
@@ -67,7 +58,9 @@ def test_the_whole_library_passes_check():
     for path in SCENARIOS:
         scenario = load_scenario(path)
         expected += len(scenario.variant_names) or 1
-    result = tensortrace("check", *(f"scenarios/{p.name}" for p in SCENARIOS), cwd=REPO)
+    # a step's time limit is tested in test_limits.py; here a loaded machine must
+    # not turn a slow first step (torch.optim loading, say) into a failure
+    result = cli("check", "--timeout", "120", *(f"scenarios/{p.name}" for p in SCENARIOS), cwd=REPO)
     lines = result.stdout.strip().splitlines()
     failing = [line for line in lines if not line.startswith("PASS ")][:-1]
     assert result.returncode == 0, "\n".join(failing) + "\n" + result.stderr
@@ -94,13 +87,13 @@ def test_every_scenario_is_documented_and_declares_what_it_shows(path):
 
 
 def test_list_filters_by_tag():
-    everything = tensortrace("list")
+    everything = cli("list")
     assert everything.returncode == 0, everything.stderr
     all_names = listed_names(everything.stdout)
     assert all_names == NAMES
     assert everything.stdout.splitlines()[-1] == f"{len(SCENARIOS)} scenarios; run one with: tensortrace run NAME"
 
-    tagged = tensortrace("list", "--tag", TAG)
+    tagged = cli("list", "--tag", TAG)
     assert tagged.returncode == 0, tagged.stderr
     names = listed_names(tagged.stdout)
     wanted = sorted(p.stem for p in SCENARIOS if TAG in load_scenario(p).tags)
@@ -110,7 +103,7 @@ def test_list_filters_by_tag():
 
 
 def test_list_with_an_unknown_tag_is_a_usage_error():
-    result = tensortrace("list", "--tag", "no-such-tag")
+    result = cli("list", "--tag", "no-such-tag")
     assert result.returncode == 2
     assert result.stdout == ""
     assert result.stderr.count("\n") == 1 and result.stderr.startswith("tensortrace: "), result.stderr
@@ -119,13 +112,13 @@ def test_list_with_an_unknown_tag_is_a_usage_error():
 
 def test_show_prints_exactly_the_file():
     path = REPO / "scenarios" / "clone.yaml"
-    result = subprocess.run([sys.executable, "-m", "tensortrace", "show", "clone"], capture_output=True, timeout=300)
+    result = cli("show", "clone")
     assert result.returncode == 0, result.stderr
-    assert result.stdout == path.read_bytes()
+    assert result.stdout_bytes == path.read_bytes()
 
 
 def test_run_by_name_from_outside_the_repository(tmp_path):
-    result = tensortrace("run", "clone", "--format", "json", cwd=tmp_path)
+    result = cli("run", "clone", "--format", "json", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     assert data["passed"] is True
@@ -135,22 +128,22 @@ def test_run_by_name_from_outside_the_repository(tmp_path):
 
 def test_new_writes_a_template_that_passes_and_is_not_overwritten(tmp_path):
     path = tmp_path / "mine.yaml"
-    result = tensortrace("new", str(path))
+    result = cli("new", str(path))
     assert result.returncode == 0, result.stderr
     assert path.read_text(encoding="utf-8") == TEMPLATE.format(name=str(path))
-    check = tensortrace("check", str(path))
+    check = cli("check", str(path))
     assert check.returncode == 0, check.stdout + check.stderr
     assert check.stdout.splitlines()[-1] == "1 passed, 0 failed"
 
     path.write_text("mine\n", encoding="utf-8")
-    again = tensortrace("new", str(path))
+    again = cli("new", str(path))
     assert again.returncode == 2
     assert "--force" in again.stderr and again.stderr.count("\n") == 1
     assert path.read_text(encoding="utf-8") == "mine\n"
 
-    forced = tensortrace("new", str(path), "--force")
+    forced = cli("new", str(path), "--force")
     assert forced.returncode == 0, forced.stderr
-    assert tensortrace("check", str(path)).returncode == 0
+    assert cli("check", str(path)).returncode == 0
 
 
 # --- the wheel ------------------------------------------------------------------------
@@ -159,12 +152,16 @@ def test_new_writes_a_template_that_passes_and_is_not_overwritten(tmp_path):
 def test_wheel_installs_into_a_fresh_venv_and_runs_the_bundled_library(tmp_path):
     """Slow (up to a minute): build the wheel, install it alone into a fresh
     virtual environment that sees this environment's torch, and use it from
-    outside the checkout."""
+    outside the checkout. The build runs on a copy of the checkout, so that
+    it leaves no build/ folder behind and cannot pick up a stale one."""
     pytest.importorskip("build")
+    source = tmp_path / "source"
+    shutil.copytree(REPO, source, symlinks=True, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache", ".hypothesis"))
     dist = tmp_path / "dist"
     built = subprocess.run(
         [sys.executable, "-m", "build", "--wheel", "--outdir", str(dist)],
-        cwd=REPO,
+        cwd=source,
         capture_output=True,
         text=True,
         timeout=600,
@@ -173,7 +170,7 @@ def test_wheel_installs_into_a_fresh_venv_and_runs_the_bundled_library(tmp_path)
     (wheel,) = dist.glob("tensortrace-*.whl")
 
     env_dir = tmp_path / "venv"
-    venv.EnvBuilder(with_pip=True).create(env_dir)
+    venv.EnvBuilder(with_pip=False).create(env_dir)  # this environment's pip installs into it
     bindir = env_dir / ("Scripts" if os.name == "nt" else "bin")
     python = bindir / ("python.exe" if os.name == "nt" else "python")
     fresh_site = Path(
@@ -189,7 +186,7 @@ def test_wheel_installs_into_a_fresh_venv_and_runs_the_bundled_library(tmp_path)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSTARTUP")}
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
     installed = subprocess.run(
-        [str(python), "-m", "pip", "install", "--no-deps", "--ignore-installed", "--no-index", str(wheel)],
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--ignore-installed", "--no-index", str(wheel)],
         capture_output=True, text=True, env=env, timeout=300,
     )
     assert installed.returncode == 0, installed.stdout + installed.stderr
@@ -208,9 +205,7 @@ def test_wheel_installs_into_a_fresh_venv_and_runs_the_bundled_library(tmp_path)
     assert package.is_relative_to(env_dir.resolve()), f"tensortrace imported from {package}, not from the fresh environment"
     assert not package.is_relative_to(REPO)
     shipped = sorted(p.stem for p in (package / "scenarios").glob("*.yaml"))
-    assert shipped == NAMES, (
-        "the wheel's scenarios differ from scenarios/ (a stale build/ folder in the checkout? remove it)"
-    )
+    assert shipped == NAMES, "the wheel's scenarios differ from scenarios/"
 
     # The explanations are data beside the code: a wheel without them would
     # still import, and only fail on the first error it meets.

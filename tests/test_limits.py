@@ -1,8 +1,14 @@
 """The operating-system layer: time and memory limits, no file writes, Ctrl-C.
 
-Everything here goes through the real command (a subprocess), except the test
-of ``_apply_limits`` itself, which forks a process of its own to apply the
-limits to.
+Limits and signals go through the real command (a subprocess). The test of
+``_apply_limits`` itself forks a process of its own to apply the limits to,
+and a child that dies is recorded by the command in this process (the
+scenario still runs in a forked child, and only that child dies).
+
+No test bounds the time a command takes from its start: starting Python and
+torch is what a loaded machine slows down most. A step the limit did not
+stop never ends, so the subprocess's own timeout turns that into a failure,
+and the recorded message names the limit that was hit.
 """
 
 from __future__ import annotations
@@ -23,6 +29,8 @@ import jsonschema
 import pytest
 
 from tensortrace.schemas import trace_schema
+
+from conftest import cli
 
 
 def write(tmp_path: Path, text: str, name: str = "scenario.yaml") -> Path:
@@ -145,12 +153,9 @@ steps:
 
 def test_a_runaway_step_is_stopped_and_recorded(tmp_path):
     path = write(tmp_path, RUNAWAY)
-    began = time.monotonic()
     result = tensortrace("run", str(path), "--format", "json", "--timeout", "1")
-    elapsed = time.monotonic() - began
     assert result.returncode == 1, result.stderr
     assert_no_traceback(result)
-    assert elapsed < 10
     data = json.loads(result.stdout)
     jsonschema.validate(data, trace_schema())
     steps = data["steps"]
@@ -206,12 +211,9 @@ def ignored_alarm_scenario(tmp_path: Path, where: str) -> Path:
 @pytest.mark.parametrize("where", sorted(IGNORED_ALARM))
 def test_trusted_step_that_ignores_the_alarm_is_stopped_by_the_parent(tmp_path, where):
     path = ignored_alarm_scenario(tmp_path, where)
-    began = time.monotonic()
     result = tensortrace("run", str(path), "--format", "json", "--timeout", "1", "--trust", timeout=60)
-    elapsed = time.monotonic() - began
     assert result.returncode == 1, result.stderr
     assert_no_traceback(result)
-    assert elapsed < 15  # start-up, the limit, and the parent's grace period
     data = json.loads(result.stdout)
     steps = data["steps"]
     assert [s["index"] for s in steps] == [1, 2]
@@ -558,7 +560,7 @@ def test_a_killed_child_is_that_steps_error(tmp_path):
           - c = a + 1
         """,
     )
-    result = tensortrace("run", str(path), "--format", "json", "--trust")
+    result = cli("run", str(path), "--format", "json", "--trust")
     assert result.returncode == 1, result.stderr
     assert_no_traceback(result)
     data = json.loads(result.stdout)
@@ -571,7 +573,7 @@ def test_a_killed_child_is_that_steps_error(tmp_path):
     assert "step 2" in killed["error"]["message"] and "SIGKILL" in killed["error"]["message"]
     assert killed["line"] == 5
     assert data["aborted"] == killed["error"]["message"]
-    check = tensortrace("check", str(path), "--trust")
+    check = cli("check", str(path), "--trust")
     assert check.returncode == 1
     assert check.stdout.splitlines()[0].startswith(f"FAIL {path}: step 2 (line 5): step 2 was killed")
 
@@ -589,7 +591,7 @@ def test_a_child_that_exits_is_that_steps_error(tmp_path):
           - c = a + 1
         """,
     )
-    result = tensortrace("run", str(path), "--format", "json", "--trust")
+    result = cli("run", str(path), "--format", "json", "--trust")
     assert result.returncode == 1, result.stderr
     assert_no_traceback(result)
     steps = json.loads(result.stdout)["steps"]

@@ -7,7 +7,8 @@ comes with exactly one line on stderr that names the file (and, for code,
 
 The files are random YAML documents, mutations of a valid scenario, random
 raw text and bytes, and valid scenarios whose steps are random code. The CLI
-runs in this process (``run`` and ``check`` still fork a child per scenario).
+runs in this process, through the same ``main()`` as the installed command
+(``run`` and ``check`` still fork a child per scenario).
 
 At the end, a few inputs found while exploring that break the property are
 pinned down as expected failures; the strategies above keep clear of them so
@@ -26,9 +27,8 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, currently_in_test_context, event, given, settings
 from hypothesis import strategies as st
-from typer.testing import CliRunner
 
-from tensortrace.cli import app
+from conftest import cli
 
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 NON_PRINTABLE = yaml.reader.Reader.NON_PRINTABLE
@@ -45,20 +45,19 @@ def invoke(path: Path, command: str = "run", fmt: str = "json", extra: Optional[
     if command == "run":
         args += ["--format", fmt]
     args += extra or []
-    result = CliRunner().invoke(app, args)
-    return result
+    return cli(*args)
 
 
 def assert_clean_end(result, path: Path, command: str = "run", code_location: bool = False) -> None:
     """Exit 0/1/2, no uncaught exception, and exit 2 explained in one line naming the file."""
     exc = result.exception
     assert exc is None or isinstance(exc, SystemExit), f"uncaught {type(exc).__name__}: {exc}\nstderr: {result.stderr}"
-    assert result.exit_code in (0, 1, 2), (result.exit_code, result.stderr)
+    assert result.returncode in (0, 1, 2), (result.returncode, result.stderr)
     if currently_in_test_context():  # the plain regression tests below share this check
-        event(f"exit {result.exit_code}")
+        event(f"exit {result.returncode}")
     assert "Traceback" not in result.stderr, result.stderr
     assert "Traceback (most recent call last)" not in result.stdout
-    if result.exit_code != 2:
+    if result.returncode != 2:
         return
     lines = result.stderr.splitlines()
     if command == "run":
@@ -425,25 +424,39 @@ class Hang(Exception):
     pass
 
 
-@contextmanager
-def time_limit(seconds: float):
-    def expire(signum, frame):
-        raise Hang(f"still running after {seconds} s")
+# Work that never ends, or grows exponentially, burns this process's CPU; a
+# loaded machine stretches wall-clock time instead (reading YAML nested 2,000
+# deep takes PyYAML about 1.6 s of CPU, which became more than 3 s of wall
+# clock under load). So the budget is CPU time, and a generous wall clock
+# only catches a command that blocks. A forked child does not inherit the
+# timers; its steps are bounded by --timeout and the parent's grace period.
+WALL_CLOCK_BACKSTOP = 120
 
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+
+@contextmanager
+def time_limit(cpu_seconds: float):
+    def expire(signum, frame):
+        if signum == signal.SIGPROF:
+            raise Hang(f"still working after {cpu_seconds} s of CPU time")
+        raise Hang(f"still blocked after {WALL_CLOCK_BACKSTOP} s")
+
+    previous = {signum: signal.signal(signum, expire) for signum in (signal.SIGPROF, signal.SIGALRM)}
+    signal.setitimer(signal.ITIMER_PROF, cpu_seconds)
+    signal.setitimer(signal.ITIMER_REAL, WALL_CLOCK_BACKSTOP)
     try:
         yield
     finally:
+        signal.setitimer(signal.ITIMER_PROF, 0)
         signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def run_text(tmp_path: Path, text: str, *extra: str):
     path = tmp_path / "found.yaml"
     path.write_text(text, encoding="utf-8", errors="surrogatepass")
     with time_limit(3):
-        result = CliRunner().invoke(app, ["run", str(path), "--timeout", "2", *extra])
+        result = cli("run", str(path), "--timeout", "2", *extra)
     return path, result
 
 
@@ -451,7 +464,7 @@ def run_text(tmp_path: Path, text: str, *extra: str):
 def test_an_empty_step_is_called_empty(tmp_path, step):
     path, result = run_text(tmp_path, f"title: t\nsteps:\n  - a = torch.ones(2)\n  - {step}\n")
     assert_clean_end(result, path, code_location=True)
-    assert result.exit_code == 2
+    assert result.returncode == 2
     assert "not a string" not in result.stderr and "empty" in result.stderr, result.stderr
 
 
@@ -459,7 +472,7 @@ def test_an_empty_step_is_called_empty(tmp_path, step):
 def test_a_seed_torch_cannot_use_is_refused_cleanly(tmp_path, seed):
     path, result = run_text(tmp_path, f"title: t\nseed: {seed}\nsteps:\n  - a = torch.ones(2)\n", "--format", "json")
     assert_clean_end(result, path, code_location=True)
-    assert result.exit_code == 2 and f"{path}:2:7:" in result.stderr and "seed" in result.stderr, result.stderr
+    assert result.returncode == 2 and f"{path}:2:7:" in result.stderr and "seed" in result.stderr, result.stderr
 
 
 @pytest.mark.parametrize("char", ["\x1b", "\x0c", "\x7f", "\x9b", "\ufffe"])
@@ -467,20 +480,20 @@ def test_control_character_in_the_file_is_refused_cleanly(tmp_path, char):
     # e.g. a form feed (\x0c) that an editor left in a step
     path, result = run_text(tmp_path, f"title: t\nsteps:\n  - a = 1{char}\n")
     assert_clean_end(result, path)
-    assert result.exit_code == 2
+    assert result.returncode == 2
 
 
 def test_deeply_nested_yaml_is_refused_cleanly(tmp_path):
     path, result = run_text(tmp_path, "title: t\nsteps:\n  - a = 1\ntags: " + "[" * 2000 + "]" * 2000 + "\n")
     assert_clean_end(result, path)
-    assert result.exit_code == 2
+    assert result.returncode == 2
 
 
 def test_recursive_yaml_alias_is_refused_cleanly(tmp_path):
     path, result = run_text(tmp_path, "title: t\nsteps:\n  - a = 1\ntags: &a [*a]\n")
     assert not isinstance(result.exception, Hang), "the command hangs"
     assert_clean_end(result, path)
-    assert result.exit_code == 2
+    assert result.returncode == 2
 
 
 def test_exponential_yaml_aliases_are_refused_quickly(tmp_path):
@@ -489,14 +502,14 @@ def test_exponential_yaml_aliases_are_refused_quickly(tmp_path):
     path, result = run_text(tmp_path, "\n".join(lines) + "\n")
     assert not isinstance(result.exception, Hang), "the command takes exponential time"
     assert_clean_end(result, path)
-    assert result.exit_code == 2
+    assert result.returncode == 2
 
 
 @pytest.mark.parametrize("code", ["a = " + "-" * 20000 + "1", "a = 1" + "+1" * 60000])
 def test_code_too_deeply_nested_for_the_compiler_is_refused_cleanly(tmp_path, code):
     path, result = run_text(tmp_path, f"title: t\nsteps:\n  - '{code}'\n")
     assert_clean_end(result, path, code_location=True)
-    assert result.exit_code == 2
+    assert result.returncode == 2
 
 
 def test_long_method_chain_in_safe_mode_is_handled(tmp_path):

@@ -3,6 +3,7 @@ its sample output is what the tool prints."""
 
 from __future__ import annotations
 
+import glob
 import os
 import re
 import shlex
@@ -13,7 +14,7 @@ from typing import Dict, List, Set, Tuple
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, Result, cli
 
 README = REPO / "README.md"
 SAMPLE_SECTION = "## What it looks like"
@@ -61,17 +62,44 @@ def shell_env(tmp_path_factory) -> Tuple[Path, Dict[str, str]]:
     return work, env
 
 
+# what shell_env leaves out of the environment, for commands run in this process
+SHELL_ENV_REMOVES = {"NO_COLOR": None, "FORCE_COLOR": None, "COLUMNS": None}
+SHELL_SYNTAX = set("|&;<>()$`\\\"'{}~")
+
+
 def run_line(command: str, cwd: Path, env: Dict[str, str]) -> subprocess.CompletedProcess:
     return subprocess.run(["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True,
                           stdin=subprocess.DEVNULL, timeout=600)
+
+
+def in_process_argv(command: str, cwd: Path) -> List[str]:
+    """The argv a shell would give ``tensortrace`` for this line (globs expanded),
+    or [] when the line is not a plain tensortrace command."""
+    if not command.startswith("tensortrace ") or SHELL_SYNTAX & set(command):
+        return []
+    argv = []
+    for word in shlex.split(command)[1:]:
+        matches = sorted(str(p.relative_to(cwd)) for p in cwd.glob(word)) if glob.has_magic(word) else []
+        argv.extend(matches or [word])
+    return argv
+
+
+def run_command(command: str, cwd: Path, env: Dict[str, str]):
+    """A plain ``tensortrace ...`` line is parsed by the same app in this process;
+    any other line (``python -m ...``) runs in bash."""
+    argv = in_process_argv(command, cwd)
+    if argv:
+        return cli(*argv, cwd=cwd, env=SHELL_ENV_REMOVES)
+    return run_line(command, cwd, env)
 
 
 def test_console_commands_run_in_order(shell_env):
     work, env = shell_env
     commands = console_commands()
     assert len(commands) >= 10
+    assert any(not in_process_argv(command, work) for _, command in commands)  # one real process at least
     for start, command in commands:
-        result = run_line(command, work, env)
+        result = run_command(command, work, env)
         where = f"README.md, ```console block at line {start}: $ {command}"
         assert result.returncode == 0, f"{where}\nexit {result.returncode}\n{result.stderr}"
         assert "Traceback" not in result.stderr, f"{where}\n{result.stderr}"
@@ -90,9 +118,7 @@ def test_the_python_on_path_is_this_environment(shell_env):
 
 
 def help_text(*args: str) -> str:
-    env = dict(os.environ, COLUMNS="200", NO_COLOR="1")
-    result = subprocess.run([sys.executable, "-m", "tensortrace", *args, "--help"], capture_output=True,
-                            text=True, env=env, timeout=120)
+    result = cli(*args, "--help", env={"COLUMNS": "200", "NO_COLOR": "1"})
     assert result.returncode == 0, result.stderr
     return result.stdout
 
@@ -202,7 +228,7 @@ def test_sample_output_is_what_the_tool_prints(shell_env):
     work, env = shell_env
     command, shown = sample()
     assert command.startswith("tensortrace run ") and "--width" in command, command
-    result = run_line(command, work, env)
+    result = run_command(command, work, env)
     assert result.returncode == 0, result.stderr
     assert "\x1b[" not in result.stdout
     assert "┃ torch " in result.stdout, "the header panel no longer starts its environment line with 'torch'; update normalised()"

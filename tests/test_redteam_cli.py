@@ -7,25 +7,25 @@ attempt must be refused, either before anything runs (exit 2, one line naming
 error is ``SafeModeViolation``), and the marker must not exist afterwards.
 
 The same scenario under ``--trust`` does reach outside, which shows that each
-attempt is real and that the test could fail. Safe-mode runs start the
-command as a subprocess; the ``--trust`` counter-checks call the same command
-in this process (each scenario still runs in a forked child), which is faster.
+attempt is real and that the test could fail. Safe-mode runs of attempts that
+get to run start the command as a real process, so that the confined child
+is forked from the process a user runs; an attempt refused before anything
+runs never reaches a child, and the ``--trust`` counter-checks only need the
+attempt to work: those call the same command in this process (each scenario
+still runs in a forked child), which is faster.
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 from typing import List
 
 import pytest
 import torch
-from typer.testing import CliRunner
 
-from tensortrace.cli import app
+from conftest import Result, cli, cli_process
 
 SAFE_MODE_HINT = "use --trust to run it as plain Python"
 
@@ -41,20 +41,24 @@ def write(tmp_path: Path, text: str, name: str = "attempt.yaml") -> Path:
     return path
 
 
-def run_safe(path: Path, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "tensortrace", "run", str(path), "--format", "json", "--timeout", "20", *extra],
-        capture_output=True, text=True, timeout=120,
-    )
+def run_safe(path: Path, *extra: str) -> Result:
+    """Safe mode, in a process of its own: for attempts that get to run."""
+    return cli_process("run", str(path), "--format", "json", "--timeout", "20", *extra, timeout=120)
 
 
-def run_trusted(path: Path):
-    result = CliRunner().invoke(app, ["run", str(path), "--format", "json", "--timeout", "20", "--trust"])
-    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+def check_safe(path: Path, *extra: str) -> Result:
+    """Safe mode, in this process: for attempts refused before anything runs,
+    where no child is forked and the process makes no difference."""
+    return cli("run", str(path), "--format", "json", "--timeout", "20", *extra)
+
+
+def run_trusted(path: Path) -> Result:
+    result = cli("run", str(path), "--format", "json", "--timeout", "20", "--trust")
+    assert result.exception is None, result.stderr
     return result
 
 
-def assert_refused_before_running(result: subprocess.CompletedProcess, path: Path, line: int, column: int, *names: str) -> str:
+def assert_refused_before_running(result: Result, path: Path, line: int, column: int, *names: str) -> str:
     """Exit 2 with one line ``tensortrace: FILE:LINE:COLUMN: ...`` that names the construct."""
     assert result.returncode == 2, (result.returncode, result.stderr, result.stdout[:500])
     assert result.stdout == ""
@@ -89,7 +93,7 @@ def errors_of(data: dict) -> List[tuple]:
     return found
 
 
-def assert_refused_while_running(result: subprocess.CompletedProcess, where, *names: str) -> str:
+def assert_refused_while_running(result: Result, where, *names: str) -> str:
     """Exit 1 and, at ``where``, a recorded SafeModeViolation naming the construct."""
     assert result.returncode == 1, (result.returncode, result.stderr)
     assert "Traceback" not in result.stderr
@@ -138,7 +142,7 @@ def test_download_through_torch_hub(tmp_path, marker, secret):
           - a = torch.ones(1)
           - torch.hub.download_url_to_file('file://{secret}', '{marker}', progress=False)
         """)
-    assert_refused_before_running(run_safe(path), path, 4, 5, "'torch.hub'", "network")
+    assert_refused_before_running(check_safe(path), path, 4, 5, "'torch.hub'", "network")
     assert not marker.exists()
     assert_trust_reaches_outside(path, marker)
 
@@ -151,7 +155,7 @@ def test_start_a_process_with_subprocess(tmp_path, marker):
             import subprocess
             subprocess.run(['touch', '{marker}'])
         """)
-    assert_refused_before_running(run_safe(path), path, 4, 5, "'import subprocess'")
+    assert_refused_before_running(check_safe(path), path, 4, 5, "'import subprocess'")
     assert not marker.exists()
     assert_trust_reaches_outside(path, marker)
 
@@ -164,7 +168,7 @@ def test_numpy_memmap_from_numpy_lib(tmp_path, marker):
               from numpy.lib.format import open_memmap
               mm = open_memmap('{marker}', mode='w+', dtype='float32', shape=(2,))
         """)
-    assert_refused_before_running(run_safe(path), path, 4, 7, "'from numpy.lib.format import open_memmap'")
+    assert_refused_before_running(check_safe(path), path, 4, 7, "'from numpy.lib.format import open_memmap'")
     assert not marker.exists()
     assert_trust_reaches_outside(path, marker)
 
@@ -178,7 +182,7 @@ def test_profiler_trace_export(tmp_path, marker):
                 y = torch.ones(2) * 2
             prof.export_chrome_trace('{marker}')
         """)
-    assert_refused_before_running(run_safe(path), path, 4, 10, "'torch.autograd.profiler'", "profiler traces")
+    assert_refused_before_running(check_safe(path), path, 4, 10, "'torch.autograd.profiler'", "profiler traces")
     assert not marker.exists()
     assert_trust_reaches_outside(path, marker)
 
@@ -192,7 +196,7 @@ def test_pathlib_write(tmp_path, marker):
             import pathlib
             pathlib.Path('{marker}').write_text(str(a.tolist()))
         """)
-    assert_refused_before_running(run_safe(path), path, 5, 5, "'import pathlib'")
+    assert_refused_before_running(check_safe(path), path, 5, 5, "'import pathlib'")
     assert not marker.exists()
     assert_trust_reaches_outside(path, marker)
 
@@ -203,7 +207,7 @@ def test_print_into_an_opened_file(tmp_path, marker):
         steps:
           - print('escaped', file=open('{marker}', 'w'))
         """)
-    assert_refused_before_running(run_safe(path), path, 3, 27, "'open'", "opens files")
+    assert_refused_before_running(check_safe(path), path, 3, 27, "'open'", "opens files")
     assert not marker.exists()
     assert_trust_reaches_outside(path, marker)
 
@@ -220,7 +224,7 @@ def test_finalizer_that_writes_when_collected(tmp_path, marker):
             e = Evil()
           - del e
         """)
-    message = assert_refused_before_running(run_safe(path), path, 5, 9, "'__del__'")
+    message = assert_refused_before_running(check_safe(path), path, 5, 9, "'__del__'")
     assert "defining" in message
     assert not marker.exists()
     assert_trust_reaches_outside(path, marker)
@@ -239,7 +243,7 @@ def test_torch_function_override_runs_code_inside_torch(tmp_path, marker):
             a = torch.ones(2).as_subclass(Spy)
           - b = a + 1
         """)
-    assert_refused_before_running(run_safe(path), path, 6, 9, "'__torch_function__'")
+    assert_refused_before_running(check_safe(path), path, 6, 9, "'__torch_function__'")
     assert not marker.exists()
     assert_trust_reaches_outside(path, marker)
 
@@ -250,11 +254,11 @@ def test_reading_a_saved_tensor(tmp_path, secret):
         steps:
           - stolen = torch.load('{secret}')
         """)
-    result = run_safe(path)
+    result = check_safe(path)
     assert_refused_before_running(result, path, 3, 14, "'torch.load'", "reads or writes files")
     assert "4242" not in result.stdout + result.stderr
     trusted = run_trusted(path)  # the attempt is real: the value is in the trace
-    assert trusted.exit_code == 0
+    assert trusted.returncode == 0
     assert json.loads(trusted.stdout)["steps"][0]["tensors"][0]["values"]["data"] == [4242.0]
 
 
@@ -266,10 +270,10 @@ def test_python_yaml_tag_is_refused_even_with_trust(tmp_path, marker):
         steps:
           - a = torch.ones(1)
         """)
-    assert_refused_before_running(run_safe(path), path, 2, 7, "!!python")
+    assert_refused_before_running(check_safe(path), path, 2, 7, "!!python")
     assert not marker.exists()
     trusted = run_trusted(path)
-    assert trusted.exit_code == 2 and not marker.exists()
+    assert trusted.returncode == 2 and not marker.exists()
     assert f"{path}:2:7: YAML tags such as !!python/... are not allowed" in trusted.stderr
 
 
@@ -286,7 +290,7 @@ steps:
 
 def test_attack_hidden_in_a_variant_placeholder(tmp_path, marker):
     path = write(tmp_path, VARIANTS.format(marker=marker))
-    result = run_safe(path, "--format", "console")
+    result = check_safe(path, "--format", "console")
     # the location is where the placeholder is used
     message = result.stderr.strip()
     assert result.returncode == 2, result.stderr
@@ -297,7 +301,7 @@ def test_attack_hidden_in_a_variant_placeholder(tmp_path, marker):
 
 def test_a_refused_variant_stops_the_run_before_anything_runs(tmp_path, marker):
     path = write(tmp_path, VARIANTS.format(marker=marker))
-    result = run_safe(path, "--format", "jsonl")
+    result = check_safe(path, "--format", "jsonl")
     assert result.returncode == 2
     assert not marker.exists()
     assert result.stdout == "", "variant 'plain' ran and was streamed before the file was refused"

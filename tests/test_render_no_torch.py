@@ -10,6 +10,8 @@ import pytest
 
 from tensortrace.cli import OUTPUT_FORMATS
 
+from conftest import cli
+
 RENDER_FORMATS = [f for f in OUTPUT_FORMATS if f != "jsonl"]
 
 NO_TORCH = (
@@ -23,10 +25,7 @@ NO_TORCH = (
 @pytest.fixture(scope="module")
 def saved_trace(tmp_path_factory):
     path = tmp_path_factory.mktemp("no-torch") / "trace.json"
-    result = subprocess.run(
-        [sys.executable, "-m", "tensortrace", "run", "detach-vs-data", "--format", "json", "-o", str(path)],
-        capture_output=True, text=True, timeout=300,
-    )
+    result = cli("run", "detach-vs-data", "--format", "json", "-o", str(path))  # recording needs torch: this process
     assert result.returncode == 0, result.stderr
     return path
 
