@@ -100,6 +100,8 @@ def run_all(
     if confine and require_confinement:
         require_kernel_confinement(isolate)
     forked = isolate and hasattr(os, "fork")
+    if forked:
+        _import_once_for_all(variants)
     traces: List[Trace] = []
     for variant in variants:
         assembler = Assembler(on_start, on_step)
@@ -109,6 +111,28 @@ def run_all(
         except KeyboardInterrupt:
             raise Interrupted(traces + [assembler.trace(aborted="interrupted (Ctrl-C)")]) from None
     return traces
+
+
+# Modules torch imports on first use that cost seconds (torch._dynamo: 800
+# modules), keyed by a word the scenario's code contains when it will need them.
+_SHARED_IMPORTS = (("optim", "torch._dynamo"),)
+
+
+def _import_once_for_all(variants: Sequence[Scenario]) -> None:
+    """Import in the parent, once, what every child would otherwise import again.
+
+    A forked child shares the parent's modules, so the import is paid once per
+    command instead of once per variant, and never inside a step's time limit.
+    """
+    import importlib
+
+    code = "\n".join(c.text for variant in variants for _, c, _ in variant.all_code())
+    for word, module in _SHARED_IMPORTS:
+        if word in code and module not in sys.modules:
+            try:
+                importlib.import_module(module)
+            except Exception:  # an older torch without it: the child imports what it needs itself
+                pass
 
 
 def run_scenario(scenario: Scenario, **options) -> List[Trace]:
