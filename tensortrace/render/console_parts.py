@@ -323,7 +323,8 @@ def facts_text(
     lines.append([("grad_fn", "grad_fn " + format_grad_fn(state.grad_fn))])
     if view.values:
         lines.append([("grad", "grad " + format_values(state.grad, state.shape))])
-    text = Text()
+    # Folded rather than cut, should one word be wider than the terminal itself.
+    text = Text(overflow="fold")
     for number, parts in enumerate(lines):
         if number:
             text.append("\n")
