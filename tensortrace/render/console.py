@@ -14,6 +14,8 @@ Reading guide for the output:
   is marked ``(new)``;
 - the storage column is a stable label (``S1``); tensors on one storage show
   the same label in the same colour, a view adds its offset (``S1+1``);
+- the columns are chosen once per run (``layout.run_columns``), so they line
+  up from step to step;
 - no number and no name is ever cut in two: a table wraps between elements,
   and when its columns cannot fit, each tensor becomes a block of lines;
 - a change that arrived through shared memory is said under the table;
@@ -55,7 +57,14 @@ from .console_parts import (
 )
 from .console_variants import variant_parts
 from .facts import aliasing_notes, with_previous
-from .layout import Row, has_tensor_tables, shared_storages, step_wanted, table_columns, table_rows
+from .layout import (
+    Row,
+    has_tensor_tables,
+    run_columns,
+    shared_storages,
+    step_wanted,
+    table_rows,
+)
 from .options import DEFAULT_OPTIONS, DEFAULT_WIDTH, RenderOptions, resolve_width
 from .text import fact_text, format_storage, visible_traces
 
@@ -105,17 +114,19 @@ def _trace_parts(trace: Trace, view: View, *, legend: bool) -> Iterable[Renderab
     yield header_panel(trace, title, safe=trace.environment.safe)
     if legend:
         yield legend_text(view, variants=False)
+    columns = run_columns([trace], view.options)
     first = True
     for prev, step in with_previous(trace):
         if not step_wanted(step, view.options.steps):
             continue
-        yield from _step_parts(prev, None if first else prev, step, view)
+        yield from _step_parts(prev, None if first else prev, step, view, columns)
         first = False
     yield from trace_footer(trace)
 
 
 def _step_parts(
-    prev: Optional[Step], shown_prev: Optional[Step], step: Step, view: View
+    prev: Optional[Step], shown_prev: Optional[Step], step: Step, view: View,
+    columns: Sequence[str],
 ) -> Iterable[RenderableType]:
     """One step; ``shown_prev`` is the step drawn just before it (None: the first drawn)."""
     yield Text("")
@@ -124,14 +135,15 @@ def _step_parts(
         yield code_syntax(step.code, step.line)
     if step.note:
         yield Padding(Markdown(step.note.strip()), (0, 0, 0, 2))
-    yield from _state_parts(prev, shown_prev, step, view)
+    yield from _state_parts(prev, shown_prev, step, view, columns)
     yield from outcome_parts(step)
     for graph in step.graphs:
         yield from graph_parts(graph, view, step)
 
 
 def _state_parts(
-    prev: Optional[Step], shown_prev: Optional[Step], step: Step, view: View
+    prev: Optional[Step], shown_prev: Optional[Step], step: Step, view: View,
+    columns: Sequence[str],
 ) -> Iterable[RenderableType]:
     names, rows = table_rows(prev, step, view.options)
     if not names:
@@ -139,7 +151,7 @@ def _state_parts(
     if not rows:
         yield say("no changes", style="dim")
         return
-    yield _state_table(rows, table_columns([r.state for r in rows], view.values), view)
+    yield _state_table(rows, columns, view)
     for note in aliasing_notes(prev, step):
         if note.name in names:
             yield say("↳ " + note.describe(), style="cyan")

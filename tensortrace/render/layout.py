@@ -13,7 +13,14 @@ from __future__ import annotations
 from typing import Dict, FrozenSet, List, NamedTuple, Optional, Sequence, Tuple
 
 from ..model import Step, TensorState, Trace
-from .facts import VALUE_FIELDS, changed_fields, shown_names, storage_groups, tensors_by_name
+from .facts import (
+    VALUE_FIELDS,
+    all_steps,
+    changed_fields,
+    shown_names,
+    storage_groups,
+    tensors_by_name,
+)
 from .text import declared_raise_met, format_dtype, plural
 
 
@@ -63,8 +70,32 @@ def table_rows(prev: Optional[Step], step: Step, options) -> Tuple[Tuple[str, ..
     return names, rows
 
 
+def shown_states(traces: Sequence[Trace], options) -> List[TensorState]:
+    """Every tensor state a table of these traces shows, over all the steps drawn."""
+    states: List[TensorState] = []
+    for trace in traces:
+        for step in all_steps(trace):
+            if step_wanted(step, options.steps):
+                present = tensors_by_name(step)
+                states.extend(present[name] for name in shown_names(step, options.show))
+    return states
+
+
+def run_columns(traces: Sequence[Trace], options) -> List[str]:
+    """The columns of every table of a run (or of variants drawn together), decided once.
+
+    A column that came and went between steps would make the reader compare
+    tables that do not line up, so the choice is made over every step drawn.
+    """
+    return table_columns(shown_states(traces, options), options.values)
+
+
 def table_columns(states: Sequence[TensorState], values: bool) -> List[str]:
-    """Columns in order; shape, dtype and device only where they tell something."""
+    """Columns in order; shape, dtype and device only where they tell something.
+
+    Shape, dtype and device show when they differ (shape only without values,
+    which show it).
+    """
     columns = ["name"]
     if values:
         columns.append("values")
@@ -154,10 +185,12 @@ __all__ = [
     "Row",
     "any_step_wanted",
     "has_tensor_tables",
+    "run_columns",
     "shared_storages",
     "step_wanted",
     "summary_parts",
     "table_columns",
+    "shown_states",
     "table_rows",
     "unshown_failures",
     "variant_codes",

@@ -31,9 +31,9 @@ from .facts import aliasing_notes, tensors_by_name, with_previous
 from .layout import (
     any_step_wanted,
     has_tensor_tables,
+    run_columns,
     step_wanted,
     summary_parts,
-    table_columns,
     table_rows,
     unshown_failures,
     variant_codes,
@@ -156,10 +156,11 @@ def _trace_blocks(trace: Trace, options: RenderOptions) -> Iterable[str]:
         yield SAFE_OFF
     if has_tensor_tables([trace]):
         yield LEGEND
+    columns = run_columns([trace], options)
     for prev, step in with_previous(trace):
         if not step_wanted(step, options.steps):
             continue
-        yield from _step_blocks(prev, step, options)
+        yield from _step_blocks(prev, step, options, columns)
     yield from _footer(trace)
 
 
@@ -167,26 +168,25 @@ def _step_heading(step: Step) -> str:
     return "### Setup" if step.index == 0 else f"### Step {step.index}"
 
 
-def _step_blocks(prev: Optional[Step], step: Step, options) -> Iterable[str]:
+def _step_blocks(prev: Optional[Step], step: Step, options, columns) -> Iterable[str]:
     yield _step_heading(step)
     if step.code.strip():
         yield code_block(step.code)
     if step.note:
         yield prose(step.note.strip())
-    yield from _table_blocks(prev, step, options)
+    yield from _table_blocks(prev, step, options, columns)
     yield from _outcome_blocks(step)
     for graph in step.graphs:
         yield from _graph_blocks(graph)
 
 
-def _table_blocks(prev: Optional[Step], step: Step, options) -> Iterable[str]:
+def _table_blocks(prev: Optional[Step], step: Step, options, columns) -> Iterable[str]:
     names, rows = table_rows(prev, step, options)
     if not names:
         return
     if not rows:
         yield "*No changes.*"
         return
-    columns = table_columns([r.state for r in rows], options.values)
     lines = [
         "| " + " | ".join(columns) + " |",
         "|" + "|".join("--:" if c == "version" else "---" for c in columns) + "|",
