@@ -15,7 +15,8 @@ Reading guide for the output:
 - the storage column is a stable label (``S1``); tensors on one storage show
   the same label in the same colour, a view adds its offset (``S1+1``);
 - the columns are chosen once per run (``layout.run_columns``), so they line
-  up from step to step;
+  up from step to step; stride, contiguity and ``retains_grad`` join them in
+  runs where they tell something;
 - no number and no name is ever cut in two: a table wraps between elements,
   and when its columns cannot fit, each tensor becomes a block of lines;
 - a change that arrived through shared memory is said under the table;
@@ -167,7 +168,8 @@ def _state_parts(
         yield Padding(text, (0, 0, 0, 2))
 
 
-HEADERS = {"version": "ver", "requires_grad": "req_grad", "is_leaf": "leaf"}
+HEADERS = {"version": "ver", "requires_grad": "req_grad", "is_leaf": "leaf",
+           "contiguous": "contig", "retains_grad": "retains"}
 
 
 def _state_table(rows: Sequence[Row], columns: Sequence[str], view: View) -> Padding:
@@ -268,7 +270,8 @@ def _state_cards(rows, columns: Sequence[str], view: View) -> RenderableType:
     so that a long name stays whole (shortened with an ellipsis only when it
     is wider than the terminal itself).
     """
-    extra = [c for c in ("shape", "dtype", "device") if c in columns]
+    extra = [c for c in ("shape", "dtype", "device", "stride", "contiguous", "retains_grad")
+             if c in columns]
     names = [_name_cell(state, new, view) for state, _, new in rows]
     facts = [facts_text(state, view, marked=frozenset() if new else changed,
                         style=CHANGED_STYLE, mark=CHANGED_MARK,

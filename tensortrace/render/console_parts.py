@@ -33,9 +33,11 @@ from .text import (
     format_flag,
     format_grad_fn,
     format_shape,
+    format_stride,
     format_values,
     format_version,
 )
+from .facts import is_contiguous
 
 STORAGE_COLOURS = ("cyan", "magenta", "green", "yellow", "blue", "bright_red", "bright_green",
                    "bright_magenta", "bright_cyan", "bright_yellow")
@@ -309,21 +311,31 @@ def _tree_label(line: OutlineLine, grads: Dict[str, object]) -> Text:
 def facts_text(
     state: TensorState, view: View, *, marked, style: str, mark: str, storage: str, extra
 ) -> Text:
-    """A tensor's facts as a few short lines (for variant cells and narrow terminals)."""
+    """A tensor's facts as a few short lines (for variant cells and narrow terminals).
+
+    ``extra`` names the optional facts to add: shape, dtype and device on a
+    line of their own, stride and contiguity beside the storage, and
+    ``retains_grad`` beside the other flags.
+    """
+    texts = {"shape": format_shape(state.shape), "dtype": format_dtype(state.dtype),
+             "device": state.device, "stride": "stride " + format_stride(state),
+             "contiguous": "contiguous " + format_flag(is_contiguous(state)),
+             "retains_grad": "retains_grad " + format_flag(state.retains_grad)}
     lines = []
     if view.values:
         lines.append([("values", format_values(state.values, state.shape))])
-    texts = {"shape": format_shape(state.shape), "dtype": format_dtype(state.dtype),
-             "device": state.device}
-    if extra:
-        lines.append([(f, texts[f]) for f in extra])
-    lines.append([("storage", storage), ("version", "version " + format_version(state.version))])
+    kinds = [f for f in ("shape", "dtype", "device") if f in extra]
+    if kinds:
+        lines.append([(f, texts[f]) for f in kinds])
+    lines.append([("storage", storage)]
+                 + [(f, texts[f]) for f in ("stride", "contiguous") if f in extra]
+                 + [("version", "version " + format_version(state.version))])
     lines.append([("requires_grad", "requires_grad " + format_flag(state.requires_grad)),
-                  ("is_leaf", "leaf " + format_flag(state.is_leaf))])
+                  ("is_leaf", "leaf " + format_flag(state.is_leaf))]
+                 + [(f, texts[f]) for f in ("retains_grad",) if f in extra])
     lines.append([("grad_fn", "grad_fn " + format_grad_fn(state.grad_fn))])
     if view.values:
         lines.append([("grad", "grad " + format_values(state.grad, state.shape))])
-    # Folded rather than cut, should one word be wider than the terminal itself.
     text = Text(overflow="fold")
     for number, parts in enumerate(lines):
         if number:

@@ -43,10 +43,12 @@ from .console_parts import (
     trace_footer,
 )
 from .facts import aliasing_notes, changed_fields, tensors_by_name
-from .layout import any_step_wanted, variant_codes, variant_notes, variant_row_names
+from .layout import any_step_wanted, run_columns, variant_codes, variant_notes, variant_row_names
 from .text import outcome, storage_with_partners
 
 
+# Facts a variant cell adds in every step of a run where the run's columns have them.
+RUN_EXTRAS = ("stride", "contiguous", "retains_grad")
 # The room a column of a table takes besides its text: the divider and the padding.
 COLUMN_GAP = 3
 # Variants narrower than this are stacked rather than squeezed side by side.
@@ -61,6 +63,8 @@ def variant_parts(traces: List[Trace], view: View, *, legend: bool) -> Iterable[
     yield header_panel(traces[0], title, safe=all(t.environment.safe for t in traces))
     if legend:
         yield legend_line(view, variants=True)
+    columns = run_columns(traces, view.options)
+    extras = tuple(f for f in RUN_EXTRAS if f in columns)
     per_trace = [steps_by_index(t) for t in traces]
     previous: List[Optional[Step]] = [None] * len(traces)
     first = True
@@ -71,7 +75,7 @@ def variant_parts(traces: List[Trace], view: View, *, legend: bool) -> Iterable[
         shown = next(s for s in steps if s is not None)
         if not any_step_wanted(steps, view.options.steps):
             continue
-        yield from _variant_step(shown, steps, prevs, names, view, first)
+        yield from _variant_step(shown, steps, prevs, names, view, first, extras)
         first = False
     differences = variant_differences(traces)
     yield Text("")
@@ -85,7 +89,8 @@ def variant_parts(traces: List[Trace], view: View, *, legend: bool) -> Iterable[
 
 
 def _variant_step(shown: Step, steps: Sequence[Optional[Step]], prevs: Sequence[Optional[Step]],
-                  names: Sequence[str], view: View, first: bool) -> Iterable[RenderableType]:
+                  names: Sequence[str], view: View, first: bool,
+                  extras: Sequence[str]) -> Iterable[RenderableType]:
     yield Text("")
     yield step_title(shown)
     common, codes = variant_codes(steps)
@@ -97,7 +102,7 @@ def _variant_step(shown: Step, steps: Sequence[Optional[Step]], prevs: Sequence[
     for name, note in variant_notes(steps, names):
         text = f"*{name}:* " + note.strip() if name else note.strip()
         yield Padding(Markdown(text), (0, 0, 0, 2))
-    yield _variant_table(steps, prevs, names, view, first)
+    yield _variant_table(steps, prevs, names, view, first, extras)
     for name, step, prev in zip(names, steps, prevs):
         if step is None:
             continue
@@ -143,7 +148,8 @@ def _column_width(available: int, name_width: int, count: int) -> int:
 
 
 def _variant_table(steps: Sequence[Optional[Step]], prevs: Sequence[Optional[Step]],
-                   names: Sequence[str], view: View, first: bool) -> RenderableType:
+                   names: Sequence[str], view: View, first: bool,
+                   extras: Sequence[str]) -> RenderableType:
     """One row per tensor, one column per variant.
 
     A tensor that is the same in every variant and did not change in this step
@@ -172,7 +178,7 @@ def _variant_table(steps: Sequence[Optional[Step]], prevs: Sequence[Optional[Ste
                 continue
             previous = tensors_by_name(prev).get(tensor_name)
             changed_any = changed_any or bool(changed_fields(previous, state))
-            cells.append(_variant_cell(step, state, differs, view))
+            cells.append(_variant_cell(step, state, differs, view, extras))
         if not changed_any and (changes_only or first is False and not differs):
             if changes_only:
                 continue
@@ -214,8 +220,9 @@ def _stacked_variants(rows: Sequence[Sequence[Text]], names: Sequence[str]) -> G
     return Group(*blocks)
 
 
-def _variant_cell(step: Step, state: TensorState, differs: frozenset, view: View) -> Text:
+def _variant_cell(step: Step, state: TensorState, differs: frozenset, view: View,
+                  extras: Sequence[str]) -> Text:
     """Facts of one tensor in one variant; the facts that differ between variants marked."""
-    extra = [f for f in ("shape", "dtype", "device") if f in differs]
+    extra = [f for f in ("shape", "dtype", "device") if f in differs] + list(extras)
     return facts_text(state, view, marked=differs, style=DIFFERS_STYLE, mark=DIFFERS_MARK,
                       storage=storage_with_partners(step, state), extra=extra)

@@ -17,6 +17,7 @@ from .facts import (
     VALUE_FIELDS,
     all_steps,
     changed_fields,
+    is_contiguous,
     shown_names,
     storage_groups,
     tensors_by_name,
@@ -91,10 +92,13 @@ def run_columns(traces: Sequence[Trace], options) -> List[str]:
 
 
 def table_columns(states: Sequence[TensorState], values: bool) -> List[str]:
-    """Columns in order; shape, dtype and device only where they tell something.
+    """Columns in order; the optional ones only where they tell something about ``states``.
 
     Shape, dtype and device show when they differ (shape only without values,
-    which show it).
+    which show it). The stride shows when a view exists or some tensor is not
+    contiguous: that is when the layout of memory is the point; contiguity
+    shows when it differs between the tensors. ``retains_grad`` shows once a
+    non-leaf was asked to keep its grad.
     """
     columns = ["name"]
     if values:
@@ -106,7 +110,16 @@ def table_columns(states: Sequence[TensorState], values: bool) -> List[str]:
         columns.append("dtype")
     if len({s.device for s in states}) > 1:
         columns.append("device")
-    columns += ["storage", "version", "requires_grad", "is_leaf", "grad_fn"]
+    columns.append("storage")
+    scattered = any(is_contiguous(s) is False for s in states)
+    if scattered or any(s.is_view for s in states):
+        columns.append("stride")
+    if scattered:
+        columns.append("contiguous")
+    columns += ["version", "requires_grad", "is_leaf"]
+    if any(s.retains_grad and not s.is_leaf for s in states):
+        columns.append("retains_grad")
+    columns.append("grad_fn")
     if values:
         columns.append("grad")
     return columns

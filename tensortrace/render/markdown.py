@@ -317,6 +317,8 @@ def _variant_blocks(traces: List[Trace], options: RenderOptions) -> Iterable[str
     yield ("Variants side by side: " + ", ".join(code_span(n) for n in names) + ". "
            "Facts in **bold** differ between the variants; the storage column names "
            "the other tensors that share the memory.")
+    extras = tuple(f for f in ("stride", "contiguous", "retains_grad")
+                   if f in run_columns(traces, options))
     per_trace = [steps_by_index(t) for t in traces]
     for index in step_indexes(traces):
         steps = [s.get(index) for s in per_trace]
@@ -334,7 +336,7 @@ def _variant_blocks(traces: List[Trace], options: RenderOptions) -> Iterable[str
                     yield f"*{name}:*\n\n" + code_block(code)
         for name, note in variant_notes(steps, names):
             yield f"*{name}:* {prose(note.strip())}" if name else prose(note.strip())
-        yield _variant_table(steps, names, options)
+        yield _variant_table(steps, names, options, extras)
         for name, step in zip(names, steps):
             if step is not None:
                 yield from _outcome_blocks(step, name, expectations=False)
@@ -356,7 +358,7 @@ def _variant_blocks(traces: List[Trace], options: RenderOptions) -> Iterable[str
 
 
 def _variant_table(steps: Sequence[Optional[Step]], names: Sequence[str],
-                   options: RenderOptions) -> str:
+                   options: RenderOptions, extras: Sequence[str]) -> str:
     lines = ["| name | " + " | ".join(_cell(n) for n in names) + " |",
              "|---|" + "---|" * len(names)]
     outcomes = [outcome(s) for s in steps]
@@ -367,13 +369,14 @@ def _variant_table(steps: Sequence[Optional[Step]], names: Sequence[str],
         cells = []
         for step in steps:
             state = tensors_by_name(step).get(name) if step is not None else None
-            cells.append("—" if state is None else _variant_cell(step, state, differs, options))
+            cells.append("—" if state is None
+                         else _variant_cell(step, state, differs, options, extras))
         lines.append(f"| {_cell(code_span(name))} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
 def _variant_cell(step: Step, state: TensorState, differs: frozenset,
-                  options: RenderOptions) -> str:
+                  options: RenderOptions, extras: Sequence[str] = ()) -> str:
     storage = storage_with_partners(step, state)
     parts = []
     if options.values:
@@ -383,10 +386,13 @@ def _variant_cell(step: Step, state: TensorState, differs: frozenset,
         if field in differs:
             parts.append((field, _cell(f"{field} {text}")))
     lines = [[p] for p in parts]
+    layout = [(f, f"{f} {fact_text(state, f)}") for f in ("stride", "contiguous") if f in extras]
+    kept = [(f, f"{f} {fact_text(state, f)}") for f in ("retains_grad",) if f in extras]
     lines += [
-        [("storage", _cell(storage)), ("version", f"version {format_version(state.version)}")],
+        [("storage", _cell(storage))] + layout
+        + [("version", f"version {format_version(state.version)}")],
         [("requires_grad", f"requires_grad {format_flag(state.requires_grad)}"),
-         ("is_leaf", f"is_leaf {format_flag(state.is_leaf)}")],
+         ("is_leaf", f"is_leaf {format_flag(state.is_leaf)}")] + kept,
         [("grad_fn", f"grad_fn {format_grad_fn(state.grad_fn)}")],
     ]
     if options.values:
