@@ -1,10 +1,11 @@
-"""Which columns a table has, decided once per run."""
+"""Which columns a table has, decided once per run, and a legend that explains every mark."""
 
 from __future__ import annotations
 
 import dataclasses
+import re
 
-from render_fixtures import ENV, detach_trace, tensor, troubled_trace
+from render_fixtures import ENV, detach_trace, tensor, troubled_trace, variant_traces
 from tensortrace.model import ScenarioInfo, Step, Trace
 from tensortrace.render import RenderOptions, render
 
@@ -93,3 +94,37 @@ def test_the_markdown_columns_stay_the_same_too():
     text = render([detach_trace()], "markdown", RenderOptions(values=False))
     found = [line for line in text.splitlines() if line.startswith("| name ")]
     assert len(found) > 1 and len(set(found)) == 1 and "shape" in found[0]
+
+
+# --- the legend -----------------------------------------------------------------------------
+
+
+def legend_of(text: str) -> str:
+    start = text.index("┛") + 1
+    return " ".join(text[start:text.index("Step ", start)].split())
+
+
+def test_the_legend_explains_an_offset_when_one_is_shown():
+    assert "S1+2 = a view 2 elements into S1" in legend_of(console([troubled_trace()]))
+    assert "S1+" not in legend_of(console([detach_trace()]))
+
+
+def test_the_legend_explains_the_dash_when_one_is_shown():
+    trace = detach_trace()
+    unknown = tuple(dataclasses.replace(s, tensors=tuple(
+        dataclasses.replace(t, version=None) for t in s.tensors)) for s in trace.steps)
+    text = console([dataclasses.replace(trace, steps=unknown)])
+    assert re.search(r"^\s+a\s.*—", text, re.M)
+    assert "— = not available" in legend_of(text)
+    assert "—" not in legend_of(console([detach_trace()]))
+    page = render([dataclasses.replace(trace, steps=unknown)], "markdown", RenderOptions())
+    assert "— means the fact is not available" in page
+
+
+def test_the_variants_legend_explains_a_name_one_variant_never_bound():
+    one, two = variant_traces()
+    two = dataclasses.replace(two, steps=tuple(
+        dataclasses.replace(s, tensors=tuple(t for t in s.tensors if t.name != "z"))
+        for s in two.steps))
+    text = console([one, two])
+    assert "— = not available or not bound in that variant" in legend_of(text)

@@ -26,7 +26,7 @@ Reading guide for the output:
 
 from __future__ import annotations
 
-from typing import Dict, Iterable, List, Optional, Sequence
+from typing import Dict, FrozenSet, Iterable, List, Optional, Sequence
 
 from rich import box
 from rich.console import Group, RenderableType
@@ -61,6 +61,7 @@ from .facts import aliasing_notes, with_previous
 from .layout import (
     Row,
     has_tensor_tables,
+    legend_marks,
     run_columns,
     shared_storages,
     step_wanted,
@@ -94,27 +95,31 @@ def console_renderables(
     traces = visible_traces(traces)
     view = View(options, width, color)
     parts: List[RenderableType] = []
-    with_legend = has_tensor_tables(traces)
+    marks = legend_marks(traces, options) if has_tensor_tables(traces) else None
     for position, group in enumerate(group_traces(traces)):
         if position:
             parts.append(Text(""))
+        shown = marks if position == 0 else None
         if len(group) == 1:
-            parts.extend(_trace_parts(group[0], view, legend=with_legend and position == 0))
+            parts.extend(_trace_parts(group[0], view, legend=shown))
         else:
-            parts.extend(variant_parts(group, view, legend=with_legend and position == 0))
+            parts.extend(variant_parts(group, view, legend=shown))
     return parts
 
 
 # --- one trace -----------------------------------------------------------------
 
 
-def _trace_parts(trace: Trace, view: View, *, legend: bool) -> Iterable[RenderableType]:
+def _trace_parts(
+    trace: Trace, view: View, *, legend: Optional[FrozenSet[str]]
+) -> Iterable[RenderableType]:
+    """One trace; ``legend`` is the set of extra marks to explain, None for no legend."""
     title = Text(trace.scenario.title, style="bold")
     if trace.scenario.variant is not None:
         title.append(f"  (variant: {trace.scenario.variant})", style="cyan")
     yield header_panel(trace, title, safe=trace.environment.safe)
-    if legend:
-        yield legend_text(view, variants=False)
+    if legend is not None:
+        yield legend_text(view, variants=False, marks=legend)
     columns = run_columns([trace], view.options)
     first = True
     for prev, step in with_previous(trace):

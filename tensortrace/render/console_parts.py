@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass
-from typing import Dict, Iterable, List, Optional
+from typing import Dict, FrozenSet, Iterable, List, Optional
 
 from rich import box
 from rich.console import Console, Group, RenderableType
@@ -117,23 +117,28 @@ def environment_line(trace: Trace) -> str:
     return " · ".join(parts)
 
 
-def legend(view: View, *, variants: bool) -> Text:
+def legend(view: View, *, variants: bool, marks: FrozenSet[str] = frozenset()) -> Text:
+    """The marks the page uses, each explained; ``marks`` adds ``offset`` and ``dash`` when used."""
     text = Text("", style="dim")
     if variants:
         if view.color:
             text.append("fact", style=DIFFERS_STYLE)
-            text.append(" differs between the variants · same storage label = same memory",
-                        style="dim")
+            text.append(" differs between the variants · ", style="dim")
         else:
-            text.append("≠ differs between the variants · same storage label = same memory",
-                        style="dim")
-        return text
-    if view.color:
-        text.append("cell", style=CHANGED_STYLE)
-        text.append(" changed in this step · ", style="dim")
+            text.append("≠ differs between the variants · ", style="dim")
     else:
-        text.append("* changed in this step · ", style="dim")
-    text.append("(new) first bound · same storage label = same memory", style="dim")
+        if view.color:
+            text.append("cell", style=CHANGED_STYLE)
+            text.append(" changed in this step · ", style="dim")
+        else:
+            text.append("* changed in this step · ", style="dim")
+        text.append("(new) first bound · ", style="dim")
+    text.append("same storage label = same memory", style="dim")
+    if "offset" in marks:
+        text.append(" · S1+2 = a view 2 elements into S1", style="dim")
+    if "dash" in marks:
+        unbound = " or not bound in that variant" if variants else ""
+        text.append(f" · — = not available{unbound}", style="dim")
     return text
 
 

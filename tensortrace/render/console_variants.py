@@ -8,7 +8,7 @@ differs between them in words. The choices of what to show come from
 
 from __future__ import annotations
 
-from typing import Iterable, List, Optional, Sequence
+from typing import FrozenSet, Iterable, List, Optional, Sequence
 
 from rich import box
 from rich.console import Group, RenderableType
@@ -55,14 +55,19 @@ COLUMN_GAP = 3
 LEAST_VARIANT_COLUMN = 20
 
 
-def variant_parts(traces: List[Trace], view: View, *, legend: bool) -> Iterable[RenderableType]:
-    """The variants of one scenario (``traces``), drawn as one page."""
+def variant_parts(
+    traces: List[Trace], view: View, *, legend: Optional[FrozenSet[str]]
+) -> Iterable[RenderableType]:
+    """The variants of one scenario (``traces``), drawn as one page.
+
+    ``legend`` is the set of extra marks the legend explains; None: no legend.
+    """
     names = [variant_name(t, i) for i, t in enumerate(traces)]
     title = Text(traces[0].scenario.title, style="bold")
     title.append("  (variants: " + ", ".join(names) + ", side by side)", style="cyan")
     yield header_panel(traces[0], title, safe=all(t.environment.safe for t in traces))
-    if legend:
-        yield legend_line(view, variants=True)
+    if legend is not None:
+        yield legend_line(view, variants=True, marks=legend)
     columns = run_columns(traces, view.options)
     extras = tuple(f for f in RUN_EXTRAS if f in columns)
     per_trace = [steps_by_index(t) for t in traces]

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Dict, FrozenSet, List, NamedTuple, Optional, Sequence, Tuple
 
 from ..model import Step, TensorState, Trace
+from .compare import group_traces, step_indexes, steps_by_index
 from .facts import (
     VALUE_FIELDS,
     all_steps,
@@ -125,6 +126,41 @@ def table_columns(states: Sequence[TensorState], values: bool) -> List[str]:
     return columns
 
 
+def legend_marks(traces: Sequence[Trace], options) -> FrozenSet[str]:
+    """The marks a legend must explain beyond the usual ones: ``offset`` and ``dash``.
+
+    ``offset``: some storage label carries an offset (``S1+2``); ``dash``: some
+    fact is shown as ``—`` (not recorded, or a name a variant never bound).
+    """
+    states = shown_states(traces, options)
+    marks = set()
+    if any(s.storage is not None and (s.is_view or s.storage_offset) for s in states):
+        marks.add("offset")
+    columns = run_columns(traces, options)
+    dashes = (s.storage is None or s.version is None or s.requires_grad is None
+              or s.is_leaf is None or ("contiguous" in columns and is_contiguous(s) is None)
+              or ("retains_grad" in columns and s.retains_grad is None) for s in states)
+    if any(dashes) or _unbound_in_some_variant(traces, options):
+        marks.add("dash")
+    return frozenset(marks)
+
+
+def _unbound_in_some_variant(traces: Sequence[Trace], options) -> bool:
+    """Variants drawn together where a name is bound in one at a step and not in another."""
+    for group in group_traces(traces):
+        if len(group) < 2:
+            continue
+        per_trace = [steps_by_index(t) for t in group]
+        for index in step_indexes(group):
+            steps = [s.get(index) for s in per_trace]
+            if not any_step_wanted(steps, options.steps):
+                continue
+            names = [set(shown_names(s, options.show)) if s is not None else set() for s in steps]
+            if any(n != names[0] for n in names):
+                return True
+    return False
+
+
 def shared_storages(step: Step, names: Sequence[str]) -> List[Tuple[str, Tuple[str, ...]]]:
     """Storages held by more than one name, where at least one of them is shown."""
     return [(label, group) for label, group in storage_groups(step).items()
@@ -198,6 +234,7 @@ __all__ = [
     "Row",
     "any_step_wanted",
     "has_tensor_tables",
+    "legend_marks",
     "run_columns",
     "shared_storages",
     "step_wanted",

@@ -31,6 +31,7 @@ from .facts import aliasing_notes, tensors_by_name, with_previous
 from .layout import (
     any_step_wanted,
     has_tensor_tables,
+    legend_marks,
     run_columns,
     step_wanted,
     summary_parts,
@@ -155,7 +156,7 @@ def _trace_blocks(trace: Trace, options: RenderOptions) -> Iterable[str]:
     if not trace.environment.safe:
         yield SAFE_OFF
     if has_tensor_tables([trace]):
-        yield LEGEND
+        yield _legend(legend_marks([trace], options))
     columns = run_columns([trace], options)
     for prev, step in with_previous(trace):
         if not step_wanted(step, options.steps):
@@ -166,6 +167,11 @@ def _trace_blocks(trace: Trace, options: RenderOptions) -> Iterable[str]:
 
 def _step_heading(step: Step) -> str:
     return "### Setup" if step.index == 0 else f"### Step {step.index}"
+
+
+def _legend(marks) -> str:
+    """The legend, with what ``—`` means when the page shows it."""
+    return LEGEND + (" — means the fact is not available." if "dash" in marks else "")
 
 
 def _step_blocks(prev: Optional[Step], step: Step, options, columns) -> Iterable[str]:
@@ -314,9 +320,13 @@ def _variant_blocks(traces: List[Trace], options: RenderOptions) -> Iterable[str
     yield _environment(first)
     if any(not t.environment.safe for t in traces):
         yield SAFE_OFF
+    marks = legend_marks(traces, options)
     yield ("Variants side by side: " + ", ".join(code_span(n) for n in names) + ". "
            "Facts in **bold** differ between the variants; the storage column names "
-           "the other tensors that share the memory.")
+           "the other tensors that share the memory."
+           + (" `S1+1` is a view starting one element in." if "offset" in marks else "")
+           + (" — means not available, or not bound in that variant." if "dash" in marks
+              else ""))
     extras = tuple(f for f in ("stride", "contiguous", "retains_grad")
                    if f in run_columns(traces, options))
     per_trace = [steps_by_index(t) for t in traces]
