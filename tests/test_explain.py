@@ -1054,8 +1054,10 @@ def test_saved_tensor_explanation_names_tensor_node_and_versions(provoked):
     assert "saved it at version 0" in explanation.what
     assert "now at version 1" in explanation.what
     assert "detach()" in explanation.what and "Views" in explanation.what
-    assert "x = x.sigmoid()" in explanation.fix and "x.sigmoid_()" in explanation.fix
+    assert "`.sigmoid()` instead of `.sigmoid_()`" in explanation.fix
     assert "clone()" in explanation.fix and "after backward()" in explanation.fix
+    # the message names no Python name, so the fix invents none
+    assert "x" not in re.findall(r"\b\w+\b", explanation.fix)
 
 
 def test_saved_tensor_message_of_earlier_releases_is_understood():
@@ -1256,6 +1258,15 @@ def test_the_saved_tensor_is_named_when_one_storage_fits(provoked):
         " In this scenario that is `y` (storage S2), saved at version 0 and now at version 1."
     )
     assert named.message == error.message and named.explanation.title == error.explanation.title
+
+
+def test_the_fix_for_a_named_saved_tensor_uses_that_name(provoked):
+    error = _error(*provoked["saved-output-of-sigmoid"])
+    tensors = [_state("x", "S1", 0), _state("z", "S2", 1, "SigmoidBackward0")]
+    fix = name_the_saved_tensor(error, tensors).explanation.fix
+    assert "`z = z.sigmoid()` instead of `z.sigmoid_()`" in fix
+    assert "`z = z.clone()`" in fix and "after backward()" in fix
+    assert "x" not in re.findall(r"\b\w+\b", fix)
 
 
 def test_the_saved_tensor_is_not_named_when_the_answer_is_not_one_storage(provoked):

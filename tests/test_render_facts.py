@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from render_fixtures import detach_trace, tensor, troubled_trace, variant_traces
+from render_fixtures import detach_trace, exact, tensor, troubled_trace, variant_traces
 from tensortrace.model import ExpectationResult, Step, Summary, Values
 from tensortrace.render.compare import (
     differing_fields,
@@ -20,6 +21,7 @@ from tensortrace.render.facts import (
     aliasing_notes,
     all_steps,
     changed_fields,
+    is_contiguous,
     mentioned_names,
     root_name,
     sharing_partners,
@@ -68,8 +70,30 @@ def test_a_grad_appearing_is_a_grad_change():
 
 def test_pointers_and_timings_never_count_as_changes():
     before = tensor("a", (1.0,))
-    after = dataclasses.replace(before, storage_ptr=1, data_ptr=2, stride=(9,))
+    after = dataclasses.replace(before, storage_ptr=1, data_ptr=2)
     assert changed_fields(before, after) == frozenset()
+
+
+def test_a_new_stride_or_a_kept_grad_counts_as_a_change():
+    before = tensor("a", ((1.0, 2.0), (3.0, 4.0)))
+    assert changed_fields(before, dataclasses.replace(before, stride=(1, 2))) == frozenset(
+        {"stride", "contiguous"})
+    assert changed_fields(before, dataclasses.replace(before, retains_grad=True)) == frozenset(
+        {"retains_grad"})
+
+
+@pytest.mark.parametrize("shape, stride, contiguous", [
+    ((2, 3), (3, 1), True),
+    ((3, 2), (1, 3), False),  # a.t()
+    ((2,), (2,), False),  # a[::2]
+    ((1, 3), (99, 1), True),  # a size-1 dimension may have any stride
+    ((0, 3), (7, 7), True),  # no elements
+    ((), (), True),
+    ((3, 3), (), None),  # a sparse tensor has no strides
+])
+def test_contiguity_is_derived_from_shape_and_stride(shape, stride, contiguous):
+    state = dataclasses.replace(tensor("a", shape=shape, values=exact(0.0)), stride=stride)
+    assert is_contiguous(state) is contiguous
 
 
 # --- storage groups and aliasing -------------------------------------------------------

@@ -31,6 +31,7 @@ from types import MappingProxyType
 from typing import Any, Mapping, Optional, Sequence, Tuple
 
 from ..model import ErrorInfo, Explanation, TensorState
+from .builders import inplace_saved_fix
 from .rules import ExplanationDataError, Rule, load_rules
 
 # Only the head of a message is searched: every rule matches the text PyTorch
@@ -84,7 +85,7 @@ def name_the_saved_tensor(error: ErrorInfo, tensors: Sequence[TensorState]) -> E
     back as it is. Candidates must have the reported shape and current version
     and, when the message names the operation, a grad_fn of that operation. Only
     an answer that points to one storage is given; otherwise the explanation
-    stays as it was.
+    stays as it was. When it is given, the fix speaks of that name too.
     """
     if error.explanation is None:
         return error
@@ -113,7 +114,8 @@ def name_the_saved_tensor(error: ErrorInfo, tensors: Sequence[TensorState]) -> E
         f" In this scenario {which} {names} (storage {candidates[0].storage}), "
         f"saved at version {fields['saved']} and now at version {now}."
     )
-    explanation = replace(error.explanation, what=error.explanation.what + note)
+    explanation = replace(error.explanation, what=error.explanation.what + note,
+                          fix=inplace_saved_fix(candidates[0].name))
     return replace(error, explanation=explanation)
 
 

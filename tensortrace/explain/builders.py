@@ -69,12 +69,29 @@ def inplace_saved(f: Fields) -> Reading:
         "`y[0] = 1`) adds one to a tensor's version counter. Views and tensors made with "
         "detach() share that counter, so writing through them counts too."
     )
-    fix = (
-        "Make the change out-of-place so that it creates a new tensor (`x = x.sigmoid()` "
-        "instead of `x.sigmoid_()`, `x = x + 1` instead of `x += 1`), or change a copy "
-        "(`x = x.clone()` first), or make the change only after backward() has run."
+    return "A tensor saved for backward was changed in place", what, inplace_saved_fix()
+
+
+def inplace_saved_fix(name: str = "") -> str:
+    """What to do about a changed saved tensor, in the scenario's own name for it when known.
+
+    The message never says which Python name holds the tensor; the tracer
+    finds out from the scenario's tensors (``name_the_saved_tensor``). Until
+    then the fix names no tensor at all, for a made-up name such as ``x``
+    may well be another tensor of the user's scenario.
+    """
+    if not name:
+        return (
+            "Make the change out-of-place so that it creates a new tensor (`.sigmoid()` "
+            "instead of `.sigmoid_()`, `+` instead of `+=`), or change a `clone()` of the "
+            "tensor, or make the change only after backward() has run."
+        )
+    return (
+        f"Make the change out-of-place so that it creates a new tensor (`{name} = "
+        f"{name}.sigmoid()` instead of `{name}.sigmoid_()`, `{name} = {name} + 1` instead of "
+        f"`{name} += 1`), or change a copy (`{name} = {name}.clone()` first), or make the "
+        "change only after backward() has run."
     )
-    return "A tensor saved for backward was changed in place", what, fix
 
 
 def no_grad_view(f: Fields) -> Reading:

@@ -14,6 +14,11 @@ Reading guide for the output:
   is marked ``(new)``;
 - the storage column is a stable label (``S1``); tensors on one storage show
   the same label in the same colour, a view adds its offset (``S1+1``);
+- the columns are chosen once per run (``layout.run_columns``), so they line
+  up from step to step; stride, contiguity and ``retains_grad`` join them in
+  runs where they tell something;
+- no number and no name is ever cut in two: a table wraps between elements,
+  and when its columns cannot fit, each tensor becomes a block of lines;
 - a change that arrived through shared memory is said under the table;
 - variants of one scenario share one table, one column per variant, and the
   facts that differ between them are highlighted (marked ``≠``).
@@ -21,10 +26,10 @@ Reading guide for the output:
 
 from __future__ import annotations
 
-from typing import Dict, Iterable, List, Optional, Sequence
+from typing import Dict, FrozenSet, Iterable, List, Optional, Sequence
 
 from rich import box
-from rich.console import RenderableType
+from rich.console import Group, RenderableType
 from rich.markdown import Markdown
 from rich.padding import Padding
 from rich.table import Table
@@ -42,7 +47,7 @@ from .console_parts import (
     facts_text,
     graph_parts,
     header_panel,
-    legend,
+    legend as legend_text,
     make_console,
     mark_cell,
     outcome_parts,
@@ -53,7 +58,15 @@ from .console_parts import (
 )
 from .console_variants import variant_parts
 from .facts import aliasing_notes, with_previous
-from .layout import Row, has_tensor_tables, shared_storages, step_wanted, table_columns, table_rows
+from .layout import (
+    Row,
+    has_tensor_tables,
+    legend_marks,
+    run_columns,
+    shared_storages,
+    step_wanted,
+    table_rows,
+)
 from .options import DEFAULT_OPTIONS, DEFAULT_WIDTH, RenderOptions, resolve_width
 from .text import fact_text, format_storage, visible_traces
 
@@ -82,42 +95,44 @@ def console_renderables(
     traces = visible_traces(traces)
     view = View(options, width, color)
     parts: List[RenderableType] = []
-    with_legend = has_tensor_tables(traces)
+    marks = legend_marks(traces, options) if has_tensor_tables(traces) else None
     for position, group in enumerate(group_traces(traces)):
         if position:
             parts.append(Text(""))
+        shown = marks if position == 0 else None
         if len(group) == 1:
-            parts.extend(_trace_parts(group[0], view, legend=with_legend and position == 0))
+            parts.extend(_trace_parts(group[0], view, legend=shown))
         else:
-            parts.extend(variant_parts(group, view, legend=with_legend and position == 0))
+            parts.extend(variant_parts(group, view, legend=shown))
     return parts
 
 
 # --- one trace -----------------------------------------------------------------
 
 
-def _trace_parts(trace: Trace, view: View, *, legend: bool) -> Iterable[RenderableType]:
+def _trace_parts(
+    trace: Trace, view: View, *, legend: Optional[FrozenSet[str]]
+) -> Iterable[RenderableType]:
+    """One trace; ``legend`` is the set of extra marks to explain, None for no legend."""
     title = Text(trace.scenario.title, style="bold")
     if trace.scenario.variant is not None:
         title.append(f"  (variant: {trace.scenario.variant})", style="cyan")
     yield header_panel(trace, title, safe=trace.environment.safe)
-    if legend:
-        yield _legend(view)
+    if legend is not None:
+        yield legend_text(view, variants=False, marks=legend)
+    columns = run_columns([trace], view.options)
     first = True
     for prev, step in with_previous(trace):
         if not step_wanted(step, view.options.steps):
             continue
-        yield from _step_parts(prev, None if first else prev, step, view)
+        yield from _step_parts(prev, None if first else prev, step, view, columns)
         first = False
     yield from trace_footer(trace)
 
 
-def _legend(view: View) -> Text:
-    return legend(view, variants=False)
-
-
 def _step_parts(
-    prev: Optional[Step], shown_prev: Optional[Step], step: Step, view: View
+    prev: Optional[Step], shown_prev: Optional[Step], step: Step, view: View,
+    columns: Sequence[str],
 ) -> Iterable[RenderableType]:
     """One step; ``shown_prev`` is the step drawn just before it (None: the first drawn)."""
     yield Text("")
@@ -126,14 +141,15 @@ def _step_parts(
         yield code_syntax(step.code, step.line)
     if step.note:
         yield Padding(Markdown(step.note.strip()), (0, 0, 0, 2))
-    yield from _state_parts(prev, shown_prev, step, view)
+    yield from _state_parts(prev, shown_prev, step, view, columns)
     yield from outcome_parts(step)
     for graph in step.graphs:
         yield from graph_parts(graph, view, step)
 
 
 def _state_parts(
-    prev: Optional[Step], shown_prev: Optional[Step], step: Step, view: View
+    prev: Optional[Step], shown_prev: Optional[Step], step: Step, view: View,
+    columns: Sequence[str],
 ) -> Iterable[RenderableType]:
     names, rows = table_rows(prev, step, view.options)
     if not names:
@@ -141,7 +157,7 @@ def _state_parts(
     if not rows:
         yield say("no changes", style="dim")
         return
-    yield _state_table(rows, step, view)
+    yield _state_table(rows, columns, view)
     for note in aliasing_notes(prev, step):
         if note.name in names:
             yield say("↳ " + note.describe(), style="cyan")
@@ -157,12 +173,12 @@ def _state_parts(
         yield Padding(text, (0, 0, 0, 2))
 
 
-HEADERS = {"version": "ver", "requires_grad": "req_grad", "is_leaf": "leaf"}
+HEADERS = {"version": "ver", "requires_grad": "req_grad", "is_leaf": "leaf",
+           "contiguous": "contig", "retains_grad": "retains"}
 
 
-def _state_table(rows: Sequence[Row], step: Step, view: View) -> Padding:
+def _state_table(rows: Sequence[Row], columns: Sequence[str], view: View) -> Padding:
     """One row per tensor; when the columns cannot fit the width, one block per tensor."""
-    columns = table_columns([r.state for r in rows], view.values)
     widths = _column_widths(rows, columns, view)
     if widths is None:
         return _state_cards(rows, columns, view)
@@ -201,27 +217,39 @@ def _name_cell(state: TensorState, new: bool, view: View) -> Text:
     return name
 
 
+def _cell_plain(row: Row, column: str, view: View) -> str:
+    """The text a cell holds, with its change mark, as the table will wrap it."""
+    state, changed, new = row
+    if column == "name":
+        return _name_cell(state, new, view).plain
+    marked = column in changed and not new and not view.color
+    return fact_text(state, column) + (CHANGED_MARK if marked else "")
+
+
 def _column_widths(rows, columns: Sequence[str], view: View) -> Optional[Dict[str, int]]:
     """Width of each column's text, or None when even the narrowest layout is too wide.
 
     Short columns (labels, flags, names of functions) always get their full
     width; the long ones (names, values, grads) share what is left, each
-    wrapping no narrower than its minimum. Deciding this here, rather than
-    leaving it to the table, means no column is ever cropped away.
+    wrapping no narrower than its minimum, and never narrower than its longest
+    word: a column wraps between elements, so that no number and no name is
+    ever cut in two. Deciding this here, rather than leaving it to the table,
+    means no column is ever cropped away.
     """
     available = view.width - TABLE_INDENT - 2 * (len(columns) - 1)
     needed: Dict[str, int] = {}
     least: Dict[str, int] = {}
     for column in columns:
         header = len(HEADERS.get(column, column))
-        marked = any(column in changed and not new for _, changed, new in rows)
-        if column == "name":
-            widest = max(_widest_line(_name_cell(s, new, view).plain) for s, _, new in rows)
-        else:
-            widest = max(_widest_line(fact_text(r[0], column)) for r in rows) + int(marked)
+        texts = [_cell_plain(row, column, view) for row in rows]
+        widest = max(_widest_line(text) for text in texts)
         needed[column] = max(header, widest)
         floor = WRAPPING_COLUMNS.get(column)
-        least[column] = max(header, min(widest, floor)) if floor else needed[column]
+        if floor:
+            word = max(_longest_word(text) for text in texts)
+            least[column] = max(header, word, min(widest, floor))
+        else:
+            least[column] = needed[column]
     if sum(least.values()) > available:
         return None
     if sum(needed.values()) <= available:
@@ -239,20 +267,44 @@ def _column_widths(rows, columns: Sequence[str], view: View) -> Optional[Dict[st
     return widths
 
 
-def _state_cards(rows, columns: Sequence[str], view: View) -> Padding:
-    """The narrow layout: a name, then that tensor's facts on a few short lines."""
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0),
-                  header_style="bold", show_header=False, show_lines=True)
-    table.add_column("name", no_wrap=False, max_width=max(8, view.width // 4))
-    table.add_column("facts", overflow="fold")
-    extra = [c for c in ("shape", "dtype", "device") if c in columns]
-    for state, changed, new in rows:
-        facts = facts_text(state, view, marked=frozenset() if new else changed,
-                            style=CHANGED_STYLE, mark=CHANGED_MARK,
-                            storage="storage " + format_storage(state), extra=extra)
-        table.add_row(_name_cell(state, new, view), facts)
-    return Padding(table, (0, 0, 0, 2))
+def _state_cards(rows, columns: Sequence[str], view: View) -> RenderableType:
+    """The narrow layout: a name, then that tensor's facts on a few short lines.
+
+    The names stand beside the facts when every word of them fits a quarter
+    of the width; otherwise each name gets a line of its own above its facts,
+    so that a long name stays whole (shortened with an ellipsis only when it
+    is wider than the terminal itself).
+    """
+    extra = [c for c in ("shape", "dtype", "device", "stride", "contiguous", "retains_grad")
+             if c in columns]
+    names = [_name_cell(state, new, view) for state, _, new in rows]
+    facts = [facts_text(state, view, marked=frozenset() if new else changed,
+                        style=CHANGED_STYLE, mark=CHANGED_MARK,
+                        storage="storage " + format_storage(state), extra=extra)
+             for state, changed, new in rows]
+    room = max(8, view.width // 4)
+    if max(_longest_word(name.plain) for name in names) <= room:
+        table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False,
+                      padding=(0, 1, 0, 0), header_style="bold", show_header=False,
+                      show_lines=True)
+        table.add_column("name", no_wrap=False, max_width=room)
+        table.add_column("facts", overflow="fold")
+        for name, fact in zip(names, facts):
+            table.add_row(name, fact)
+        return Padding(table, (0, 0, 0, TABLE_INDENT))
+    blocks: List[RenderableType] = []
+    for position, (name, fact) in enumerate(zip(names, facts)):
+        if position:
+            blocks.append(Text(""))
+        name.overflow = "ellipsis"
+        blocks.append(Padding(name, (0, 0, 0, TABLE_INDENT)))
+        blocks.append(Padding(fact, (0, 0, 0, 2 * TABLE_INDENT)))
+    return Group(*blocks)
 
 
 def _widest_line(text: str) -> int:
     return max((len(line) for line in text.split("\n")), default=0)
+
+
+def _longest_word(text: str) -> int:
+    return max((len(word) for word in text.split()), default=0)

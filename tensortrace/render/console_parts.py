@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass
-from typing import Dict, Iterable, List, Optional
+from typing import Dict, FrozenSet, Iterable, List, Optional
 
 from rich import box
 from rich.console import Console, Group, RenderableType
@@ -33,9 +33,11 @@ from .text import (
     format_flag,
     format_grad_fn,
     format_shape,
+    format_stride,
     format_values,
     format_version,
 )
+from .facts import is_contiguous
 
 STORAGE_COLOURS = ("cyan", "magenta", "green", "yellow", "blue", "bright_red", "bright_green",
                    "bright_magenta", "bright_cyan", "bright_yellow")
@@ -115,23 +117,28 @@ def environment_line(trace: Trace) -> str:
     return " · ".join(parts)
 
 
-def legend(view: View, *, variants: bool) -> Text:
+def legend(view: View, *, variants: bool, marks: FrozenSet[str] = frozenset()) -> Text:
+    """The marks the page uses, each explained; ``marks`` adds ``offset`` and ``dash`` when used."""
     text = Text("", style="dim")
     if variants:
         if view.color:
             text.append("fact", style=DIFFERS_STYLE)
-            text.append(" differs between the variants · same storage label = same memory",
-                        style="dim")
+            text.append(" differs between the variants · ", style="dim")
         else:
-            text.append("≠ differs between the variants · same storage label = same memory",
-                        style="dim")
-        return text
-    if view.color:
-        text.append("cell", style=CHANGED_STYLE)
-        text.append(" changed in this step · ", style="dim")
+            text.append("≠ differs between the variants · ", style="dim")
     else:
-        text.append("* changed in this step · ", style="dim")
-    text.append("(new) first bound · same storage label = same memory", style="dim")
+        if view.color:
+            text.append("cell", style=CHANGED_STYLE)
+            text.append(" changed in this step · ", style="dim")
+        else:
+            text.append("* changed in this step · ", style="dim")
+        text.append("(new) first bound · ", style="dim")
+    text.append("same storage label = same memory", style="dim")
+    if "offset" in marks:
+        text.append(" · S1+2 = a view 2 elements into S1", style="dim")
+    if "dash" in marks:
+        unbound = " or not bound in that variant" if variants else ""
+        text.append(f" · — = not available{unbound}", style="dim")
     return text
 
 
@@ -309,21 +316,32 @@ def _tree_label(line: OutlineLine, grads: Dict[str, object]) -> Text:
 def facts_text(
     state: TensorState, view: View, *, marked, style: str, mark: str, storage: str, extra
 ) -> Text:
-    """A tensor's facts as a few short lines (for variant cells and narrow terminals)."""
+    """A tensor's facts as a few short lines (for variant cells and narrow terminals).
+
+    ``extra`` names the optional facts to add: shape, dtype and device on a
+    line of their own, stride and contiguity beside the storage, and
+    ``retains_grad`` beside the other flags.
+    """
+    texts = {"shape": format_shape(state.shape), "dtype": format_dtype(state.dtype),
+             "device": state.device, "stride": "stride " + format_stride(state),
+             "contiguous": "contiguous " + format_flag(is_contiguous(state)),
+             "retains_grad": "retains_grad " + format_flag(state.retains_grad)}
     lines = []
     if view.values:
         lines.append([("values", format_values(state.values, state.shape))])
-    texts = {"shape": format_shape(state.shape), "dtype": format_dtype(state.dtype),
-             "device": state.device}
-    if extra:
-        lines.append([(f, texts[f]) for f in extra])
-    lines.append([("storage", storage), ("version", "version " + format_version(state.version))])
+    kinds = [f for f in ("shape", "dtype", "device") if f in extra]
+    if kinds:
+        lines.append([(f, texts[f]) for f in kinds])
+    lines.append([("storage", storage)]
+                 + [(f, texts[f]) for f in ("stride", "contiguous") if f in extra]
+                 + [("version", "version " + format_version(state.version))])
     lines.append([("requires_grad", "requires_grad " + format_flag(state.requires_grad)),
-                  ("is_leaf", "leaf " + format_flag(state.is_leaf))])
+                  ("is_leaf", "leaf " + format_flag(state.is_leaf))]
+                 + [(f, texts[f]) for f in ("retains_grad",) if f in extra])
     lines.append([("grad_fn", "grad_fn " + format_grad_fn(state.grad_fn))])
     if view.values:
         lines.append([("grad", "grad " + format_values(state.grad, state.shape))])
-    text = Text()
+    text = Text(overflow="fold")
     for number, parts in enumerate(lines):
         if number:
             text.append("\n")

@@ -23,9 +23,12 @@ FIELDS: Tuple[str, ...] = (
     "dtype",
     "device",
     "storage",
+    "stride",
+    "contiguous",
     "version",
     "requires_grad",
     "is_leaf",
+    "retains_grad",
     "grad_fn",
     "grad",
 )
@@ -40,7 +43,28 @@ def fact(state: TensorState, field: str) -> object:
     """The comparable value of one fact; ``storage`` is the label with the offset."""
     if field == "storage":
         return (state.storage, state.storage_offset)
+    if field == "contiguous":
+        return is_contiguous(state)
     return getattr(state, field)
+
+
+def is_contiguous(state: TensorState) -> Optional[bool]:
+    """Whether the elements lie in row-major order with no gaps, as ``is_contiguous()`` says.
+
+    Derived from shape and stride, the way PyTorch decides it: dimensions of
+    size 1 may have any stride, and a tensor without elements is contiguous.
+    None when the stride does not describe the shape (a sparse tensor has none).
+    """
+    if len(state.stride) != len(state.shape):
+        return None
+    if any(size == 0 for size in state.shape):
+        return True
+    expected = 1
+    for size, stride in zip(reversed(state.shape), reversed(state.stride)):
+        if size != 1 and stride != expected:
+            return False
+        expected *= size
+    return True
 
 
 def changed_fields(prev: Optional[TensorState], cur: TensorState) -> frozenset:
@@ -178,6 +202,7 @@ __all__ = [
     "all_steps",
     "changed_fields",
     "fact",
+    "is_contiguous",
     "mentioned_names",
     "root_name",
     "sharing_partners",

@@ -13,7 +13,16 @@ from __future__ import annotations
 from typing import Dict, FrozenSet, List, NamedTuple, Optional, Sequence, Tuple
 
 from ..model import Step, TensorState, Trace
-from .facts import VALUE_FIELDS, changed_fields, shown_names, storage_groups, tensors_by_name
+from .compare import group_traces, step_indexes, steps_by_index
+from .facts import (
+    VALUE_FIELDS,
+    all_steps,
+    changed_fields,
+    is_contiguous,
+    shown_names,
+    storage_groups,
+    tensors_by_name,
+)
 from .text import declared_raise_met, format_dtype, plural
 
 
@@ -63,8 +72,35 @@ def table_rows(prev: Optional[Step], step: Step, options) -> Tuple[Tuple[str, ..
     return names, rows
 
 
+def shown_states(traces: Sequence[Trace], options) -> List[TensorState]:
+    """Every tensor state a table of these traces shows, over all the steps drawn."""
+    states: List[TensorState] = []
+    for trace in traces:
+        for step in all_steps(trace):
+            if step_wanted(step, options.steps):
+                present = tensors_by_name(step)
+                states.extend(present[name] for name in shown_names(step, options.show))
+    return states
+
+
+def run_columns(traces: Sequence[Trace], options) -> List[str]:
+    """The columns of every table of a run (or of variants drawn together), decided once.
+
+    A column that came and went between steps would make the reader compare
+    tables that do not line up, so the choice is made over every step drawn.
+    """
+    return table_columns(shown_states(traces, options), options.values)
+
+
 def table_columns(states: Sequence[TensorState], values: bool) -> List[str]:
-    """Columns in order; shape, dtype and device only where they tell something."""
+    """Columns in order; the optional ones only where they tell something about ``states``.
+
+    Shape, dtype and device show when they differ (shape only without values,
+    which show it). The stride shows when a view exists or some tensor is not
+    contiguous: that is when the layout of memory is the point; contiguity
+    shows when it differs between the tensors. ``retains_grad`` shows once a
+    non-leaf was asked to keep its grad.
+    """
     columns = ["name"]
     if values:
         columns.append("values")
@@ -75,10 +111,54 @@ def table_columns(states: Sequence[TensorState], values: bool) -> List[str]:
         columns.append("dtype")
     if len({s.device for s in states}) > 1:
         columns.append("device")
-    columns += ["storage", "version", "requires_grad", "is_leaf", "grad_fn"]
+    columns.append("storage")
+    scattered = any(is_contiguous(s) is False for s in states)
+    if scattered or any(s.is_view for s in states):
+        columns.append("stride")
+    if scattered:
+        columns.append("contiguous")
+    columns += ["version", "requires_grad", "is_leaf"]
+    if any(s.retains_grad and not s.is_leaf for s in states):
+        columns.append("retains_grad")
+    columns.append("grad_fn")
     if values:
         columns.append("grad")
     return columns
+
+
+def legend_marks(traces: Sequence[Trace], options) -> FrozenSet[str]:
+    """The marks a legend must explain beyond the usual ones: ``offset`` and ``dash``.
+
+    ``offset``: some storage label carries an offset (``S1+2``); ``dash``: some
+    fact is shown as ``—`` (not recorded, or a name a variant never bound).
+    """
+    states = shown_states(traces, options)
+    marks = set()
+    if any(s.storage is not None and (s.is_view or s.storage_offset) for s in states):
+        marks.add("offset")
+    columns = run_columns(traces, options)
+    dashes = (s.storage is None or s.version is None or s.requires_grad is None
+              or s.is_leaf is None or ("contiguous" in columns and is_contiguous(s) is None)
+              or ("retains_grad" in columns and s.retains_grad is None) for s in states)
+    if any(dashes) or _unbound_in_some_variant(traces, options):
+        marks.add("dash")
+    return frozenset(marks)
+
+
+def _unbound_in_some_variant(traces: Sequence[Trace], options) -> bool:
+    """Variants drawn together where a name is bound in one at a step and not in another."""
+    for group in group_traces(traces):
+        if len(group) < 2:
+            continue
+        per_trace = [steps_by_index(t) for t in group]
+        for index in step_indexes(group):
+            steps = [s.get(index) for s in per_trace]
+            if not any_step_wanted(steps, options.steps):
+                continue
+            names = [set(shown_names(s, options.show)) if s is not None else set() for s in steps]
+            if any(n != names[0] for n in names):
+                return True
+    return False
 
 
 def shared_storages(step: Step, names: Sequence[str]) -> List[Tuple[str, Tuple[str, ...]]]:
@@ -154,10 +234,13 @@ __all__ = [
     "Row",
     "any_step_wanted",
     "has_tensor_tables",
+    "legend_marks",
+    "run_columns",
     "shared_storages",
     "step_wanted",
     "summary_parts",
     "table_columns",
+    "shown_states",
     "table_rows",
     "unshown_failures",
     "variant_codes",

@@ -31,9 +31,10 @@ from .facts import aliasing_notes, tensors_by_name, with_previous
 from .layout import (
     any_step_wanted,
     has_tensor_tables,
+    legend_marks,
+    run_columns,
     step_wanted,
     summary_parts,
-    table_columns,
     table_rows,
     unshown_failures,
     variant_codes,
@@ -155,11 +156,12 @@ def _trace_blocks(trace: Trace, options: RenderOptions) -> Iterable[str]:
     if not trace.environment.safe:
         yield SAFE_OFF
     if has_tensor_tables([trace]):
-        yield LEGEND
+        yield _legend(legend_marks([trace], options))
+    columns = run_columns([trace], options)
     for prev, step in with_previous(trace):
         if not step_wanted(step, options.steps):
             continue
-        yield from _step_blocks(prev, step, options)
+        yield from _step_blocks(prev, step, options, columns)
     yield from _footer(trace)
 
 
@@ -167,26 +169,30 @@ def _step_heading(step: Step) -> str:
     return "### Setup" if step.index == 0 else f"### Step {step.index}"
 
 
-def _step_blocks(prev: Optional[Step], step: Step, options) -> Iterable[str]:
+def _legend(marks) -> str:
+    """The legend, with what ``—`` means when the page shows it."""
+    return LEGEND + (" — means the fact is not available." if "dash" in marks else "")
+
+
+def _step_blocks(prev: Optional[Step], step: Step, options, columns) -> Iterable[str]:
     yield _step_heading(step)
     if step.code.strip():
         yield code_block(step.code)
     if step.note:
         yield prose(step.note.strip())
-    yield from _table_blocks(prev, step, options)
+    yield from _table_blocks(prev, step, options, columns)
     yield from _outcome_blocks(step)
     for graph in step.graphs:
         yield from _graph_blocks(graph)
 
 
-def _table_blocks(prev: Optional[Step], step: Step, options) -> Iterable[str]:
+def _table_blocks(prev: Optional[Step], step: Step, options, columns) -> Iterable[str]:
     names, rows = table_rows(prev, step, options)
     if not names:
         return
     if not rows:
         yield "*No changes.*"
         return
-    columns = table_columns([r.state for r in rows], options.values)
     lines = [
         "| " + " | ".join(columns) + " |",
         "|" + "|".join("--:" if c == "version" else "---" for c in columns) + "|",
@@ -314,9 +320,15 @@ def _variant_blocks(traces: List[Trace], options: RenderOptions) -> Iterable[str
     yield _environment(first)
     if any(not t.environment.safe for t in traces):
         yield SAFE_OFF
+    marks = legend_marks(traces, options)
     yield ("Variants side by side: " + ", ".join(code_span(n) for n in names) + ". "
            "Facts in **bold** differ between the variants; the storage column names "
-           "the other tensors that share the memory.")
+           "the other tensors that share the memory."
+           + (" `S1+1` is a view starting one element in." if "offset" in marks else "")
+           + (" — means not available, or not bound in that variant." if "dash" in marks
+              else ""))
+    extras = tuple(f for f in ("stride", "contiguous", "retains_grad")
+                   if f in run_columns(traces, options))
     per_trace = [steps_by_index(t) for t in traces]
     for index in step_indexes(traces):
         steps = [s.get(index) for s in per_trace]
@@ -334,7 +346,7 @@ def _variant_blocks(traces: List[Trace], options: RenderOptions) -> Iterable[str
                     yield f"*{name}:*\n\n" + code_block(code)
         for name, note in variant_notes(steps, names):
             yield f"*{name}:* {prose(note.strip())}" if name else prose(note.strip())
-        yield _variant_table(steps, names, options)
+        yield _variant_table(steps, names, options, extras)
         for name, step in zip(names, steps):
             if step is not None:
                 yield from _outcome_blocks(step, name, expectations=False)
@@ -356,7 +368,7 @@ def _variant_blocks(traces: List[Trace], options: RenderOptions) -> Iterable[str
 
 
 def _variant_table(steps: Sequence[Optional[Step]], names: Sequence[str],
-                   options: RenderOptions) -> str:
+                   options: RenderOptions, extras: Sequence[str]) -> str:
     lines = ["| name | " + " | ".join(_cell(n) for n in names) + " |",
              "|---|" + "---|" * len(names)]
     outcomes = [outcome(s) for s in steps]
@@ -367,13 +379,14 @@ def _variant_table(steps: Sequence[Optional[Step]], names: Sequence[str],
         cells = []
         for step in steps:
             state = tensors_by_name(step).get(name) if step is not None else None
-            cells.append("—" if state is None else _variant_cell(step, state, differs, options))
+            cells.append("—" if state is None
+                         else _variant_cell(step, state, differs, options, extras))
         lines.append(f"| {_cell(code_span(name))} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
 def _variant_cell(step: Step, state: TensorState, differs: frozenset,
-                  options: RenderOptions) -> str:
+                  options: RenderOptions, extras: Sequence[str] = ()) -> str:
     storage = storage_with_partners(step, state)
     parts = []
     if options.values:
@@ -383,10 +396,13 @@ def _variant_cell(step: Step, state: TensorState, differs: frozenset,
         if field in differs:
             parts.append((field, _cell(f"{field} {text}")))
     lines = [[p] for p in parts]
+    layout = [(f, f"{f} {fact_text(state, f)}") for f in ("stride", "contiguous") if f in extras]
+    kept = [(f, f"{f} {fact_text(state, f)}") for f in ("retains_grad",) if f in extras]
     lines += [
-        [("storage", _cell(storage)), ("version", f"version {format_version(state.version)}")],
+        [("storage", _cell(storage))] + layout
+        + [("version", f"version {format_version(state.version)}")],
         [("requires_grad", f"requires_grad {format_flag(state.requires_grad)}"),
-         ("is_leaf", f"is_leaf {format_flag(state.is_leaf)}")],
+         ("is_leaf", f"is_leaf {format_flag(state.is_leaf)}")] + kept,
         [("grad_fn", f"grad_fn {format_grad_fn(state.grad_fn)}")],
     ]
     if options.values:

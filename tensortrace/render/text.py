@@ -18,6 +18,7 @@ from dataclasses import fields, is_dataclass, replace
 from typing import Any, List, Optional, Sequence, TypeVar
 
 from ..model import ErrorInfo, Step, Summary, TensorState, Trace, Values
+from .facts import is_contiguous
 
 # A row or a dimension longer than this is shown as its first and last items.
 EDGE_ITEMS = 3
@@ -212,6 +213,13 @@ def format_shape(shape: tuple) -> str:
     return "(" + ", ".join(str(n) for n in shape) + ("," if len(shape) == 1 else "") + ")"
 
 
+def format_stride(state: TensorState) -> str:
+    """The stride as ``tensor.stride()`` gives it; ``—`` where it does not describe the shape."""
+    if len(state.stride) != len(state.shape):
+        return "—"
+    return format_shape(state.stride)
+
+
 def format_dtype(dtype: str) -> str:
     return dtype[len("torch."):] if dtype.startswith("torch.") else dtype
 
@@ -236,6 +244,10 @@ def fact_text(state: TensorState, field: str) -> str:
         return format_values(state.grad, state.shape)
     if field == "shape":
         return format_shape(state.shape)
+    if field == "stride":
+        return format_stride(state)
+    if field == "contiguous":
+        return format_flag(is_contiguous(state))
     if field == "dtype":
         return format_dtype(state.dtype)
     if field == "device":
