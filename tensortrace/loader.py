@@ -17,6 +17,7 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 
 import yaml
 
+from .declared_names import scenario_classes, unknown_class
 from .devices import DEVICE_RE as _DEVICE_RE
 from .errors import ScenarioError
 from .model import Declared
@@ -160,6 +161,8 @@ class _Builder:
     def __init__(self, path: str, text: str) -> None:
         self.path = path
         self.lines = text.splitlines()
+        # (node, name, what, is a warning): checked once the scenario's own classes are known
+        self.class_names: List[Tuple[yaml.Node, str, str, bool]] = []
 
     # errors ------------------------------------------------------------------
     def error(self, node: Optional[yaml.Node], message: str) -> ScenarioError:
@@ -351,7 +354,18 @@ class _Builder:
                         column=column,
                     )
             validate_code(scenario)
+        self.check_declared_classes(scenario)
         return scenario
+
+    def check_declared_classes(self, scenario: Scenario) -> None:
+        """Every name in 'raises'/'warns' must name a class, or it could never match: say so now, not after the run."""
+        if not self.class_names:
+            return
+        own = scenario_classes(code.text for _, code, mode in scenario.all_code() if mode == "exec")
+        for node, name, what, warning in self.class_names:
+            problem = unknown_class(name, warning, own)
+            if problem is not None:
+                raise self.error(node, f"{what}: {problem}")
 
     def optional_string(self, node: Optional[yaml.Node], what: str) -> Optional[str]:
         if node is None:
@@ -471,20 +485,20 @@ class _Builder:
         if isinstance(node, yaml.MappingNode):
             fields = self.mapping(node, what)
             if set(fields) <= {"type", "match"}:
-                return self.declared(node, what)
+                return self.declared(node, what, key)
             result: Dict[str, Optional[Declared]] = {}
             for name, (key_node, value_node) in fields.items():
                 if name in ("type", "match"):
                     raise self.error(key_node, f"{what} mixes 'type'/'match' with variant names; use one form")
                 self.check_variant_key(key_node, name, variants, what)
-                result[name] = self.declared(value_node, f"{what} for {name!r}")
+                result[name] = self.declared(value_node, f"{what} for {name!r}", key)
             return result
-        return self.declared(node, what)
+        return self.declared(node, what, key)
 
-    def declared(self, node: yaml.Node, what: str) -> Declared:
+    def declared(self, node: yaml.Node, what: str, key: str) -> Declared:
         if isinstance(node, yaml.ScalarNode):
             name = self.string(node, what).strip()
-            self.check_class_name(node, name, what)
+            self.check_class_name(node, name, what, key == "warns")
             return Declared(type=name)
         fields = self.mapping(node, what)
         self.check_keys(fields, ("type", "match"), what)
@@ -492,7 +506,7 @@ class _Builder:
             raise self.error(node, f"{what} needs 'type', e.g. {{type: RuntimeError, match: ...}}")
         type_node = fields["type"][1]
         name = self.string(type_node, f"'type' in {what}").strip()
-        self.check_class_name(type_node, name, what)
+        self.check_class_name(type_node, name, what, key == "warns")
         match = None
         if "match" in fields:
             match_node = fields["match"][1]
@@ -503,9 +517,10 @@ class _Builder:
                 raise self.error(match_node, f"'match' in {what} is not a valid regular expression: {exc}") from None
         return Declared(type=name, match=match)
 
-    def check_class_name(self, node: yaml.Node, name: str, what: str) -> None:
+    def check_class_name(self, node: yaml.Node, name: str, what: str, warning: bool) -> None:
         if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$", name):
             raise self.error(node, f"{what}: {name!r} is not a class name such as RuntimeError or UserWarning")
+        self.class_names.append((node, name, what, warning))
 
 
 def validate_code(scenario: Scenario) -> None:
