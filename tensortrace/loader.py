@@ -108,6 +108,8 @@ def _compose(text: str, path: str) -> yaml.Node:
         problem = exc.problem or exc.context or "invalid YAML"
         if "python/" in str(problem) or "!!python" in str(problem):
             problem = "YAML tags such as !!python/... are not allowed in scenario files (they could run code)"
+        elif mark is not None and str(exc.problem).startswith("expected <block end>"):
+            problem = _indentation_problem(text, mark, exc.context, exc.context_mark)
         else:
             problem = f"invalid YAML: {problem}"
             if exc.context and exc.problem:
@@ -126,6 +128,18 @@ def _compose(text: str, path: str) -> yaml.Node:
         raise ScenarioError("the file is empty; a scenario needs at least 'title' and 'steps'", path=path)
     _refuse_tags(node, path)
     return node
+
+
+def _indentation_problem(text: str, mark: yaml.Mark, context: Optional[str], started: Optional[yaml.Mark]) -> str:
+    """PyYAML's "expected <block end>" said as what it is: a line indented out of step."""
+    lines = text.splitlines()
+    shown = lines[mark.line].strip() if mark.line < len(lines) else ""
+    block = "list" if context and "collection" in context else "mapping"
+    where = f" that starts at line {started.line + 1}, column {started.column + 1}" if started is not None else ""
+    return (
+        f"bad indentation: the line {shown!r} does not line up with the {block}{where}; "
+        "indent it exactly as far as the keys or '- ' items it belongs with"
+    )
 
 
 _PLAIN_TAGS = {f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "seq", "map")}

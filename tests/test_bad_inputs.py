@@ -43,6 +43,7 @@ EXPECTED = {
     "variant-number.yaml": ":3:11: the value of 'lr' in variant 'a' must be a string, not a number; quote it",
     "variant-reserved.yaml": ":3:3: a variant cannot be named 'type'",
     "yaml-syntax.yaml": ":5:1: invalid YAML: expected ',' or ']', but got '<stream end>' (while parsing a flow sequence that starts at line 4, column 5)",
+    "yaml-indentation.yaml": ":5:3: bad indentation: the line 'raises: RuntimeError' does not line up with the list that starts at line 3, column 3",
     "raises-misspelled.yaml": ":4:13: 'raises' of step 1: 'RunTimeError' is not an exception class of Python or torch; did you mean 'RuntimeError'?",
     "warns-misspelled.yaml": ":4:19: 'warns' of step 1: 'UserWarnin' is not a warning class of Python or torch; did you mean 'UserWarning'?",
 }
