@@ -548,8 +548,14 @@ def _compile_check(code: Code, mode: str, path: Optional[str], what: str) -> Non
         compile(code.source(mode), f"<{what}>", mode, dont_inherit=True)
     except SyntaxError as exc:
         line, column = code.locate_source(mode, exc.lineno, exc.offset)
-        reason = exc.msg
+        # Python counts lines from the start of the step; the file counts from its top.
+        reason = re.sub(r"\bon line (\d+)", lambda m: f"on line {code.locate_source(mode, int(m.group(1)))[0]}", exc.msg or "")
         kind = "is not a valid Python expression" if mode == "eval" else "is not valid Python"
+        comparison = _as_comparison(code.source(mode)) if mode == "eval" else None
+        if comparison is not None:
+            source, offset, suggestion = comparison
+            line, column = code.locate_source(mode, *_position(source, offset))
+            reason = f"an expectation is an expression that must come out true, and '=' assigns; compare with '==': {suggestion}"
         raise ScenarioError(f"{what} {kind}: {reason}", path=path, line=line, column=column) from None
     except ValueError as exc:  # e.g. source code string cannot contain null bytes
         raise ScenarioError(f"{what} is not valid Python: {exc}", path=path, line=code.line, column=code.column) from None
@@ -560,3 +566,20 @@ def _compile_check(code: Code, mode: str, path: Optional[str], what: str) -> Non
             line=code.line,
             column=code.column,
         ) from None
+
+
+_LONE_EQUALS = re.compile(r"(?<![=!<>:])=(?!=)")
+
+
+def _as_comparison(source: str) -> Optional[Tuple[str, int, str]]:
+    """(source, offset of its '=', the expression with '==') when one '=' is all that is wrong."""
+    found = list(_LONE_EQUALS.finditer(source))
+    if len(found) != 1:
+        return None
+    at = found[0].start()
+    candidate = f"{source[:at].rstrip()} == {source[at + 1:].lstrip()}"
+    try:
+        compile(candidate, "<expectation>", "eval", dont_inherit=True)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    return source, at, candidate

@@ -46,6 +46,8 @@ EXPECTED = {
     "yaml-indentation.yaml": ":5:3: bad indentation: the line 'raises: RuntimeError' does not line up with the list that starts at line 3, column 3",
     "raises-misspelled.yaml": ":4:13: 'raises' of step 1: 'RunTimeError' is not an exception class of Python or torch; did you mean 'RuntimeError'?",
     "warns-misspelled.yaml": ":4:19: 'warns' of step 1: 'UserWarnin' is not a warning class of Python or torch; did you mean 'UserWarning'?",
+    "expect-assignment.yaml": ":4:21: an expectation of step 1 is not a valid Python expression: an expectation is an expression that must come out true, and '=' assigns; compare with '==': a.sum() == 2",
+    "step-indentation.yaml": ":6:7: step 2 is not valid Python: expected an indented block after 'if' statement on line 5",
 }
 
 
@@ -91,6 +93,11 @@ def test_a_declared_name_that_names_no_such_class_is_refused_at_load(declaration
     with pytest.raises(ScenarioError) as info:
         _load(f"title: t\nsteps:\n  - run: a = 1\n    {declaration}\n")
     assert message in str(info.value)
+
+
+def test_a_lone_equals_sign_in_a_multi_line_step_keeps_the_plain_syntax_error():
+    with pytest.raises(ScenarioError, match=r"s.yaml:3:\d+: an expectation of step 1 is not a valid Python expression: invalid syntax$"):
+        _load("title: t\nsteps:\n  - {run: a = 1, expect: [a = = 1]}\n")
 
 
 def tensortrace(*args: str, cwd=None) -> subprocess.CompletedProcess:
