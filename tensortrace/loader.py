@@ -477,14 +477,29 @@ class _Builder:
                 self.check_variant_key(key_node, name, variants, what)
                 result[name] = self.expectation_list(value_node, f"{what} for {name!r}")
             return result
-        return self.expectation_list(node, what)
+        return self.expectation_list(node, what, variants)
 
-    def expectation_list(self, node: yaml.Node, what: str) -> Tuple[Code, ...]:
+    def expectation_list(self, node: yaml.Node, what: str, variants: Optional[Dict[str, Dict[str, str]]] = None) -> Tuple[Code, ...]:
         if isinstance(node, yaml.ScalarNode) and isinstance(self.scalar(node), str):
             return (self.code(node, what),)
         if not isinstance(node, yaml.SequenceNode):
             raise self.error(node, f"{what} must be a list of Python expressions, not {self.kind(node)}")
+        for item in node.value:
+            if isinstance(item, yaml.MappingNode):
+                raise self.error(item, self.mapping_item_hint(item, what, variants))
         return tuple(self.code(item, f"each item of {what}") for item in node.value)
+
+    def mapping_item_hint(self, item: yaml.MappingNode, what: str, variants: Optional[Dict[str, Dict[str, str]]]) -> str:
+        """An expectation that YAML read as a mapping: per-variant ones written as list items, or an unquoted ': '."""
+        keys = [self.scalar(k) for k, _ in item.value]
+        if variants and keys and all(k == "all" or k in variants for k in keys):
+            first = keys[0]
+            return (
+                f"each item of {what} must be an expression, not a mapping; to expect by variant, drop the '- ': "
+                f"'expect:' takes one mapping, with '{first}:' (a variant name, or 'all') indented under it "
+                "and holding a list of expressions"
+            )
+        return f"each item of {what} must be an expression, not a mapping; YAML read ': ' as a key, so quote the expression"
 
     def check_variant_key(self, key_node: yaml.Node, name: str, variants: Optional[Dict[str, Dict[str, str]]], what: str) -> None:
         if not variants:

@@ -48,6 +48,7 @@ EXPECTED = {
     "warns-misspelled.yaml": ":4:19: 'warns' of step 1: 'UserWarnin' is not a warning class of Python or torch; did you mean 'UserWarning'?",
     "expect-assignment.yaml": ":4:21: an expectation of step 1 is not a valid Python expression: an expectation is an expression that must come out true, and '=' assigns; compare with '==': a.sum() == 2",
     "step-indentation.yaml": ":6:7: step 2 is not valid Python: expected an indented block after 'if' statement on line 5",
+    "expect-variant-list.yaml": ":9:9: each item of 'expect' of step 2 must be an expression, not a mapping; to expect by variant, drop the '- '",
 }
 
 
