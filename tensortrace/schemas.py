@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Dict
 
 from .devices import DEVICE_PATTERN
-from .model import FORMAT_NAME, FORMAT_VERSION
+from .model import FORMAT_NAME, FORMAT_VERSION, READABLE_VERSIONS
 
 _CODE = {"type": "string", "minLength": 1, "description": "Python statements"}
 _NAMES = {"type": "array", "items": {"type": "string"}}
@@ -212,7 +212,7 @@ def trace_schema() -> Dict[str, Any]:
     trace = _obj(
         {
             "format": {"const": FORMAT_NAME},
-            "format_version": {"const": FORMAT_VERSION},
+            "format_version": {"enum": list(READABLE_VERSIONS)},
             "scenario": _obj(
                 {
                     "title": _STR,
