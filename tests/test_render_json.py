@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +13,7 @@ from tensortrace.errors import TraceFormatError
 from tensortrace.model import FORMAT_NAME, FORMAT_VERSION, Trace
 from tensortrace.render import render
 from tensortrace.render.jsonl import JsonlStream
+from tensortrace.schemas import trace_schema
 
 
 def _events(traces) -> list:
@@ -59,3 +61,44 @@ def test_a_trace_written_now_loads_back_equal():
     data = json.loads(render([trace], "json"))
     assert data["format_version"] == FORMAT_VERSION == 2
     assert Trace.from_dict(data) == trace
+
+
+def _undescribed(schema: object, where: str = "") -> list:
+    """Every property, anywhere in the schema, that has no description."""
+    missing = []
+    if isinstance(schema, dict):
+        for name, sub in (schema.get("properties") or {}).items():
+            if not (isinstance(sub, dict) and isinstance(sub.get("description"), str) and sub["description"].strip()):
+                missing.append(f"{where}.{name}")
+        for key, sub in schema.items():
+            missing.extend(_undescribed(sub, f"{where}/{key}"))
+    elif isinstance(schema, list):
+        for i, sub in enumerate(schema):
+            missing.extend(_undescribed(sub, f"{where}[{i}]"))
+    return missing
+
+
+def test_every_field_of_the_trace_schema_says_what_it_is():
+    assert _undescribed(trace_schema()) == []
+
+
+def test_the_schema_walk_finds_a_property_without_description():
+    assert _undescribed({"properties": {"a": {"type": "string"}, "b": {"description": "b"}}}) == [".a"]
+
+
+def _fields(schema: object) -> set:
+    found = set()
+    if isinstance(schema, dict):
+        found.update(schema.get("properties") or {})
+        for sub in schema.values():
+            found |= _fields(sub)
+    elif isinstance(schema, list):
+        for sub in schema:
+            found |= _fields(sub)
+    return found
+
+
+def test_docs_json_documents_every_field_of_the_trace_schema():
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "json.md").read_text(encoding="utf-8")
+    missing = sorted(f for f in _fields(trace_schema()) if f"`{f}`" not in doc and f'"{f}"' not in doc)
+    assert missing == []
