@@ -252,19 +252,26 @@ class Trace:
     def from_dict(cls, data: dict) -> "Trace":
         from .errors import TraceFormatError
 
-        if not isinstance(data, dict) or data.get("format") != FORMAT_NAME:
-            raise TraceFormatError("this is not a tensortrace trace (no 'format: tensortrace.trace')")
-        version = data.get("format_version")
-        if version not in READABLE_VERSIONS or isinstance(version, bool):
-            raise TraceFormatError(
-                f"trace format version {version!r} is not supported (this tensortrace reads "
-                f"versions {', '.join(map(str, READABLE_VERSIONS))}); re-run the scenario with this version"
-            )
+        check_format(data)
         body = {k: v for k, v in data.items() if k not in ("format", "format_version", "passed")}
         try:
             return _from_plain(cls, body)
         except (TypeError, KeyError, ValueError) as exc:
             raise TraceFormatError(f"the trace is malformed: {exc}") from None
+
+
+def check_format(data: Any) -> None:
+    """``TraceFormatError`` unless ``data`` says it is a trace document of a version this reads."""
+    from .errors import TraceFormatError
+
+    if not isinstance(data, dict) or data.get("format") != FORMAT_NAME:
+        raise TraceFormatError("this is not a tensortrace trace (no 'format: tensortrace.trace')")
+    version = data.get("format_version")
+    if version not in READABLE_VERSIONS or isinstance(version, bool):
+        raise TraceFormatError(
+            f"trace format version {version!r} is not supported (this tensortrace reads "
+            f"versions {', '.join(map(str, READABLE_VERSIONS))}); re-run the scenario with this version"
+        )
 
 
 def step_to_dict(step: Step) -> dict:

@@ -102,3 +102,17 @@ def test_docs_json_documents_every_field_of_the_trace_schema():
     doc = (Path(__file__).resolve().parent.parent / "docs" / "json.md").read_text(encoding="utf-8")
     missing = sorted(f for f in _fields(trace_schema()) if f"`{f}`" not in doc and f'"{f}"' not in doc)
     assert missing == []
+
+
+def test_both_wrapper_forms_and_a_single_trace_load():
+    from tensortrace.render.json import traces_from_dict
+
+    traces = list(variant_traces())
+    bodies = [t.to_dict() for t in traces]
+    assert traces_from_dict({"traces": bodies}) == traces
+    assert traces_from_dict({"format": FORMAT_NAME, "format_version": FORMAT_VERSION, "traces": bodies}) == traces
+    assert traces_from_dict(bodies[0]) == traces[:1]
+    with pytest.raises(TraceFormatError, match="reads versions 1, 2"):
+        traces_from_dict({"format": FORMAT_NAME, "format_version": 9, "traces": bodies})
+    with pytest.raises(TraceFormatError, match="non-empty list"):
+        traces_from_dict({"traces": {}})
