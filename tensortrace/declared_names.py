@@ -17,9 +17,10 @@ from __future__ import annotations
 import ast
 import builtins
 import difflib
+import functools
 import re
 import sys
-from typing import Iterable, List, Optional, Set
+from typing import FrozenSet, Iterable, List, Optional, Set
 
 _CLASS_RE = re.compile(r"^[ \t]*class[ \t]+([A-Za-z_][A-Za-z0-9_]*)", re.MULTILINE)
 
@@ -111,7 +112,8 @@ def _torch() -> object:
     return torch
 
 
-def _loaded_class_names(base: type) -> Set[str]:
+@functools.lru_cache(maxsize=None)
+def _loaded_class_names(base: type) -> FrozenSet[str]:
     """``__name__`` of every subclass of ``base`` loaded here, torch's included."""
     _torch()
     names: Set[str] = set()
@@ -127,7 +129,7 @@ def _loaded_class_names(base: type) -> Set[str]:
             stack.extend(cls.__subclasses__())
         except TypeError:  # type.__subclasses__ needs an instance
             continue
-    return {n for n in names if not n.startswith("_")}
+    return frozenset(n for n in names if not n.startswith("_"))
 
 
 __all__ = ["scenario_classes", "unknown_class"]
