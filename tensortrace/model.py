@@ -7,6 +7,10 @@ rendered again. ``Trace.to_dict()`` / ``Trace.from_dict()`` are the JSON form.
 Format history (``FORMAT_VERSION``):
 
 1. First version.
+2. Every ``--format jsonl`` event carries ``format``, ``format_version`` and
+   the whole ``scenario`` object; in version 1, ``step`` and ``end`` events
+   gave ``scenario`` as the title alone and ``variant`` beside it. The trace
+   document itself did not change, so version 1 traces still load.
 """
 
 from __future__ import annotations
@@ -19,7 +23,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional, Tuple
 
 FORMAT_NAME = "tensortrace.trace"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+#: Versions whose trace document ``Trace.from_dict`` reads (1 differs only in the JSON-lines events).
+READABLE_VERSIONS = (1, 2)
 
 # Non-finite floats have no JSON spelling; they travel as these strings.
 _FLOAT_SPELLINGS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
@@ -246,19 +252,26 @@ class Trace:
     def from_dict(cls, data: dict) -> "Trace":
         from .errors import TraceFormatError
 
-        if not isinstance(data, dict) or data.get("format") != FORMAT_NAME:
-            raise TraceFormatError("this is not a tensortrace trace (no 'format: tensortrace.trace')")
-        version = data.get("format_version")
-        if version != FORMAT_VERSION:
-            raise TraceFormatError(
-                f"trace format version {version!r} is not supported (this tensortrace reads "
-                f"version {FORMAT_VERSION}); re-run the scenario with this version"
-            )
+        check_format(data)
         body = {k: v for k, v in data.items() if k not in ("format", "format_version", "passed")}
         try:
             return _from_plain(cls, body)
         except (TypeError, KeyError, ValueError) as exc:
             raise TraceFormatError(f"the trace is malformed: {exc}") from None
+
+
+def check_format(data: Any) -> None:
+    """``TraceFormatError`` unless ``data`` says it is a trace document of a version this reads."""
+    from .errors import TraceFormatError
+
+    if not isinstance(data, dict) or data.get("format") != FORMAT_NAME:
+        raise TraceFormatError("this is not a tensortrace trace (no 'format: tensortrace.trace')")
+    version = data.get("format_version")
+    if version not in READABLE_VERSIONS or isinstance(version, bool):
+        raise TraceFormatError(
+            f"trace format version {version!r} is not supported (this tensortrace reads "
+            f"versions {', '.join(map(str, READABLE_VERSIONS))}); re-run the scenario with this version"
+        )
 
 
 def step_to_dict(step: Step) -> dict:

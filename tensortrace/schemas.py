@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Dict
 
 from .devices import DEVICE_PATTERN
-from .model import FORMAT_NAME, FORMAT_VERSION
+from .model import FORMAT_NAME, FORMAT_VERSION, READABLE_VERSIONS
 
 _CODE = {"type": "string", "minLength": 1, "description": "Python statements"}
 _NAMES = {"type": "array", "items": {"type": "string"}}
@@ -110,142 +110,203 @@ _BOOL = {"type": "boolean"}
 _NUMBER_OR_SPELLING = {"oneOf": [{"type": "number"}, {"enum": ["nan", "inf", "-inf"]}]}
 
 
+def _d(schema: Dict[str, Any], description: str) -> Dict[str, Any]:
+    """``schema`` with a description, which editors show as help."""
+    return {**schema, "description": description}
+
+
+def _list(items: Dict[str, Any]) -> Dict[str, Any]:
+    return {"type": "array", "items": items}
+
+
 def trace_schema() -> Dict[str, Any]:
     """The JSON trace format (``tensortrace run --format json``)."""
     values = _obj(
         {
-            "kind": {"enum": ["exact", "summary", "unavailable"]},
+            "kind": _d({"enum": ["exact", "summary", "unavailable"]}, "exact: every value in 'data'; summary: statistics in 'summary' (large tensors); unavailable: see 'reason'"),
             "data": {"description": "nested lists of numbers/booleans; NaN and infinities as strings, complex as strings"},
-            "summary": _nullable(
-                _obj(
-                    {
-                        "numel": _INT,
-                        "min": _nullable({"type": "number"}),
-                        "max": _nullable({"type": "number"}),
-                        "mean": _nullable({"type": "number"}),
-                        "std": _nullable({"type": "number"}),
-                        "nan_count": _INT,
-                        "inf_count": _INT,
-                        "head": {"type": "array"},
-                    }
-                )
+            "summary": _d(
+                _nullable(
+                    _obj(
+                        {
+                            "numel": _d(_INT, "number of elements"),
+                            "min": _d(_nullable({"type": "number"}), "smallest finite element, or null when there is none"),
+                            "max": _d(_nullable({"type": "number"}), "largest finite element, or null when there is none"),
+                            "mean": _d(_nullable({"type": "number"}), "mean of the finite elements, or null"),
+                            "std": _d(_nullable({"type": "number"}), "standard deviation of the finite elements, or null"),
+                            "nan_count": _d(_INT, "number of NaN elements"),
+                            "inf_count": _d(_INT, "number of infinite elements"),
+                            "head": _d({"type": "array"}, "the first 8 elements of the flattened tensor"),
+                        }
+                    )
+                ),
+                "statistics of a large tensor, computed chunk by chunk without copying it (kind: summary)",
             ),
-            "reason": _nullable(_STR),
+            "reason": _d(_nullable(_STR), "why the values could not be read (kind: unavailable), e.g. a meta tensor"),
         }
     )
     tensor = _obj(
         {
-            "name": _STR,
-            "kind": {"enum": ["tensor", "parameter", "buffer", "ndarray"]},
-            "shape": {"type": "array", "items": _INT},
-            "stride": {"type": "array", "items": _INT},
-            "dtype": _STR,
-            "device": _STR,
-            "storage": _nullable({"type": "string", "pattern": r"^S[0-9]+$"}),
-            "storage_ptr": _nullable(_INT),
-            "storage_nbytes": _nullable(_INT),
-            "storage_offset": _INT,
-            "data_ptr": _nullable(_INT),
-            "version": _nullable(_INT),
-            "requires_grad": _nullable(_BOOL),
-            "is_leaf": _nullable(_BOOL),
-            "retains_grad": _nullable(_BOOL),
-            "grad_fn": _nullable(_STR),
-            "grad": _nullable({"$ref": "#/$defs/values"}),
-            "is_view": _BOOL,
-            "base": _nullable(_STR),
-            "values": {"$ref": "#/$defs/values"},
-            "same_as": _nullable(_STR),
+            "name": _d(_STR, "the name in the scenario: a, lin.weight, xs[0], d['k']"),
+            "kind": _d({"enum": ["tensor", "parameter", "buffer", "ndarray"]}, "what the name holds; ndarray is a NumPy array"),
+            "shape": _d(_list(_INT), "the size of each dimension"),
+            "stride": _d(_list(_INT), "the stride of each dimension, in elements"),
+            "dtype": _d(_STR, "the element type, e.g. torch.float32"),
+            "device": _d(_STR, "where the data lives, e.g. cpu, cuda:0"),
+            "storage": _d(_nullable({"type": "string", "pattern": r"^S[0-9]+$"}), "the storage label (S1, S2, ... in order of first appearance); same label, same memory"),
+            "storage_ptr": _d(_nullable(_INT), "the storage's raw address; differs between runs"),
+            "storage_nbytes": _d(_nullable(_INT), "the storage's size in bytes"),
+            "storage_offset": _d(_INT, "where the tensor starts in its storage, in elements"),
+            "data_ptr": _d(_nullable(_INT), "the tensor's own data address; differs between runs"),
+            "version": _d(_nullable(_INT), "the version counter (_version); null for inference tensors and arrays"),
+            "requires_grad": _d(_nullable(_BOOL), "whether autograd records operations on it"),
+            "is_leaf": _d(_nullable(_BOOL), "whether it is a leaf of the autograd graph (its .grad is filled by backward)"),
+            "retains_grad": _d(_nullable(_BOOL), "whether retain_grad() was called on this non-leaf"),
+            "grad_fn": _d(_nullable(_STR), "the name of the autograd node that made it, e.g. CloneBackward0"),
+            "grad": _d(_nullable({"$ref": "#/$defs/values"}), "the values of .grad, or null"),
+            "is_view": _d(_BOOL, "whether it is a view of another tensor"),
+            "base": _d(_nullable(_STR), "the name of the tensor it is a view of, when that is named"),
+            "values": _d({"$ref": "#/$defs/values"}, "the tensor's values"),
+            "same_as": _d(_nullable(_STR), "an earlier name bound to this very object (after b = a)"),
         }
     )
-    explanation = _obj({"title": _STR, "what": _STR, "fix": _STR, "topic": _STR})
+    explanation = _obj(
+        {
+            "title": _d(_STR, "the error in a few words"),
+            "what": _d(_STR, "what happened, in plain language"),
+            "fix": _d(_STR, "what to change"),
+            "topic": _d(_STR, "the topic to read about"),
+        }
+    )
     error = _obj(
         {
-            "type": _STR,
-            "qualname": _STR,
-            "message": _STR,
-            "line": _nullable(_INT),
-            "explanation": _nullable(explanation),
+            "type": _d(_STR, "the exception's class name, e.g. RuntimeError"),
+            "qualname": _d(_STR, "module.qualname of the class"),
+            "message": _d(_STR, "the exception's message, as PyTorch gave it"),
+            "line": _d(_nullable(_INT), "the line of the scenario file where it was raised"),
+            "explanation": _d(_nullable(explanation), "a plain-language explanation, when the error is a known one"),
         }
     )
-    warning = _obj({"category": _STR, "message": _STR, "line": _nullable(_INT)})
+    warning = _obj(
+        {
+            "category": _d(_STR, "the warning's class name, e.g. UserWarning"),
+            "message": _d(_STR, "the warning's message"),
+            "line": _d(_nullable(_INT), "the line of the scenario file that emitted it"),
+        }
+    )
     expectation = _obj(
         {
-            "expr": _STR,
-            "passed": _BOOL,
-            "line": _nullable(_INT),
-            "error": _nullable(_STR),
-            "op": _nullable(_STR),
-            "left": _nullable(_STR),
-            "right": _nullable(_STR),
-            "value": _nullable(_STR),
+            "expr": _d(_STR, "the expression as written in 'expect'"),
+            "passed": _d(_BOOL, "whether it came out true"),
+            "line": _d(_nullable(_INT), "its line in the scenario file"),
+            "error": _d(_nullable(_STR), "the error the expression raised, or null"),
+            "op": _d(_nullable(_STR), "for a failed single comparison, its operator, e.g. =="),
+            "left": _d(_nullable(_STR), "for a failed single comparison, the repr of its left side"),
+            "right": _d(_nullable(_STR), "for a failed single comparison, the repr of its right side"),
+            "value": _d(_nullable(_STR), "for any other failed expression, the repr of its value"),
         }
     )
-    declared = _nullable(_obj({"type": _STR, "match": _nullable(_STR)}))
-    node = _obj({"id": _STR, "name": _STR, "leaf": _nullable(_STR), "next": {"type": "array", "items": _STR}})
+    declared = _nullable(
+        _obj(
+            {
+                "type": _d(_STR, "the declared class name, e.g. RuntimeError or torch.OutOfMemoryError"),
+                "match": _d(_nullable(_STR), "a regular expression searched in the message, or null"),
+            }
+        )
+    )
+    node = _obj(
+        {
+            "id": _d(_STR, "the node's id: N1, N2, ... in walk order"),
+            "name": _d(_STR, "the node's name, e.g. MulBackward0, AccumulateGrad"),
+            "leaf": _d(_nullable(_STR), "for AccumulateGrad, the name of the leaf tensor it accumulates into"),
+            "next": _d(_list(_STR), "the ids of the nodes its gradient flows to, in the order of next_functions"),
+        }
+    )
     graph = _obj(
-        {"tensor": _STR, "root": _nullable(_STR), "nodes": {"type": "array", "items": node}, "truncated": _BOOL}
+        {
+            "tensor": _d(_STR, "whose graph this is"),
+            "root": _d(_nullable(_STR), "the id of the tensor's grad_fn node, or null when it has none"),
+            "nodes": _d(_list(node), "every node once, however many paths reach it"),
+            "truncated": _d(_BOOL, "the walk stopped at its node limit"),
+        }
     )
     step = _obj(
         {
-            "index": {"type": "integer", "minimum": 0},
-            "code": _STR,
-            "line": _nullable(_INT),
-            "note": _nullable(_STR),
-            "status": {"enum": ["ok", "raised", "timeout", "killed"]},
-            "error": _nullable(error),
-            "warnings": {"type": "array", "items": warning},
-            "stdout": _STR,
-            "expectations": {"type": "array", "items": expectation},
-            "raises": declared,
-            "warns": declared,
-            "raised_as_declared": _BOOL,
-            "warned_as_declared": _BOOL,
-            "behaved": _BOOL,
-            "failures": {"type": "array", "items": _STR},
-            "shown": _nullable({"type": "array", "items": _STR}),
-            "tensors": {"type": "array", "items": {"$ref": "#/$defs/tensor"}},
-            "graphs": {"type": "array", "items": graph},
+            "index": _d({"type": "integer", "minimum": 0}, "the step's number; 0 is the setup"),
+            "code": _d(_STR, "the step's code, as run"),
+            "line": _d(_nullable(_INT), "where the step's code starts in the scenario file"),
+            "note": _d(_nullable(_STR), "the step's note, in markdown"),
+            "status": _d({"enum": ["ok", "raised", "timeout", "killed"]}, "ok, raised, timeout (ran past --timeout) or killed (the child was stopped by a limit)"),
+            "error": _d(_nullable(error), "what the step raised, or null"),
+            "warnings": _d(_list(warning), "each warning the step's own code emitted"),
+            "stdout": _d(_STR, "what the step printed"),
+            "expectations": _d(_list(expectation), "each 'expect' of the step, evaluated after it"),
+            "raises": _d(declared, "the exception the scenario declared for this step, or null"),
+            "warns": _d(declared, "the warning the scenario declared for this step, or null"),
+            "raised_as_declared": _d(_BOOL, "the step raised what 'raises' declared: the class or one of its bases, and 'match'"),
+            "warned_as_declared": _d(_BOOL, "some warning of the step matched what 'warns' declared"),
+            "behaved": _d(_BOOL, "the step behaved as declared"),
+            "failures": _d(_list(_STR), "each way the step did not behave as declared"),
+            "shown": _d(_nullable(_list(_STR)), "the names the scenario shows at this step, or null for all"),
+            "tensors": _d(_list({"$ref": "#/$defs/tensor"}), "every named tensor after the step"),
+            "graphs": _d(_list(graph), "the autograd graphs the step asked for with 'graph'"),
         }
     )
-    storage = _obj({"label": _STR, "nbytes": _INT, "device": _STR, "ptr": _INT, "names": {"type": "array", "items": _STR}})
+    storage = _obj(
+        {
+            "label": _d(_STR, "S1, S2, ... in order of first appearance; never reused for another allocation"),
+            "nbytes": _d(_INT, "the storage's size in bytes"),
+            "device": _d(_STR, "where the storage lives"),
+            "ptr": _d(_INT, "the raw address; differs between runs"),
+            "names": _d(_list(_STR), "every name seen on this storage"),
+        }
+    )
     trace = _obj(
         {
-            "format": {"const": FORMAT_NAME},
-            "format_version": {"const": FORMAT_VERSION},
-            "scenario": _obj(
-                {
-                    "title": _STR,
-                    "description": _nullable(_STR),
-                    "tags": {"type": "array", "items": _STR},
-                    "source": _nullable(_STR),
-                    "variant": _nullable(_STR),
-                }
+            "format": _d({"const": FORMAT_NAME}, "always tensortrace.trace"),
+            "format_version": _d({"enum": list(READABLE_VERSIONS)}, f"the trace format's version; this tensortrace writes {FORMAT_VERSION}"),
+            "scenario": _d(
+                _obj(
+                    {
+                        "title": _d(_STR, "the scenario's title"),
+                        "description": _d(_nullable(_STR), "the scenario's description, or null"),
+                        "tags": _d(_list(_STR), "the scenario's tags"),
+                        "source": _d(_nullable(_STR), "the scenario file, or null"),
+                        "variant": _d(_nullable(_STR), "the variant this trace is of, or null"),
+                    }
+                ),
+                "which scenario (and variant) ran",
             ),
-            "environment": _obj(
-                {
-                    "tensortrace": _STR,
-                    "torch": _STR,
-                    "python": _STR,
-                    "device": _STR,
-                    "safe": _BOOL,
-                    "confinement": _nullable(
-                        _obj(
-                            {
-                                "enforced": {"type": "array", "items": _STR, "description": "layers of the kernel's wall that were up, e.g. landlock-files, seccomp"},
-                                "missing": {"type": "array", "items": _STR, "description": "'layer: why', for each layer this machine could not enforce"},
-                            }
-                        )
-                    ),
-                },
-                required=("tensortrace", "torch", "python", "device", "safe"),
+            "environment": _d(
+                _obj(
+                    {
+                        "tensortrace": _d(_STR, "the tensortrace version"),
+                        "torch": _d(_STR, "the torch version"),
+                        "python": _d(_STR, "the Python version"),
+                        "device": _d(_STR, "the device the scenario ran on"),
+                        "safe": _d(_BOOL, "safe mode (false under --trust)"),
+                        "confinement": _d(
+                            _nullable(
+                                _obj(
+                                    {
+                                        "enforced": {"type": "array", "items": _STR, "description": "layers of the kernel's wall that were up, e.g. landlock-files, seccomp"},
+                                        "missing": {"type": "array", "items": _STR, "description": "'layer: why', for each layer this machine could not enforce"},
+                                    }
+                                )
+                            ),
+                            "what the kernel enforced around the child (safe mode only)",
+                        ),
+                    },
+                    required=("tensortrace", "torch", "python", "device", "safe"),
+                ),
+                "where the scenario ran",
             ),
-            "setup": _nullable({"$ref": "#/$defs/step"}),
-            "steps": {"type": "array", "items": {"$ref": "#/$defs/step"}},
-            "storages": {"type": "array", "items": storage},
-            "notices": {"type": "array", "items": _STR},
-            "aborted": _nullable(_STR),
-            "passed": _BOOL,
+            "setup": _d(_nullable({"$ref": "#/$defs/step"}), "the setup as a step with index 0, or null"),
+            "steps": _d(_list({"$ref": "#/$defs/step"}), "one object per step, in order"),
+            "storages": _d(_list(storage), "every storage allocation seen"),
+            "notices": _d(_list(_STR), "remarks about the scenario, e.g. a name in 'show' that is never bound"),
+            "aborted": _d(_nullable(_STR), "why the run stopped early, or null"),
+            "passed": _d(_BOOL, "the scenario behaved as declared"),
         }
     )
     return {
@@ -254,7 +315,7 @@ def trace_schema() -> Dict[str, Any]:
         "title": f"tensortrace trace (format version {FORMAT_VERSION})",
         "oneOf": [
             {"$ref": "#/$defs/trace"},
-            _obj({"traces": {"type": "array", "items": {"$ref": "#/$defs/trace"}}}),
+            _obj({"traces": _d(_list({"$ref": "#/$defs/trace"}), "one trace per scenario or variant")}),
         ],
         "$defs": {"trace": trace, "step": step, "tensor": tensor, "values": values},
     }

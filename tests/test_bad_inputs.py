@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 
 from conftest import Result, cli
+from tensortrace.errors import ScenarioError
+from tensortrace.scenario import load_scenario, loads_scenario
 
 BAD = Path(__file__).resolve().parent / "bad_inputs"
 
@@ -40,7 +42,62 @@ EXPECTED = {
     "variant-number.yaml": ":3:11: the value of 'lr' in variant 'a' must be a string, not a number; quote it",
     "variant-reserved.yaml": ":3:3: a variant cannot be named 'type'",
     "yaml-syntax.yaml": ":5:1: invalid YAML: expected ',' or ']', but got '<stream end>' (while parsing a flow sequence that starts at line 4, column 5)",
+    "yaml-indentation.yaml": ":5:3: bad indentation: the line 'raises: RuntimeError' does not line up with the list that starts at line 3, column 3",
+    "raises-misspelled.yaml": ":4:13: 'raises' of step 1: 'RunTimeError' is not an exception class of Python or torch; did you mean 'RuntimeError'?",
+    "warns-misspelled.yaml": ":4:19: 'warns' of step 1: 'UserWarnin' is not a warning class of Python or torch; did you mean 'UserWarning'?",
+    "expect-assignment.yaml": ":4:21: an expectation of step 1 is not a valid Python expression: an expectation is an expression that must come out true, and '=' assigns; compare with '==': a.sum() == 2",
+    "step-indentation.yaml": ":6:7: step 2 is not valid Python: expected an indented block after 'if' statement on line 5",
+    "expect-variant-list.yaml": ":9:9: each item of 'expect' of step 2 must be an expression, not a mapping; to expect by variant, drop the '- '",
 }
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_loading_names_the_place_and_the_problem(name):
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(BAD / name)
+    assert str(BAD / name) + EXPECTED[name] in str(info.value)
+
+
+def _load(text: str):
+    return loads_scenario(text, path="s.yaml")
+
+
+def test_an_exception_class_the_scenario_defines_may_be_declared():
+    scenario = _load(
+        "title: own\nsetup: |\n  class ShapeError(Exception):\n    pass\n"
+        "steps:\n  - run: raise ShapeError('no')\n    raises: ShapeError\n"
+    )
+    assert scenario.steps[0].raises.type == "ShapeError"
+
+
+def test_an_imported_exception_class_may_be_declared():
+    scenario = _load("title: t\nsteps:\n  - run: from json import JSONDecodeError as Bad\n    raises: {all: Bad}\nvariants: {a: {}}\n")
+    assert scenario.steps[0].raises["all"].type == "Bad"
+
+
+@pytest.mark.parametrize("name", ["torch.OutOfMemoryError", "builtins.KeyError", "LookupError", "torch.jit.Error"])
+def test_dotted_and_builtin_exception_names_that_resolve_are_accepted(name):
+    assert _load(f"title: t\nsteps:\n  - run: a = 1\n    raises: {name}\n").steps[0].raises.type == name
+
+
+@pytest.mark.parametrize(
+    "declaration, message",
+    [
+        ("raises: torch.NoSuchError", "4:13: 'raises' of step 1: 'torch.NoSuchError' does not name anything in torch"),
+        ("raises: torch.ones", "4:13: 'raises' of step 1: 'torch.ones' is not an exception class"),
+        ("warns: RuntimeError", "4:12: 'warns' of step 1: 'RuntimeError' is not a warning class; did you mean 'RuntimeWarning'?"),
+        ("raises: {type: Exeption, match: x}", "4:20: 'raises' of step 1: 'Exeption' is not an exception class of Python or torch; did you mean 'Exception'?"),
+    ],
+)
+def test_a_declared_name_that_names_no_such_class_is_refused_at_load(declaration, message):
+    with pytest.raises(ScenarioError) as info:
+        _load(f"title: t\nsteps:\n  - run: a = 1\n    {declaration}\n")
+    assert message in str(info.value)
+
+
+def test_a_lone_equals_sign_in_a_multi_line_step_keeps_the_plain_syntax_error():
+    with pytest.raises(ScenarioError, match=r"s.yaml:3:\d+: an expectation of step 1 is not a valid Python expression: invalid syntax$"):
+        _load("title: t\nsteps:\n  - {run: a = 1, expect: [a = = 1]}\n")
 
 
 def test_every_corpus_file_has_an_expectation():

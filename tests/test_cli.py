@@ -16,6 +16,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from tensortrace.model import FORMAT_VERSION
 from tensortrace.schemas import scenario_schema, trace_schema
 
 from conftest import REPO, cli, cli_process
@@ -60,7 +61,7 @@ def test_run_json_prints_one_valid_document(good):
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     jsonschema.validate(data, trace_schema())
-    assert data["format"] == "tensortrace.trace" and data["format_version"] == 1
+    assert data["format"] == "tensortrace.trace" and data["format_version"] == FORMAT_VERSION
     assert data["passed"] is True
     assert data["environment"]["torch"].startswith("2.")
     steps = data["steps"]
@@ -76,7 +77,8 @@ def test_run_jsonl_streams_one_line_per_step(good):
     assert result.returncode == 0, result.stderr
     lines = [json.loads(line) for line in result.stdout.splitlines()]
     assert [line["event"] for line in lines] == ["start", "step", "step", "step", "end"]
-    assert lines[0]["format_version"] == 1
+    assert all(line["format_version"] == FORMAT_VERSION for line in lines)
+    assert {line["scenario"]["title"] for line in lines} == {lines[0]["scenario"]["title"]}
     assert [line["step"]["index"] for line in lines[1:4]] == [1, 2, 3]
     assert lines[-1]["passed"] is True
 

@@ -1,7 +1,10 @@
 """The JSON-lines stream: one line per event, written while the run goes.
 
-``start`` (scenario and environment) when a scenario starts, ``step`` as each
-step finishes, ``end`` (storages, notices, passed) when it is over. ``run``
+``start`` (environment) when a scenario starts, ``step`` as each step
+finishes, ``end`` (storages, notices, passed) when it is over. Every event
+carries the same head: ``event``, ``format``, ``format_version`` and the
+trace's ``scenario`` object (title, variant, source ...), so a consumer can
+read any line on its own and group lines by scenario and variant. ``run``
 writes the events live through ``JsonlStream``; ``render_jsonl`` writes the
 same events for saved traces, so a stream can be made again without torch.
 """
@@ -20,32 +23,32 @@ class JsonlStream:
     """The text of each event; the caller writes it where and when it likes."""
 
     def start(self, trace: Trace) -> str:
-        line = {
-            "event": "start",
-            "format": FORMAT_NAME,
-            "format_version": FORMAT_VERSION,
-            "scenario": record_to_dict(trace.scenario),
-            "environment": record_to_dict(trace.environment),
-        }
-        return dumps(line) + "\n"
+        return _line("start", trace, environment=record_to_dict(trace.environment))
 
     def step(self, trace: Trace, step: Step) -> str:
         """One line for one finished step, so a consumer can follow a run live."""
-        line = {"event": "step", "scenario": trace.scenario.title,
-                "variant": trace.scenario.variant, "step": step_to_dict(step)}
-        return dumps(line) + "\n"
+        return _line("step", trace, step=step_to_dict(step))
 
     def end(self, trace: Trace) -> str:
-        line = {
-            "event": "end",
-            "scenario": trace.scenario.title,
-            "variant": trace.scenario.variant,
-            "passed": trace.passed,
-            "aborted": trace.aborted,
-            "notices": list(trace.notices),
-            "storages": record_to_dict(trace.storages),
-        }
-        return dumps(line) + "\n"
+        return _line(
+            "end",
+            trace,
+            passed=trace.passed,
+            aborted=trace.aborted,
+            notices=list(trace.notices),
+            storages=record_to_dict(trace.storages),
+        )
+
+
+def _line(event: str, trace: Trace, **fields: object) -> str:
+    """One event: the head every event shares, then its own fields."""
+    head = {
+        "event": event,
+        "format": FORMAT_NAME,
+        "format_version": FORMAT_VERSION,
+        "scenario": record_to_dict(trace.scenario),
+    }
+    return dumps({**head, **fields}) + "\n"
 
 
 def render_jsonl(traces: Sequence[Trace], options: RenderOptions = DEFAULT_OPTIONS) -> str:

@@ -1,0 +1,118 @@
+"""The JSON document and the JSON-lines stream, as scripts read them."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from render_fixtures import GOLD, detach_trace, variant_traces
+from tensortrace.errors import TraceFormatError
+from tensortrace.model import FORMAT_NAME, FORMAT_VERSION, Trace
+from tensortrace.render import render
+from tensortrace.render.jsonl import JsonlStream
+from tensortrace.schemas import trace_schema
+
+
+def _events(traces) -> list:
+    return [json.loads(line) for line in render(list(traces), "jsonl").splitlines()]
+
+
+def test_every_jsonl_event_has_the_same_head():
+    traces = variant_traces()
+    events = _events(traces)
+    assert {e["event"] for e in events} == {"start", "step", "end"}
+    for event in events:
+        assert event["format"] == FORMAT_NAME and event["format_version"] == FORMAT_VERSION
+        assert isinstance(event["scenario"], dict), event["event"]
+        assert "variant" not in event, "the variant is inside 'scenario', in one place"
+    by_variant = {}
+    for event in events:
+        by_variant.setdefault(event["scenario"]["variant"], []).append(event["event"])
+    assert set(by_variant) == {t.scenario.variant for t in traces}
+    assert all(kinds[0] == "start" and kinds[-1] == "end" for kinds in by_variant.values())
+
+
+def test_the_scenario_of_an_event_is_the_traces_own_scenario_object():
+    trace = detach_trace()
+    expected = trace.to_dict()["scenario"]
+    stream = JsonlStream()
+    lines = [stream.start(trace), stream.step(trace, trace.steps[0]), stream.end(trace)]
+    assert [json.loads(line)["scenario"] for line in lines] == [expected] * 3
+
+
+def test_version_1_traces_still_load():
+    data = json.loads((GOLD / "trace_detach.json").read_text(encoding="utf-8"))
+    assert data["format_version"] == 1
+    assert isinstance(Trace.from_dict(data), Trace)
+
+
+@pytest.mark.parametrize("version", [0, 3, True, "2", None])
+def test_other_versions_are_refused_with_the_ones_this_version_reads(version):
+    body = detach_trace().to_dict()
+    with pytest.raises(TraceFormatError, match=r"reads versions 1, 2"):
+        Trace.from_dict({**body, "format_version": version})
+
+
+def test_a_trace_written_now_loads_back_equal():
+    trace = dataclasses.replace(detach_trace(), notices=("n",))
+    data = json.loads(render([trace], "json"))
+    assert data["format_version"] == FORMAT_VERSION == 2
+    assert Trace.from_dict(data) == trace
+
+
+def _undescribed(schema: object, where: str = "") -> list:
+    """Every property, anywhere in the schema, that has no description."""
+    missing = []
+    if isinstance(schema, dict):
+        for name, sub in (schema.get("properties") or {}).items():
+            if not (isinstance(sub, dict) and isinstance(sub.get("description"), str) and sub["description"].strip()):
+                missing.append(f"{where}.{name}")
+        for key, sub in schema.items():
+            missing.extend(_undescribed(sub, f"{where}/{key}"))
+    elif isinstance(schema, list):
+        for i, sub in enumerate(schema):
+            missing.extend(_undescribed(sub, f"{where}[{i}]"))
+    return missing
+
+
+def test_every_field_of_the_trace_schema_says_what_it_is():
+    assert _undescribed(trace_schema()) == []
+
+
+def test_the_schema_walk_finds_a_property_without_description():
+    assert _undescribed({"properties": {"a": {"type": "string"}, "b": {"description": "b"}}}) == [".a"]
+
+
+def _fields(schema: object) -> set:
+    found = set()
+    if isinstance(schema, dict):
+        found.update(schema.get("properties") or {})
+        for sub in schema.values():
+            found |= _fields(sub)
+    elif isinstance(schema, list):
+        for sub in schema:
+            found |= _fields(sub)
+    return found
+
+
+def test_docs_json_documents_every_field_of_the_trace_schema():
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "json.md").read_text(encoding="utf-8")
+    missing = sorted(f for f in _fields(trace_schema()) if f"`{f}`" not in doc and f'"{f}"' not in doc)
+    assert missing == []
+
+
+def test_both_wrapper_forms_and_a_single_trace_load():
+    from tensortrace.render.json import traces_from_dict
+
+    traces = list(variant_traces())
+    bodies = [t.to_dict() for t in traces]
+    assert traces_from_dict({"traces": bodies}) == traces
+    assert traces_from_dict({"format": FORMAT_NAME, "format_version": FORMAT_VERSION, "traces": bodies}) == traces
+    assert traces_from_dict(bodies[0]) == traces[:1]
+    with pytest.raises(TraceFormatError, match="reads versions 1, 2"):
+        traces_from_dict({"format": FORMAT_NAME, "format_version": 9, "traces": bodies})
+    with pytest.raises(TraceFormatError, match="non-empty list"):
+        traces_from_dict({"traces": {}})
