@@ -1,0 +1,69 @@
+"""The rough edges a new user meets: install, files, options and messages of the command line."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tensortrace.cli import app
+
+from conftest import REPO, write_scenario
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    tomllib = None
+
+runner = CliRunner()
+
+SMALL = """
+title: small
+steps:
+  - a = torch.ones(2, requires_grad=True)
+  - b = a * 2
+  - out = b.sum()
+"""
+
+
+def invoke(*args: str):
+    return runner.invoke(app, list(args))
+
+
+# --- set-up and install ----------------------------------------------------------------
+
+
+def _imported_modules(text: str) -> set:
+    pattern = r"^\s*(?:(?:setup|run):\s*|-\s*)?(?:import\s+(\w+)|from\s+(\w+)[\w.]*\s+import\b)"
+    return {a or b for a, b in re.findall(pattern, text, re.M)}
+
+
+@pytest.mark.skipif(tomllib is None, reason="tomllib needs Python 3.11")
+def test_a_plain_install_brings_every_module_the_bundled_library_imports():
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    installed = {re.split(r"[<>=!~\[ ;]", dep, 1)[0].lower() for dep in project["dependencies"]}
+    imported = set()
+    for path in sorted((REPO / "scenarios").glob("*.yaml")):
+        imported |= _imported_modules(path.read_text(encoding="utf-8"))
+    assert "numpy" in imported  # the check below has something to check
+    missing = sorted(imported - {"torch", "math", "copy"} - installed)
+    assert not missing, f"bundled scenarios import {missing}, which 'pip install -e .' does not install"
+
+
+def test_a_missing_module_is_one_line_that_says_what_to_install(tmp_path):
+    path = write_scenario(tmp_path, """
+        title: needs a module
+        steps:
+          - import tensortrace_absent_module
+          - a = torch.ones(2)
+        """)
+    result = invoke("run", str(path), "--trust", "--format", "json")
+    error = json.loads(result.stdout)["steps"][0]["error"]
+    assert error["type"] == "ModuleNotFoundError"
+    assert error["explanation"]["title"] == "needs tensortrace_absent_module: pip install tensortrace_absent_module"
