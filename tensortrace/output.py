@@ -2,12 +2,15 @@
 
 A file is written to a temporary sibling and renamed into place only when
 the output is complete, so a failed or interrupted run never leaves a
-half-written file, and an earlier file stays intact until then.
+half-written file, and an earlier file stays intact until then. The file
+gets the mode a plain ``open`` would give it: an existing file keeps its own,
+a new one follows the umask (the temporary file starts private, 0600).
 """
 
 from __future__ import annotations
 
 import os
+import stat
 import sys
 import tempfile
 from pathlib import Path
@@ -55,6 +58,7 @@ class Output:
         if self._file is None:
             return
         self._file.flush()
+        os.fchmod(self._file.fileno(), _mode_for(self.path))
         os.fsync(self._file.fileno())
         self._file.close()
         self._file = None
@@ -71,3 +75,14 @@ class Output:
             except OSError:
                 pass
             self._tmp = None
+
+
+def _mode_for(path: Path) -> int:
+    """The permission bits ``path`` should end with: its own if it exists, else 0666 less the umask."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        pass
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import sys
 import textwrap
 from pathlib import Path
@@ -67,3 +68,31 @@ def test_a_missing_module_is_one_line_that_says_what_to_install(tmp_path):
     error = json.loads(result.stdout)["steps"][0]["error"]
     assert error["type"] == "ModuleNotFoundError"
     assert error["explanation"]["title"] == "needs tensortrace_absent_module: pip install tensortrace_absent_module"
+
+
+# --- file modes ------------------------------------------------------------------------
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_a_new_output_file_follows_the_umask(tmp_path):
+    target = tmp_path / "out.md"
+    old = os.umask(0o022)
+    try:
+        result = invoke("new", str(target))
+    finally:
+        os.umask(old)
+    assert result.exit_code == 0, result.stderr
+    assert _mode(target) == 0o644
+
+
+def test_an_existing_output_file_keeps_its_mode(tmp_path):
+    target = tmp_path / "out.yaml"
+    target.write_text("old", encoding="utf-8")
+    target.chmod(0o640)
+    result = invoke("new", str(target), "--force")
+    assert result.exit_code == 0, result.stderr
+    assert _mode(target) == 0o640
+    assert "title:" in target.read_text(encoding="utf-8")
