@@ -73,11 +73,24 @@ def _render_options(form: str, out: Output, step: Optional[int], steps: Optional
     return RenderOptions(
         steps=_parse_steps(step, steps),
         changes_only=changes_only,
-        show=tuple(n.strip() for n in show.split(",") if n.strip()) if show else None,
+        show=_names(show) or None,
         values=not no_values,
         width=width if width is not None or form != "console" else _terminal_width(),
         color=_use_color(out),
     )
+
+
+def _names(text: Optional[str]) -> Tuple[str, ...]:
+    """``a, lin`` -> ``("a", "lin")``: the names of a comma-separated option."""
+    return tuple(n.strip() for n in text.split(",") if n.strip()) if text else ()
+
+
+def _noting_show(traces: List[Trace], show: Optional[str]) -> List[Trace]:
+    """The traces, each with a notice for every --show name it never bound."""
+    from .render.facts import with_show_notices
+
+    names = _names(show)
+    return [with_show_notices(t, names) for t in traces] if names else traces
 
 
 def _terminal_width() -> Optional[int]:
@@ -244,7 +257,7 @@ REQUIRE = typer.Option(
 STEP = typer.Option(None, "--step", metavar="N", help="Show only this step.")
 STEPS = typer.Option(None, "--steps", metavar="RANGE", help="Show only these steps, e.g. 2-5 or 1,3.")
 CHANGES = typer.Option(False, "--changes-only", help="Show only the rows that changed in each step.")
-SHOW = typer.Option(None, "--show", metavar="NAMES", help="Names to show, comma-separated (e.g. a,b,lin.weight).")
+SHOW = typer.Option(None, "--show", metavar="NAMES", help="Names to show, comma-separated (e.g. a,b,lin.weight); a module or list stands for what it holds (lin: lin.weight, lin.bias), as in the scenario's show.")
 NO_VALUES = typer.Option(False, "--no-values", help="Leave out the values and grad columns.")
 WIDTH = typer.Option(None, "--width", metavar="COLUMNS", help="Width of console output in columns.")
 
@@ -281,7 +294,7 @@ def run(
                 scenario_timeout=scenario_timeout, require_confinement=require_confinement,
             )
             options = _render_options(form, out, step, steps, changes_only, show, no_values, width)
-            out.write(_rest_of_output(traces, form, live, options))
+            out.write(_rest_of_output(_noting_show(traces, show), form, live, options))
         return _run_status(traces, interrupted)
 
     _guarded(body)
@@ -389,7 +402,7 @@ def render_cmd(
 
     def body() -> int:
         form = check_format(fmt)
-        traces = load_traces(trace_file)
+        traces = _noting_show(load_traces(trace_file), show)
         _check_steps_exist(_parse_steps(step, steps), [len(t.steps) for t in traces])
         with _output(output) as out:
             options = _render_options(form, out, step, steps, changes_only, show, no_values, width)

@@ -96,3 +96,39 @@ def test_an_existing_output_file_keeps_its_mode(tmp_path):
     assert result.exit_code == 0, result.stderr
     assert _mode(target) == 0o640
     assert "title:" in target.read_text(encoding="utf-8")
+
+
+# --- --show ----------------------------------------------------------------------------
+
+MODULE = """
+title: a module
+steps:
+  - lin = torch.nn.Linear(2, 1)
+  - x = torch.ones(1, 2)
+  - y = lin(x)
+"""
+
+
+def _table_names(console_text: str) -> set:
+    """The names of the table rows (a name, then a value or a storage label)."""
+    return set(re.findall(r"^  ([A-Za-z_][\w.\[\]']*)  +(?:\[|-?\d|S\d)", console_text, re.M))
+
+
+def test_show_of_a_module_shows_its_parameters_as_the_yaml_key_does(tmp_path):
+    path = write_scenario(tmp_path, MODULE)
+    by_option = invoke("run", str(path), "--show", "lin", "--step", "3", "--width", "200")
+    by_key = write_scenario(tmp_path, MODULE.replace("steps:", "show: [lin]\nsteps:"), "keyed.yaml")
+    by_yaml = invoke("run", str(by_key), "--step", "3", "--width", "200")
+    assert by_option.exit_code == by_yaml.exit_code == 0, by_option.stderr + by_yaml.stderr
+    shown = _table_names(by_option.stdout)
+    assert {"lin.weight", "lin.bias"} <= shown and not {"x", "y"} & shown
+    assert shown == _table_names(by_yaml.stdout)
+
+
+def test_show_of_an_unknown_name_is_a_notice_in_the_output_and_the_json(tmp_path):
+    path = write_scenario(tmp_path, SMALL)
+    console = invoke("run", str(path), "--show", "zz,a", "--width", "200")
+    assert console.exit_code == 0
+    assert "'zz' in --show is never bound in this scenario" in console.stdout
+    data = json.loads(invoke("run", str(path), "--show", "zz", "--format", "json").stdout)
+    assert data["notices"] == ["'zz' in --show is never bound in this scenario"]
