@@ -108,7 +108,7 @@ def _parse_steps(step: Optional[int], steps: Optional[str]) -> Optional[frozense
         raise UsageError("give --step or --steps, not both")
     if step is not None:
         if step < 0:
-            raise UsageError(f"--step {step}: steps are numbered from 1")
+            raise UsageError(f"--step {step}: steps are numbered from 1 (0 is the setup)")
         return frozenset([step])
     if steps is None:
         return None
@@ -128,15 +128,21 @@ def _parse_steps(step: Optional[int], steps: Optional[str]) -> Optional[frozense
     return frozenset(chosen)
 
 
-def _check_steps_exist(steps: Optional[frozenset], counts: Sequence[int]) -> None:
-    """A step number that no scenario has is a mistake worth saying, not an empty page."""
+def _check_steps_exist(steps: Optional[frozenset], counts: Sequence[int], has_setup: bool) -> None:
+    """A step number that no scenario has is a mistake worth saying, not an empty page.
+
+    Step 0 is the setup, so it exists only when a scenario has one.
+    """
     if not steps:
         return
     most = max(counts, default=0)
-    missing = sorted(i for i in steps if i > most)
+    missing = sorted(i for i in steps if i > most or (i == 0 and not has_setup))
     if missing:
         shown = ", ".join(str(i) for i in missing[:5])
-        raise UsageError(f"there is no step {shown}: the scenario has steps 1 to {most}" if most else f"there is no step {shown}")
+        if not most:
+            raise UsageError(f"there is no step {shown}")
+        setup = "0 (the setup) and " if has_setup else ""
+        raise UsageError(f"there is no step {shown}: the scenario has steps {setup}1 to {most}")
 
 
 def _use_color(out: Output) -> bool:
@@ -254,8 +260,8 @@ REQUIRE = typer.Option(
     envvar="TENSORTRACE_REQUIRE_CONFINEMENT",
     help="Refuse to run in safe mode unless the kernel can confine the child (Landlock, seccomp). Also TENSORTRACE_REQUIRE_CONFINEMENT=1.",
 )
-STEP = typer.Option(None, "--step", metavar="N", help="Show only this step.")
-STEPS = typer.Option(None, "--steps", metavar="RANGE", help="Show only these steps, e.g. 2-5 or 1,3.")
+STEP = typer.Option(None, "--step", metavar="N", help="Show only this step (0: the setup, when the scenario has one).")
+STEPS = typer.Option(None, "--steps", metavar="RANGE", help="Show only these steps, e.g. 2-5 or 1,3 (0: the setup).")
 CHANGES = typer.Option(False, "--changes-only", help="Show only the rows that changed in each step.")
 SHOW = typer.Option(None, "--show", metavar="NAMES", help="Names to show, comma-separated (e.g. a,b,lin.weight); a module or list stands for what it holds (lin: lin.weight, lin.bias), as in the scenario's show.")
 NO_VALUES = typer.Option(False, "--no-values", help="Leave out the values and grad columns.")
@@ -286,7 +292,7 @@ def run(
         form = check_format(fmt)
         _check_device(device)
         scenarios = _load_all(targets)
-        _check_steps_exist(_parse_steps(step, steps), [len(sc.steps) for sc in scenarios])
+        _check_steps_exist(_parse_steps(step, steps), [len(sc.steps) for sc in scenarios], any(sc.setup for sc in scenarios))
         with _output(output) as out:
             live = stream(form)
             traces, interrupted = _trace_into(
@@ -403,7 +409,7 @@ def render_cmd(
     def body() -> int:
         form = check_format(fmt)
         traces = _noting_show(load_traces(trace_file), show)
-        _check_steps_exist(_parse_steps(step, steps), [len(t.steps) for t in traces])
+        _check_steps_exist(_parse_steps(step, steps), [len(t.steps) for t in traces], any(t.setup is not None for t in traces))
         with _output(output) as out:
             options = _render_options(form, out, step, steps, changes_only, show, no_values, width)
             out.write(render(traces, form, options))

@@ -132,3 +132,24 @@ def test_show_of_an_unknown_name_is_a_notice_in_the_output_and_the_json(tmp_path
     assert "'zz' in --show is never bound in this scenario" in console.stdout
     data = json.loads(invoke("run", str(path), "--show", "zz", "--format", "json").stdout)
     assert data["notices"] == ["'zz' in --show is never bound in this scenario"]
+
+
+# --- steps -----------------------------------------------------------------------------
+
+
+def test_step_zero_without_a_setup_is_an_error_naming_the_range(tmp_path):
+    path = write_scenario(tmp_path, SMALL)
+    result = invoke("run", str(path), "--step", "0")
+    assert result.exit_code == 2
+    assert "there is no step 0: the scenario has steps 1 to 3" in result.stderr
+    assert result.stdout == ""
+    assert "there is no step 9: the scenario has steps 1 to 3" in invoke("run", str(path), "--step", "9").stderr
+
+
+def test_step_zero_is_the_setup_when_there_is_one(tmp_path):
+    path = write_scenario(tmp_path, SMALL.replace("steps:", "setup: print('hello from setup')\nsteps:"))
+    result = invoke("run", str(path), "--step", "0", "--width", "120")
+    assert result.exit_code == 0, result.stderr
+    assert "hello from setup" in result.stdout
+    assert "Step 1" not in result.stdout
+    assert "steps 0 (the setup) and 1 to 3" in invoke("run", str(path), "--steps", "2-5").stderr
