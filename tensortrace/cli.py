@@ -24,7 +24,7 @@ from . import __version__
 from .devices import DEVICE_CHOICES, is_device_name
 from .errors import TensorTraceError, UsageError
 from .model import Trace
-from .output import Output
+from .output import Output, format_for
 from .render import FORMATS, RenderOptions, StreamRenderer, check_format, render, stream
 from .render.text import visible
 from .runner import Interrupted
@@ -38,11 +38,22 @@ LIST_WIDTH = 120
 app = typer.Typer(
     name="tensortrace",
     help="See what PyTorch does to your tensors: run a scenario step by step and show storage, versions and autograd.",
-    add_completion=False,
+    add_completion=True,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+
+class _Command(typer.core.TyperCommand):
+    """A command whose help names each argument by its metavar alone (no ``<list[str]>``)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        for param in self.params:
+            if isinstance(param, typer.core.TyperArgument):
+                param.display_type_rich = lambda ctx: None
 
 
 def _version_callback(value: bool) -> None:
@@ -247,7 +258,15 @@ def _quiet_broken_pipe() -> None:
 # --- commands -------------------------------------------------------------------------
 
 TARGETS = typer.Argument(..., metavar="SCENARIO", help="Scenario files, or names of bundled scenarios (see 'tensortrace list').", show_default=False)
-FORMAT = typer.Option("console", "--format", "-f", metavar="FORMAT", help="console, json, jsonl, markdown, html, svg, dot or mermaid.")
+CHECK_TARGETS = typer.Argument(
+    ..., metavar="SCENARIO", show_default=False,
+    help="Scenario files, folders (every .yaml file in them, sorted), or names of bundled scenarios.",
+)
+FORMAT = typer.Option(
+    None, "--format", "-f", metavar="FORMAT", show_default=False,
+    help="console, json, jsonl, markdown, html, svg, dot or mermaid. Default: what the -o file's suffix names "
+    "(.json, .jsonl, .md, .html, .svg, .dot, .mmd), else console.",
+)
 OUTPUT = typer.Option(None, "--output", "-o", metavar="FILE", help="Write to this file (atomically) instead of stdout.")
 DEVICE = typer.Option(None, "--device", metavar="DEVICE", help="Device for scenarios that do not name one: cpu, cuda, cuda:N, mps, auto.")
 TRUST = typer.Option(False, "--trust", help="Run steps as plain Python, without safe mode. Only for files you trust.")
@@ -266,12 +285,17 @@ CHANGES = typer.Option(False, "--changes-only", help="Show only the rows that ch
 SHOW = typer.Option(None, "--show", metavar="NAMES", help="Names to show, comma-separated (e.g. a,b,lin.weight); a module or list stands for what it holds (lin: lin.weight, lin.bias), as in the scenario's show.")
 NO_VALUES = typer.Option(False, "--no-values", help="Leave out the values and grad columns.")
 WIDTH = typer.Option(None, "--width", metavar="COLUMNS", help="Width of console output in columns.")
+GRAPH = typer.Option(
+    None, "--graph", metavar="NAMES",
+    help="Draw the autograd graph of these names (comma-separated) as it stands after the last step, "
+    "as a 'graph:' key on the last step would.",
+)
 
 
-@app.command()
+@app.command(cls=_Command)
 def run(
     targets: List[str] = TARGETS,
-    fmt: str = FORMAT,
+    fmt: Optional[str] = FORMAT,
     output: Optional[str] = OUTPUT,
     device: Optional[str] = DEVICE,
     trust: bool = TRUST,
@@ -285,13 +309,16 @@ def run(
     show: Optional[str] = SHOW,
     no_values: bool = NO_VALUES,
     width: Optional[int] = WIDTH,
+    graph: Optional[str] = GRAPH,
 ) -> None:
     """Run scenarios and show what happened at every step."""
 
     def body() -> int:
-        form = check_format(fmt)
+        from .overrides import with_graph
+
+        form = check_format(format_for(fmt, output))
         _check_device(device)
-        scenarios = _load_all(targets)
+        scenarios = [with_graph(sc, _names(graph)) for sc in _load_all(targets)]
         _check_steps_exist(_parse_steps(step, steps), [len(sc.steps) for sc in scenarios], any(sc.setup for sc in scenarios))
         with _output(output) as out:
             live = stream(form)
@@ -332,9 +359,9 @@ def _run_status(traces: List[Trace], interrupted: bool) -> int:
     return EXIT_OK if all(t.passed for t in traces) else EXIT_FAILED
 
 
-@app.command()
+@app.command(cls=_Command)
 def check(
-    targets: List[str] = TARGETS,
+    targets: List[str] = CHECK_TARGETS,
     device: Optional[str] = DEVICE,
     trust: bool = TRUST,
     timeout: float = TIMEOUT,
@@ -345,10 +372,11 @@ def check(
     """Run scenarios and say, one line each, whether they behaved as declared."""
 
     def body() -> int:
+        from .library import expand_folders
         from .render.check import summary
 
         passed = failed = unusable = 0
-        for target in targets:
+        for target in expand_folders(targets):
             verdicts = _check_one(
                 target, trust=trust, device=device, timeout=timeout, memory_limit=memory_limit,
                 scenario_timeout=scenario_timeout, require_confinement=require_confinement,
@@ -392,10 +420,10 @@ def _check_one(target: str, **run_args) -> Optional[List[bool]]:
     return [trace.passed for trace in traces]
 
 
-@app.command("render")
+@app.command("render", cls=_Command)
 def render_cmd(
     trace_file: str = typer.Argument(..., metavar="TRACE.json", help="A JSON trace written by 'tensortrace run --format json' ('-' for stdin).", show_default=False),
-    fmt: str = FORMAT,
+    fmt: Optional[str] = FORMAT,
     output: Optional[str] = OUTPUT,
     step: Optional[int] = STEP,
     steps: Optional[str] = STEPS,
@@ -407,7 +435,7 @@ def render_cmd(
     """Render a saved JSON trace again, without running anything."""
 
     def body() -> int:
-        form = check_format(fmt)
+        form = check_format(format_for(fmt, output))
         traces = _noting_show(load_traces(trace_file), show)
         _check_steps_exist(_parse_steps(step, steps), [len(t.steps) for t in traces], any(t.setup is not None for t in traces))
         with _output(output) as out:
@@ -439,7 +467,7 @@ def load_traces(source: str) -> List[Trace]:
         raise TraceFormatError(exc.message, path=source) from None
 
 
-@app.command()
+@app.command(cls=_Command)
 def schema(
     trace_format: bool = typer.Option(False, "--trace", help="Print the JSON Schema of the trace format instead."),
 ) -> None:
@@ -449,7 +477,7 @@ def schema(
     typer.echo(json.dumps(trace_schema() if trace_format else scenario_schema(), indent=2))
 
 
-@app.command("list")
+@app.command("list", cls=_Command)
 def list_cmd(
     tag: Optional[List[str]] = typer.Option(None, "--tag", metavar="TAG", help="Only scenarios with this tag (repeat for several: any of them)."),
     markdown: bool = typer.Option(False, "--markdown", help="Print the list as a markdown page (docs/scenarios.md)."),
@@ -478,7 +506,7 @@ def list_cmd(
     _guarded(body)
 
 
-@app.command()
+@app.command(cls=_Command)
 def show(name: str = typer.Argument(..., metavar="NAME", help="A bundled scenario's name.", show_default=False)) -> None:
     """Print a bundled scenario's YAML, to read it or to start your own from it."""
 
@@ -498,7 +526,7 @@ def show(name: str = typer.Argument(..., metavar="NAME", help="A bundled scenari
     _guarded(body)
 
 
-@app.command()
+@app.command(cls=_Command)
 def new(
     file: str = typer.Argument(..., metavar="FILE", help="The scenario file to create, e.g. my-scenario.yaml.", show_default=False),
     force: bool = typer.Option(False, "--force", help="Overwrite the file if it exists."),

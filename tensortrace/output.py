@@ -19,6 +19,30 @@ from typing import IO, Optional
 from .errors import UsageError
 
 
+# What a file name says about the format wanted, when --format does not say.
+_SUFFIX_FORMATS = {
+    ".json": "json",
+    ".jsonl": "jsonl",
+    ".md": "markdown",
+    ".markdown": "markdown",
+    ".html": "html",
+    ".htm": "html",
+    ".svg": "svg",
+    ".dot": "dot",
+    ".gv": "dot",
+    ".mmd": "mermaid",
+}
+
+
+def format_for(fmt: Optional[str], path: Optional[str]) -> str:
+    """The format asked for; else the one the output file's suffix names; else ``console``."""
+    if fmt is not None:
+        return fmt
+    if path not in (None, "-"):
+        return _SUFFIX_FORMATS.get(Path(path).suffix.lower(), "console")
+    return "console"
+
+
 class Output:
     """A text sink: ``write`` as you go, then ``commit`` (or ``discard``)."""
 

@@ -153,3 +153,76 @@ def test_step_zero_is_the_setup_when_there_is_one(tmp_path):
     assert "hello from setup" in result.stdout
     assert "Step 1" not in result.stdout
     assert "steps 0 (the setup) and 1 to 3" in invoke("run", str(path), "--steps", "2-5").stderr
+
+
+# --- small conveniences ----------------------------------------------------------------
+
+
+def test_h_is_help_for_the_program_and_every_command():
+    assert invoke("-h").stdout == invoke("--help").stdout
+    for command in ("run", "check", "render", "list", "show", "new", "schema"):
+        result = invoke(command, "-h")
+        assert result.exit_code == 0, (command, result.stderr)
+        assert result.stdout.startswith("Usage:") and result.stdout == invoke(command, "--help").stdout
+
+
+def test_help_names_arguments_without_python_types():
+    for command in ("run", "check", "render", "show", "new"):
+        text = invoke(command, "--help").stdout
+        assert not re.search(r"<(?:list\[)?(?:str|int|float)\]?>", text), (command, text)
+
+
+def test_the_shell_completion_options_are_offered():
+    text = invoke("--help").stdout
+    assert "--install-completion" in text and "--show-completion" in text
+
+
+def test_check_of_a_folder_checks_its_yaml_files_in_order(tmp_path):
+    write_scenario(tmp_path, SMALL, "b.yaml")
+    write_scenario(tmp_path, SMALL.replace("small", "other"), "a.yaml")
+    (tmp_path / "notes.txt").write_text("not a scenario", encoding="utf-8")
+    result = invoke("check", str(tmp_path), "--trust")
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.splitlines() == [f"PASS {tmp_path / 'a.yaml'}", f"PASS {tmp_path / 'b.yaml'}", "2 passed, 0 failed"]
+
+
+def test_check_of_a_folder_without_scenarios_says_so(tmp_path):
+    result = invoke("check", str(tmp_path))
+    assert result.exit_code == 2
+    assert "no .yaml scenario files" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "name, looks_like",
+    [
+        ("t.json", lambda text: json.loads(text)["format"]),
+        ("t.jsonl", lambda text: json.loads(text.splitlines()[0])["event"] == "start"),
+        ("t.md", lambda text: text.startswith("#")),
+        ("t.html", lambda text: "<html" in text.lower()),
+        ("t.svg", lambda text: "<svg" in text),
+        ("t.dot", lambda text: "digraph" in text),
+        ("t.mmd", lambda text: text.lstrip().startswith(("flowchart", "graph"))),
+    ],
+)
+def test_the_output_format_follows_the_file_suffix(tmp_path, name, looks_like):
+    path = write_scenario(tmp_path, SMALL)
+    target = tmp_path / name
+    result = invoke("run", str(path), "--trust", "-o", str(target))
+    assert result.exit_code == 0, result.stderr
+    assert looks_like(target.read_text(encoding="utf-8"))
+
+
+def test_an_explicit_format_wins_over_the_file_suffix(tmp_path):
+    path = write_scenario(tmp_path, SMALL)
+    target = tmp_path / "t.json"
+    assert invoke("run", str(path), "--trust", "-o", str(target), "--format", "markdown").exit_code == 0
+    assert target.read_text(encoding="utf-8").startswith("#")
+
+
+def test_graph_option_draws_the_graph_after_the_last_step(tmp_path):
+    path = write_scenario(tmp_path, SMALL)
+    data = json.loads(invoke("run", str(path), "--trust", "--format", "json", "--graph", "out").stdout)
+    assert [g["tensor"] for g in data["steps"][-1]["graphs"]] == ["out"]
+    assert all(not step["graphs"] for step in data["steps"][:-1])
+    nodes = json.dumps(data["steps"][-1]["graphs"][0])
+    assert "SumBackward0" in nodes and "MulBackward0" in nodes
