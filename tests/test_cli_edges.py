@@ -226,3 +226,15 @@ def test_graph_option_draws_the_graph_after_the_last_step(tmp_path):
     assert all(not step["graphs"] for step in data["steps"][:-1])
     nodes = json.dumps(data["steps"][-1]["graphs"][0])
     assert "SumBackward0" in nodes and "MulBackward0" in nodes
+
+
+# --- list ------------------------------------------------------------------------------
+
+
+def test_list_piped_has_no_trailing_blanks_and_no_escapes():
+    result = invoke("list")
+    assert result.exit_code == 0
+    lines = result.stdout.splitlines()
+    assert len(lines) > 10 and lines[0].startswith("name")
+    assert [line for line in lines if line != line.rstrip()] == []
+    assert "\x1b" not in result.stdout
