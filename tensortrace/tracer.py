@@ -361,7 +361,7 @@ class _Recorder:
                 error = ErrorInfo(
                     type="TimeoutError",
                     qualname="builtins.TimeoutError",
-                    message=f"step {index} exceeded the {self.timeout:g} s time limit" if index else f"setup exceeded the {self.timeout:g} s time limit",
+                    message=f"{f'step {index}' if index else 'setup'} exceeded the {self.timeout:g} s time limit (raise it with --timeout)",
                     line=pieces[0][0].line,
                 )
             except (KeyboardInterrupt, GeneratorExit):

@@ -238,3 +238,45 @@ def test_list_piped_has_no_trailing_blanks_and_no_escapes():
     assert len(lines) > 10 and lines[0].startswith("name")
     assert [line for line in lines if line != line.rstrip()] == []
     assert "\x1b" not in result.stdout
+
+
+# --- messages about limits -------------------------------------------------------------
+
+LOOP = """
+title: loops
+steps:
+  - a = torch.ones(2)
+  - |
+    while True:
+        pass
+"""
+
+
+def test_a_step_time_limit_names_the_option_that_raises_it(tmp_path):
+    path = write_scenario(tmp_path, LOOP)
+    data = json.loads(invoke("run", str(path), "--format", "json", "--timeout", "1").stdout)
+    assert data["aborted"] == "step 2 exceeded the 1 s time limit (raise it with --timeout)"
+
+
+def test_the_scenario_time_limit_names_the_option_that_raises_it(tmp_path):
+    path = write_scenario(tmp_path, LOOP)
+    result = invoke("run", str(path), "--format", "json", "--timeout", "0", "--scenario-timeout", "1")
+    data = json.loads(result.stdout)
+    assert data["aborted"] == (
+        "step 2 was running when the scenario reached its 1 s time limit (raise it with --scenario-timeout)"
+    )
+
+
+def test_an_allocation_refused_under_the_memory_limit_names_the_limit(tmp_path):
+    path = write_scenario(tmp_path, """
+        title: too big for the cap
+        steps:
+          - x = torch.empty(10**9)
+          - y = [0] * 10**9
+        """)
+    data = json.loads(invoke("run", str(path), "--format", "json", "--memory-limit", "256").stdout)
+    for step in data["steps"]:
+        explanation = step["error"]["explanation"]
+        assert "(--memory-limit, 256 MiB) caused this" in explanation["what"], step["error"]
+        assert "--memory-limit 0" in explanation["fix"]
+    assert [s["error"]["type"] for s in data["steps"]] == ["RuntimeError", "MemoryError"]
