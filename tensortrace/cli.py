@@ -322,8 +322,9 @@ def run(
         _check_steps_exist(_parse_steps(step, steps), [len(sc.steps) for sc in scenarios], any(sc.setup for sc in scenarios))
         with _output(output) as out:
             live = stream(form)
+            progress = _progress(scenarios, streamed_to_terminal=live is not None and out.is_terminal)
             traces, interrupted = _trace_into(
-                out, live, scenarios, trust=trust, device=device, timeout=timeout, memory_limit=memory_limit,
+                out, live, scenarios, progress, trust=trust, device=device, timeout=timeout, memory_limit=memory_limit,
                 scenario_timeout=scenario_timeout, require_confinement=require_confinement,
             )
             options = _render_options(form, out, step, steps, changes_only, show, no_values, width)
@@ -333,14 +334,30 @@ def run(
     _guarded(body)
 
 
-def _trace_into(out: Output, live: Optional[StreamRenderer], scenarios: list, **run_args) -> Tuple[List[Trace], bool]:
+def _progress(scenarios: list, *, streamed_to_terminal: bool):
+    """Progress on stderr when it is a terminal, unless a streamed format already shows each step there."""
+    from .render.progress import RunProgress, plans_of
+
+    terminal = not streamed_to_terminal and sys.stderr.isatty()
+    return RunProgress.on_stderr(plans_of(scenarios) if terminal else [], terminal)
+
+
+def _trace_into(out: Output, live: Optional[StreamRenderer], scenarios: list, progress, **run_args) -> Tuple[List[Trace], bool]:
     """Run the scenarios, writing a live format's events as they come; (traces, interrupted)."""
-    on_start = on_step = None
-    if live is not None:
-        on_start = lambda trace: out.write(live.start(trace))  # noqa: E731
-        on_step = lambda trace, st: out.write(live.step(trace, st))  # noqa: E731
+
+    def on_start(trace: Trace) -> None:
+        progress.on_start(trace)
+        if live is not None:
+            out.write(live.start(trace))
+
+    def on_step(trace: Trace, st) -> None:
+        progress.on_step(trace, st)
+        if live is not None:
+            out.write(live.step(trace, st))
+
     try:
-        return _run_all(scenarios, on_start=on_start, on_step=on_step, **run_args), False
+        with progress:
+            return _run_all(scenarios, on_start=on_start, on_step=on_step, **run_args), False
     except Interrupted as stop:
         return stop.traces, True
 

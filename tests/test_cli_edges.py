@@ -280,3 +280,35 @@ def test_an_allocation_refused_under_the_memory_limit_names_the_limit(tmp_path):
         assert "(--memory-limit, 256 MiB) caused this" in explanation["what"], step["error"]
         assert "--memory-limit 0" in explanation["fix"]
     assert [s["error"]["type"] for s in data["steps"]] == ["RuntimeError", "MemoryError"]
+
+
+# --- progress --------------------------------------------------------------------------
+
+
+def test_no_progress_is_drawn_when_stderr_is_not_a_terminal(tmp_path):
+    path = write_scenario(tmp_path, SMALL)
+    result = invoke("run", str(path), "--trust", "--format", "json")
+    assert result.exit_code == 0
+    assert result.stderr == ""
+    assert json.loads(result.stdout)["steps"][-1]["index"] == 3
+
+
+def test_progress_on_a_terminal_shows_step_i_of_n_and_its_line(tmp_path):
+    import io
+
+    from rich.console import Console
+
+    import tensortrace
+    from tensortrace.render.progress import RunProgress, plans_of
+    from tensortrace.runner import run_all
+
+    scenario = tensortrace.load_scenario(write_scenario(tmp_path, SMALL.replace("steps:", "setup: c = 1\nsteps:")))
+    screen = io.StringIO()
+    progress = RunProgress(plans_of([scenario]), Console(file=screen, force_terminal=True, width=100, _environ={}))
+    with progress:
+        run_all([scenario], safe=False, on_start=progress.on_start, on_step=progress.on_step)
+    drawn = screen.getvalue()
+    for expected in ("· setup", "step 1 of 3: a = torch.ones(2, requires_grad=True)", "step 2 of 3: b = a * 2",
+                     "step 3 of 3: out = b.sum()", "3 of 3 steps done"):
+        assert expected in drawn, drawn
+    assert drawn.index("step 1 of 3") < drawn.index("step 2 of 3") < drawn.index("step 3 of 3")
