@@ -28,6 +28,7 @@ from .output import Output, format_for
 from .render import FORMATS, RenderOptions, StreamRenderer, check_format, render, stream
 from .render.text import visible
 from .runner import Interrupted
+from .selection import check_steps_exist, names_of, parse_steps
 
 EXIT_OK, EXIT_FAILED, EXIT_UNUSABLE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -82,25 +83,20 @@ def _main(
 
 def _render_options(form: str, out: Output, step: Optional[int], steps: Optional[str], changes_only: bool, show: Optional[str], no_values: bool, width: Optional[int]) -> RenderOptions:
     return RenderOptions(
-        steps=_parse_steps(step, steps),
+        steps=parse_steps(step, steps),
         changes_only=changes_only,
-        show=_names(show) or None,
+        show=names_of(show) or None,
         values=not no_values,
         width=width if width is not None or form != "console" else _terminal_width(),
         color=_use_color(out),
     )
 
 
-def _names(text: Optional[str]) -> Tuple[str, ...]:
-    """``a, lin`` -> ``("a", "lin")``: the names of a comma-separated option."""
-    return tuple(n.strip() for n in text.split(",") if n.strip()) if text else ()
-
-
 def _noting_show(traces: List[Trace], show: Optional[str]) -> List[Trace]:
     """The traces, each with a notice for every --show name it never bound."""
     from .render.facts import with_show_notices
 
-    names = _names(show)
+    names = names_of(show)
     return [with_show_notices(t, names) for t in traces] if names else traces
 
 
@@ -112,48 +108,6 @@ def _terminal_width() -> Optional[int]:
     except (AttributeError, ValueError, OSError):
         pass
     return None
-
-
-def _parse_steps(step: Optional[int], steps: Optional[str]) -> Optional[frozenset]:
-    if step is not None and steps is not None:
-        raise UsageError("give --step or --steps, not both")
-    if step is not None:
-        if step < 0:
-            raise UsageError(f"--step {step}: steps are numbered from 1 (0 is the setup)")
-        return frozenset([step])
-    if steps is None:
-        return None
-    chosen = set()
-    for part in steps.split(","):
-        part = part.strip()
-        try:
-            if "-" in part:
-                lo, hi = (int(x) for x in part.split("-", 1))
-                if lo > hi:
-                    raise ValueError
-                chosen.update(range(lo, hi + 1))
-            else:
-                chosen.add(int(part))
-        except ValueError:
-            raise UsageError(f"--steps {steps!r}: write step numbers and ranges such as 2-5 or 1,3,7-9") from None
-    return frozenset(chosen)
-
-
-def _check_steps_exist(steps: Optional[frozenset], counts: Sequence[int], has_setup: bool) -> None:
-    """A step number that no scenario has is a mistake worth saying, not an empty page.
-
-    Step 0 is the setup, so it exists only when a scenario has one.
-    """
-    if not steps:
-        return
-    most = max(counts, default=0)
-    missing = sorted(i for i in steps if i > most or (i == 0 and not has_setup))
-    if missing:
-        shown = ", ".join(str(i) for i in missing[:5])
-        if not most:
-            raise UsageError(f"there is no step {shown}")
-        setup = "0 (the setup) and " if has_setup else ""
-        raise UsageError(f"there is no step {shown}: the scenario has steps {setup}1 to {most}")
 
 
 def _use_color(out: Output) -> bool:
@@ -318,8 +272,8 @@ def run(
 
         form = check_format(format_for(fmt, output))
         _check_device(device)
-        scenarios = [with_graph(sc, _names(graph)) for sc in _load_all(targets)]
-        _check_steps_exist(_parse_steps(step, steps), [len(sc.steps) for sc in scenarios], any(sc.setup for sc in scenarios))
+        scenarios = [with_graph(sc, names_of(graph)) for sc in _load_all(targets)]
+        check_steps_exist(parse_steps(step, steps), [len(sc.steps) for sc in scenarios], any(sc.setup for sc in scenarios))
         with _output(output) as out:
             live = stream(form)
             progress = _progress(scenarios, streamed_to_terminal=live is not None and out.is_terminal)
@@ -454,7 +408,7 @@ def render_cmd(
     def body() -> int:
         form = check_format(format_for(fmt, output))
         traces = _noting_show(load_traces(trace_file), show)
-        _check_steps_exist(_parse_steps(step, steps), [len(t.steps) for t in traces], any(t.setup is not None for t in traces))
+        check_steps_exist(parse_steps(step, steps), [len(t.steps) for t in traces], any(t.setup is not None for t in traces))
         with _output(output) as out:
             options = _render_options(form, out, step, steps, changes_only, show, no_values, width)
             out.write(render(traces, form, options))
