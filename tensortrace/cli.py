@@ -13,7 +13,7 @@ import os
 import platform
 import shutil
 import sys
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from importlib import metadata
 from pathlib import Path
 from typing import Callable, Iterator, List, Optional, Sequence, Tuple
@@ -145,6 +145,7 @@ def _run_all(
     require_confinement: bool = False,
     on_start=None,
     on_step=None,
+    progress=None,
 ) -> List[Trace]:
     from .runner import Limits, run_all
 
@@ -154,9 +155,10 @@ def _run_all(
         scenario_timeout=scenario_timeout if scenario_timeout > 0 else None,
     )
     try:
-        traces = run_all(
-            scenarios, safe=not trust, device=device, limits=limits, on_start=on_start, on_step=on_step, require_confinement=require_confinement
-        )
+        with progress if progress is not None else nullcontext():  # gone before anything else is said
+            traces = run_all(
+                scenarios, safe=not trust, device=device, limits=limits, on_start=on_start, on_step=on_step, require_confinement=require_confinement
+            )
     except Interrupted as stop:
         _say_if_unconfined(stop.traces)
         raise
@@ -310,8 +312,7 @@ def _trace_into(out: Output, live: Optional[StreamRenderer], scenarios: list, pr
             out.write(live.step(trace, st))
 
     try:
-        with progress:
-            return _run_all(scenarios, on_start=on_start, on_step=on_step, **run_args), False
+        return _run_all(scenarios, on_start=on_start, on_step=on_step, progress=progress, **run_args), False
     except Interrupted as stop:
         return stop.traces, True
 
