@@ -13,7 +13,7 @@ import os
 import platform
 import shutil
 import sys
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from importlib import metadata
 from pathlib import Path
 from typing import Callable, Iterator, List, Optional, Sequence, Tuple
@@ -24,10 +24,11 @@ from . import __version__
 from .devices import DEVICE_CHOICES, is_device_name
 from .errors import TensorTraceError, UsageError
 from .model import Trace
-from .output import Output
+from .output import Output, format_for
 from .render import FORMATS, RenderOptions, StreamRenderer, check_format, render, stream
 from .render.text import visible
 from .runner import Interrupted
+from .selection import check_steps_exist, names_of, parse_steps
 
 EXIT_OK, EXIT_FAILED, EXIT_UNUSABLE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -38,11 +39,22 @@ LIST_WIDTH = 120
 app = typer.Typer(
     name="tensortrace",
     help="See what PyTorch does to your tensors: run a scenario step by step and show storage, versions and autograd.",
-    add_completion=False,
+    add_completion=True,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+
+class _Command(typer.core.TyperCommand):
+    """A command whose help names each argument by its metavar alone (no ``<list[str]>``)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        for param in self.params:
+            if isinstance(param, typer.core.TyperArgument):
+                param.display_type_rich = lambda ctx: None
 
 
 def _version_callback(value: bool) -> None:
@@ -71,13 +83,21 @@ def _main(
 
 def _render_options(form: str, out: Output, step: Optional[int], steps: Optional[str], changes_only: bool, show: Optional[str], no_values: bool, width: Optional[int]) -> RenderOptions:
     return RenderOptions(
-        steps=_parse_steps(step, steps),
+        steps=parse_steps(step, steps),
         changes_only=changes_only,
-        show=tuple(n.strip() for n in show.split(",") if n.strip()) if show else None,
+        show=names_of(show) or None,
         values=not no_values,
         width=width if width is not None or form != "console" else _terminal_width(),
         color=_use_color(out),
     )
+
+
+def _noting_show(traces: List[Trace], show: Optional[str]) -> List[Trace]:
+    """The traces, each with a notice for every --show name it never bound."""
+    from .render.facts import with_show_notices
+
+    names = names_of(show)
+    return [with_show_notices(t, names) for t in traces] if names else traces
 
 
 def _terminal_width() -> Optional[int]:
@@ -88,42 +108,6 @@ def _terminal_width() -> Optional[int]:
     except (AttributeError, ValueError, OSError):
         pass
     return None
-
-
-def _parse_steps(step: Optional[int], steps: Optional[str]) -> Optional[frozenset]:
-    if step is not None and steps is not None:
-        raise UsageError("give --step or --steps, not both")
-    if step is not None:
-        if step < 0:
-            raise UsageError(f"--step {step}: steps are numbered from 1")
-        return frozenset([step])
-    if steps is None:
-        return None
-    chosen = set()
-    for part in steps.split(","):
-        part = part.strip()
-        try:
-            if "-" in part:
-                lo, hi = (int(x) for x in part.split("-", 1))
-                if lo > hi:
-                    raise ValueError
-                chosen.update(range(lo, hi + 1))
-            else:
-                chosen.add(int(part))
-        except ValueError:
-            raise UsageError(f"--steps {steps!r}: write step numbers and ranges such as 2-5 or 1,3,7-9") from None
-    return frozenset(chosen)
-
-
-def _check_steps_exist(steps: Optional[frozenset], counts: Sequence[int]) -> None:
-    """A step number that no scenario has is a mistake worth saying, not an empty page."""
-    if not steps:
-        return
-    most = max(counts, default=0)
-    missing = sorted(i for i in steps if i > most)
-    if missing:
-        shown = ", ".join(str(i) for i in missing[:5])
-        raise UsageError(f"there is no step {shown}: the scenario has steps 1 to {most}" if most else f"there is no step {shown}")
 
 
 def _use_color(out: Output) -> bool:
@@ -161,6 +145,7 @@ def _run_all(
     require_confinement: bool = False,
     on_start=None,
     on_step=None,
+    progress=None,
 ) -> List[Trace]:
     from .runner import Limits, run_all
 
@@ -170,9 +155,10 @@ def _run_all(
         scenario_timeout=scenario_timeout if scenario_timeout > 0 else None,
     )
     try:
-        traces = run_all(
-            scenarios, safe=not trust, device=device, limits=limits, on_start=on_start, on_step=on_step, require_confinement=require_confinement
-        )
+        with progress if progress is not None else nullcontext():  # gone before anything else is said
+            traces = run_all(
+                scenarios, safe=not trust, device=device, limits=limits, on_start=on_start, on_step=on_step, require_confinement=require_confinement
+            )
     except Interrupted as stop:
         _say_if_unconfined(stop.traces)
         raise
@@ -228,7 +214,15 @@ def _quiet_broken_pipe() -> None:
 # --- commands -------------------------------------------------------------------------
 
 TARGETS = typer.Argument(..., metavar="SCENARIO", help="Scenario files, or names of bundled scenarios (see 'tensortrace list').", show_default=False)
-FORMAT = typer.Option("console", "--format", "-f", metavar="FORMAT", help="console, json, jsonl, markdown, html, svg, dot or mermaid.")
+CHECK_TARGETS = typer.Argument(
+    ..., metavar="SCENARIO", show_default=False,
+    help="Scenario files, folders (every .yaml file in them, sorted), or names of bundled scenarios.",
+)
+FORMAT = typer.Option(
+    None, "--format", "-f", metavar="FORMAT", show_default=False,
+    help="console, json, jsonl, markdown, html, svg, dot or mermaid. Default: what the -o file's suffix names "
+    "(.json, .jsonl, .md, .html, .svg, .dot, .mmd), else console.",
+)
 OUTPUT = typer.Option(None, "--output", "-o", metavar="FILE", help="Write to this file (atomically) instead of stdout.")
 DEVICE = typer.Option(None, "--device", metavar="DEVICE", help="Device for scenarios that do not name one: cpu, cuda, cuda:N, mps, auto.")
 TRUST = typer.Option(False, "--trust", help="Run steps as plain Python, without safe mode. Only for files you trust.")
@@ -241,18 +235,23 @@ REQUIRE = typer.Option(
     envvar="TENSORTRACE_REQUIRE_CONFINEMENT",
     help="Refuse to run in safe mode unless the kernel can confine the child (Landlock, seccomp). Also TENSORTRACE_REQUIRE_CONFINEMENT=1.",
 )
-STEP = typer.Option(None, "--step", metavar="N", help="Show only this step.")
-STEPS = typer.Option(None, "--steps", metavar="RANGE", help="Show only these steps, e.g. 2-5 or 1,3.")
+STEP = typer.Option(None, "--step", metavar="N", help="Show only this step (0: the setup, when the scenario has one).")
+STEPS = typer.Option(None, "--steps", metavar="RANGE", help="Show only these steps, e.g. 2-5 or 1,3 (0: the setup).")
 CHANGES = typer.Option(False, "--changes-only", help="Show only the rows that changed in each step.")
-SHOW = typer.Option(None, "--show", metavar="NAMES", help="Names to show, comma-separated (e.g. a,b,lin.weight).")
+SHOW = typer.Option(None, "--show", metavar="NAMES", help="Names to show, comma-separated (e.g. a,b,lin.weight); a module or list stands for what it holds (lin: lin.weight, lin.bias), as in the scenario's show.")
 NO_VALUES = typer.Option(False, "--no-values", help="Leave out the values and grad columns.")
 WIDTH = typer.Option(None, "--width", metavar="COLUMNS", help="Width of console output in columns.")
+GRAPH = typer.Option(
+    None, "--graph", metavar="NAMES",
+    help="Draw the autograd graph of these names (comma-separated) as it stands after the last step, "
+    "as a 'graph:' key on the last step would.",
+)
 
 
-@app.command()
+@app.command(cls=_Command)
 def run(
     targets: List[str] = TARGETS,
-    fmt: str = FORMAT,
+    fmt: Optional[str] = FORMAT,
     output: Optional[str] = OUTPUT,
     device: Optional[str] = DEVICE,
     trust: bool = TRUST,
@@ -266,35 +265,54 @@ def run(
     show: Optional[str] = SHOW,
     no_values: bool = NO_VALUES,
     width: Optional[int] = WIDTH,
+    graph: Optional[str] = GRAPH,
 ) -> None:
     """Run scenarios and show what happened at every step."""
 
     def body() -> int:
-        form = check_format(fmt)
+        from .overrides import with_graph
+
+        form = check_format(format_for(fmt, output))
         _check_device(device)
-        scenarios = _load_all(targets)
-        _check_steps_exist(_parse_steps(step, steps), [len(sc.steps) for sc in scenarios])
+        scenarios = [with_graph(sc, names_of(graph)) for sc in _load_all(targets)]
+        check_steps_exist(parse_steps(step, steps), [len(sc.steps) for sc in scenarios], any(sc.setup for sc in scenarios))
         with _output(output) as out:
             live = stream(form)
+            progress = _progress(scenarios, streamed_to_terminal=live is not None and out.is_terminal)
             traces, interrupted = _trace_into(
-                out, live, scenarios, trust=trust, device=device, timeout=timeout, memory_limit=memory_limit,
+                out, live, scenarios, progress, trust=trust, device=device, timeout=timeout, memory_limit=memory_limit,
                 scenario_timeout=scenario_timeout, require_confinement=require_confinement,
             )
             options = _render_options(form, out, step, steps, changes_only, show, no_values, width)
-            out.write(_rest_of_output(traces, form, live, options))
+            out.write(_rest_of_output(_noting_show(traces, show), form, live, options))
         return _run_status(traces, interrupted)
 
     _guarded(body)
 
 
-def _trace_into(out: Output, live: Optional[StreamRenderer], scenarios: list, **run_args) -> Tuple[List[Trace], bool]:
+def _progress(scenarios: list, *, streamed_to_terminal: bool):
+    """Progress on stderr when it is a terminal, unless a streamed format already shows each step there."""
+    from .render.progress import RunProgress, plans_of
+
+    terminal = not streamed_to_terminal and sys.stderr.isatty()
+    return RunProgress.on_stderr(plans_of(scenarios) if terminal else [], terminal)
+
+
+def _trace_into(out: Output, live: Optional[StreamRenderer], scenarios: list, progress, **run_args) -> Tuple[List[Trace], bool]:
     """Run the scenarios, writing a live format's events as they come; (traces, interrupted)."""
-    on_start = on_step = None
-    if live is not None:
-        on_start = lambda trace: out.write(live.start(trace))  # noqa: E731
-        on_step = lambda trace, st: out.write(live.step(trace, st))  # noqa: E731
+
+    def on_start(trace: Trace) -> None:
+        progress.on_start(trace)
+        if live is not None:
+            out.write(live.start(trace))
+
+    def on_step(trace: Trace, st) -> None:
+        progress.on_step(trace, st)
+        if live is not None:
+            out.write(live.step(trace, st))
+
     try:
-        return _run_all(scenarios, on_start=on_start, on_step=on_step, **run_args), False
+        return _run_all(scenarios, on_start=on_start, on_step=on_step, progress=progress, **run_args), False
     except Interrupted as stop:
         return stop.traces, True
 
@@ -313,9 +331,9 @@ def _run_status(traces: List[Trace], interrupted: bool) -> int:
     return EXIT_OK if all(t.passed for t in traces) else EXIT_FAILED
 
 
-@app.command()
+@app.command(cls=_Command)
 def check(
-    targets: List[str] = TARGETS,
+    targets: List[str] = CHECK_TARGETS,
     device: Optional[str] = DEVICE,
     trust: bool = TRUST,
     timeout: float = TIMEOUT,
@@ -326,10 +344,11 @@ def check(
     """Run scenarios and say, one line each, whether they behaved as declared."""
 
     def body() -> int:
+        from .library import expand_folders
         from .render.check import summary
 
         passed = failed = unusable = 0
-        for target in targets:
+        for target in expand_folders(targets):
             verdicts = _check_one(
                 target, trust=trust, device=device, timeout=timeout, memory_limit=memory_limit,
                 scenario_timeout=scenario_timeout, require_confinement=require_confinement,
@@ -373,10 +392,10 @@ def _check_one(target: str, **run_args) -> Optional[List[bool]]:
     return [trace.passed for trace in traces]
 
 
-@app.command("render")
+@app.command("render", cls=_Command)
 def render_cmd(
     trace_file: str = typer.Argument(..., metavar="TRACE.json", help="A JSON trace written by 'tensortrace run --format json' ('-' for stdin).", show_default=False),
-    fmt: str = FORMAT,
+    fmt: Optional[str] = FORMAT,
     output: Optional[str] = OUTPUT,
     step: Optional[int] = STEP,
     steps: Optional[str] = STEPS,
@@ -388,9 +407,9 @@ def render_cmd(
     """Render a saved JSON trace again, without running anything."""
 
     def body() -> int:
-        form = check_format(fmt)
-        traces = load_traces(trace_file)
-        _check_steps_exist(_parse_steps(step, steps), [len(t.steps) for t in traces])
+        form = check_format(format_for(fmt, output))
+        traces = _noting_show(load_traces(trace_file), show)
+        check_steps_exist(parse_steps(step, steps), [len(t.steps) for t in traces], any(t.setup is not None for t in traces))
         with _output(output) as out:
             options = _render_options(form, out, step, steps, changes_only, show, no_values, width)
             out.write(render(traces, form, options))
@@ -420,7 +439,7 @@ def load_traces(source: str) -> List[Trace]:
         raise TraceFormatError(exc.message, path=source) from None
 
 
-@app.command()
+@app.command(cls=_Command)
 def schema(
     trace_format: bool = typer.Option(False, "--trace", help="Print the JSON Schema of the trace format instead."),
 ) -> None:
@@ -430,7 +449,7 @@ def schema(
     typer.echo(json.dumps(trace_schema() if trace_format else scenario_schema(), indent=2))
 
 
-@app.command("list")
+@app.command("list", cls=_Command)
 def list_cmd(
     tag: Optional[List[str]] = typer.Option(None, "--tag", metavar="TAG", help="Only scenarios with this tag (repeat for several: any of them)."),
     markdown: bool = typer.Option(False, "--markdown", help="Print the list as a markdown page (docs/scenarios.md)."),
@@ -459,7 +478,7 @@ def list_cmd(
     _guarded(body)
 
 
-@app.command()
+@app.command(cls=_Command)
 def show(name: str = typer.Argument(..., metavar="NAME", help="A bundled scenario's name.", show_default=False)) -> None:
     """Print a bundled scenario's YAML, to read it or to start your own from it."""
 
@@ -479,7 +498,7 @@ def show(name: str = typer.Argument(..., metavar="NAME", help="A bundled scenari
     _guarded(body)
 
 
-@app.command()
+@app.command(cls=_Command)
 def new(
     file: str = typer.Argument(..., metavar="FILE", help="The scenario file to create, e.g. my-scenario.yaml.", show_default=False),
     force: bool = typer.Option(False, "--force", help="Overwrite the file if it exists."),

@@ -49,6 +49,23 @@ def resolve_target(target: str) -> Path:
     raise ScenarioError(f"no such file, and no bundled scenario named {target!r}{hint}", path=target)
 
 
+def expand_folders(targets: List[str]) -> List[str]:
+    """The targets, each folder replaced by the scenario files (``*.yaml``, ``*.yml``) in it, sorted."""
+    from .errors import UsageError
+
+    result = []
+    for target in targets:
+        folder = Path(target)
+        if not folder.is_dir():
+            result.append(target)
+            continue
+        files = sorted(p for p in folder.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+        if not files:
+            raise UsageError(f"{target} is a folder with no .yaml scenario files in it; give scenario files or a folder that holds some")
+        result.extend(str(p) for p in files)
+    return result
+
+
 def bundled_scenarios() -> List["Entry"]:
     """Every bundled scenario, loaded (no torch needed), sorted by name."""
     from .scenario import load_scenario

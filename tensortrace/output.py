@@ -2,18 +2,45 @@
 
 A file is written to a temporary sibling and renamed into place only when
 the output is complete, so a failed or interrupted run never leaves a
-half-written file, and an earlier file stays intact until then.
+half-written file, and an earlier file stays intact until then. The file
+gets the mode a plain ``open`` would give it: an existing file keeps its own,
+a new one follows the umask (the temporary file starts private, 0600).
 """
 
 from __future__ import annotations
 
 import os
+import stat
 import sys
 import tempfile
 from pathlib import Path
 from typing import IO, Optional
 
 from .errors import UsageError
+
+
+# What a file name says about the format wanted, when --format does not say.
+_SUFFIX_FORMATS = {
+    ".json": "json",
+    ".jsonl": "jsonl",
+    ".md": "markdown",
+    ".markdown": "markdown",
+    ".html": "html",
+    ".htm": "html",
+    ".svg": "svg",
+    ".dot": "dot",
+    ".gv": "dot",
+    ".mmd": "mermaid",
+}
+
+
+def format_for(fmt: Optional[str], path: Optional[str]) -> str:
+    """The format asked for; else the one the output file's suffix names; else ``console``."""
+    if fmt is not None:
+        return fmt
+    if path not in (None, "-"):
+        return _SUFFIX_FORMATS.get(Path(path).suffix.lower(), "console")
+    return "console"
 
 
 class Output:
@@ -55,6 +82,7 @@ class Output:
         if self._file is None:
             return
         self._file.flush()
+        os.fchmod(self._file.fileno(), _mode_for(self.path))
         os.fsync(self._file.fileno())
         self._file.close()
         self._file = None
@@ -71,3 +99,14 @@ class Output:
             except OSError:
                 pass
             self._tmp = None
+
+
+def _mode_for(path: Path) -> int:
+    """The permission bits ``path`` should end with: its own if it exists, else 0666 less the umask."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        pass
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask

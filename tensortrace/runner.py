@@ -23,12 +23,12 @@ import select
 import signal
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, List, Optional, Sequence
 
 from .errors import TensorTraceError
 from .events import MAX_TRACE_BYTES, Assembler, Crashed, EventError, LineReader, Start, Unusable, decode, encode, size_text
-from .model import Environment, ErrorInfo, ScenarioInfo, Step, Trace
+from .model import Environment, ErrorInfo, Explanation, ScenarioInfo, Step, Trace
 from .scenario import Scenario
 
 GRACE = 2.0  # seconds the parent waits past the step limit before killing the child
@@ -204,8 +204,9 @@ def _child_main(write_fd: int, scenario: Scenario, safe: bool, device: Optional[
             _apply_limits(scenario, limits)
         if confine:
             report = _confine(write_fd, scenario, device)
+        capped = (safe or confine) and limits.memory_mb
         for event in tracer.iter_trace(scenario, safe=safe, device=device, timeout=limits.timeout, confinement=report, checked=True):
-            _send(write_fd, encode(event))
+            _send(write_fd, encode(_blame_memory_limit(event, limits.memory_mb) if capped else event))
     except TensorTraceError as exc:  # e.g. a device this machine lacks: the user's to fix
         _send(write_fd, encode(Unusable(str(exc))))
         code = 2
@@ -278,6 +279,29 @@ def _prepare_lazy_imports() -> None:
         os.makedirs(os.path.abspath(folder), exist_ok=True)
     except Exception:  # another torch, or an unwritable folder: the import will say so itself
         pass
+
+
+def _blame_memory_limit(event: object, memory_mb: int) -> object:
+    """A step that failed to allocate under the memory cap, with the cap named as the cause.
+
+    The cap is tensortrace's, not the machine's: the same step may well run in
+    plain Python, so the explanation says which option lifts it.
+    """
+    if not isinstance(event, Step) or event.error is None:
+        return event
+    error = event.error
+    if error.type != "MemoryError" and "can't allocate memory" not in error.message[:1000]:
+        return event
+    cause = (
+        f"The scenario's memory limit (--memory-limit, {memory_mb} MiB) caused this: "
+        "safe mode caps the memory a scenario may use."
+    )
+    fix = f"Raise the limit, e.g. --memory-limit {memory_mb * 4}, or lift it with --memory-limit 0."
+    if error.explanation is None:
+        explanation = Explanation(title="Out of memory under tensortrace's memory limit", what=cause, fix=fix, topic="memory-limit")
+    else:
+        explanation = replace(error.explanation, what=f"{error.explanation.what} {cause}", fix=f"{error.explanation.fix} {fix}")
+    return replace(event, error=replace(error, explanation=explanation))
 
 
 def _apply_limits(scenario: Scenario, limits: Limits) -> None:
@@ -426,10 +450,13 @@ def _synthesise_stop(partial: Assembler, scenario: Scenario, limits: Limits, rea
     else:
         return f"the tracer stopped after the last step: {reason}"
     if reason == "timeout":
-        message = f"{what} exceeded the {limits.timeout:g} s time limit"
+        message = f"{what} exceeded the {limits.timeout:g} s time limit (raise it with --timeout)"
         status = "timeout"
     elif reason == "scenario-timeout":
-        message = f"{what} was running when the scenario reached its {limits.scenario_timeout:g} s time limit"
+        message = (
+            f"{what} was running when the scenario reached its {limits.scenario_timeout:g} s time limit "
+            "(raise it with --scenario-timeout)"
+        )
         status = "timeout"
     else:
         message = f"{what} {reason}"

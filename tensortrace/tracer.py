@@ -28,6 +28,7 @@ from .events import Assembler, End, Event, Start
 from .expectations import declared_outcome, evaluate_expectation, first_line
 from .explain import name_the_saved_tensor
 from .helpers import base_namespace
+from .names import covers as _covers
 from .graph import walk_graph
 from .model import (
     Confinement,
@@ -360,7 +361,7 @@ class _Recorder:
                 error = ErrorInfo(
                     type="TimeoutError",
                     qualname="builtins.TimeoutError",
-                    message=f"step {index} exceeded the {self.timeout:g} s time limit" if index else f"setup exceeded the {self.timeout:g} s time limit",
+                    message=f"{f'step {index}' if index else 'setup'} exceeded the {self.timeout:g} s time limit (raise it with --timeout)",
                     line=pieces[0][0].line,
                 )
             except (KeyboardInterrupt, GeneratorExit):
@@ -482,11 +483,6 @@ class _Recorder:
                 at = f" (line {line})" if line else ""
                 notes.append(f"{name!r} in {where}{at} is never bound in this scenario")
         return tuple(notes)
-
-
-def _covers(wanted: str, name: str) -> bool:
-    """``lin`` covers ``lin.weight``; ``xs`` covers ``xs[0]``; a name covers itself."""
-    return name == wanted or name.startswith(wanted + ".") or name.startswith(wanted + "[")
 
 
 def _expand(name: str, value: Any, found: List[Tuple[str, Any, str]], depth: int) -> None:

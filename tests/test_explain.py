@@ -520,6 +520,10 @@ class Case:
     details: Tuple[str, ...] = ()  # captured facts the explanation must mention
 
 
+def import_missing_module():
+    import tensortrace_absent_module  # noqa: F401
+
+
 def err(fn):
     return lambda: raised(fn)
 
@@ -988,6 +992,12 @@ CASES = (
         lambda: warned_in_fresh_process("float(torch.ones(1, requires_grad=True))"),
         "scalar-conversion",
         ("t.detach().item()",),
+    ),
+    Case(
+        "import-of-a-missing-module",
+        err(import_missing_module),
+        "missing-module",
+        ("needs tensortrace_absent_module: pip install tensortrace_absent_module",),
     ),
 )
 

@@ -161,11 +161,11 @@ def test_a_runaway_step_is_stopped_and_recorded(tmp_path):
     steps = data["steps"]
     assert [s["index"] for s in steps] == [1, 2, 3]  # step 4 never ran
     assert [s["status"] for s in steps] == ["ok", "ok", "timeout"]
-    assert steps[2]["error"]["message"] == "step 3 exceeded the 1 s time limit"
+    assert steps[2]["error"]["message"] == "step 3 exceeded the 1 s time limit (raise it with --timeout)"
     assert steps[2]["error"]["type"] == "TimeoutError"
     assert steps[2]["behaved"] is False
     assert steps[1]["tensors"] and {t["name"] for t in steps[1]["tensors"]} == {"a", "b"}
-    assert data["aborted"] == "step 3 exceeded the 1 s time limit"
+    assert data["aborted"] == "step 3 exceeded the 1 s time limit (raise it with --timeout)"
     assert data["passed"] is False
 
 
@@ -176,10 +176,10 @@ def test_a_runaway_setup_is_stopped_and_no_step_runs(tmp_path):
     assert_no_traceback(result)
     data = json.loads(result.stdout)
     assert data["setup"]["status"] == "timeout"
-    assert data["setup"]["error"]["message"] == "setup exceeded the 1 s time limit"
+    assert data["setup"]["error"]["message"] == "setup exceeded the 1 s time limit (raise it with --timeout)"
     assert data["setup"]["line"] == 3
     assert data["steps"] == []
-    assert data["aborted"] == "setup exceeded the 1 s time limit"
+    assert data["aborted"] == "setup exceeded the 1 s time limit (raise it with --timeout)"
 
 
 # The tracer sets its alarm handler again for every step, so a scenario that
@@ -219,12 +219,12 @@ def test_trusted_step_that_ignores_the_alarm_is_stopped_by_the_parent(tmp_path, 
     assert [s["index"] for s in steps] == [1, 2]
     assert steps[0]["status"] == "ok"
     assert steps[1]["status"] == "timeout"
-    assert steps[1]["error"]["message"] == "step 2 exceeded the 1 s time limit"
+    assert steps[1]["error"]["message"] == "step 2 exceeded the 1 s time limit (raise it with --timeout)"
     # recorded the same whichever layer stopped it (the alarm, or the parent's watchdog)
     assert steps[1]["error"]["type"] == "TimeoutError"
     assert steps[1]["error"]["qualname"] == "builtins.TimeoutError"
     assert steps[1]["line"] == 8  # the first line of the looping code
-    assert data["aborted"] == "step 2 exceeded the 1 s time limit"
+    assert data["aborted"] == "step 2 exceeded the 1 s time limit (raise it with --timeout)"
     assert wait_until_gone(path) == []
 
 

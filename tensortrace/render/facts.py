@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import keyword
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Dict, Iterator, Optional, Sequence, Tuple
 
 from ..model import Step, TensorState, Trace
+from ..names import covers, expand
 
 # The facts a table shows, in column order, and what changed_fields reports.
 FIELDS: Tuple[str, ...] = (
@@ -176,15 +177,14 @@ def with_previous(trace: Trace) -> Iterator[Tuple[Optional[Step], Step]]:
 def shown_names(step: Step, override: Optional[Sequence[str]] = None) -> Tuple[str, ...]:
     """Names a table shows: the command line's, else the step's, else every tensor.
 
-    Names that are not bound at this step are left out; order is the one asked for.
+    The command line's names stand for what they cover, as the scenario's
+    ``show`` does (``lin`` for ``lin.weight`` and ``lin.bias``). Names that
+    are not bound at this step are left out; order is the one asked for.
     """
     present = tensors_by_name(step)
     if override:
-        wanted = tuple(override)
-    elif step.shown is not None:
-        wanted = tuple(step.shown)
-    else:
-        wanted = tuple(present)
+        return expand(tuple(override), present)
+    wanted = tuple(step.shown) if step.shown is not None else tuple(present)
     seen = set()
     names = []
     for name in wanted:
@@ -192,6 +192,22 @@ def shown_names(step: Step, override: Optional[Sequence[str]] = None) -> Tuple[s
             seen.add(name)
             names.append(name)
     return tuple(names)
+
+
+def unmatched_names(trace: Trace, wanted: Sequence[str]) -> Tuple[str, ...]:
+    """The names in ``wanted`` that stand for no tensor at any step of the trace."""
+    recorded = {state.name for step in all_steps(trace) for state in step.tensors}
+    return tuple(w for w in dict.fromkeys(wanted) if not any(covers(w, name) for name in recorded))
+
+
+def with_show_notices(trace: Trace, wanted: Sequence[str], where: str = "--show") -> Trace:
+    """The trace with a notice for each name in ``wanted`` that no step ever bound.
+
+    Worded as the tracer words it for the scenario's own ``show``, so a name
+    given on the command line is reported the same way, in every format.
+    """
+    notes = tuple(f"{name!r} in {where} is never bound in this scenario" for name in unmatched_names(trace, wanted))
+    return replace(trace, notices=trace.notices + notes) if notes else trace
 
 
 __all__ = [
@@ -209,5 +225,7 @@ __all__ = [
     "shown_names",
     "storage_groups",
     "tensors_by_name",
+    "unmatched_names",
+    "with_show_notices",
     "with_previous",
 ]

@@ -32,7 +32,8 @@ def render_scenario_list(entries: Iterable, *, width: Optional[int], color: bool
                       markup=False, emoji=False, highlight=color, _environ={})
     console.print(table)
     console.print(f"{len(entries)} scenarios; run one with: tensortrace run NAME")
-    return console.file.getvalue()
+    # rich pads every cell to the column's width; a file or a pipe gets no trailing blanks
+    return "".join(line.rstrip(" ") + "\n" for line in console.file.getvalue().splitlines())
 
 
 def render_scenario_source(text: str) -> str:
