@@ -26,6 +26,7 @@ from .errors import TensorTraceError, UsageError
 from .model import Trace
 from .output import Output, format_for
 from .render import FORMATS, RenderOptions, StreamRenderer, check_format, render, stream
+from .render.json import traces_from_dict
 from .render.text import visible
 from .runner import Interrupted
 from .selection import check_steps_exist, names_of, parse_steps
@@ -432,9 +433,7 @@ def load_traces(source: str) -> List[Trace]:
     except json.JSONDecodeError as exc:
         raise TraceFormatError(f"not valid JSON: {exc.msg}", path=source, line=exc.lineno, column=exc.colno) from None
     try:
-        if isinstance(data, dict) and "traces" in data and "format" not in data:
-            return [Trace.from_dict(d) for d in data["traces"]]
-        return [Trace.from_dict(data)]
+        return traces_from_dict(data)
     except TraceFormatError as exc:
         raise TraceFormatError(exc.message, path=source) from None
 

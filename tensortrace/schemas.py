@@ -315,7 +315,14 @@ def trace_schema() -> Dict[str, Any]:
         "title": f"tensortrace trace (format version {FORMAT_VERSION})",
         "oneOf": [
             {"$ref": "#/$defs/trace"},
-            _obj({"traces": _d(_list({"$ref": "#/$defs/trace"}), "one trace per scenario or variant")}),
+            _obj(
+                {
+                    "format": _d({"const": FORMAT_NAME}, "always tensortrace.trace"),
+                    "format_version": _d({"enum": list(READABLE_VERSIONS)}, f"the format's version; this tensortrace writes {FORMAT_VERSION}"),
+                    "traces": _d(_list({"$ref": "#/$defs/trace"}), "one trace per scenario or variant"),
+                },
+                required=("traces",),
+            ),
         ],
         "$defs": {"trace": trace, "step": step, "tensor": tensor, "values": values},
     }

@@ -116,3 +116,15 @@ def test_both_wrapper_forms_and_a_single_trace_load():
         traces_from_dict({"format": FORMAT_NAME, "format_version": 9, "traces": bodies})
     with pytest.raises(TraceFormatError, match="non-empty list"):
         traces_from_dict({"traces": {}})
+
+
+def test_several_traces_come_in_a_wrapper_that_says_its_format(tmp_path):
+    from tensortrace.model import FORMAT_NAME, FORMAT_VERSION
+    from tensortrace.render.json import render_json, traces_from_dict
+    from render_fixtures import recorded_traces
+
+    traces = recorded_traces("detach-vs-data")
+    assert len(traces) == 2
+    data = json.loads(render_json(traces))
+    assert data["format"] == FORMAT_NAME and data["format_version"] == FORMAT_VERSION
+    assert [t.scenario.variant for t in traces_from_dict(data)] == ["detach", "data"]

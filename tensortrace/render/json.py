@@ -11,7 +11,7 @@ import json
 from typing import List, Sequence
 
 from ..errors import TraceFormatError
-from ..model import Trace, check_format
+from ..model import FORMAT_NAME, FORMAT_VERSION, Trace, check_format
 from .options import DEFAULT_OPTIONS, RenderOptions
 
 
@@ -21,11 +21,11 @@ def dumps(data: object, **kwargs: object) -> str:
 
 
 def render_json(traces: Sequence[Trace], options: RenderOptions = DEFAULT_OPTIONS) -> str:
-    """One document: a trace object, or ``{"traces": [...]}`` for several."""
+    """One document: a trace object, or ``{"format", "format_version", "traces": [...]}`` for several."""
     if len(traces) == 1:
         body = traces[0].to_dict()
     else:
-        body = {"traces": [t.to_dict() for t in traces]}
+        body = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, "traces": [t.to_dict() for t in traces]}
     return dumps(body, indent=2) + "\n"
 
 
