@@ -42,33 +42,16 @@ import ctypes
 import errno
 import os
 import sys
-from dataclasses import dataclass
 from typing import Iterable, List, Optional, Sequence, Tuple
 
-# --- what was enforced ------------------------------------------------------------
+from .model import CONFINEMENT_ESSENTIAL as ESSENTIAL
+from .model import CONFINEMENT_EXTRA
+from .model import Confinement as Report  # what was enforced, and what is missing and why
 
-LANDLOCK_FILES = "landlock-files"
-LANDLOCK_NETWORK = "landlock-network"
-LANDLOCK_SCOPES = "landlock-scopes"
-SECCOMP = "seccomp"
-NO_NEW_PRIVS = "no-new-privs"
-CAPABILITIES = "no-capabilities"
-DESCRIPTORS = "closed-descriptors"
+# --- the layers, by the names traces record --------------------------------------------
 
-#: The layers without which the kernel wall has a hole a scenario could use.
-ESSENTIAL = (LANDLOCK_FILES, SECCOMP, NO_NEW_PRIVS, CAPABILITIES, DESCRIPTORS)
-
-
-@dataclass(frozen=True)
-class Report:
-    """What the kernel enforces around the child (``enforced``) and what it does not, with why."""
-
-    enforced: Tuple[str, ...] = ()
-    missing: Tuple[str, ...] = ()  # one sentence each: the layer, and why it is missing
-
-    @property
-    def complete(self) -> bool:
-        return all(layer in self.enforced for layer in ESSENTIAL)
+DESCRIPTORS, NO_NEW_PRIVS, CAPABILITIES, LANDLOCK_FILES, SECCOMP = ESSENTIAL
+LANDLOCK_NETWORK, LANDLOCK_SCOPES = CONFINEMENT_EXTRA
 
 
 class ConfinementError(Exception):

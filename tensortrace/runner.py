@@ -174,7 +174,7 @@ def _run_inline(scenario: Scenario, assembler: Assembler, *, safe, device, limit
     from . import tracer
     from .model import Confinement
 
-    report = Confinement(missing=("all layers: this platform cannot fork, so the steps ran in the calling process",)) if confine else None
+    report = Confinement(missing=("all layers: the steps ran in the calling process, with no child to confine",)) if confine else None
     for event in tracer.iter_trace(scenario, safe=safe, device=device, timeout=limits.timeout, confinement=report, checked=True):
         assembler.add(event)
     return assembler.trace()

@@ -66,7 +66,7 @@ def make_type_proxy(rt: "_Runtime") -> type:
                 raise _violation(f"type() of the class {args[0].__qualname__}", f"it is a metaclass, and {METACLASS}")
             entry = rt.refused_ids.get(id(result))
             if entry is not None and entry[0] is result:
-                raise _violation(f"type() of this object", f"the type {entry[1]}")
+                raise _violation("type() of this object", f"the type {entry[1]}")
             return result
 
         def __instancecheck__(cls, obj: Any) -> bool:
