@@ -11,7 +11,7 @@ import math
 import warnings
 import weakref
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import torch
 
@@ -89,6 +89,43 @@ def _weak(owner: Any) -> weakref.ref:
 
 # --- tensors -------------------------------------------------------------------
 
+MAX_REASON = 300  # characters of PyTorch's reason kept for an unavailable fact
+
+
+def reason_of(exc: BaseException) -> str:
+    """PyTorch's reason for refusing a fact: the first line of its message, bounded."""
+    try:
+        text = str(exc)
+    except Exception:
+        text = ""
+    line = (text.strip().splitlines() or [""])[0]
+    if not line:
+        line = type(exc).__name__
+    return line if len(line) <= MAX_REASON else line[: MAX_REASON - 1] + "\u2026"
+
+
+class _Reader:
+    """Reads facts one at a time; a fact PyTorch refuses is noted with its reason, never raised."""
+
+    def __init__(self) -> None:
+        self.unavailable: List[Tuple[str, str]] = []
+
+    def read(self, fact: str, get: Callable[[], Any], placeholder: Any = None) -> Any:
+        try:
+            return get()
+        except Exception as exc:
+            self.refuse(fact, reason_of(exc))
+            return placeholder
+
+    def refuse(self, fact: str, reason: str) -> None:
+        if not any(name == fact for name, _ in self.unavailable):
+            self.unavailable.append((fact, reason))
+
+
+def plain_reads() -> Any:
+    """Reads that bypass a tensor subclass's ``__torch_function__`` (the user's code never sees them)."""
+    return torch._C.DisableTorchFunctionSubclass()
+
 
 def probe_tensor(
     name: str,
@@ -99,77 +136,110 @@ def probe_tensor(
     kind: str = "tensor",
     values: bool = True,
 ) -> TensorState:
-    """The facts of tensor ``t`` right now, as a record."""
-    with warnings.catch_warnings():
+    """The facts of tensor ``t`` right now, as a record.
+
+    Every fact is read on its own: one that PyTorch refuses to give (the
+    ``grad_fn`` of a view changed under no_grad, the strides of a CSR tensor,
+    the shape of a lazy module's parameter) is recorded in ``unavailable``
+    with PyTorch's reason, and the others are still read.
+    """
+    with warnings.catch_warnings(), plain_reads():
         warnings.simplefilter("ignore")  # the probe's own reads never count as the step's
-        storage, ptr, nbytes = _storage_of(t, registry)
-        try:
-            version: Optional[int] = t._version
-        except RuntimeError:  # inference tensors have no version counter
-            version = None
-        grad_fn = t.grad_fn
-        grad = t.grad
+        r = _Reader()
+        lazy = _lazy_reason(t)
+        if lazy is not None:
+            for fact in ("shape", "stride", "storage", "storage_offset", "data_ptr", "values"):
+                r.refuse(fact, lazy)
+            shape: Tuple[int, ...] = ()
+            stride: Tuple[int, ...] = ()
+            storage, ptr, nbytes, offset, data_ptr = None, None, None, 0, None
+        else:
+            shape = r.read("shape", lambda: _sizes(t.shape), ())
+            stride = r.read("stride", lambda: _sizes(t.stride()), ())
+            storage, ptr, nbytes = _storage_of(t, registry, r)
+            offset = r.read("storage_offset", lambda: int(t.storage_offset()), 0)
+            data_ptr = r.read("data_ptr", lambda: int(t.data_ptr()))
+        version = r.read("version", lambda: int(t._version))
+        requires_grad = r.read("requires_grad", lambda: bool(t.requires_grad))
+        is_leaf = r.read("is_leaf", lambda: bool(t.is_leaf))
+        retains_grad = r.read("retains_grad", lambda: bool(t.retains_grad))
+        grad_fn = r.read("grad_fn", lambda: t.grad_fn)
+        grad = r.read("grad", lambda: t.grad)
         try:
             base = t._base
-        except RuntimeError:
+        except Exception:
             base = None
-        is_view = t._is_view()
+        is_view = r.read("is_view", lambda: bool(t._is_view()), False)
+        if lazy is not None:
+            recorded = Values(kind="unavailable", reason=lazy)
+        elif values:
+            recorded = tensor_values(t)
+        else:
+            recorded = Values(kind="unavailable", reason="values not recorded")
         return TensorState(
             name=name,
             kind=kind,
-            shape=tuple(t.shape),
-            stride=_stride(t),
+            shape=shape,
+            stride=stride,
             dtype=_dtype_name(t.dtype),
             device=str(t.device),
             storage=storage,
             storage_ptr=ptr,
             storage_nbytes=nbytes,
-            storage_offset=_offset(t),
-            data_ptr=_data_ptr(t),
+            storage_offset=offset,
+            data_ptr=data_ptr,
             version=version,
-            requires_grad=bool(t.requires_grad),
-            is_leaf=bool(t.is_leaf),
-            retains_grad=bool(t.retains_grad),
+            requires_grad=requires_grad,
+            is_leaf=is_leaf,
+            retains_grad=retains_grad,
             grad_fn=node_name(grad_fn) if grad_fn is not None else None,
-            grad=tensor_values(grad) if (grad is not None and values) else None,
-            is_view=bool(is_view),
+            grad=r.read("grad", lambda: tensor_values(grad)) if (grad is not None and values) else None,
+            is_view=is_view,
             base=names_by_id.get(id(base)) if base is not None else None,
-            values=tensor_values(t) if values else Values(kind="unavailable", reason="values not recorded"),
+            values=recorded,
+            unavailable=tuple(r.unavailable),
         )
+
+
+def _lazy_reason(t: torch.Tensor) -> Optional[str]:
+    """Why an uninitialised parameter or buffer of a lazy module has no shape or data yet."""
+    try:
+        from torch.nn.parameter import is_lazy
+
+        if is_lazy(t):
+            return "an uninitialized parameter of a lazy module: its shape and values are set by the module's first call"
+    except Exception:
+        pass
+    return None
+
+
+def _sizes(dims: Any) -> Tuple[int, ...]:
+    """Sizes or strides as plain ints; a ragged (symbolic) one is refused with a reason."""
+    out = []
+    for i, d in enumerate(dims):
+        if type(d) is int:
+            out.append(d)
+            continue
+        try:
+            out.append(int(d))
+        except Exception:
+            raise ValueError(f"dimension {i} is {d}, which has no single size (it differs between the nested tensor's components)") from None
+    return tuple(out)
 
 
 def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).replace("torch.", "")
 
 
-def _stride(t: torch.Tensor) -> Tuple[int, ...]:
-    try:
-        return tuple(t.stride())
-    except (RuntimeError, NotImplementedError):
-        return ()
-
-
-def _offset(t: torch.Tensor) -> int:
-    try:
-        return int(t.storage_offset())
-    except (RuntimeError, NotImplementedError):
-        return 0
-
-
-def _data_ptr(t: torch.Tensor) -> Optional[int]:
-    try:
-        return int(t.data_ptr())
-    except (RuntimeError, NotImplementedError):
-        return None
-
-
-def _storage_of(t: torch.Tensor, registry: StorageRegistry) -> Tuple[Optional[str], Optional[int], Optional[int]]:
+def _storage_of(t: torch.Tensor, registry: StorageRegistry, r: _Reader) -> Tuple[Optional[str], Optional[int], Optional[int]]:
+    """The storage's label, address and size."""
     try:
         storage = t.untyped_storage()
         ptr = int(storage.data_ptr())
         nbytes = int(storage.nbytes())
-    except (RuntimeError, NotImplementedError, TypeError):
-        return None, None, None  # sparse, nested and other storage-less tensors
+    except Exception as exc:  # sparse, nested and other storage-less tensors
+        r.refuse("storage", reason_of(exc))
+        return None, None, None
     if ptr == 0 and nbytes == 0:
         return None, 0, 0
     return registry.label(str(t.device), ptr, nbytes, storage), ptr, nbytes
@@ -293,7 +363,7 @@ def probe_ndarray(name: str, arr: Any, registry: StorageRegistry, names_by_id: D
     storage = ptr = nbytes = None
     device = "cpu"
     if isinstance(owner, torch.Tensor):
-        storage, ptr, nbytes = _storage_of(owner, registry)
+        storage, ptr, nbytes = _storage_of(owner, registry, _Reader())
     elif is_ndarray(owner) and owner.nbytes:
         ptr = int(owner.__array_interface__["data"][0])
         nbytes = int(owner.nbytes)

@@ -43,7 +43,7 @@ from .model import (
     Trace,
     WarningInfo,
 )
-from .probe import StorageRegistry, is_ndarray, probe_ndarray, probe_tensor
+from .probe import StorageRegistry, is_ndarray, plain_reads, probe_ndarray, probe_tensor, reason_of
 from .scenario import Code, Scenario, StepSpec
 
 MAX_STDOUT = 64 * 1024
@@ -296,7 +296,8 @@ class _Recorder:
             failures = (error.message,)
         else:
             failures = (f"setup raised {error.type}: {first_line(error.message)}",)
-        tensors, _ = self.snapshot(None)
+        with plain_reads():
+            tensors, _ = self.snapshot(None)
         return Step(
             index=0,
             code=text,
@@ -315,8 +316,9 @@ class _Recorder:
         expectations = tuple(self.expectation(code, spec.index) for code in spec.expect) if status != "timeout" else ()
         raised_ok, warned_ok, failures = declared_outcome(spec, status, error, warns, classes)
         failures += [f"expectation failed: {e.expr}" for e in expectations if not e.passed]
-        tensors, objects = self.snapshot(spec)
-        graphs = self.graphs(spec, tensors, objects)
+        with plain_reads():
+            tensors, objects = self.snapshot(spec)
+            graphs = self.graphs(spec, tensors, objects)
         del objects
         if error is not None:
             error = name_the_saved_tensor(error, tensors)
@@ -437,7 +439,11 @@ class _Recorder:
             if name.startswith("__") or self.initial_ids.get(name) == id(value):
                 continue
             self.seen_names.add(name)
-            _expand(name, value, found, depth=0)
+            notes: List[str] = []
+            _expand(name, value, found, depth=0, notes=notes)
+            for note in notes:
+                if note not in self._notices:
+                    self._notices.append(note)
             if len(found) >= MAX_NAMES:
                 note = f"more than {MAX_NAMES} tensors are bound; only the first {MAX_NAMES} are recorded"
                 if note not in self._notices:
@@ -466,7 +472,11 @@ class _Recorder:
         for name in targets:
             obj = objects.get(name)
             if isinstance(obj, torch.Tensor):
-                result.append(walk_graph(name, obj.grad_fn, names_by_id))
+                try:
+                    grad_fn = obj.grad_fn
+                except Exception:  # PyTorch refuses it; the table says why
+                    continue
+                result.append(walk_graph(name, grad_fn, names_by_id))
         return tuple(result)
 
     def storages(self) -> Tuple[StorageInfo, ...]:
@@ -489,24 +499,35 @@ def _covers(wanted: str, name: str) -> bool:
     return name == wanted or name.startswith(wanted + ".") or name.startswith(wanted + "[")
 
 
-def _expand(name: str, value: Any, found: List[Tuple[str, Any, str]], depth: int) -> None:
+def _expand(name: str, value: Any, found: List[Tuple[str, Any, str]], depth: int, notes: Optional[List[str]] = None) -> None:
+    """Add ``value``'s tensors to ``found`` under the names the contract gives them.
+
+    Containers are read with the built-in types' own methods (``list.__getitem__``,
+    ``dict.items``), so that a subclass's overrides, which the user's code may
+    count or log, never run on the tool's behalf.
+    """
     if isinstance(value, torch.Tensor):
         kind = "parameter" if isinstance(value, torch.nn.Parameter) else "tensor"
         found.append((name, value, kind))
     elif is_ndarray(value):
         found.append((name, value, "ndarray"))
     elif isinstance(value, torch.nn.Module):
-        for pname, p in value.named_parameters():
-            found.append((f"{name}.{pname}", p, "parameter"))
-        for bname, b in value.named_buffers():
-            found.append((f"{name}.{bname}", b, "buffer"))
+        try:
+            members = [(f"{name}.{pname}", p, "parameter") for pname, p in value.named_parameters()]
+            members += [(f"{name}.{bname}", b, "buffer") for bname, b in value.named_buffers()]
+        except Exception as exc:  # e.g. an __init__ that never called super().__init__()
+            if notes is not None:
+                notes.append(f"{name}: its parameters could not be listed ({type(exc).__name__}: {reason_of(exc)})")
+            return
+        found.extend(members)
     elif depth < 2 and isinstance(value, (list, tuple)) and not isinstance(value, torch.Size):
-        for i, item in enumerate(value[:MAX_NAMES]):
-            _expand(f"{name}[{i}]", item, found, depth + 1)
+        getitem = list.__getitem__ if isinstance(value, list) else tuple.__getitem__
+        for i, item in enumerate(getitem(value, slice(0, MAX_NAMES))):
+            _expand(f"{name}[{i}]", item, found, depth + 1, notes)
     elif depth < 2 and isinstance(value, dict):
-        for key, item in list(value.items())[:MAX_NAMES]:
+        for key, item in list(dict.items(value))[:MAX_NAMES]:
             if isinstance(key, (str, int)) and not isinstance(key, bool):
-                _expand(f"{name}[{key!r}]", item, found, depth + 1)
+                _expand(f"{name}[{key!r}]", item, found, depth + 1, notes)
 
 
 def _error_info(exc: BaseException, lines: Dict[str, Code]) -> ErrorInfo:

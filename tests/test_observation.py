@@ -1,0 +1,165 @@
+"""Observation never stops the tracer: a fact PyTorch refuses is recorded with its reason.
+
+Each scenario here is code that runs in plain PyTorch, but where reading
+some fact of a tensor raises (a view changed under no_grad, a lazy module's
+parameter, a CSR tensor's strides...). The run must reach its last step, and
+the refused fact must be recorded as unavailable with PyTorch's own reason,
+while every fact PyTorch does give is recorded as it gives it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import List
+
+import pytest
+import yaml
+
+from tensortrace.model import TensorState, Trace
+from tensortrace.runner import Limits, run_scenario
+from tensortrace.scenario import loads_scenario
+
+
+def run(steps: List[str], timeout: float = 5.0) -> Trace:
+    """Run the steps through the runner (forked child, as the command line does) under --trust."""
+    scenario = loads_scenario(yaml.safe_dump({"title": "observation", "steps": steps}))
+    (trace,) = run_scenario(scenario, safe=False, limits=Limits(timeout=timeout))
+    assert trace.aborted is None, trace.aborted
+    assert len(trace.steps) == len(steps)
+    assert trace.steps[-1].status == "ok", trace.steps[-1].error
+    json.dumps(trace.to_dict())  # every recorded fact is plain JSON
+    return trace
+
+
+def at(trace: Trace, step: int, name: str) -> TensorState:
+    for state in trace.steps[step - 1].tensors:
+        if state.name == name:
+            return state
+    raise KeyError(name)
+
+
+NO_GRAD_VIEW = "A view was created in no_grad mode and its base or another view of its base has been modified inplace"
+
+
+def test_a_view_made_and_changed_under_no_grad_has_no_grad_fn_to_give():
+    trace = run([
+        "a = torch.ones(3, requires_grad=True).clone()",
+        "with torch.no_grad():\n    v = a[:2]\n    v.mul_(2)",
+        "w = v.detach() + 1",
+    ])
+    v = at(trace, 3, "v")
+    assert NO_GRAD_VIEW in v.unavailable_reason("grad_fn")
+    assert NO_GRAD_VIEW in v.unavailable_reason("is_leaf")
+    assert v.requires_grad is True and v.unavailable_reason("requires_grad") is None
+    assert v.version == 1 and v.values.data == (2.0, 2.0)
+
+
+def test_a_slice_of_a_weight_kept_across_an_sgd_update():
+    trace = run([
+        "lin = nn.Linear(3, 2)",
+        "row = lin.weight[0]",
+        "with torch.no_grad():\n    kept = lin.weight[1]",
+        "lin(torch.ones(1, 3)).sum().backward()",
+        "torch.optim.SGD(lin.parameters(), lr=0.1).step()",
+    ])
+    row, kept = at(trace, 5, "row"), at(trace, 5, "kept")
+    assert row.grad_fn == "AsStridedBackward0" and row.unavailable == ()  # what PyTorch reports
+    assert NO_GRAD_VIEW in kept.unavailable_reason("grad_fn")
+    assert kept.version == 2  # as plain PyTorch reports after one SGD step
+
+
+def test_unbind_outputs_changed_under_no_grad():
+    trace = run([
+        "x = torch.ones(2, 3, requires_grad=True).clone()",
+        "parts = x.unbind(0)",
+        "with torch.no_grad():\n    parts[0].mul_(2)",
+        "n = len(parts)",
+    ])
+    first = at(trace, 4, "parts[0]")
+    assert "Output 0 of Unbind is a view" in first.unavailable_reason("grad_fn")
+    assert first.values.data == (2.0, 2.0, 2.0)
+
+
+def test_a_view_returned_by_a_custom_function():
+    trace = run([
+        "class Same(torch.autograd.Function):\n"
+        "    @staticmethod\n    def forward(ctx, x):\n        return x.view_as(x)\n"
+        "    @staticmethod\n    def backward(ctx, g):\n        return g",
+        "x = torch.ones(3, requires_grad=True).clone()",
+        "y = Same.apply(x)",
+        "with torch.no_grad():\n    x.mul_(2)",
+        "n = 1",
+    ])
+    assert at(trace, 3, "y").grad_fn == "SameBackward"
+    assert "Output 0 of Same is a view" in at(trace, 5, "y").unavailable_reason("grad_fn")
+
+
+def test_a_module_that_never_called_super_init_is_noted_not_fatal():
+    trace = run([
+        "class Broken(nn.Module):\n    def __init__(self):\n        self.w = torch.ones(2)",
+        "m = Broken()",
+        "n = 1",
+    ])
+    assert any(note.startswith("m: its parameters could not be listed") for note in trace.notices)
+
+
+def test_a_lazy_module_before_and_after_its_first_call():
+    trace = run(["lin = nn.LazyLinear(2)", "out = lin(torch.ones(1, 3))"])
+    before = at(trace, 1, "lin.weight")
+    assert "lazy module" in before.unavailable_reason("shape")
+    assert before.values.kind == "unavailable" and "lazy module" in before.values.reason
+    after = at(trace, 2, "lin.weight")
+    assert after.shape == (2, 3) and after.unavailable == () and after.storage is not None
+
+
+def test_nested_tensors_strided_and_jagged():
+    trace = run([
+        "s = torch.nested.nested_tensor([torch.ones(2), torch.ones(3)])",
+        "j = torch.nested.nested_tensor([torch.ones(2), torch.ones(3)], layout=torch.jagged)",
+    ], timeout=60)  # the first jagged tensor imports much of torch: seconds, in plain Python too
+    assert "doesn't support sizes" in at(trace, 2, "s").unavailable_reason("shape")
+    jagged = at(trace, 2, "j")
+    assert "no single size" in jagged.unavailable_reason("shape")
+    assert jagged.shape == () and jagged.version == 0
+
+
+def test_an_inference_tensor_has_no_version_counter():
+    trace = run(["with torch.inference_mode():\n    t = torch.ones(3)"])
+    t = at(trace, 1, "t")
+    assert t.version is None
+    assert "Inference tensors do not track version counter" in t.unavailable_reason("version")
+    assert t.values.data == (1.0, 1.0, 1.0)
+
+
+def test_sparse_tensors_record_what_pytorch_refuses():
+    trace = run([
+        "coo = torch.tensor([[0., 1.], [2., 0.]]).to_sparse()",
+        "csr = torch.tensor([[0., 1.], [2., 0.]]).to_sparse_csr()",
+    ])
+    csr, coo = at(trace, 2, "csr"), at(trace, 2, "coo")
+    assert "do not have strides" in csr.unavailable_reason("stride")
+    assert "Cannot access storage" in csr.unavailable_reason("storage")
+    assert "Cannot access storage" in coo.unavailable_reason("storage")
+    assert "Cannot access data pointer" in coo.unavailable_reason("data_ptr")
+    assert coo.values.data == ((0.0, 1.0), (2.0, 0.0))
+
+
+def test_quantized_and_subclass_tensors_are_recorded():
+    trace = run([
+        "m = torch.empty(3, device='meta')",
+        "q = torch.quantize_per_tensor(torch.ones(3), 0.5, 0, torch.quint8)",
+        "class Tagged(torch.Tensor):\n    pass",
+        "t = torch.ones(2).as_subclass(Tagged)",
+    ])
+    assert at(trace, 4, "m").values.kind == "unavailable" and at(trace, 4, "m").shape == (3,)
+    assert at(trace, 4, "q").values.data == (1.0, 1.0, 1.0)
+    assert at(trace, 4, "t").values.data == (1.0, 1.0)
+
+
+def test_an_unavailable_fact_reads_as_a_question_mark():
+    from tensortrace.render.text import fact_text
+
+    trace = run(["with torch.inference_mode():\n    t = torch.ones(3)"])
+    t = at(trace, 1, "t")
+    assert fact_text(t, "version") == "?"
+    assert fact_text(t, "requires_grad") == "False"
