@@ -43,9 +43,13 @@ class _Allocation:
     nbytes: int
     owners: List[weakref.ref] = field(default_factory=list)
     names: List[str] = field(default_factory=list)
+    ident: Optional[int] = None  # for storages without an address (meta): the storage's own identity
 
     def alive(self) -> bool:
         return any(ref() is not None for ref in self.owners)
+
+    def overlaps(self, device: str, ptr: int, nbytes: int) -> bool:
+        return self.ident is None and self.device == device and ptr < self.ptr + self.nbytes and self.ptr < ptr + nbytes
 
 
 class StorageRegistry:
@@ -55,24 +59,48 @@ class StorageRegistry:
     weak reference to each owner (the ``UntypedStorage``, or the NumPy array
     that owns its memory), and when every owner seen at an address has died,
     a new owner at that address is a new allocation with a new label.
+
+    Sharing is decided from byte ranges, never from a start address alone:
+    live allocations cannot overlap, so a storage whose bytes overlap a live
+    allocation's bytes is that allocation (a tensor made from a NumPy slice
+    that starts part-way into an array writes into the array's memory). A
+    storage without an address (a meta tensor's: every one reports 0) is told
+    apart by its identity, ``ident``.
     """
 
     def __init__(self) -> None:
         self._by_key: Dict[Tuple[str, int], _Allocation] = {}
+        self._live: List[_Allocation] = []
         self.allocations: List[_Allocation] = []
 
-    def label(self, device: str, ptr: int, nbytes: int, owner: Any) -> str:
-        key = (device, ptr)
-        alloc = self._by_key.get(key)
-        if alloc is not None and alloc.alive():
+    def label(self, device: str, ptr: int, nbytes: int, owner: Any, ident: Optional[int] = None) -> str:
+        alloc = self._find(device, ptr, nbytes, ident)
+        if alloc is not None:
             if not any(ref() is owner for ref in alloc.owners):
                 alloc.owners.append(_weak(owner))
-            alloc.nbytes = max(alloc.nbytes, nbytes)
+            if ident is None:  # widen to the union of the ranges seen
+                end = max(alloc.ptr + alloc.nbytes, ptr + nbytes)
+                alloc.ptr = min(alloc.ptr, ptr)
+                alloc.nbytes = end - alloc.ptr
             return alloc.label
-        alloc = _Allocation(f"S{len(self.allocations) + 1}", device, ptr, nbytes, [_weak(owner)])
+        alloc = _Allocation(f"S{len(self.allocations) + 1}", device, ptr, nbytes, [_weak(owner)], ident=ident)
         self.allocations.append(alloc)
-        self._by_key[key] = alloc
+        self._live.append(alloc)
+        self._by_key[(device, ptr) if ident is None else (device + "#id", ident)] = alloc
         return alloc.label
+
+    def _find(self, device: str, ptr: int, nbytes: int, ident: Optional[int]) -> Optional[_Allocation]:
+        key = (device, ptr) if ident is None else (device + "#id", ident)
+        alloc = self._by_key.get(key)
+        if alloc is not None and alloc.alive():
+            return alloc
+        if ident is not None:
+            return None
+        self._live = [a for a in self._live if a.alive()]
+        for alloc in self._live:
+            if alloc.overlaps(device, ptr, nbytes):
+                return alloc
+        return None
 
     def note_name(self, label: str, name: str) -> None:
         alloc = self.allocations[int(label[1:]) - 1]
@@ -232,7 +260,11 @@ def _dtype_name(dtype: torch.dtype) -> str:
 
 
 def _storage_of(t: torch.Tensor, registry: StorageRegistry, r: _Reader) -> Tuple[Optional[str], Optional[int], Optional[int]]:
-    """The storage's label, address and size."""
+    """The storage's label, address and size.
+
+    A tensor with no elements gets no label: it addresses no bytes, so it
+    shares memory with nothing (``same_storage`` says the same).
+    """
     try:
         storage = t.untyped_storage()
         ptr = int(storage.data_ptr())
@@ -240,9 +272,14 @@ def _storage_of(t: torch.Tensor, registry: StorageRegistry, r: _Reader) -> Tuple
     except Exception as exc:  # sparse, nested and other storage-less tensors
         r.refuse("storage", reason_of(exc))
         return None, None, None
-    if ptr == 0 and nbytes == 0:
-        return None, 0, 0
-    return registry.label(str(t.device), ptr, nbytes, storage), ptr, nbytes
+    try:
+        empty = t.numel() == 0
+    except Exception:
+        empty = False
+    if nbytes == 0 or empty:
+        return None, ptr, nbytes
+    ident = int(storage._cdata) if ptr == 0 else None
+    return registry.label(str(t.device), ptr, nbytes, storage, ident=ident), ptr, nbytes
 
 
 def tensor_values(t: torch.Tensor) -> Values:

@@ -10,7 +10,7 @@ while every fact PyTorch does give is recorded as it gives it.
 from __future__ import annotations
 
 import json
-from typing import List
+from typing import Any, List
 
 import pytest
 import yaml
@@ -20,7 +20,7 @@ from tensortrace.runner import Limits, run_scenario
 from tensortrace.scenario import loads_scenario
 
 
-def run(steps: List[str], timeout: float = 5.0) -> Trace:
+def run(steps: List[Any], timeout: float = 5.0) -> Trace:
     """Run the steps through the runner (forked child, as the command line does) under --trust."""
     scenario = loads_scenario(yaml.safe_dump({"title": "observation", "steps": steps}))
     (trace,) = run_scenario(scenario, safe=False, limits=Limits(timeout=timeout))
@@ -61,7 +61,7 @@ def test_a_slice_of_a_weight_kept_across_an_sgd_update():
         "with torch.no_grad():\n    kept = lin.weight[1]",
         "lin(torch.ones(1, 3)).sum().backward()",
         "torch.optim.SGD(lin.parameters(), lr=0.1).step()",
-    ])
+    ], timeout=60)  # a first optimizer imports torch._dynamo: seconds on a loaded machine
     row, kept = at(trace, 5, "row"), at(trace, 5, "kept")
     assert row.grad_fn == "AsStridedBackward0" and row.unavailable == ()  # what PyTorch reports
     assert NO_GRAD_VIEW in kept.unavailable_reason("grad_fn")
@@ -163,3 +163,51 @@ def test_an_unavailable_fact_reads_as_a_question_mark():
     t = at(trace, 1, "t")
     assert fact_text(t, "version") == "?"
     assert fact_text(t, "requires_grad") == "False"
+
+
+# --- memory sharing is decided from the allocation ----------------------------------
+
+
+def test_meta_tensors_never_share_a_storage():
+    trace = run([
+        "m1 = torch.empty(3, device='meta')",
+        "m2 = torch.empty(3, device='meta')",
+        "v = m1[1:]",
+        {"run": "n = 1", "expect": ["not same_storage(m1, m2)", "same_storage(m1, v)"]},
+    ])
+    m1, m2, v = at(trace, 4, "m1"), at(trace, 4, "m2"), at(trace, 4, "v")
+    assert m1.storage != m2.storage and m1.storage == v.storage
+    assert trace.steps[-1].behaved, trace.steps[-1].failures
+
+
+def test_same_storage_of_meta_tensors_and_empty_views():
+    from tensortrace.helpers import same_storage
+    import torch
+
+    m1, m2 = torch.empty(3, device="meta"), torch.empty(3, device="meta")
+    assert not same_storage(m1, m2) and same_storage(m1, m1[1:])
+    a = torch.ones(4)
+    assert not same_storage(a, a[4:]) and same_storage(a, a[1:])
+
+
+@pytest.mark.parametrize("make", ["torch.as_tensor(arr[2:])", "torch.from_numpy(torch.as_tensor(arr).numpy()[1:])"])
+def test_a_tensor_from_a_numpy_slice_shares_the_arrays_label(make):
+    pytest.importorskip("numpy")
+    trace = run([
+        "import numpy as np\narr = np.arange(6.0)",
+        f"t = {make}",
+        "t[0] = 100.0",
+        {"run": "n = 1", "expect": ["same_storage(t, torch.as_tensor(arr))"]},
+    ])
+    assert trace.steps[-1].behaved, trace.steps[-1].failures
+    arr, t = at(trace, 4, "arr"), at(trace, 4, "t")
+    assert arr.values.data[2] == 100.0 or arr.values.data[1] == 100.0  # t wrote into arr
+    assert t.storage == arr.storage
+    assert t.storage_offset == 0  # t's own storage starts where t does; the label is the allocation's
+
+
+def test_an_empty_view_has_no_label_as_same_storage_says():
+    trace = run(["a = torch.ones(4)", "z = a[4:]", {"run": "n = 1", "expect": ["not same_storage(a, z)"]}])
+    a, z = at(trace, 3, "a"), at(trace, 3, "z")
+    assert a.storage == "S1" and z.storage is None
+    assert [s.label for s in trace.storages] == ["S1"]
