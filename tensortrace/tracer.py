@@ -28,7 +28,7 @@ from .events import Assembler, End, Event, Start
 from .expectations import declared_outcome, evaluate_expectation, first_line
 from .explain import name_the_saved_tensor
 from .helpers import base_namespace
-from .graph import walk_graph
+from .graph import proven_names, saved_suspects, walk_graph
 from .model import (
     Confinement,
     Declared,
@@ -319,9 +319,9 @@ class _Recorder:
         with plain_reads():
             tensors, objects = self.snapshot(spec)
             graphs = self.graphs(spec, tensors, objects)
+            if error is not None:
+                error = name_the_saved_tensor(error, tensors, proven=proven_names(classes.pop("saved", None), objects))
         del objects
-        if error is not None:
-            error = name_the_saved_tensor(error, tensors)
         shown = self.shown_names(spec, tensors)
         return Step(
             index=spec.index,
@@ -371,6 +371,7 @@ class _Recorder:
                 status = "raised"
                 error = _error_info(exc, lines)
                 classes["error"] = type(exc)
+                classes["saved"] = saved_suspects(exc, error.message)
                 del exc
             for w in caught:
                 code = lines.get(w.filename)

@@ -211,3 +211,31 @@ def test_an_empty_view_has_no_label_as_same_storage_says():
     a, z = at(trace, 3, "a"), at(trace, 3, "z")
     assert a.storage == "S1" and z.storage is None
     assert [s.label for s in trace.storages] == ["S1"]
+
+
+# --- the explanation names a tensor only when identity proves it ---------------------
+
+
+def test_an_unnamed_changed_intermediate_is_not_blamed_on_a_lookalike():
+    trace = run([
+        "x = torch.ones(3, requires_grad=True)",
+        "k = (x * 2).exp()\nwith torch.no_grad():\n    k[0:0].add_(1)",  # shape [3], version 1, made by exp
+        {"run": "y = x.exp().add_(1).sum()\ny.backward()", "raises": "RuntimeError"},
+        "n = 1",
+    ])
+    assert at(trace, 3, "k").version == 1 and at(trace, 3, "k").grad_fn == "ExpBackward0"
+    what = trace.steps[2].error.explanation.what
+    assert "`k`" not in what
+    assert "unnamed intermediate, the output of `Exp`" in what
+
+
+def test_the_changed_saved_tensor_is_named_and_its_lookalike_is_not():
+    trace = run([
+        "x = torch.ones(3, requires_grad=True)",
+        "h = x.sigmoid()\nd = x.sigmoid()\nout = (h * h).sum()",
+        "with torch.no_grad():\n    h.mul_(2)\n    d.mul_(2)",
+        {"run": "out.backward()", "raises": "RuntimeError"},
+        "n = 1",
+    ])
+    what = trace.steps[3].error.explanation.what
+    assert "In this scenario that is `h` (storage S2)" in what and "`d`" not in what
