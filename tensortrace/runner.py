@@ -155,7 +155,6 @@ def _child_main(write_fd: int, scenario: Scenario, safe: bool, device: Optional[
 
         from . import tracer
 
-        torch.set_num_threads(1)
         report = None
         if safe or confine:
             _apply_limits(scenario, limits)

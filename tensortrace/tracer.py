@@ -170,6 +170,59 @@ def _deep_recursion(limit: int = 6000) -> Iterator[None]:
 
 # --- the recorder ----------------------------------------------------------------
 
+# Rule 6: every warning is recorded, repeats included, unless the scenario's
+# own filters (which come first) say otherwise.
+_ALWAYS = ("always", None, Warning, None, 0)
+
+
+def _filters_mutated() -> None:
+    mutated = getattr(warnings, "_filters_mutated", None) or getattr(warnings, "_filters_mutated_lock_held", None)
+    if mutated is not None:
+        mutated()
+
+
+# Frames between the probe's count and the step's code, so that the step's code
+# gets what the module level of a plain script gets (measured, see the tests).
+_PROBE_FRAMES = 4
+
+
+def _free_depth() -> int:
+    """How many more nested calls fit here.
+
+    Counted by trying, not from the frames on the stack: calls made through C
+    (hooks, ``map``, ``next`` of a generator) use the recursion budget
+    without a frame of their own, so counting frames undercounts.
+    """
+
+    def down(n: int) -> int:
+        try:
+            return down(n + 1)
+        except RecursionError:
+            return n
+
+    return down(0)
+
+
+@contextlib.contextmanager
+def _plain_stack_depth() -> Iterator[None]:
+    """As many frames for the step's code as a plain script's top level has.
+
+    The step runs below the tool's own frames (runner, recorder, exec); the
+    recursion limit is raised by their number, so that a recursion that works
+    in plain Python works traced, and one that fails fails at the same depth.
+    A limit the step sets itself is kept as it set it (it then counts the
+    tool's frames too, as a limit set inside any caller's frames would).
+    """
+    previous = sys.getrecursionlimit()
+    ours = max(0, previous - _free_depth() - _PROBE_FRAMES)
+    raised = previous + ours
+    sys.setrecursionlimit(raised)
+    try:
+        yield
+    finally:
+        if sys.getrecursionlimit() == raised:  # else the step set a limit of its own: keep it
+            sys.setrecursionlimit(previous)
+
 
 def iter_trace(
     scenario: Scenario,
@@ -264,6 +317,7 @@ class _Recorder:
         else:
             self.ns = dict(self.initial)
         self.initial_ids = {k: id(v) for k, v in self.ns.items()}
+        self.warning_filters: List[Any] = []  # filters the scenario's own code added, kept between steps
         self.seen_names: set = set()
         self.asked: Dict[str, Tuple[str, Optional[int]]] = {}  # name → (where, line) from show/graph
         self._notices: List[str] = []
@@ -352,11 +406,13 @@ class _Recorder:
         classes: Dict[str, Any] = {"error": None, "warnings": []}
         lines = {filename: code for code, filename in pieces}
         with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
+            self._install_warning_filters()
             try:
-                with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out), self._time_limit(index):
-                    for code, filename in pieces:
-                        exec(self.compile(code, filename, "exec"), self.ns)
+                with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+                    compiled = [self.compile(code, filename, "exec") for code, filename in pieces]
+                    with self._time_limit(index), _plain_stack_depth():
+                        for each in compiled:
+                            exec(each, self.ns)
             except StepTimeout:
                 status = "timeout"
                 error = ErrorInfo(
@@ -373,6 +429,7 @@ class _Recorder:
                 classes["error"] = type(exc)
                 classes["saved"] = saved_suspects(exc, error.message)
                 del exc
+            self._keep_warning_filters()
             for w in caught:
                 code = lines.get(w.filename)
                 line = code.locate(w.lineno)[0] if code is not None else None
@@ -387,6 +444,15 @@ class _Recorder:
         if len(text) > MAX_STDOUT:
             text = bounded(text, MAX_STDOUT) + "\n"
         return status, error, tuple(warns), text, classes
+
+    def _install_warning_filters(self) -> None:
+        """The filters the scenario's code set so far, above rule 6's "always" for everything else."""
+        warnings.filters[:] = self.warning_filters + [_ALWAYS]
+        _filters_mutated()
+
+    def _keep_warning_filters(self) -> None:
+        """Filters set by the step persist to the next step, as they would in plain Python."""
+        self.warning_filters = [f for f in warnings.filters if f is not _ALWAYS]
 
     @contextlib.contextmanager
     def _time_limit(self, index: int) -> Iterator[None]:
