@@ -20,7 +20,7 @@ from .model import Summary, TensorState, Values, encode_number_tree, freeze
 
 EXACT_LIMIT = 64  # tensors with at most this many elements are recorded exactly
 HEAD = 8  # elements shown at the start of a summary
-CHUNK = 1 << 16  # elements summarised at a time for large tensors (bounds the extra memory)
+CHUNK = 1 << 20  # elements summarised at a time for large tensors (bounds the extra memory: 8 MiB)
 
 try:  # NumPy is optional: torch works without it
     import numpy as _np
@@ -163,6 +163,7 @@ def probe_tensor(
     *,
     kind: str = "tensor",
     values: bool = True,
+    cache: Optional[Dict[Any, Any]] = None,
 ) -> TensorState:
     """The facts of tensor ``t`` right now, as a record.
 
@@ -201,7 +202,7 @@ def probe_tensor(
         if lazy is not None:
             recorded = Values(kind="unavailable", reason=lazy)
         elif values:
-            recorded = tensor_values(t)
+            recorded = tensor_values(t, cache)
         else:
             recorded = Values(kind="unavailable", reason="values not recorded")
         return TensorState(
@@ -282,8 +283,12 @@ def _storage_of(t: torch.Tensor, registry: StorageRegistry, r: _Reader) -> Tuple
     return registry.label(str(t.device), ptr, nbytes, storage, ident=ident), ptr, nbytes
 
 
-def tensor_values(t: torch.Tensor) -> Values:
-    """Exact values of a small tensor, a summary of a large one."""
+def tensor_values(t: torch.Tensor, cache: Optional[Dict[Any, Any]] = None) -> Values:
+    """Exact values of a small tensor, a summary of a large one.
+
+    ``cache`` (one per snapshot) lets tensors over the same elements, such as
+    ``a`` and ``a.t()``, share one pass over their memory.
+    """
     try:
         if t.is_meta:
             return Values(kind="unavailable", reason="a meta tensor has no data")
@@ -298,7 +303,7 @@ def tensor_values(t: torch.Tensor) -> Values:
         with torch.no_grad():
             if t.numel() <= EXACT_LIMIT:
                 return Values(kind="exact", data=freeze(encode_number_tree(t.detach().cpu().tolist())))
-            return Values(kind="summary", summary=_summarise(t.detach()))
+            return Values(kind="summary", summary=_summarise(t.detach(), cache))
     except Exception as exc:  # an exotic tensor: say so rather than fail the trace
         return Values(kind="unavailable", reason=f"{type(exc).__name__}: {exc}".splitlines()[0][:200])
 
@@ -339,7 +344,32 @@ def _parts(t: Any, limit: int) -> Iterator[Any]:
             yield t[i : i + take]
 
 
-def _summarise(t: torch.Tensor) -> Summary:
+def _distinct(t: torch.Tensor) -> Tuple[torch.Tensor, int]:
+    """A view of ``t``'s distinct elements in memory order, and how often each repeats.
+
+    An expanded tensor (stride 0) repeats every element of its storage the
+    same number of times, so its statistics follow from the storage's: a
+    ``torch.ones(1).expand(10**12)`` costs one element, not 10^12. Ordering
+    the dimensions by stride reads memory front to back, so a transposed
+    view costs what its base costs.
+    """
+    repeat = 1
+    kept: List[Tuple[int, int]] = []
+    for n, s in zip(t.shape, t.stride()):
+        if n == 1:
+            continue
+        if s == 0:
+            repeat *= n
+        else:
+            kept.append((abs(s), n))
+    if repeat == 1 and kept == sorted(kept, reverse=True):
+        return t, 1
+    kept.sort(reverse=True)
+    view = t.as_strided([n for _, n in kept], [s for s, _ in kept], t.storage_offset())
+    return view, repeat
+
+
+def _summarise(t: torch.Tensor, cache: Optional[Dict[Any, Any]] = None) -> Summary:
     numel = t.numel()
     head: List[Any] = []
     for chunk in iter_chunks(t, HEAD):
@@ -349,32 +379,20 @@ def _summarise(t: torch.Tensor) -> Summary:
     head = head[:HEAD]
     if t.is_complex():
         return Summary(numel=numel, head=freeze(encode_number_tree(head)))
-    nan_count = inf_count = 0
-    count = 0
-    mean = m2 = 0.0
-    lo = hi = None
-    for chunk in iter_chunks(t, CHUNK):
-        c = chunk.to(torch.float64) if chunk.dtype != torch.float64 else chunk
-        if c.is_floating_point():
-            nans = int(torch.isnan(c).sum())
-            infs = int(torch.isinf(c).sum())
-            nan_count += nans
-            inf_count += infs
-            if nans or infs:
-                c = c[torch.isfinite(c)]
-        n = c.numel()
-        if not n:
-            continue
-        c_min, c_max = float(c.min()), float(c.max())
-        lo = c_min if lo is None else min(lo, c_min)
-        hi = c_max if hi is None else max(hi, c_max)
-        c_mean = float(c.mean())
-        c_m2 = float(((c - c_mean) ** 2).sum())
-        total = count + n  # Chan et al.: merge (count, mean, M2) of two parts
-        delta = c_mean - mean
-        mean += delta * n / total
-        m2 += c_m2 + delta * delta * count * n / total
-        count = total
+    distinct, repeat = _distinct(t)
+    key = None
+    if cache is not None:
+        try:
+            key = (str(t.device), t.dtype, distinct.data_ptr(), tuple(distinct.shape), tuple(distinct.stride()))
+        except Exception:
+            key = None
+    stats = cache.get(key) if key is not None else None
+    if stats is None:
+        stats = _moments(distinct)
+        if key is not None:
+            cache[key] = stats
+    count, mean, m2, lo, hi, nan_count, inf_count = stats
+    count, m2 = count * repeat, m2 * repeat
     std = math.sqrt(m2 / (count - 1)) if count > 1 else (0.0 if count == 1 else None)
     return Summary(
         numel=numel,
@@ -382,10 +400,42 @@ def _summarise(t: torch.Tensor) -> Summary:
         max=hi,
         mean=mean if count else None,
         std=std,
-        nan_count=nan_count,
-        inf_count=inf_count,
+        nan_count=nan_count * repeat,
+        inf_count=inf_count * repeat,
         head=freeze(encode_number_tree(head)),
     )
+
+
+def _moments(t: torch.Tensor) -> Tuple[int, float, float, Optional[float], Optional[float], int, int]:
+    """(count, mean, M2, min, max) of the finite elements, and the NaN and infinity counts, chunk by chunk."""
+    nan_count = inf_count = 0
+    count = 0
+    mean = m2 = 0.0
+    lo = hi = None
+    for chunk in iter_chunks(t, CHUNK):
+        c = chunk.to(torch.float64) if chunk.dtype != torch.float64 else chunk
+        if c.is_floating_point():
+            finite = torch.isfinite(c)
+            n_finite = int(finite.sum())
+            if n_finite != c.numel():
+                nans = int(torch.isnan(c).sum())
+                nan_count += nans
+                inf_count += c.numel() - n_finite - nans
+                c = c[finite]
+        n = c.numel()
+        if not n:
+            continue
+        c_min, c_max = (float(v) for v in torch.aminmax(c))
+        lo = c_min if lo is None else min(lo, c_min)
+        hi = c_max if hi is None else max(hi, c_max)
+        var, c_mean_t = torch.var_mean(c, correction=0)
+        c_mean, c_m2 = float(c_mean_t), float(var) * n
+        total = count + n  # Chan et al.: merge (count, mean, M2) of two parts
+        delta = c_mean - mean
+        mean += delta * n / total
+        m2 += c_m2 + delta * delta * count * n / total
+        count = total
+    return count, mean, m2, lo, hi, nan_count, inf_count
 
 
 # --- NumPy arrays --------------------------------------------------------------

@@ -484,12 +484,13 @@ class _Recorder:
         # a view's base may be unnamed under its own name but named elsewhere: fine, None
         states = []
         objects: Dict[str, Any] = {}
+        summaries: Dict[Any, Any] = {}  # a and a.t() read their memory once per snapshot
         for name, obj, kind in named:
             self.seen_names.add(name)
             if kind == "ndarray":
                 state = probe_ndarray(name, obj, self.registry, names_by_id, values=self.values)
             else:
-                state = probe_tensor(name, obj, self.registry, names_by_id, kind=kind, values=self.values)
+                state = probe_tensor(name, obj, self.registry, names_by_id, kind=kind, values=self.values, cache=summaries)
             first = names_by_id.get(id(obj))
             if first != name:
                 state = replace(state, same_as=first)

@@ -239,3 +239,42 @@ def test_the_changed_saved_tensor_is_named_and_its_lookalike_is_not():
     ])
     what = trace.steps[3].error.explanation.what
     assert "In this scenario that is `h` (storage S2)" in what and "`d`" not in what
+
+
+# --- large tensors cost what their memory costs --------------------------------------
+
+
+def test_expanded_tensors_are_summarised_from_their_storage():
+    trace = run(["x = torch.ones(1).expand(10**12)", "z = torch.zeros(1).expand(2**31)"])
+    x, z = at(trace, 2, "x").values.summary, at(trace, 2, "z").values.summary
+    assert (x.numel, x.min, x.max, x.mean, x.std) == (10**12, 1.0, 1.0, 1.0, 0.0)
+    assert (z.numel, z.min, z.mean, z.nan_count) == (2**31, 0.0, 0.0, 0)
+
+
+def test_summaries_of_expanded_and_transposed_views_equal_those_of_copies():
+    import torch
+    from tensortrace.probe import tensor_values
+
+    base = torch.tensor([[0.0, float("nan"), 2.0], [3.0, float("inf"), 5.0]])
+    view = base[:, None, :].expand(2, 1000, 3)
+    got, want = tensor_values(view).summary, tensor_values(view.contiguous()).summary
+    assert (got.numel, got.min, got.max, got.nan_count, got.inf_count, got.head) == (
+        want.numel, want.min, want.max, want.nan_count, want.inf_count, want.head)
+    assert got.mean == pytest.approx(want.mean) and got.std == pytest.approx(want.std)
+    a = torch.randn(300, 400)
+    t, c = tensor_values(a.t()).summary, tensor_values(a.t().contiguous()).summary
+    assert t.head == c.head and (t.min, t.max) == (c.min, c.max)
+    assert t.mean == pytest.approx(c.mean) and t.std == pytest.approx(c.std)
+
+
+def test_a_base_and_its_transpose_are_read_once_per_step(monkeypatch):
+    from tensortrace import probe
+    from tensortrace.tracer import trace
+
+    passes = []
+    real = probe._moments
+    monkeypatch.setattr(probe, "_moments", lambda t: passes.append(t.numel()) or real(t))
+    scenario = loads_scenario(yaml.safe_dump({"title": "t", "steps": ["a = torch.randn(300, 400)", "b = a.t()"]}))
+    result = trace(scenario, safe=False)
+    assert result.steps[1].status == "ok"
+    assert passes == [120000, 120000]  # one pass at step 1 (a), one at step 2 (a and b together)
