@@ -2,7 +2,12 @@
 
 Nothing here keeps a tensor alive, hooks it, retains its grad or copies more
 than a few elements of it: values of large tensors are summarised chunk by
-chunk, so the extra memory is bounded by the chunk size, not the tensor.
+chunk, so the extra memory is bounded by the chunk size, not the tensor,
+and at the cost of the distinct elements in memory order (an expanded
+tensor costs its storage). Each fact is read on its own, around any
+``__torch_function__`` of a subclass: a fact PyTorch refuses to give is
+recorded as unavailable with PyTorch's reason, and the rest still are.
+Storage labels follow allocations (overlapping byte ranges), not addresses.
 """
 
 from __future__ import annotations

@@ -278,3 +278,12 @@ def test_a_base_and_its_transpose_are_read_once_per_step(monkeypatch):
     result = trace(scenario, safe=False)
     assert result.steps[1].status == "ok"
     assert passes == [120000, 120000]  # one pass at step 1 (a), one at step 2 (a and b together)
+
+
+def test_an_exception_whose_str_raises_is_recorded_as_plain_python_prints_it():
+    trace = run([
+        "class Odd(Exception):\n    def __str__(self):\n        raise ValueError('no')",
+        {"run": "raise Odd()", "raises": "Odd"},
+        "n = 1",
+    ])
+    assert trace.steps[1].error.message == "<exception str() failed>"
