@@ -217,7 +217,10 @@ def saved_suspects(exc: BaseException, message: str) -> Optional[List[Any]]:
 
 
 def proven_names(suspects: Optional[List[Any]], objects: Dict[str, Any]) -> Optional[Tuple[str, ...]]:
-    """The names that identity proves are the changed saved tensor; None when nothing was found.
+    """The names that identity proves are the changed saved tensor; None when that cannot be proved.
+
+    None also when the saved tensors at the reported version lie on more
+    than one storage: the message means one of them, and does not say which.
 
     A name qualifies when its object is a suspect, or lives on the very same
     storage object at the same place and version (a saved output comes back
@@ -228,6 +231,8 @@ def proven_names(suspects: Optional[List[Any]], objects: Dict[str, Any]) -> Opti
     if not suspects:
         return None
     keys = {_place(s) for s in suspects} - {None}
+    if len({key[0] for key in keys}) != 1:  # saved tensors on several storages fit: PyTorch means one of them
+        return None
     ids = {id(s) for s in suspects}
     return tuple(
         name for name, obj in objects.items()

@@ -287,3 +287,14 @@ def test_an_exception_whose_str_raises_is_recorded_as_plain_python_prints_it():
         "n = 1",
     ])
     assert trace.steps[1].error.message == "<exception str() failed>"
+
+
+def test_no_name_is_given_when_a_named_and_an_unnamed_saved_tensor_both_changed():
+    trace = run([
+        "x = torch.ones(3, requires_grad=True)",
+        "h = x.sigmoid()",
+        "with torch.no_grad():\n    h.mul_(2)",
+        {"run": "(h * x.exp().add_(1)).sum().backward()", "raises": "RuntimeError"},
+        "n = 1",
+    ])
+    assert "In this scenario" not in trace.steps[3].error.explanation.what

@@ -89,7 +89,9 @@ def name_the_saved_tensor(
     ``proven`` lists those names. When the recorder found the saved tensors
     and none is named (``proven`` empty), the explanation says that the
     changed tensor is an unnamed intermediate and names its operation. With
-    ``proven`` None (the recorder could not look) the explanation stays as it was.
+    ``proven`` None (the recorder could not look), or proven names on more
+    than one storage (several saved tensors changed, and the message does
+    not say which it means), the explanation stays as it was.
     """
     if error.explanation is None or proven is None:
         return error
@@ -101,10 +103,12 @@ def name_the_saved_tensor(
     node = fields["node"]
     candidates = [t for t in tensors if t.name in set(proven) and t.kind != "ndarray"]
     if candidates:
-        names = ", ".join(f"`{t.name}`" for t in candidates)
         storages = {t.storage for t in candidates}
+        if len(storages) != 1 or None in storages:  # several changed saved tensors: PyTorch names one, we cannot tell which
+            return error
+        names = ", ".join(f"`{t.name}`" for t in candidates)
         which = "that is" if len(candidates) == 1 else "that is the memory of"
-        where = f" (storage {candidates[0].storage})" if len(storages) == 1 and None not in storages else ""
+        where = f" (storage {candidates[0].storage})"
         note = f" In this scenario {which} {names}{where}, saved at version {fields['saved']} and now at version {now}."
     else:
         op = re.sub(r"Backward\d*$", "", node) if node else ""
