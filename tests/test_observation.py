@@ -298,3 +298,13 @@ def test_no_name_is_given_when_a_named_and_an_unnamed_saved_tensor_both_changed(
         "n = 1",
     ])
     assert "In this scenario" not in trace.steps[3].error.explanation.what
+
+
+def test_of_proven_aliases_the_tensor_the_operation_made_is_named():
+    trace = run([
+        "x = torch.tensor([1., 2., 3.], requires_grad=True)\ny = x.sigmoid()",
+        "z = y.detach()\nz.zero_()",
+        {"run": "y.sum().backward()", "raises": "RuntimeError"},
+        "n = 1",
+    ])
+    assert "In this scenario that is `y` (storage S2)" in trace.steps[2].error.explanation.what

@@ -102,6 +102,10 @@ def name_the_saved_tensor(
     now = fields["now"]
     node = fields["node"]
     candidates = [t for t in tensors if t.name in set(proven) and t.kind != "ndarray"]
+    op = re.sub(r"Backward\d*$", "", node) if node else ""
+    made_by_op = [t for t in candidates if op and (t.grad_fn or "").startswith(op + "Backward")]
+    if made_by_op:  # of aliases proven to be it (y, z = y.detach()), the one the operation made is it
+        candidates = made_by_op
     if candidates:
         storages = {t.storage for t in candidates}
         if len(storages) != 1 or None in storages:  # several changed saved tensors: PyTorch names one, we cannot tell which
@@ -111,7 +115,6 @@ def name_the_saved_tensor(
         where = f" (storage {candidates[0].storage})"
         note = f" In this scenario {which} {names}{where}, saved at version {fields['saved']} and now at version {now}."
     else:
-        op = re.sub(r"Backward\d*$", "", node) if node else ""
         made_by = f", the output of `{op}`" if op else ""
         note = (
             f" In this scenario that is an unnamed intermediate{made_by} (no name of the scenario refers to it), "
