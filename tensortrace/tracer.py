@@ -45,6 +45,7 @@ from .model import (
 )
 from .probe import StorageRegistry, is_ndarray, plain_reads, probe_ndarray, probe_tensor, reason_of
 from .scenario import Code, Scenario, StepSpec
+from .stepenv import install_warning_filters, plain_stack_depth, scenario_warning_filters
 
 MAX_STDOUT = 64 * 1024
 MAX_NAMES = 500  # tensors recorded per step; a scenario binding more gets a notice
@@ -169,60 +170,6 @@ def _deep_recursion(limit: int = 6000) -> Iterator[None]:
 
 
 # --- the recorder ----------------------------------------------------------------
-
-# Rule 6: every warning is recorded, repeats included, unless the scenario's
-# own filters (which come first) say otherwise.
-_ALWAYS = ("always", None, Warning, None, 0)
-
-
-def _filters_mutated() -> None:
-    mutated = getattr(warnings, "_filters_mutated", None) or getattr(warnings, "_filters_mutated_lock_held", None)
-    if mutated is not None:
-        mutated()
-
-
-# Frames between the probe's count and the step's code, so that the step's code
-# gets what the module level of a plain script gets (measured, see the tests).
-_PROBE_FRAMES = 4
-
-
-def _free_depth() -> int:
-    """How many more nested calls fit here.
-
-    Counted by trying, not from the frames on the stack: calls made through C
-    (hooks, ``map``, ``next`` of a generator) use the recursion budget
-    without a frame of their own, so counting frames undercounts.
-    """
-
-    def down(n: int) -> int:
-        try:
-            return down(n + 1)
-        except RecursionError:
-            return n
-
-    return down(0)
-
-
-@contextlib.contextmanager
-def _plain_stack_depth() -> Iterator[None]:
-    """As many frames for the step's code as a plain script's top level has.
-
-    The step runs below the tool's own frames (runner, recorder, exec); the
-    recursion limit is raised by their number, so that a recursion that works
-    in plain Python works traced, and one that fails fails at the same depth.
-    A limit the step sets itself is kept as it set it (it then counts the
-    tool's frames too, as a limit set inside any caller's frames would).
-    """
-    previous = sys.getrecursionlimit()
-    ours = max(0, previous - _free_depth() - _PROBE_FRAMES)
-    raised = previous + ours
-    sys.setrecursionlimit(raised)
-    try:
-        yield
-    finally:
-        if sys.getrecursionlimit() == raised:  # else the step set a limit of its own: keep it
-            sys.setrecursionlimit(previous)
-
 
 def iter_trace(
     scenario: Scenario,
@@ -410,7 +357,7 @@ class _Recorder:
             try:
                 with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
                     compiled = [self.compile(code, filename, "exec") for code, filename in pieces]
-                    with self._time_limit(index), _plain_stack_depth():
+                    with self._time_limit(index), plain_stack_depth():
                         for each in compiled:
                             exec(each, self.ns)
             except StepTimeout:
@@ -447,12 +394,11 @@ class _Recorder:
 
     def _install_warning_filters(self) -> None:
         """The filters the scenario's code set so far, above rule 6's "always" for everything else."""
-        warnings.filters[:] = self.warning_filters + [_ALWAYS]
-        _filters_mutated()
+        install_warning_filters(self.warning_filters)
 
     def _keep_warning_filters(self) -> None:
         """Filters set by the step persist to the next step, as they would in plain Python."""
-        self.warning_filters = [f for f in warnings.filters if f is not _ALWAYS]
+        self.warning_filters = scenario_warning_filters()
 
     @contextlib.contextmanager
     def _time_limit(self, index: int) -> Iterator[None]:
