@@ -11,6 +11,10 @@ of such nodes later recurses once per node and can overflow the C stack (a
 crash the untraced program would not have). So only small graphs are walked
 in this process; a larger one is walked in a forked copy of the process,
 which sends the records back and exits without freeing anything.
+
+It also finds, for a backward that failed on a changed saved tensor, the
+saved tensors themselves, so that the explanation names one of the
+scenario's tensors only when identity proves it (``saved_suspects``).
 """
 
 from __future__ import annotations
@@ -18,7 +22,8 @@ from __future__ import annotations
 import gc
 import json
 import os
-from typing import Any, Dict, List, Optional
+import re
+from typing import Any, Dict, List, Optional, Tuple
 
 from .model import Graph, GraphNode
 
@@ -121,3 +126,122 @@ def _leaf_name(node: Any, names_by_id: Dict[int, str]) -> Optional[str]:
     if variable is None:
         return None
     return names_by_id.get(id(variable), "(unnamed leaf)")
+
+
+# --- which tensors a failed backward had saved -----------------------------------
+
+SUSPECT_NODES = INLINE_NODES  # nodes searched for saved tensors (a chain this long frees safely)
+
+
+def saved_tensors_of_failed_backward(exc: BaseException, version: int) -> List[Any]:
+    """The tensors saved in the graph a failed backward ran on, now at ``version``.
+
+    PyTorch's "modified by an inplace operation" error describes the saved
+    tensor only by shape, creator and versions, which many tensors may share.
+    The roots of that backward are still alive in the locals of torch's own
+    frames on the exception's traceback; walking their graph and reading each
+    node's saved tensors (``_raw_saved_*``, which never raises for a changed
+    version) gives the very objects, so the recorder can name one of the
+    scenario's tensors only when identity proves it. Call only while the
+    exception is alive; keep the result no longer than the step's snapshot.
+    """
+    roots = _backward_roots(exc)
+    found: List[Any] = []
+    seen: Dict[int, Any] = {}
+    stack = [fn for fn in (_grad_fn(t) for t in roots) if fn is not None]
+    while stack and len(seen) < SUSPECT_NODES:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen[id(node)] = node
+        for saved in _raw_saved(node):
+            try:
+                data = saved.data
+                if int(data._version) == version:
+                    found.append(data)
+            except Exception:  # released, or not a tensor: not a suspect
+                continue
+        for nxt, _ in getattr(node, "next_functions", ()) or ():
+            if nxt is not None and id(nxt) not in seen:
+                stack.append(nxt)
+    return found
+
+
+def _backward_roots(exc: BaseException) -> List[Any]:
+    import torch
+
+    roots: List[Any] = []
+    tb = exc.__traceback__
+    while tb is not None:
+        filename = tb.tb_frame.f_code.co_filename.replace(os.sep, "/")
+        if "/torch/autograd/" in filename:
+            for value in list(tb.tb_frame.f_locals.values()):
+                items = value if type(value) in (tuple, list) else (value,)
+                roots.extend(v for v in items if isinstance(v, torch.Tensor))
+        tb = tb.tb_next
+    return roots
+
+
+def _grad_fn(t: Any) -> Any:
+    try:
+        return t.grad_fn
+    except Exception:
+        return None
+
+
+def _raw_saved(node: Any) -> List[Any]:
+    out: List[Any] = []
+    for attr in dir(node):
+        if not attr.startswith("_raw_saved_"):
+            continue
+        try:
+            value = getattr(node, attr)
+        except Exception:
+            continue
+        out.extend(value if isinstance(value, (tuple, list)) else (value,))
+    return out
+
+
+_INPLACE_VERSIONS = re.compile(r"modified by an inplace operation.*?is at version (\d+); expected version \d+", re.DOTALL)
+
+
+def saved_suspects(exc: BaseException, message: str) -> Optional[List[Any]]:
+    """For the saved-tensor error, the tensors its backward had saved at the reported version."""
+    found = _INPLACE_VERSIONS.search(message[:8192])
+    if found is None:
+        return None
+    try:
+        return saved_tensors_of_failed_backward(exc, int(found.group(1))) or None
+    except Exception:
+        return None
+
+
+def proven_names(suspects: Optional[List[Any]], objects: Dict[str, Any]) -> Optional[Tuple[str, ...]]:
+    """The names that identity proves are the changed saved tensor; None when that cannot be proved.
+
+    None also when the saved tensors at the reported version lie on more
+    than one storage: the message means one of them, and does not say which.
+
+    A name qualifies when its object is a suspect, or lives on the very same
+    storage object at the same place and version (a saved output comes back
+    as a new tensor object on its storage, sharing its version counter).
+    """
+    import torch
+
+    if not suspects:
+        return None
+    keys = {_place(s) for s in suspects} - {None}
+    if len({key[0] for key in keys}) != 1:  # saved tensors on several storages fit: PyTorch means one of them
+        return None
+    ids = {id(s) for s in suspects}
+    return tuple(
+        name for name, obj in objects.items()
+        if isinstance(obj, torch.Tensor) and (id(obj) in ids or _place(obj) in keys)
+    )
+
+
+def _place(t: Any) -> Optional[Tuple[int, int, Tuple[int, ...], Tuple[int, ...], int]]:
+    try:
+        return (int(t.untyped_storage()._cdata), int(t.storage_offset()), tuple(t.shape), tuple(t.stride()), int(t._version))
+    except Exception:
+        return None

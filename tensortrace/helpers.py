@@ -13,11 +13,27 @@ import torch
 
 
 def same_storage(x: torch.Tensor, y: torch.Tensor) -> bool:
-    """x and y live in the same storage allocation (device and start address)."""
-    sx, sy = x.untyped_storage(), y.untyped_storage()
-    if sx.nbytes() == 0 or sy.nbytes() == 0 or x.numel() == 0 or y.numel() == 0:
-        return False
-    return x.device == y.device and sx.data_ptr() == sy.data_ptr()
+    """x and y live in the same storage allocation.
+
+    Decided from the allocation, never from a start address alone: two live
+    allocations never overlap, so storages on one device whose byte ranges
+    overlap are the same memory (a tensor made from a NumPy slice that starts
+    part-way into an array has its own storage object over the array's
+    bytes). Storages without an address (meta tensors all report 0) are the
+    same only when they are the same storage. Tensors with no elements address
+    no bytes and are never the same storage as anything.
+    """
+    with torch._C.DisableTorchFunctionSubclass():
+        if x.numel() == 0 or y.numel() == 0 or x.device != y.device:
+            return False
+        sx, sy = x.untyped_storage(), y.untyped_storage()
+        nx, ny = sx.nbytes(), sy.nbytes()
+        if nx == 0 or ny == 0:
+            return False
+        px, py = sx.data_ptr(), sy.data_ptr()
+        if px == 0 or py == 0:
+            return px == py and sx._cdata == sy._cdata
+        return px < py + ny and py < px + nx
 
 
 def shares_memory(x: Any, y: Any) -> bool:

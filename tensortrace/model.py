@@ -91,6 +91,16 @@ class TensorState:
     base: Optional[str]  # the name of the view's base, when that is named
     values: Values
     same_as: Optional[str] = None  # an earlier name bound to this very object (b = a)
+    # Facts PyTorch refused to give, as (fact, PyTorch's reason) pairs; the
+    # field of such a fact holds a placeholder (None, False, 0 or ()), not a value.
+    unavailable: Tuple[Tuple[str, str], ...] = ()
+
+    def unavailable_reason(self, fact: str) -> Optional[str]:
+        """Why PyTorch would not give ``fact`` (a field name) for this tensor; None when it did."""
+        for name, reason in self.unavailable:
+            if name == fact:
+                return reason
+        return None
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,12 @@
 
 Nothing here keeps a tensor alive, hooks it, retains its grad or copies more
 than a few elements of it: values of large tensors are summarised chunk by
-chunk, so the extra memory is bounded by the chunk size, not the tensor.
+chunk, so the extra memory is bounded by the chunk size, not the tensor,
+and at the cost of the distinct elements in memory order (an expanded
+tensor costs its storage). Each fact is read on its own, around any
+``__torch_function__`` of a subclass: a fact PyTorch refuses to give is
+recorded as unavailable with PyTorch's reason, and the rest still are.
+Storage labels follow allocations (overlapping byte ranges), not addresses.
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ import math
 import warnings
 import weakref
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import torch
 
@@ -20,7 +25,7 @@ from .model import Summary, TensorState, Values, encode_number_tree, freeze
 
 EXACT_LIMIT = 64  # tensors with at most this many elements are recorded exactly
 HEAD = 8  # elements shown at the start of a summary
-CHUNK = 1 << 16  # elements summarised at a time for large tensors (bounds the extra memory)
+CHUNK = 1 << 20  # elements summarised at a time for large tensors (bounds the extra memory: 8 MiB)
 
 try:  # NumPy is optional: torch works without it
     import numpy as _np
@@ -43,9 +48,13 @@ class _Allocation:
     nbytes: int
     owners: List[weakref.ref] = field(default_factory=list)
     names: List[str] = field(default_factory=list)
+    ident: Optional[int] = None  # for storages without an address (meta): the storage's own identity
 
     def alive(self) -> bool:
         return any(ref() is not None for ref in self.owners)
+
+    def overlaps(self, device: str, ptr: int, nbytes: int) -> bool:
+        return self.ident is None and self.device == device and ptr < self.ptr + self.nbytes and self.ptr < ptr + nbytes
 
 
 class StorageRegistry:
@@ -55,24 +64,48 @@ class StorageRegistry:
     weak reference to each owner (the ``UntypedStorage``, or the NumPy array
     that owns its memory), and when every owner seen at an address has died,
     a new owner at that address is a new allocation with a new label.
+
+    Sharing is decided from byte ranges, never from a start address alone:
+    live allocations cannot overlap, so a storage whose bytes overlap a live
+    allocation's bytes is that allocation (a tensor made from a NumPy slice
+    that starts part-way into an array writes into the array's memory). A
+    storage without an address (a meta tensor's: every one reports 0) is told
+    apart by its identity, ``ident``.
     """
 
     def __init__(self) -> None:
         self._by_key: Dict[Tuple[str, int], _Allocation] = {}
+        self._live: List[_Allocation] = []
         self.allocations: List[_Allocation] = []
 
-    def label(self, device: str, ptr: int, nbytes: int, owner: Any) -> str:
-        key = (device, ptr)
-        alloc = self._by_key.get(key)
-        if alloc is not None and alloc.alive():
+    def label(self, device: str, ptr: int, nbytes: int, owner: Any, ident: Optional[int] = None) -> str:
+        alloc = self._find(device, ptr, nbytes, ident)
+        if alloc is not None:
             if not any(ref() is owner for ref in alloc.owners):
                 alloc.owners.append(_weak(owner))
-            alloc.nbytes = max(alloc.nbytes, nbytes)
+            if ident is None:  # widen to the union of the ranges seen
+                end = max(alloc.ptr + alloc.nbytes, ptr + nbytes)
+                alloc.ptr = min(alloc.ptr, ptr)
+                alloc.nbytes = end - alloc.ptr
             return alloc.label
-        alloc = _Allocation(f"S{len(self.allocations) + 1}", device, ptr, nbytes, [_weak(owner)])
+        alloc = _Allocation(f"S{len(self.allocations) + 1}", device, ptr, nbytes, [_weak(owner)], ident=ident)
         self.allocations.append(alloc)
-        self._by_key[key] = alloc
+        self._live.append(alloc)
+        self._by_key[(device, ptr) if ident is None else (device + "#id", ident)] = alloc
         return alloc.label
+
+    def _find(self, device: str, ptr: int, nbytes: int, ident: Optional[int]) -> Optional[_Allocation]:
+        key = (device, ptr) if ident is None else (device + "#id", ident)
+        alloc = self._by_key.get(key)
+        if alloc is not None and alloc.alive():
+            return alloc
+        if ident is not None:
+            return None
+        self._live = [a for a in self._live if a.alive()]
+        for alloc in self._live:
+            if alloc.overlaps(device, ptr, nbytes):
+                return alloc
+        return None
 
     def note_name(self, label: str, name: str) -> None:
         alloc = self.allocations[int(label[1:]) - 1]
@@ -89,6 +122,43 @@ def _weak(owner: Any) -> weakref.ref:
 
 # --- tensors -------------------------------------------------------------------
 
+MAX_REASON = 300  # characters of PyTorch's reason kept for an unavailable fact
+
+
+def reason_of(exc: BaseException) -> str:
+    """PyTorch's reason for refusing a fact: the first line of its message, bounded."""
+    try:
+        text = str(exc)
+    except Exception:
+        text = ""
+    line = (text.strip().splitlines() or [""])[0]
+    if not line:
+        line = type(exc).__name__
+    return line if len(line) <= MAX_REASON else line[: MAX_REASON - 1] + "\u2026"
+
+
+class _Reader:
+    """Reads facts one at a time; a fact PyTorch refuses is noted with its reason, never raised."""
+
+    def __init__(self) -> None:
+        self.unavailable: List[Tuple[str, str]] = []
+
+    def read(self, fact: str, get: Callable[[], Any], placeholder: Any = None) -> Any:
+        try:
+            return get()
+        except Exception as exc:
+            self.refuse(fact, reason_of(exc))
+            return placeholder
+
+    def refuse(self, fact: str, reason: str) -> None:
+        if not any(name == fact for name, _ in self.unavailable):
+            self.unavailable.append((fact, reason))
+
+
+def plain_reads() -> Any:
+    """Reads that bypass a tensor subclass's ``__torch_function__`` (the user's code never sees them)."""
+    return torch._C.DisableTorchFunctionSubclass()
+
 
 def probe_tensor(
     name: str,
@@ -98,85 +168,132 @@ def probe_tensor(
     *,
     kind: str = "tensor",
     values: bool = True,
+    cache: Optional[Dict[Any, Any]] = None,
 ) -> TensorState:
-    """The facts of tensor ``t`` right now, as a record."""
-    with warnings.catch_warnings():
+    """The facts of tensor ``t`` right now, as a record.
+
+    Every fact is read on its own: one that PyTorch refuses to give (the
+    ``grad_fn`` of a view changed under no_grad, the strides of a CSR tensor,
+    the shape of a lazy module's parameter) is recorded in ``unavailable``
+    with PyTorch's reason, and the others are still read.
+    """
+    with warnings.catch_warnings(), plain_reads():
         warnings.simplefilter("ignore")  # the probe's own reads never count as the step's
-        storage, ptr, nbytes = _storage_of(t, registry)
-        try:
-            version: Optional[int] = t._version
-        except RuntimeError:  # inference tensors have no version counter
-            version = None
-        grad_fn = t.grad_fn
-        grad = t.grad
+        r = _Reader()
+        lazy = _lazy_reason(t)
+        if lazy is not None:
+            for fact in ("shape", "stride", "storage", "storage_offset", "data_ptr", "values"):
+                r.refuse(fact, lazy)
+            shape: Tuple[int, ...] = ()
+            stride: Tuple[int, ...] = ()
+            storage, ptr, nbytes, offset, data_ptr = None, None, None, 0, None
+        else:
+            shape = r.read("shape", lambda: _sizes(t.shape), ())
+            stride = r.read("stride", lambda: _sizes(t.stride()), ())
+            storage, ptr, nbytes = _storage_of(t, registry, r)
+            offset = r.read("storage_offset", lambda: int(t.storage_offset()), 0)
+            data_ptr = r.read("data_ptr", lambda: int(t.data_ptr()))
+        version = r.read("version", lambda: int(t._version))
+        requires_grad = r.read("requires_grad", lambda: bool(t.requires_grad))
+        is_leaf = r.read("is_leaf", lambda: bool(t.is_leaf))
+        retains_grad = r.read("retains_grad", lambda: bool(t.retains_grad))
+        grad_fn = r.read("grad_fn", lambda: t.grad_fn)
+        grad = r.read("grad", lambda: t.grad)
         try:
             base = t._base
-        except RuntimeError:
+        except Exception:
             base = None
-        is_view = t._is_view()
+        is_view = r.read("is_view", lambda: bool(t._is_view()), False)
+        if lazy is not None:
+            recorded = Values(kind="unavailable", reason=lazy)
+        elif values:
+            recorded = tensor_values(t, cache)
+        else:
+            recorded = Values(kind="unavailable", reason="values not recorded")
         return TensorState(
             name=name,
             kind=kind,
-            shape=tuple(t.shape),
-            stride=_stride(t),
+            shape=shape,
+            stride=stride,
             dtype=_dtype_name(t.dtype),
             device=str(t.device),
             storage=storage,
             storage_ptr=ptr,
             storage_nbytes=nbytes,
-            storage_offset=_offset(t),
-            data_ptr=_data_ptr(t),
+            storage_offset=offset,
+            data_ptr=data_ptr,
             version=version,
-            requires_grad=bool(t.requires_grad),
-            is_leaf=bool(t.is_leaf),
-            retains_grad=bool(t.retains_grad),
+            requires_grad=requires_grad,
+            is_leaf=is_leaf,
+            retains_grad=retains_grad,
             grad_fn=node_name(grad_fn) if grad_fn is not None else None,
-            grad=tensor_values(grad) if (grad is not None and values) else None,
-            is_view=bool(is_view),
+            grad=r.read("grad", lambda: tensor_values(grad)) if (grad is not None and values) else None,
+            is_view=is_view,
             base=names_by_id.get(id(base)) if base is not None else None,
-            values=tensor_values(t) if values else Values(kind="unavailable", reason="values not recorded"),
+            values=recorded,
+            unavailable=tuple(r.unavailable),
         )
+
+
+def _lazy_reason(t: torch.Tensor) -> Optional[str]:
+    """Why an uninitialised parameter or buffer of a lazy module has no shape or data yet."""
+    try:
+        from torch.nn.parameter import is_lazy
+
+        if is_lazy(t):
+            return "an uninitialized parameter of a lazy module: its shape and values are set by the module's first call"
+    except Exception:
+        pass
+    return None
+
+
+def _sizes(dims: Any) -> Tuple[int, ...]:
+    """Sizes or strides as plain ints; a ragged (symbolic) one is refused with a reason."""
+    out = []
+    for i, d in enumerate(dims):
+        if type(d) is int:
+            out.append(d)
+            continue
+        try:
+            out.append(int(d))
+        except Exception:
+            raise ValueError(f"dimension {i} is {d}, which has no single size (it differs between the nested tensor's components)") from None
+    return tuple(out)
 
 
 def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).replace("torch.", "")
 
 
-def _stride(t: torch.Tensor) -> Tuple[int, ...]:
-    try:
-        return tuple(t.stride())
-    except (RuntimeError, NotImplementedError):
-        return ()
+def _storage_of(t: torch.Tensor, registry: StorageRegistry, r: _Reader) -> Tuple[Optional[str], Optional[int], Optional[int]]:
+    """The storage's label, address and size.
 
-
-def _offset(t: torch.Tensor) -> int:
-    try:
-        return int(t.storage_offset())
-    except (RuntimeError, NotImplementedError):
-        return 0
-
-
-def _data_ptr(t: torch.Tensor) -> Optional[int]:
-    try:
-        return int(t.data_ptr())
-    except (RuntimeError, NotImplementedError):
-        return None
-
-
-def _storage_of(t: torch.Tensor, registry: StorageRegistry) -> Tuple[Optional[str], Optional[int], Optional[int]]:
+    A tensor with no elements gets no label: it addresses no bytes, so it
+    shares memory with nothing (``same_storage`` says the same).
+    """
     try:
         storage = t.untyped_storage()
         ptr = int(storage.data_ptr())
         nbytes = int(storage.nbytes())
-    except (RuntimeError, NotImplementedError, TypeError):
-        return None, None, None  # sparse, nested and other storage-less tensors
-    if ptr == 0 and nbytes == 0:
-        return None, 0, 0
-    return registry.label(str(t.device), ptr, nbytes, storage), ptr, nbytes
+    except Exception as exc:  # sparse, nested and other storage-less tensors
+        r.refuse("storage", reason_of(exc))
+        return None, None, None
+    try:
+        empty = t.numel() == 0
+    except Exception:
+        empty = False
+    if nbytes == 0 or empty:
+        return None, ptr, nbytes
+    ident = int(storage._cdata) if ptr == 0 else None
+    return registry.label(str(t.device), ptr, nbytes, storage, ident=ident), ptr, nbytes
 
 
-def tensor_values(t: torch.Tensor) -> Values:
-    """Exact values of a small tensor, a summary of a large one."""
+def tensor_values(t: torch.Tensor, cache: Optional[Dict[Any, Any]] = None) -> Values:
+    """Exact values of a small tensor, a summary of a large one.
+
+    ``cache`` (one per snapshot) lets tensors over the same elements, such as
+    ``a`` and ``a.t()``, share one pass over their memory.
+    """
     try:
         if t.is_meta:
             return Values(kind="unavailable", reason="a meta tensor has no data")
@@ -191,7 +308,7 @@ def tensor_values(t: torch.Tensor) -> Values:
         with torch.no_grad():
             if t.numel() <= EXACT_LIMIT:
                 return Values(kind="exact", data=freeze(encode_number_tree(t.detach().cpu().tolist())))
-            return Values(kind="summary", summary=_summarise(t.detach()))
+            return Values(kind="summary", summary=_summarise(t.detach(), cache))
     except Exception as exc:  # an exotic tensor: say so rather than fail the trace
         return Values(kind="unavailable", reason=f"{type(exc).__name__}: {exc}".splitlines()[0][:200])
 
@@ -232,7 +349,32 @@ def _parts(t: Any, limit: int) -> Iterator[Any]:
             yield t[i : i + take]
 
 
-def _summarise(t: torch.Tensor) -> Summary:
+def _distinct(t: torch.Tensor) -> Tuple[torch.Tensor, int]:
+    """A view of ``t``'s distinct elements in memory order, and how often each repeats.
+
+    An expanded tensor (stride 0) repeats every element of its storage the
+    same number of times, so its statistics follow from the storage's: a
+    ``torch.ones(1).expand(10**12)`` costs one element, not 10^12. Ordering
+    the dimensions by stride reads memory front to back, so a transposed
+    view costs what its base costs.
+    """
+    repeat = 1
+    kept: List[Tuple[int, int]] = []
+    for n, s in zip(t.shape, t.stride()):
+        if n == 1:
+            continue
+        if s == 0:
+            repeat *= n
+        else:
+            kept.append((abs(s), n))
+    if repeat == 1 and kept == sorted(kept, reverse=True):
+        return t, 1
+    kept.sort(reverse=True)
+    view = t.as_strided([n for _, n in kept], [s for s, _ in kept], t.storage_offset())
+    return view, repeat
+
+
+def _summarise(t: torch.Tensor, cache: Optional[Dict[Any, Any]] = None) -> Summary:
     numel = t.numel()
     head: List[Any] = []
     for chunk in iter_chunks(t, HEAD):
@@ -242,32 +384,20 @@ def _summarise(t: torch.Tensor) -> Summary:
     head = head[:HEAD]
     if t.is_complex():
         return Summary(numel=numel, head=freeze(encode_number_tree(head)))
-    nan_count = inf_count = 0
-    count = 0
-    mean = m2 = 0.0
-    lo = hi = None
-    for chunk in iter_chunks(t, CHUNK):
-        c = chunk.to(torch.float64) if chunk.dtype != torch.float64 else chunk
-        if c.is_floating_point():
-            nans = int(torch.isnan(c).sum())
-            infs = int(torch.isinf(c).sum())
-            nan_count += nans
-            inf_count += infs
-            if nans or infs:
-                c = c[torch.isfinite(c)]
-        n = c.numel()
-        if not n:
-            continue
-        c_min, c_max = float(c.min()), float(c.max())
-        lo = c_min if lo is None else min(lo, c_min)
-        hi = c_max if hi is None else max(hi, c_max)
-        c_mean = float(c.mean())
-        c_m2 = float(((c - c_mean) ** 2).sum())
-        total = count + n  # Chan et al.: merge (count, mean, M2) of two parts
-        delta = c_mean - mean
-        mean += delta * n / total
-        m2 += c_m2 + delta * delta * count * n / total
-        count = total
+    distinct, repeat = _distinct(t)
+    key = None
+    if cache is not None:
+        try:
+            key = (str(t.device), t.dtype, distinct.data_ptr(), tuple(distinct.shape), tuple(distinct.stride()))
+        except Exception:
+            key = None
+    stats = cache.get(key) if key is not None else None
+    if stats is None:
+        stats = _moments(distinct)
+        if key is not None:
+            cache[key] = stats
+    count, mean, m2, lo, hi, nan_count, inf_count = stats
+    count, m2 = count * repeat, m2 * repeat
     std = math.sqrt(m2 / (count - 1)) if count > 1 else (0.0 if count == 1 else None)
     return Summary(
         numel=numel,
@@ -275,10 +405,42 @@ def _summarise(t: torch.Tensor) -> Summary:
         max=hi,
         mean=mean if count else None,
         std=std,
-        nan_count=nan_count,
-        inf_count=inf_count,
+        nan_count=nan_count * repeat,
+        inf_count=inf_count * repeat,
         head=freeze(encode_number_tree(head)),
     )
+
+
+def _moments(t: torch.Tensor) -> Tuple[int, float, float, Optional[float], Optional[float], int, int]:
+    """(count, mean, M2, min, max) of the finite elements, and the NaN and infinity counts, chunk by chunk."""
+    nan_count = inf_count = 0
+    count = 0
+    mean = m2 = 0.0
+    lo = hi = None
+    for chunk in iter_chunks(t, CHUNK):
+        c = chunk.to(torch.float64) if chunk.dtype != torch.float64 else chunk
+        if c.is_floating_point():
+            finite = torch.isfinite(c)
+            n_finite = int(finite.sum())
+            if n_finite != c.numel():
+                nans = int(torch.isnan(c).sum())
+                nan_count += nans
+                inf_count += c.numel() - n_finite - nans
+                c = c[finite]
+        n = c.numel()
+        if not n:
+            continue
+        c_min, c_max = (float(v) for v in torch.aminmax(c))
+        lo = c_min if lo is None else min(lo, c_min)
+        hi = c_max if hi is None else max(hi, c_max)
+        var, c_mean_t = torch.var_mean(c, correction=0)
+        c_mean, c_m2 = float(c_mean_t), float(var) * n
+        total = count + n  # Chan et al.: merge (count, mean, M2) of two parts
+        delta = c_mean - mean
+        mean += delta * n / total
+        m2 += c_m2 + delta * delta * count * n / total
+        count = total
+    return count, mean, m2, lo, hi, nan_count, inf_count
 
 
 # --- NumPy arrays --------------------------------------------------------------
@@ -293,7 +455,7 @@ def probe_ndarray(name: str, arr: Any, registry: StorageRegistry, names_by_id: D
     storage = ptr = nbytes = None
     device = "cpu"
     if isinstance(owner, torch.Tensor):
-        storage, ptr, nbytes = _storage_of(owner, registry)
+        storage, ptr, nbytes = _storage_of(owner, registry, _Reader())
     elif is_ndarray(owner) and owner.nbytes:
         ptr = int(owner.__array_interface__["data"][0])
         nbytes = int(owner.nbytes)

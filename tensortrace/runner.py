@@ -194,11 +194,8 @@ def _child_main(write_fd: int, scenario: Scenario, safe: bool, device: Optional[
         for fd in (0, 1, 2):
             os.dup2(devnull, fd)
         os.close(devnull)
-        import torch
+        from . import tracer  # torch, imported in the parent already
 
-        from . import tracer
-
-        torch.set_num_threads(1)
         report = None
         if safe or confine:
             _apply_limits(scenario, limits)

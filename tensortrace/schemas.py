@@ -168,8 +168,14 @@ def trace_schema() -> Dict[str, Any]:
             "base": _d(_nullable(_STR), "the name of the tensor it is a view of, when that is named"),
             "values": _d({"$ref": "#/$defs/values"}, "the tensor's values"),
             "same_as": _d(_nullable(_STR), "an earlier name bound to this very object (after b = a)"),
+            "unavailable": _d(
+                _list({"type": "array", "prefixItems": [_STR, _STR], "items": False, "minItems": 2, "maxItems": 2}),
+                "[fact, reason] for each fact PyTorch refused to give (e.g. grad_fn of a view changed under no_grad); "
+                "that fact's own field then holds a placeholder (null, [], 0 or false), never a value",
+            ),
         }
     )
+    tensor["required"] = [name for name in tensor["required"] if name != "unavailable"]  # traces before it lack it
     explanation = _obj(
         {
             "title": _d(_STR, "the error in a few words"),

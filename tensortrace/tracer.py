@@ -28,8 +28,8 @@ from .events import Assembler, End, Event, Start
 from .expectations import declared_outcome, evaluate_expectation, first_line
 from .explain import name_the_saved_tensor
 from .helpers import base_namespace
+from .graph import proven_names, saved_suspects, walk_graph
 from .names import covers as _covers
-from .graph import walk_graph
 from .model import (
     Confinement,
     Declared,
@@ -44,8 +44,9 @@ from .model import (
     Trace,
     WarningInfo,
 )
-from .probe import StorageRegistry, is_ndarray, probe_ndarray, probe_tensor
+from .probe import StorageRegistry, is_ndarray, plain_reads, probe_ndarray, probe_tensor, reason_of
 from .scenario import Code, Scenario, StepSpec
+from .stepenv import install_warning_filters, plain_stack_depth, scenario_warning_filters
 
 MAX_STDOUT = 64 * 1024
 MAX_NAMES = 500  # tensors recorded per step; a scenario binding more gets a notice
@@ -171,7 +172,6 @@ def _deep_recursion(limit: int = 6000) -> Iterator[None]:
 
 # --- the recorder ----------------------------------------------------------------
 
-
 def iter_trace(
     scenario: Scenario,
     *,
@@ -265,6 +265,7 @@ class _Recorder:
         else:
             self.ns = dict(self.initial)
         self.initial_ids = {k: id(v) for k, v in self.ns.items()}
+        self.warning_filters: List[Any] = []  # filters the scenario's own code added, kept between steps
         self.seen_names: set = set()
         self.asked: Dict[str, Tuple[str, Optional[int]]] = {}  # name → (where, line) from show/graph
         self._notices: List[str] = []
@@ -297,7 +298,8 @@ class _Recorder:
             failures = (error.message,)
         else:
             failures = (f"setup raised {error.type}: {first_line(error.message)}",)
-        tensors, _ = self.snapshot(None)
+        with plain_reads():
+            tensors, _ = self.snapshot(None)
         return Step(
             index=0,
             code=text,
@@ -316,11 +318,12 @@ class _Recorder:
         expectations = tuple(self.expectation(code, spec.index) for code in spec.expect) if status != "timeout" else ()
         raised_ok, warned_ok, failures = declared_outcome(spec, status, error, warns, classes)
         failures += [f"expectation failed: {e.expr}" for e in expectations if not e.passed]
-        tensors, objects = self.snapshot(spec)
-        graphs = self.graphs(spec, tensors, objects)
+        with plain_reads():
+            tensors, objects = self.snapshot(spec)
+            graphs = self.graphs(spec, tensors, objects)
+            if error is not None:
+                error = name_the_saved_tensor(error, tensors, proven=proven_names(classes.pop("saved", None), objects))
         del objects
-        if error is not None:
-            error = name_the_saved_tensor(error, tensors)
         shown = self.shown_names(spec, tensors)
         return Step(
             index=spec.index,
@@ -351,11 +354,13 @@ class _Recorder:
         classes: Dict[str, Any] = {"error": None, "warnings": []}
         lines = {filename: code for code, filename in pieces}
         with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
+            self._install_warning_filters()
             try:
-                with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out), self._time_limit(index):
-                    for code, filename in pieces:
-                        exec(self.compile(code, filename, "exec"), self.ns)
+                with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+                    compiled = [self.compile(code, filename, "exec") for code, filename in pieces]
+                    with self._time_limit(index), plain_stack_depth():
+                        for each in compiled:
+                            exec(each, self.ns)
             except StepTimeout:
                 status = "timeout"
                 error = ErrorInfo(
@@ -370,7 +375,9 @@ class _Recorder:
                 status = "raised"
                 error = _error_info(exc, lines)
                 classes["error"] = type(exc)
+                classes["saved"] = saved_suspects(exc, error.message)
                 del exc
+            self._keep_warning_filters()
             for w in caught:
                 code = lines.get(w.filename)
                 line = code.locate(w.lineno)[0] if code is not None else None
@@ -385,6 +392,14 @@ class _Recorder:
         if len(text) > MAX_STDOUT:
             text = bounded(text, MAX_STDOUT) + "\n"
         return status, error, tuple(warns), text, classes
+
+    def _install_warning_filters(self) -> None:
+        """The filters the scenario's code set so far, above rule 6's "always" for everything else."""
+        install_warning_filters(self.warning_filters)
+
+    def _keep_warning_filters(self) -> None:
+        """Filters set by the step persist to the next step, as they would in plain Python."""
+        self.warning_filters = scenario_warning_filters()
 
     @contextlib.contextmanager
     def _time_limit(self, index: int) -> Iterator[None]:
@@ -416,12 +431,13 @@ class _Recorder:
         # a view's base may be unnamed under its own name but named elsewhere: fine, None
         states = []
         objects: Dict[str, Any] = {}
+        summaries: Dict[Any, Any] = {}  # a and a.t() read their memory once per snapshot
         for name, obj, kind in named:
             self.seen_names.add(name)
             if kind == "ndarray":
                 state = probe_ndarray(name, obj, self.registry, names_by_id, values=self.values)
             else:
-                state = probe_tensor(name, obj, self.registry, names_by_id, kind=kind, values=self.values)
+                state = probe_tensor(name, obj, self.registry, names_by_id, kind=kind, values=self.values, cache=summaries)
             first = names_by_id.get(id(obj))
             if first != name:
                 state = replace(state, same_as=first)
@@ -438,7 +454,11 @@ class _Recorder:
             if name.startswith("__") or self.initial_ids.get(name) == id(value):
                 continue
             self.seen_names.add(name)
-            _expand(name, value, found, depth=0)
+            notes: List[str] = []
+            _expand(name, value, found, depth=0, notes=notes)
+            for note in notes:
+                if note not in self._notices:
+                    self._notices.append(note)
             if len(found) >= MAX_NAMES:
                 note = f"more than {MAX_NAMES} tensors are bound; only the first {MAX_NAMES} are recorded"
                 if note not in self._notices:
@@ -467,7 +487,11 @@ class _Recorder:
         for name in targets:
             obj = objects.get(name)
             if isinstance(obj, torch.Tensor):
-                result.append(walk_graph(name, obj.grad_fn, names_by_id))
+                try:
+                    grad_fn = obj.grad_fn
+                except Exception:  # PyTorch refuses it; the table says why
+                    continue
+                result.append(walk_graph(name, grad_fn, names_by_id))
         return tuple(result)
 
     def storages(self) -> Tuple[StorageInfo, ...]:
@@ -485,24 +509,35 @@ class _Recorder:
         return tuple(notes)
 
 
-def _expand(name: str, value: Any, found: List[Tuple[str, Any, str]], depth: int) -> None:
+def _expand(name: str, value: Any, found: List[Tuple[str, Any, str]], depth: int, notes: Optional[List[str]] = None) -> None:
+    """Add ``value``'s tensors to ``found`` under the names the contract gives them.
+
+    Containers are read with the built-in types' own methods (``list.__getitem__``,
+    ``dict.items``), so that a subclass's overrides, which the user's code may
+    count or log, never run on the tool's behalf.
+    """
     if isinstance(value, torch.Tensor):
         kind = "parameter" if isinstance(value, torch.nn.Parameter) else "tensor"
         found.append((name, value, kind))
     elif is_ndarray(value):
         found.append((name, value, "ndarray"))
     elif isinstance(value, torch.nn.Module):
-        for pname, p in value.named_parameters():
-            found.append((f"{name}.{pname}", p, "parameter"))
-        for bname, b in value.named_buffers():
-            found.append((f"{name}.{bname}", b, "buffer"))
+        try:
+            members = [(f"{name}.{pname}", p, "parameter") for pname, p in value.named_parameters()]
+            members += [(f"{name}.{bname}", b, "buffer") for bname, b in value.named_buffers()]
+        except Exception as exc:  # e.g. an __init__ that never called super().__init__()
+            if notes is not None:
+                notes.append(f"{name}: its parameters could not be listed ({type(exc).__name__}: {reason_of(exc)})")
+            return
+        found.extend(members)
     elif depth < 2 and isinstance(value, (list, tuple)) and not isinstance(value, torch.Size):
-        for i, item in enumerate(value[:MAX_NAMES]):
-            _expand(f"{name}[{i}]", item, found, depth + 1)
+        getitem = list.__getitem__ if isinstance(value, list) else tuple.__getitem__
+        for i, item in enumerate(getitem(value, slice(0, MAX_NAMES))):
+            _expand(f"{name}[{i}]", item, found, depth + 1, notes)
     elif depth < 2 and isinstance(value, dict):
-        for key, item in list(value.items())[:MAX_NAMES]:
+        for key, item in list(dict.items(value))[:MAX_NAMES]:
             if isinstance(key, (str, int)) and not isinstance(key, bool):
-                _expand(f"{name}[{key!r}]", item, found, depth + 1)
+                _expand(f"{name}[{key!r}]", item, found, depth + 1, notes)
 
 
 def _error_info(exc: BaseException, lines: Dict[str, Code]) -> ErrorInfo:

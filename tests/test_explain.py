@@ -1256,14 +1256,15 @@ def _error(type_name: str, message: str) -> ErrorInfo:
                      explanation=explain(type_name, message))
 
 
-def test_the_saved_tensor_is_named_when_one_storage_fits(provoked):
+def test_the_saved_tensor_is_named_when_identity_proves_it(provoked):
     error = _error(*provoked["saved-output-of-sigmoid"])
     tensors = [
         _state("x", "S1", 0),
         _state("y", "S2", 1, "SigmoidBackward0"),
         _state("k", "S3", 1, "ExpBackward0"),
     ]
-    named = name_the_saved_tensor(error, tensors)
+    assert name_the_saved_tensor(error, tensors) == error  # no proof of identity: no name
+    named = name_the_saved_tensor(error, tensors, proven=("y",))
     assert named.explanation.what == error.explanation.what + (
         " In this scenario that is `y` (storage S2), saved at version 0 and now at version 1."
     )
@@ -1273,22 +1274,23 @@ def test_the_saved_tensor_is_named_when_one_storage_fits(provoked):
 def test_the_fix_for_a_named_saved_tensor_uses_that_name(provoked):
     error = _error(*provoked["saved-output-of-sigmoid"])
     tensors = [_state("x", "S1", 0), _state("z", "S2", 1, "SigmoidBackward0")]
-    fix = name_the_saved_tensor(error, tensors).explanation.fix
+    fix = name_the_saved_tensor(error, tensors, proven=("z",)).explanation.fix
     assert "`z = z.sigmoid()` instead of `z.sigmoid_()`" in fix
     assert "`z = z.clone()`" in fix and "after backward()" in fix
     assert "x" not in re.findall(r"\b\w+\b", fix)
 
 
-def test_the_saved_tensor_is_not_named_when_the_answer_is_not_one_storage(provoked):
+def test_a_saved_tensor_no_name_refers_to_is_called_an_unnamed_intermediate(provoked):
     error = _error(*provoked["saved-output-of-sigmoid"])
-    two = [_state("y", "S2", 1, "SigmoidBackward0"), _state("z", "S3", 1, "SigmoidBackward0")]
-    assert name_the_saved_tensor(error, two) == error
-    assert name_the_saved_tensor(error, [_state("y", "S2", 2, "SigmoidBackward0")]) == error
+    lookalike = [_state("y", "S2", 1, "SigmoidBackward0")]  # same shape, version and creator, not proven
+    named = name_the_saved_tensor(error, lookalike, proven=())
+    assert "`y`" not in named.explanation.what
+    assert named.explanation.what.startswith(error.explanation.what + " In this scenario that is an unnamed intermediate")
 
 
 def test_other_errors_are_left_as_they_are(provoked):
     tensors = [_state("y", "S2", 1, "SigmoidBackward0")]
     other = _error(*provoked["backward-twice"])
-    assert name_the_saved_tensor(other, tensors) == other
+    assert name_the_saved_tensor(other, tensors, proven=("y",)) == other
     unexplained = ErrorInfo(type="KeyError", qualname="builtins.KeyError", message="'x'")
-    assert name_the_saved_tensor(unexplained, tensors) == unexplained
+    assert name_the_saved_tensor(unexplained, tensors, proven=("y",)) == unexplained

@@ -78,44 +78,52 @@ def explain(type_name: str, message: str) -> Optional[Explanation]:
     return Explanation(title=title, what=what, fix=fix, topic=rule.topic)
 
 
-def name_the_saved_tensor(error: ErrorInfo, tensors: Sequence[TensorState]) -> ErrorInfo:
+def name_the_saved_tensor(
+    error: ErrorInfo, tensors: Sequence[TensorState], *, proven: Optional[Sequence[str]] = None
+) -> ErrorInfo:
     """Say which of the scenario's names PyTorch's "[torch.FloatTensor [3]], output 0 of Sigmoid" is.
 
     Only an error explained by the saved-tensor rule is touched; any other comes
-    back as it is. Candidates must have the reported shape and current version
-    and, when the message names the operation, a grad_fn of that operation. Only
-    an answer that points to one storage is given; otherwise the explanation
-    stays as it was. When it is given, the fix speaks of that name too.
+    back as it is. Shape, version and creator are not proof (an unnamed
+    ``x.exp()`` and a named ``k`` can agree on all three), so a name is given
+    only when the recorder proved by identity that it is the saved tensor:
+    ``proven`` lists those names. When the recorder found the saved tensors
+    and none is named (``proven`` empty), the explanation says that the
+    changed tensor is an unnamed intermediate and names its operation. With
+    ``proven`` None (the recorder could not look), or proven names on more
+    than one storage (several saved tensors changed, and the message does
+    not say which it means), the explanation stays as it was. When a name is given, the fix
+    speaks of that name too.
     """
-    if error.explanation is None:
+    if error.explanation is None or proven is None:
         return error
     matched = _lookup(error.type, error.message)
     if matched is None or matched[0].id != _SAVED_TENSOR_RULE:
         return error
     fields = matched[1]
-    shape = tuple(int(n) for n in re.findall(r"\d+", fields["shape"]))
-    now = int(fields["now"])
+    now = fields["now"]
     node = fields["node"]
-    op = re.sub(r"Backward\d*$", "", node) if node else None
-    candidates = [
-        t
-        for t in tensors
-        if t.kind != "ndarray"
-        and t.shape == shape
-        and t.version == now
-        and (op is None or (t.grad_fn or "").startswith(op + "Backward"))
-    ]
-    storages = {t.storage for t in candidates}
-    if not candidates or len(storages) != 1 or None in storages:
-        return error
-    names = ", ".join(f"`{t.name}`" for t in candidates)
-    which = "that is" if len(candidates) == 1 else "that is the memory of"
-    note = (
-        f" In this scenario {which} {names} (storage {candidates[0].storage}), "
-        f"saved at version {fields['saved']} and now at version {now}."
-    )
-    explanation = replace(error.explanation, what=error.explanation.what + note,
-                          fix=inplace_saved_fix(candidates[0].name))
+    candidates = [t for t in tensors if t.name in set(proven) and t.kind != "ndarray"]
+    op = re.sub(r"Backward\d*$", "", node) if node else ""
+    made_by_op = [t for t in candidates if op and (t.grad_fn or "").startswith(op + "Backward")]
+    if made_by_op:  # of aliases proven to be it (y, z = y.detach()), the one the operation made is it
+        candidates = made_by_op
+    if candidates:
+        storages = {t.storage for t in candidates}
+        if len(storages) != 1 or None in storages:  # several changed saved tensors: PyTorch names one, we cannot tell which
+            return error
+        names = ", ".join(f"`{t.name}`" for t in candidates)
+        which = "that is" if len(candidates) == 1 else "that is the memory of"
+        where = f" (storage {candidates[0].storage})"
+        note = f" In this scenario {which} {names}{where}, saved at version {fields['saved']} and now at version {now}."
+    else:
+        made_by = f", the output of `{op}`" if op else ""
+        note = (
+            f" In this scenario that is an unnamed intermediate{made_by} (no name of the scenario refers to it), "
+            f"saved at version {fields['saved']} and now at version {now}."
+        )
+    fix = inplace_saved_fix(candidates[0].name) if candidates else error.explanation.fix
+    explanation = replace(error.explanation, what=error.explanation.what + note, fix=fix)
     return replace(error, explanation=explanation)
 
 

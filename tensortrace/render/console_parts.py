@@ -139,6 +139,8 @@ def legend(view: View, *, variants: bool, marks: FrozenSet[str] = frozenset()) -
     if "dash" in marks:
         unbound = " or not bound in that variant" if variants else ""
         text.append(f" · — = not available{unbound}", style="dim")
+    if "refused" in marks:
+        text.append(" · ? = PyTorch refused to give it (the JSON keeps why)", style="dim")
     return text
 
 

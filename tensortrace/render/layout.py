@@ -130,7 +130,8 @@ def legend_marks(traces: Sequence[Trace], options) -> FrozenSet[str]:
     """The marks a legend must explain beyond the usual ones: ``offset`` and ``dash``.
 
     ``offset``: some storage label carries an offset (``S1+2``); ``dash``: some
-    fact is shown as ``—`` (not recorded, or a name a variant never bound).
+    fact is shown as ``—`` (not recorded, or a name a variant never bound);
+    ``refused``: some fact is shown as ``?`` (PyTorch refused to give it).
     """
     states = shown_states(traces, options)
     marks = set()
@@ -142,6 +143,8 @@ def legend_marks(traces: Sequence[Trace], options) -> FrozenSet[str]:
               or ("retains_grad" in columns and s.retains_grad is None) for s in states)
     if any(dashes) or _unbound_in_some_variant(traces, options):
         marks.add("dash")
+    if any(s.unavailable for s in states):
+        marks.add("refused")
     return frozenset(marks)
 
 

@@ -171,7 +171,8 @@ def _step_heading(step: Step) -> str:
 
 def _legend(marks) -> str:
     """The legend, with what ``—`` means when the page shows it."""
-    return LEGEND + (" — means the fact is not available." if "dash" in marks else "")
+    return (LEGEND + (" — means the fact is not available." if "dash" in marks else "")
+            + (" ? means PyTorch refused to give it (the JSON keeps why)." if "refused" in marks else ""))
 
 
 def _step_blocks(prev: Optional[Step], step: Step, options, columns) -> Iterable[str]:
@@ -326,7 +327,8 @@ def _variant_blocks(traces: List[Trace], options: RenderOptions) -> Iterable[str
            "the other tensors that share the memory."
            + (" `S1+1` is a view starting one element in." if "offset" in marks else "")
            + (" — means not available, or not bound in that variant." if "dash" in marks
-              else ""))
+              else "")
+           + (" ? means PyTorch refused to give it (the JSON keeps why)." if "refused" in marks else ""))
     extras = tuple(f for f in ("stride", "contiguous", "retains_grad")
                    if f in run_columns(traces, options))
     per_trace = [steps_by_index(t) for t in traces]

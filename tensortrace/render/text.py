@@ -236,8 +236,16 @@ def format_grad_fn(value: Optional[str]) -> str:
     return NONE if value is None else value
 
 
+UNAVAILABLE = "?"  # a fact PyTorch refused to give (the trace keeps its reason)
+
+
 def fact_text(state: TensorState, field: str) -> str:
-    """One fact of a tensor as a table cell spells it; every renderer asks here."""
+    """One fact of a tensor as a table cell spells it; every renderer asks here.
+
+    A fact PyTorch refused to give is ``?``: its recorded placeholder is not a value.
+    """
+    if field in {name for name, _ in getattr(state, "unavailable", ())}:
+        return UNAVAILABLE
     if field == "values":
         return format_values(state.values, state.shape)
     if field == "grad":

@@ -1,0 +1,78 @@
+"""What a step's code runs inside, so that it runs as it would in plain Python.
+
+The recorder runs each step below its own frames and inside its own warning
+capture. Here it gets back what a plain script's top level has: as many
+stack frames, and the warning filters the scenario itself has set so far
+(above rule 6's "record every warning, repeats included").
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import warnings
+from typing import Any, Iterator, List
+
+# Rule 6: every warning is recorded, repeats included, unless the scenario's
+# own filters (which come first) say otherwise.
+_ALWAYS = ("always", None, Warning, None, 0)
+
+
+def _filters_mutated() -> None:
+    mutated = getattr(warnings, "_filters_mutated", None) or getattr(warnings, "_filters_mutated_lock_held", None)
+    if mutated is not None:
+        mutated()
+
+
+# Frames between the probe's count and the step's code, so that the step's code
+# gets what the module level of a plain script gets (measured, see the tests).
+_PROBE_FRAMES = 4
+
+
+def _free_depth() -> int:
+    """How many more nested calls fit here.
+
+    Counted by trying, not from the frames on the stack: calls made through C
+    (hooks, ``map``, ``next`` of a generator) use the recursion budget
+    without a frame of their own, so counting frames undercounts.
+    """
+
+    def down(n: int) -> int:
+        try:
+            return down(n + 1)
+        except RecursionError:
+            return n
+
+    return down(0)
+
+
+@contextlib.contextmanager
+def plain_stack_depth() -> Iterator[None]:
+    """As many frames for the step's code as a plain script's top level has.
+
+    The step runs below the tool's own frames (runner, recorder, exec); the
+    recursion limit is raised by their number, so that a recursion that works
+    in plain Python works traced, and one that fails fails at the same depth.
+    A limit the step sets itself is kept as it set it (it then counts the
+    tool's frames too, as a limit set inside any caller's frames would).
+    """
+    previous = sys.getrecursionlimit()
+    ours = max(0, previous - _free_depth() - _PROBE_FRAMES)
+    raised = previous + ours
+    sys.setrecursionlimit(raised)
+    try:
+        yield
+    finally:
+        if sys.getrecursionlimit() == raised:  # else the step set a limit of its own: keep it
+            sys.setrecursionlimit(previous)
+
+
+def install_warning_filters(scenario_filters: List[Any]) -> None:
+    """The filters the scenario's code set so far, above rule 6's "always" for everything else."""
+    warnings.filters[:] = list(scenario_filters) + [_ALWAYS]
+    _filters_mutated()
+
+
+def scenario_warning_filters() -> List[Any]:
+    """The filters in force now, less the tool's own: they persist to the next step, as in plain Python."""
+    return [f for f in warnings.filters if f is not _ALWAYS]

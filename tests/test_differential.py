@@ -1,0 +1,130 @@
+"""Random op sequences run traced and untraced must agree on every recorded fact.
+
+Hypothesis draws short sequences of views, in-place changes, no_grad and
+inference_mode blocks, detach and ``.data``, and backward calls over a few
+names. Each runs in the tracer and as plain Python (``exec`` of each step in
+``base_namespace()``, reading the facts after each step). The tracer must
+never stop; every fact it records must be what plain PyTorch reports at
+that point, a fact PyTorch refuses being recorded as unavailable; and the
+code's own results (values, grads, errors, warnings, random numbers) must
+not change.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, Dict, List, Tuple
+
+import torch
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tensortrace.helpers import base_namespace
+from tensortrace.model import TensorState, encode_number_tree, freeze
+from tensortrace.scenario import loads_scenario
+from tensortrace.tracer import trace
+
+START = "x = torch.tensor([1., 2., 3., 4.], requires_grad=True)\na = x * 2"
+OPS = [
+    "v = a[1:3]",
+    "v = a.view(2, 2)",
+    "v.mul_(2)",
+    "a.add_(1)",
+    "x.add_(1)",
+    "with torch.no_grad():\n    v = a[:2]",
+    "with torch.no_grad():\n    a.mul_(3)",
+    "with torch.no_grad():\n    v.add_(1)",
+    "with torch.no_grad():\n    x.sub_(0.5)",
+    "with torch.inference_mode():\n    i = torch.ones(4)",
+    "with torch.inference_mode():\n    v = a.detach()[::2]",
+    "d = a.detach()",
+    "d.zero_()",
+    "e = a.data",
+    "e.add_(1)",
+    "y = a.sigmoid()",
+    "y.mul_(2)",
+    "b = (y * a).sum()",
+    "b.backward()",
+    "a.sum().backward()",
+    "g = a.grad",
+    "x.grad = None",
+    "a = x * 2",
+    "r = torch.randn(2)",
+    "w = v.exp()",
+]
+FACTS = ("version", "requires_grad", "is_leaf", "grad_fn", "values", "grad")
+
+
+def _read(t: torch.Tensor, fact: str) -> Any:
+    if fact == "version":
+        return t._version
+    if fact == "requires_grad":
+        return bool(t.requires_grad)
+    if fact == "is_leaf":
+        return bool(t.is_leaf)
+    if fact == "grad_fn":
+        fn = t.grad_fn
+        return None if fn is None else fn.name().rsplit("::", 1)[-1]
+    if fact == "values":
+        return freeze(encode_number_tree(t.detach().tolist()))
+    g = t.grad
+    return None if g is None else freeze(encode_number_tree(g.tolist()))
+
+
+def plain_run(steps: List[str]) -> List[Tuple[Any, List[Tuple[str, str]], Dict[str, Dict[str, Any]]]]:
+    """Per step: (error type and message, warnings, facts of every tensor name), read as plain code would."""
+    torch.manual_seed(0)
+    ns = base_namespace()
+    out = []
+    for code in steps:
+        error = None
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                exec(compile(code, "<plain>", "exec"), ns)
+            except Exception as exc:
+                error = (type(exc).__name__, str(exc))
+        facts: Dict[str, Dict[str, Any]] = {}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for name, value in ns.items():
+                if isinstance(value, torch.Tensor):
+                    facts[name] = {}
+                    for fact in FACTS:
+                        try:
+                            facts[name][fact] = _read(value, fact)
+                        except Exception:
+                            facts[name][fact] = "refused"
+        out.append((error, [(w.category.__name__, str(w.message)) for w in caught], facts))
+    out.append(torch.get_rng_state())
+    return out
+
+
+def recorded(state: TensorState, fact: str) -> Any:
+    if fact in {name for name, _ in state.unavailable}:
+        return "refused"
+    if fact == "values":
+        return state.values.data if state.values.kind == "exact" else state.values
+    if fact == "grad":
+        return None if state.grad is None else state.grad.data
+    return getattr(state, fact)
+
+
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(OPS), min_size=1, max_size=7))
+def test_traced_facts_equal_plain_pytorch(ops):
+    steps = [START] + ops + ["r = torch.randn(3)"]
+    plain = plain_run(steps)
+    rng_after_plain = plain.pop()
+    result = trace(loads_scenario(yaml.safe_dump({"title": "random", "steps": steps})), safe=False)
+    assert result.aborted is None and len(result.steps) == len(steps)
+    for step, (error, warns, facts) in zip(result.steps, plain):
+        assert (step.error.type, step.error.message) == error if error else step.status == "ok", step.code
+        assert [(w.category, w.message) for w in step.warnings] == warns, step.code
+        states = {s.name: s for s in step.tensors}
+        assert set(states) == set(facts), step.code
+        for name, plain_facts in facts.items():
+            for fact, value in plain_facts.items():
+                assert recorded(states[name], fact) == value, (step.code, name, fact)
+    assert torch.equal(torch.get_rng_state(), rng_after_plain)  # the same random numbers were drawn
