@@ -4,8 +4,10 @@ A run emits ``start`` (scenario and environment), one ``step`` per finished
 step (setup is step 0), and ``end`` (storages, notices, why it stopped early).
 The same three names are used by the tracer in-process, on the pipe from the
 forked child, and in the ``--format jsonl`` stream. The child adds two control
-events that never reach a trace: ``unusable`` (the input cannot be run, e.g. a
-device this machine lacks) and ``crashed`` (the tool itself failed).
+events that never reach a trace: ``ran`` (a step's own code is done, and the
+tool's recording, which no step limit charges, begins), ``unusable`` (the input
+cannot be run, e.g. a device this machine lacks) and ``crashed`` (the tool
+itself failed).
 
 The pipe's codec is JSON lines, never pickle: the child runs untrusted code,
 so the parent decodes data, not objects, and bounds what it accepts
@@ -45,6 +47,13 @@ class Unusable:
 
 
 @dataclass(frozen=True)
+class Ran:
+    """Step ``index``'s own code is done; what follows is the tool's recording, not the step's time."""
+
+    index: int
+
+
+@dataclass(frozen=True)
 class Crashed:
     """The tool failed in the child; the message says how."""
 
@@ -52,7 +61,7 @@ class Crashed:
 
 
 Event = Union[Start, Step, End]
-ChildEvent = Union[Start, Step, End, Unusable, Crashed]
+ChildEvent = Union[Start, Step, End, Ran, Unusable, Crashed]
 
 
 def size_text(nbytes: int) -> str:
@@ -78,6 +87,8 @@ def encode(event: ChildEvent) -> bytes:
         data = {"event": "start", "scenario": record_to_dict(event.scenario), "environment": record_to_dict(event.environment)}
     elif isinstance(event, End):
         data = {"event": "end", "storages": record_to_dict(event.storages), "notices": list(event.notices), "aborted": event.aborted}
+    elif isinstance(event, Ran):
+        data = {"event": "ran", "index": event.index}
     elif isinstance(event, (Unusable, Crashed)):
         data = {"event": type(event).__name__.lower(), "message": event.message}
     else:  # pragma: no cover - a programming error
@@ -97,6 +108,8 @@ def decode(line: bytes) -> ChildEvent:
         if kind == "end":
             storages = tuple(record_from_dict(StorageInfo, s) for s in data["storages"])
             return End(storages=storages, notices=tuple(str(n) for n in data["notices"]), aborted=data["aborted"])
+        if kind == "ran":
+            return Ran(int(data["index"]))
         if kind in ("unusable", "crashed"):
             message = str(data["message"])
             return Unusable(message) if kind == "unusable" else Crashed(message)

@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from typing import Callable, List, Optional, Sequence
 
 from .errors import TensorTraceError
-from .events import MAX_TRACE_BYTES, Assembler, Crashed, EventError, LineReader, Start, Unusable, decode, encode, size_text
+from .events import MAX_TRACE_BYTES, Assembler, Crashed, EventError, LineReader, Ran, Start, Unusable, decode, encode, size_text
 from .model import Environment, ErrorInfo, Explanation, ScenarioInfo, Step, Trace
 from .scenario import Scenario
 
@@ -202,7 +202,8 @@ def _child_main(write_fd: int, scenario: Scenario, safe: bool, device: Optional[
         if confine:
             report = _confine(write_fd, scenario, device)
         capped = (safe or confine) and limits.memory_mb
-        for event in tracer.iter_trace(scenario, safe=safe, device=device, timeout=limits.timeout, confinement=report, checked=True):
+        ran = lambda index: _send(write_fd, encode(Ran(index)))  # noqa: E731 - the parent stops counting the step's time
+        for event in tracer.iter_trace(scenario, safe=safe, device=device, timeout=limits.timeout, confinement=report, checked=True, on_ran=ran):
             _send(write_fd, encode(_blame_memory_limit(event, limits.memory_mb) if capped else event))
     except TensorTraceError as exc:  # e.g. a device this machine lacks: the user's to fix
         _send(write_fd, encode(Unusable(str(exc))))
@@ -365,6 +366,9 @@ def _run_forked(scenario: Scenario, assembler: Assembler, *, safe, device, limit
                 raise EventError(f"more than {size_text(MAX_TRACE_BYTES)} of trace")
             for line in reader.feed(chunk):
                 event = decode(line)
+                if isinstance(event, Ran):  # the step's code is done: recording is the tool's time
+                    step_deadline = None
+                    continue
                 if isinstance(event, (Unusable, Crashed)):
                     notes[type(event)] = event.message
                     continue
@@ -401,7 +405,7 @@ def _drain(read_fd: int, reader: LineReader, assembler: Assembler) -> None:
                 break
             for line in reader.feed(chunk):
                 event = decode(line)
-                if not isinstance(event, (Unusable, Crashed)):
+                if not isinstance(event, (Ran, Unusable, Crashed)):
                     assembler.add(event)
     except (OSError, EventError):
         pass

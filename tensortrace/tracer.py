@@ -17,7 +17,7 @@ import threading
 import types
 import warnings
 from dataclasses import replace
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -181,19 +181,21 @@ def iter_trace(
     values: bool = True,
     confinement: Optional[Confinement] = None,
     checked: bool = False,
+    on_ran: Optional[Callable[[int], None]] = None,
 ) -> Iterator[Event]:
     """Run the scenario step by step, yielding a ``Start``, the steps, an ``End``.
 
     Raises ``ScenarioError`` (before anything runs) for a scenario that cannot
     be run: variants left unresolved, an unavailable device, or, in safe mode,
-    code the policy refuses.
+    code the policy refuses. ``on_ran(index)`` is called when a step's own code
+    (and its expectations) is done and the recording of its facts begins.
     """
     if scenario.variants:
         raise UsageError("resolve the scenario's variants first (Scenario.resolved())")
     if safe and not checked:  # the runner checks once, before anything runs
         check_policy(scenario)
     dev = resolve_device(scenario, device)
-    recorder = _Recorder(scenario, safe=safe, device=dev, timeout=timeout, values=values)
+    recorder = _Recorder(scenario, safe=safe, device=dev, timeout=timeout, values=values, on_ran=on_ran)
     yield Start(
         scenario=ScenarioInfo(
             title=scenario.title,
@@ -251,8 +253,12 @@ def _fresh_torch_state(seed: int, device: str) -> Iterator[None]:
 
 
 class _Recorder:
-    def __init__(self, scenario: Scenario, *, safe: bool, device: str, timeout: Optional[float], values: bool) -> None:
+    def __init__(
+        self, scenario: Scenario, *, safe: bool, device: str, timeout: Optional[float], values: bool,
+        on_ran: Optional[Callable[[int], None]] = None,
+    ) -> None:
         self.scenario = scenario
+        self.on_ran = on_ran or (lambda index: None)  # the user's code of a step is done; recording begins
         self.safe = safe
         self.timeout = timeout
         self.values = values
@@ -298,6 +304,7 @@ class _Recorder:
             failures = (error.message,)
         else:
             failures = (f"setup raised {error.type}: {first_line(error.message)}",)
+        self.on_ran(0)
         with plain_reads():
             tensors, _ = self.snapshot(None)
         return Step(
@@ -318,6 +325,7 @@ class _Recorder:
         expectations = tuple(self.expectation(code, spec.index) for code in spec.expect) if status != "timeout" else ()
         raised_ok, warned_ok, failures = declared_outcome(spec, status, error, warns, classes)
         failures += [f"expectation failed: {e.expr}" for e in expectations if not e.passed]
+        self.on_ran(spec.index)
         with plain_reads():
             tensors, objects = self.snapshot(spec)
             graphs = self.graphs(spec, tensors, objects)

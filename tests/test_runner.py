@@ -43,3 +43,24 @@ def test_a_scenario_without_optimizers_does_not_pay_for_dynamo() -> None:
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "False"
+
+
+def test_recording_a_step_is_never_charged_to_its_time_limit(monkeypatch) -> None:
+    """Summaries of large tensors take the tool's time; the step limit is for the user's code."""
+    import time
+
+    from tensortrace import tracer
+    from tensortrace.runner import GRACE, Limits, run_scenario
+    from tensortrace.scenario import loads_scenario
+
+    real = tracer._Recorder.snapshot
+
+    def slow_snapshot(self, spec):
+        time.sleep(GRACE + 1.5)  # longer than the step limit plus the parent's grace
+        return real(self, spec)
+
+    monkeypatch.setattr(tracer._Recorder, "snapshot", slow_snapshot)  # the forked child inherits it
+    scenario = loads_scenario("title: t\nsteps:\n  - a = torch.ones(2)\n  - b = a * 2\n", path="s.yaml")
+    [trace] = run_scenario(scenario, safe=False, limits=Limits(timeout=1))
+    assert trace.aborted is None, trace.aborted
+    assert [s.status for s in trace.steps] == ["ok", "ok"]
