@@ -134,7 +134,11 @@ def _freeze_imported_objects() -> None:
 
 # Modules torch imports on first use that cost seconds (torch._dynamo: 800
 # modules), keyed by a word the scenario's code contains when it will need them.
-_SHARED_IMPORTS = (("optim", "torch._dynamo"),)
+_SHARED_IMPORTS = (
+    ("optim", "torch._dynamo"),
+    ("torch.compile", "torch._dynamo"),
+    ("torch.compile", "torch._inductor.compile_fx"),  # what the first compiled call needs (--trust only)
+)
 
 
 def _import_once_for_all(variants: Sequence[Scenario]) -> None:

@@ -64,3 +64,13 @@ def test_recording_a_step_is_never_charged_to_its_time_limit(monkeypatch) -> Non
     [trace] = run_scenario(scenario, safe=False, limits=Limits(timeout=1))
     assert trace.aborted is None, trace.aborted
     assert [s.status for s in trace.steps] == ["ok", "ok"]
+
+
+def test_the_first_compiled_call_passes_with_the_default_limits(tmp_path) -> None:
+    """torch.compile's first call needs dynamo and inductor; the parent imports them, not the step."""
+    from tensortrace.runner import run_scenario
+    from tensortrace.scenario import loads_scenario
+
+    text = 'title: t\nsteps:\n  - "f = torch.compile(lambda x: x * 2)"\n  - y = f(torch.ones(3))\n  - run: z = y + 0\n    expect: [\"z.tolist() == [2., 2., 2.]\"]\n'
+    [trace] = run_scenario(loads_scenario(text, path=str(tmp_path / "c.yaml")), safe=False)
+    assert trace.passed, [(s.status, s.error) for s in trace.steps]
