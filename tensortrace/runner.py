@@ -148,12 +148,15 @@ def _import_once_for_all(variants: Sequence[Scenario]) -> None:
     command instead of once per variant, and never inside a step's time limit.
     """
     import importlib
+    import warnings
 
     code = "\n".join(c.text for variant in variants for _, c, _ in variant.all_code())
     for word, module in _SHARED_IMPORTS:
         if word in code and module not in sys.modules:
             try:
-                importlib.import_module(module)
+                with warnings.catch_warnings():  # the tool's own import: its deprecation notices are not the user's
+                    warnings.simplefilter("ignore")
+                    importlib.import_module(module)
             except Exception:  # an older torch without it: the child imports what it needs itself
                 pass
 
