@@ -353,3 +353,20 @@ def test_a_confined_run_says_nothing_about_confinement(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.stderr
     assert result.stderr == ""
     assert json.loads(result.stdout)["environment"]["confinement"]["missing"] == []
+
+
+@needs_wall
+def test_a_layer_that_fails_to_go_up_stops_the_run_before_any_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A wall half built is not reported as a wall: the run stops, exit 2, nothing ran."""
+
+    def broken() -> None:
+        raise confine.ConfinementError("the seccomp filter could not be loaded: Invalid argument")
+
+    monkeypatch.setattr(confine, "_load_seccomp", broken)  # the forked child inherits it
+    path = tmp_path / "s.yaml"
+    path.write_text("title: t\nsteps:\n  - print('ran')\n", encoding="utf-8")
+    result = _cli("run", str(path), "--format", "json")
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert "could not confine the child process" in result.stderr and "seccomp filter could not be loaded" in result.stderr
+    assert "Traceback" not in result.stderr
