@@ -66,11 +66,23 @@ def test_recording_a_step_is_never_charged_to_its_time_limit(monkeypatch) -> Non
     assert [s.status for s in trace.steps] == ["ok", "ok"]
 
 
-def test_the_first_compiled_call_passes_with_the_default_limits(tmp_path) -> None:
-    """torch.compile's first call needs dynamo and inductor; the parent imports them, not the step."""
-    from tensortrace.runner import run_scenario
-    from tensortrace.scenario import loads_scenario
+def test_a_compiling_scenario_has_dynamo_and_inductor_imported_by_the_parent() -> None:
+    """The first compiled call's imports are paid before forking, never inside the step's limit.
 
-    text = 'title: t\nsteps:\n  - "f = torch.compile(lambda x: x * 2)"\n  - y = f(torch.ones(3))\n  - run: z = y + 0\n    expect: [\"z.tolist() == [2., 2., 2.]\"]\n'
-    [trace] = run_scenario(loads_scenario(text, path=str(tmp_path / "c.yaml")), safe=False)
-    assert trace.passed, [(s.status, s.error) for s in trace.steps]
+    (Its code generation and C++ compilation are the user's own work and still
+    count: on a cold inductor cache they can take longer than the default limit.)
+    """
+    code = textwrap.dedent(
+        """
+        import sys
+        from tensortrace.runner import Limits, run_scenario
+        from tensortrace.scenario import loads_scenario
+        text = 'title: t\\nsteps:\\n  - "f = torch.compile(lambda x: x * 2)"\\n'
+        [trace] = run_scenario(loads_scenario(text, path="c.yaml"), safe=False, limits=Limits(timeout=120))
+        assert trace.passed, [s.error for s in trace.steps]
+        print("torch._dynamo" in sys.modules, "torch._inductor.compile_fx" in sys.modules)
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "True True"
