@@ -370,3 +370,28 @@ def test_a_layer_that_fails_to_go_up_stops_the_run_before_any_step(tmp_path: Pat
     assert result.stdout == ""
     assert "could not confine the child process" in result.stderr and "seccomp filter could not be loaded" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+KERNEL_INTERFACES = ["unshare", "setns", "mount", "io_uring_setup", "bpf", "userfaultfd", "keyctl", "open_by_handle_at",
+                     "init_module", "ptrace", "process_vm_writev", "memfd_create", "pidfd_open"]
+
+
+@needs_wall
+def test_kernel_interfaces_that_bypass_the_other_layers_are_refused(tmp_path: Path) -> None:
+    """Each call is made with harmless arguments; the filter answers EPERM before the kernel looks at them."""
+    steps = [
+        "import ctypes, errno, os\n"
+        "from tensortrace.confine import _libseccomp\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "libc.syscall.restype = ctypes.c_long\n"
+        "def call(name):\n"
+        "    number = _libseccomp().seccomp_syscall_resolve_name(name.encode())\n"
+        "    ctypes.set_errno(0)\n"
+        "    rc = libc.syscall(ctypes.c_long(number), 0, 0, 0, 0, 0, 0)\n"
+        "    return errno.errorcode.get(ctypes.get_errno(), str(ctypes.get_errno())) if rc < 0 else 'allowed'\n"
+        f"print({{name: call(name) for name in {KERNEL_INTERFACES!r}}})",
+    ]
+    trace = run(tmp_path, steps)
+    assert trace.steps[0].status == "ok", trace.steps[0].error
+    answers = eval(trace.steps[0].stdout)  # a dict literal the step printed
+    assert answers == {name: "EPERM" for name in KERNEL_INTERFACES}
