@@ -259,6 +259,7 @@ class _Recorder:
     ) -> None:
         self.scenario = scenario
         self.on_ran = on_ran or (lambda index: None)  # the user's code of a step is done; recording begins
+        self.stack_memo: Dict[str, int] = {}  # the depth the tool's own frames use, probed at the first step
         self.safe = safe
         self.timeout = timeout
         self.values = values
@@ -366,7 +367,7 @@ class _Recorder:
             try:
                 with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
                     compiled = [self.compile(code, filename, "exec") for code, filename in pieces]
-                    with self._time_limit(index), plain_stack_depth():
+                    with self._time_limit(index), plain_stack_depth(self.stack_memo):
                         for each in compiled:
                             exec(each, self.ns)
             except StepTimeout:
