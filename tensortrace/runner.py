@@ -103,6 +103,8 @@ def run_all(
     forked = isolate and hasattr(os, "fork")
     if forked:
         _import_once_for_all(variants)
+        if confine:
+            _prepare_lazy_imports()
     traces: List[Trace] = []
     for variant in variants:
         assembler = Assembler(on_start, on_step)
@@ -251,7 +253,6 @@ def _confine(write_fd: int, scenario: Scenario, device: Optional[str]):
     from . import confine
     from .model import Confinement
 
-    _prepare_lazy_imports()
     wanted = scenario.device or device or "cpu"
     extra = [scenario.path] if scenario.path and os.path.exists(scenario.path) else []
     try:
@@ -261,8 +262,14 @@ def _confine(write_fd: int, scenario: Scenario, device: Optional[str]):
     return Confinement(enforced=report.enforced, missing=report.missing)
 
 
+_cache_folder_made = False
+
+
 def _prepare_lazy_imports() -> None:
     """Make the folder torch's lazy imports create exist before the wall forbids writing.
+
+    Done in the parent, once per process: the folder is on disk, so every
+    confined child finds it there.
 
     Optimizers, ``torch.func`` and other ``_disable_dynamo`` functions import
     ``torch._dynamo`` on first use, and that import runs
@@ -271,6 +278,10 @@ def _prepare_lazy_imports() -> None:
     folder's name is loaded from its file, since importing its package would
     import 800 modules.
     """
+    global _cache_folder_made
+    if _cache_folder_made:
+        return
+    _cache_folder_made = True
     import importlib.util
 
     try:
