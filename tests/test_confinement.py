@@ -301,12 +301,13 @@ def test_docs_name_every_layer() -> None:
 
 
 def _cli(*args: str, env: dict | None = None):
-    from typer.testing import CliRunner
+    """The command in this process (conftest's ``cli``), with the once-per-process notice reset."""
+    from conftest import cli as run_cli
 
     from tensortrace import cli
 
     cli._said_unconfined = False
-    return CliRunner().invoke(cli.app, list(args), env=env)
+    return run_cli(*args, env=env)
 
 
 def _no_landlock(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -324,7 +325,7 @@ def test_require_confinement_refuses_with_one_line_and_exit_2(tmp_path: Path, mo
         result = _cli("run", str(path), "--require-confinement")
     else:
         result = _cli("run", str(path), env={"TENSORTRACE_REQUIRE_CONFINEMENT": "1"})
-    assert result.exit_code == 2
+    assert result.returncode == 2
     assert result.stdout == ""
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in result.stderr
@@ -339,7 +340,7 @@ def test_an_unconfined_run_says_so_once_on_stderr(tmp_path: Path, monkeypatch: p
         path.write_text("title: t\nsteps:\n  - a = torch.ones(1)\n", encoding="utf-8")
         paths.append(str(path))
     result = _cli("check", *paths)
-    assert result.exit_code == 0, result.stderr
+    assert result.returncode == 0, result.stderr
     notices = [line for line in result.stderr.splitlines() if "not confined by the kernel" in line]
     assert len(notices) == 1
     assert "landlock-files: this kernel has no Landlock" in notices[0] and "--require-confinement" in notices[0]
@@ -350,7 +351,7 @@ def test_a_confined_run_says_nothing_about_confinement(tmp_path: Path) -> None:
     path = tmp_path / "s.yaml"
     path.write_text("title: t\nsteps:\n  - a = torch.ones(1)\n", encoding="utf-8")
     result = _cli("run", str(path), "--format", "json", "--require-confinement")
-    assert result.exit_code == 0, result.stderr
+    assert result.returncode == 0, result.stderr
     assert result.stderr == ""
     assert json.loads(result.stdout)["environment"]["confinement"]["missing"] == []
 
@@ -366,7 +367,7 @@ def test_a_layer_that_fails_to_go_up_stops_the_run_before_any_step(tmp_path: Pat
     path = tmp_path / "s.yaml"
     path.write_text("title: t\nsteps:\n  - print('ran')\n", encoding="utf-8")
     result = _cli("run", str(path), "--format", "json")
-    assert result.exit_code == 2
+    assert result.returncode == 2
     assert result.stdout == ""
     assert "could not confine the child process" in result.stderr and "seccomp filter could not be loaded" in result.stderr
     assert "Traceback" not in result.stderr
