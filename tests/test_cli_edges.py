@@ -7,22 +7,17 @@ import os
 import re
 import stat
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from tensortrace.cli import app
 
-from conftest import REPO, write_scenario
+from conftest import REPO, cli, write_scenario
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     tomllib = None
-
-runner = CliRunner()
 
 SMALL = """
 title: small
@@ -34,7 +29,7 @@ steps:
 
 
 def invoke(*args: str):
-    return runner.invoke(app, list(args))
+    return cli(*args)
 
 
 # --- set-up and install ----------------------------------------------------------------
@@ -84,7 +79,7 @@ def test_a_new_output_file_follows_the_umask(tmp_path):
         result = invoke("new", str(target))
     finally:
         os.umask(old)
-    assert result.exit_code == 0, result.stderr
+    assert result.returncode == 0, result.stderr
     assert _mode(target) == 0o644
 
 
@@ -93,7 +88,7 @@ def test_an_existing_output_file_keeps_its_mode(tmp_path):
     target.write_text("old", encoding="utf-8")
     target.chmod(0o640)
     result = invoke("new", str(target), "--force")
-    assert result.exit_code == 0, result.stderr
+    assert result.returncode == 0, result.stderr
     assert _mode(target) == 0o640
     assert "title:" in target.read_text(encoding="utf-8")
 
@@ -119,7 +114,7 @@ def test_show_of_a_module_shows_its_parameters_as_the_yaml_key_does(tmp_path):
     by_option = invoke("run", str(path), "--show", "lin", "--step", "3", "--width", "200")
     by_key = write_scenario(tmp_path, MODULE.replace("steps:", "show: [lin]\nsteps:"), "keyed.yaml")
     by_yaml = invoke("run", str(by_key), "--step", "3", "--width", "200")
-    assert by_option.exit_code == by_yaml.exit_code == 0, by_option.stderr + by_yaml.stderr
+    assert by_option.returncode == by_yaml.returncode == 0, by_option.stderr + by_yaml.stderr
     shown = _table_names(by_option.stdout)
     assert {"lin.weight", "lin.bias"} <= shown and not {"x", "y"} & shown
     assert shown == _table_names(by_yaml.stdout)
@@ -128,7 +123,7 @@ def test_show_of_a_module_shows_its_parameters_as_the_yaml_key_does(tmp_path):
 def test_show_of_an_unknown_name_is_a_notice_in_the_output_and_the_json(tmp_path):
     path = write_scenario(tmp_path, SMALL)
     console = invoke("run", str(path), "--show", "zz,a", "--width", "200")
-    assert console.exit_code == 0
+    assert console.returncode == 0
     assert "'zz' in --show is never bound in this scenario" in console.stdout
     data = json.loads(invoke("run", str(path), "--show", "zz", "--format", "json").stdout)
     assert data["notices"] == ["'zz' in --show is never bound in this scenario"]
@@ -140,7 +135,7 @@ def test_show_of_an_unknown_name_is_a_notice_in_the_output_and_the_json(tmp_path
 def test_step_zero_without_a_setup_is_an_error_naming_the_range(tmp_path):
     path = write_scenario(tmp_path, SMALL)
     result = invoke("run", str(path), "--step", "0")
-    assert result.exit_code == 2
+    assert result.returncode == 2
     assert "there is no step 0: the scenario has steps 1 to 3" in result.stderr
     assert result.stdout == ""
     assert "there is no step 9: the scenario has steps 1 to 3" in invoke("run", str(path), "--step", "9").stderr
@@ -149,7 +144,7 @@ def test_step_zero_without_a_setup_is_an_error_naming_the_range(tmp_path):
 def test_step_zero_is_the_setup_when_there_is_one(tmp_path):
     path = write_scenario(tmp_path, SMALL.replace("steps:", "setup: print('hello from setup')\nsteps:"))
     result = invoke("run", str(path), "--step", "0", "--width", "120")
-    assert result.exit_code == 0, result.stderr
+    assert result.returncode == 0, result.stderr
     assert "hello from setup" in result.stdout
     assert "Step 1" not in result.stdout
     assert "steps 0 (the setup) and 1 to 3" in invoke("run", str(path), "--steps", "2-5").stderr
@@ -162,7 +157,7 @@ def test_h_is_help_for_the_program_and_every_command():
     assert invoke("-h").stdout == invoke("--help").stdout
     for command in ("run", "check", "render", "list", "show", "new", "schema"):
         result = invoke(command, "-h")
-        assert result.exit_code == 0, (command, result.stderr)
+        assert result.returncode == 0, (command, result.stderr)
         assert result.stdout.startswith("Usage:") and result.stdout == invoke(command, "--help").stdout
 
 
@@ -182,13 +177,13 @@ def test_check_of_a_folder_checks_its_yaml_files_in_order(tmp_path):
     write_scenario(tmp_path, SMALL.replace("small", "other"), "a.yaml")
     (tmp_path / "notes.txt").write_text("not a scenario", encoding="utf-8")
     result = invoke("check", str(tmp_path), "--trust")
-    assert result.exit_code == 0, result.stderr
+    assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [f"PASS {tmp_path / 'a.yaml'}", f"PASS {tmp_path / 'b.yaml'}", "2 passed, 0 failed"]
 
 
 def test_check_of_a_folder_without_scenarios_says_so(tmp_path):
     result = invoke("check", str(tmp_path))
-    assert result.exit_code == 2
+    assert result.returncode == 2
     assert "no .yaml scenario files" in result.stderr
 
 
@@ -208,14 +203,14 @@ def test_the_output_format_follows_the_file_suffix(tmp_path, name, looks_like):
     path = write_scenario(tmp_path, SMALL)
     target = tmp_path / name
     result = invoke("run", str(path), "--trust", "-o", str(target))
-    assert result.exit_code == 0, result.stderr
+    assert result.returncode == 0, result.stderr
     assert looks_like(target.read_text(encoding="utf-8"))
 
 
 def test_an_explicit_format_wins_over_the_file_suffix(tmp_path):
     path = write_scenario(tmp_path, SMALL)
     target = tmp_path / "t.json"
-    assert invoke("run", str(path), "--trust", "-o", str(target), "--format", "markdown").exit_code == 0
+    assert invoke("run", str(path), "--trust", "-o", str(target), "--format", "markdown").returncode == 0
     assert target.read_text(encoding="utf-8").startswith("#")
 
 
@@ -233,7 +228,7 @@ def test_graph_option_draws_the_graph_after_the_last_step(tmp_path):
 
 def test_list_piped_has_no_trailing_blanks_and_no_escapes():
     result = invoke("list")
-    assert result.exit_code == 0
+    assert result.returncode == 0
     lines = result.stdout.splitlines()
     assert len(lines) > 10 and lines[0].startswith("name")
     assert [line for line in lines if line != line.rstrip()] == []
@@ -288,7 +283,7 @@ def test_an_allocation_refused_under_the_memory_limit_names_the_limit(tmp_path):
 def test_no_progress_is_drawn_when_stderr_is_not_a_terminal(tmp_path):
     path = write_scenario(tmp_path, SMALL)
     result = invoke("run", str(path), "--trust", "--format", "json")
-    assert result.exit_code == 0
+    assert result.returncode == 0
     assert result.stderr == ""
     assert json.loads(result.stdout)["steps"][-1]["index"] == 3
 

@@ -15,12 +15,12 @@ import re
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from tensortrace.cli import app
 from tensortrace.render import RenderOptions, render
 from tensortrace.render.listing import render_scenario_list
 from tensortrace.render.text import visible
+
+from conftest import cli
 
 TEXT_FORMATS = ("console", "markdown", "html", "svg", "dot", "mermaid")
 BIDI = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c"
@@ -47,8 +47,8 @@ steps:
 
 
 def invoke(*args: str):
-    result = CliRunner().invoke(app, list(args))
-    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    result = cli(*args)
+    assert "Traceback" not in result.stderr, result.stderr
     return result
 
 
@@ -67,7 +67,7 @@ def saved(tmp_path_factory) -> Path:
     scenario.write_text(HOSTILE, encoding="utf-8")
     trace = folder / "trace.json"
     result = invoke("run", str(scenario), "--format", "json", "-o", str(trace))
-    assert result.exit_code == 1, result.stderr  # the expectation fails, as written
+    assert result.returncode == 1, result.stderr  # the expectation fails, as written
     # Diagrams name the scenario (its title) in each cluster only when there are several.
     body = json.loads(trace.read_text(encoding="utf-8"))
     (folder / "twice.json").write_text(json.dumps({"traces": [body, body]}), encoding="utf-8")
@@ -84,7 +84,7 @@ def test_json_keeps_the_recorded_strings_exactly(saved):
 @pytest.mark.parametrize("fmt", TEXT_FORMATS)
 def test_every_text_format_shows_control_characters_spelled_out(saved, fmt):
     result = invoke("render", str(saved.parent / "twice.json"), "--format", fmt, "--width", "200")
-    assert result.exit_code == 1, result.stderr
+    assert result.returncode == 1, result.stderr
     assert_no_raw_controls(result.stdout)
     assert "\\x1b" in result.stdout or "\\\\x1b" in result.stdout  # dot doubles backslashes
 
@@ -140,7 +140,7 @@ def test_check_lines_spell_out_what_they_quote(tmp_path):
         "title: loud\nsteps:\n  - run: raise ValueError('\\x1b]52;c;aGk=\\x07 \\u202e')\n",
         encoding="utf-8")
     result = invoke("check", str(scenario))
-    assert result.exit_code == 1
+    assert result.returncode == 1
     assert_no_raw_controls(result.stdout)
     assert "ValueError: \\x1b]52;c;aGk=\\x07 \\u202e" in result.stdout
 
@@ -149,7 +149,7 @@ def test_error_messages_on_stderr_spell_out_what_they_quote(tmp_path):
     scenario = tmp_path / "bad.yaml"
     scenario.write_text('title: "bad \\e[2J"\nsteps: 3\n', encoding="utf-8")
     result = invoke("run", str(scenario))
-    assert result.exit_code == 2
+    assert result.returncode == 2
     assert result.stderr.startswith("tensortrace: ")
     assert_no_raw_controls(result.stderr)
 
@@ -166,7 +166,7 @@ def test_a_lone_surrogate_stays_with_its_file_and_the_next_file_is_checked(tmp_p
     assert lines[0].startswith(f"FAIL {broken}: step 1 (line 3): raised ValueError")
     assert lines[1] == f"PASS {fine}"
     assert lines[2] == "1 passed, 1 failed"
-    assert result.exit_code == 1
+    assert result.returncode == 1
 
 
 def test_visible_spells_each_kind_of_control_and_keeps_lines():
@@ -202,6 +202,6 @@ def test_a_file_whose_result_cannot_be_reported_gets_its_own_error_line(tmp_path
 
     monkeypatch.setattr(check, "check_line", breaks_on_the_first)
     result = invoke("check", str(first), str(second))
-    assert result.exit_code == 2
+    assert result.returncode == 2
     assert result.stderr.startswith(f"ERROR {first}: could not be checked (UnicodeEncodeError")
     assert result.stdout.splitlines() == [f"PASS {second}", "1 passed, 0 failed, 1 could not be used"]
