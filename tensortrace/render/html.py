@@ -122,7 +122,7 @@ def _scenario(number: int, group: Sequence[Trace], keys: Sequence[int], extras, 
     names = [variant_name(t, i) for i, t in enumerate(group)]
     head = [f"<div class=\"tt-scenario-head\" data-scenario=\"{number}\"><h2>{escape(first.scenario.title)}</h2>"]
     if first.scenario.description:
-        head.append(f"<p class=\"tt-desc\">{escape(first.scenario.description.strip())}</p>")
+        head.append(f"<p class=\"tt-desc\">{_prose(first.scenario.description.strip())}</p>")
     for trace, name in zip(group, names):
         verdict = "behaved as declared" if trace.passed else "did not behave as declared"
         label = f"{name}: " if len(group) > 1 else ""
@@ -178,7 +178,7 @@ def _step(number, ident, index, steps, group, keys, names, previous, extras, col
         out.append(_code(common_code, next(s.line for s in steps if s is not None)))
     for variant, note in variant_notes(steps, names):
         prefix = f"<b>{escape(variant)}:</b> " if variant else ""
-        out.append(f"<p class=\"tt-note\">{prefix}{escape(note)}</p>")
+        out.append(f"<p class=\"tt-note\">{prefix}{_prose(note)}</p>")
     if len(group) > 1:
         out.append(_expectations([r for r in merged_expectations(steps, names) if r[0] == ""]))
     out.append("<div class=\"tt-variants\">")
@@ -198,6 +198,14 @@ def _step(number, ident, index, steps, group, keys, names, previous, extras, col
         out.append("</div>")
     out.append("</div></section>\n")
     return "".join(out)
+
+
+def _prose(text: str) -> str:
+    """Escaped text where `backticks` become <code>, as notes and descriptions write code."""
+    parts = text.split("`")
+    if len(parts) % 2 == 0:  # an unmatched backtick: leave the text as it is
+        return escape(text)
+    return "".join(f"<code>{escape(p)}</code>" if i % 2 else escape(p) for i, p in enumerate(parts))
 
 
 def _code(code: str, line: Optional[int]) -> str:

@@ -16,6 +16,14 @@ the class ``tt-highlight``.
 from __future__ import annotations
 
 import json
+import re
+
+# Written as JSON escapes inside the data block: the characters that could end
+# or comment the block (``<``, ``>``, ``&``), U+2028/2029, and every control
+# character the other formats spell out (C1, bidirectional, lone surrogates),
+# so the page's source holds none of them raw. JSON has already escaped C0.
+_UNSAFE_IN_SCRIPT = re.compile("[<>&\u2028\u2029\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+                               "\ud800-\udfff]")
 
 CSS = """
 :root{color-scheme:light dark;--bg:#fff;--fg:#1d1f21;--muted:#5f6368;--line:#d0d4d9;--card:#f6f8fa;
@@ -41,10 +49,10 @@ nav.tt-steps a[aria-current=step]{background:var(--accent);color:var(--bg)}
 nav.tt-steps a.tt-bad::after{content:" ✗";color:var(--bad)}
 .tt-buttons{display:none;gap:.5rem;align-items:center;margin-bottom:.6rem}
 .tt-js .tt-buttons{display:flex}
-.tt-buttons button{font:inherit;padding:.3rem .8rem;border:1px solid var(--line);border-radius:5px;
+.tt-buttons button{white-space:nowrap;font:inherit;padding:.3rem .8rem;border:1px solid var(--line);border-radius:5px;
 background:var(--card);color:inherit;cursor:pointer}
 .tt-buttons button:disabled{opacity:.45;cursor:default}
-#tt-position{color:var(--muted);font-size:.9rem}
+#tt-position{color:var(--muted);font-size:.9rem;white-space:nowrap}
 .tt-js section.tt-step{display:none}
 .tt-js section.tt-step.tt-current{display:block}
 .tt-js .tt-scenario-head{display:none}
@@ -193,6 +201,10 @@ JS = r"""
     }
     return v.reason || v.kind;
   }
+  function py(value) {
+    return value === null || value === undefined ? "None" : value === true ? "True" :
+      value === false ? "False" : String(value);
+  }
   function tuple(list) { return "(" + (list || []).join(", ") + ((list || []).length === 1 ? ",)" : ")"); }
   function showTip(cell, x, y) {
     var t = record(cell);
@@ -202,8 +214,8 @@ JS = r"""
       ["shape", tuple(t.shape)], ["stride", tuple(t.stride)], ["offset", String(t.storage_offset)],
       ["dtype", t.dtype], ["device", t.device],
       ["storage", (t.storage || "none") + (t.storage_nbytes != null ? ", " + t.storage_nbytes + " bytes" : "")],
-      ["version", String(t.version)], ["requires_grad", String(t.requires_grad)],
-      ["is_leaf", String(t.is_leaf)], ["grad_fn", String(t.grad_fn)],
+      ["version", py(t.version)], ["requires_grad", py(t.requires_grad)],
+      ["is_leaf", py(t.is_leaf)], ["grad_fn", py(t.grad_fn)],
       ["values", values(t.values)]
     ];
     if (t.grad) rows.push(["grad", values(t.grad)]);
@@ -221,9 +233,9 @@ JS = r"""
     tip.textContent = "";
     tip.appendChild(dl);
     tip.hidden = false;
-    var w = tip.offsetWidth, h = tip.offsetHeight;
+    var w = tip.offsetWidth, h = tip.offsetHeight, box = cell.getBoundingClientRect();
     tip.style.left = Math.max(4, Math.min(x + 12, innerWidth - w - 4)) + "px";
-    tip.style.top = (y + 16 + h > innerHeight ? Math.max(4, y - h - 8) : y + 16) + "px";
+    tip.style.top = (box.bottom + 6 + h > innerHeight ? Math.max(4, box.top - h - 6) : box.bottom + 6) + "px";
   }
 
   prev.addEventListener("click", function () { show(current - 1, true); });
@@ -280,13 +292,11 @@ def script_json(data: object) -> str:
     ``<``, ``>`` and ``&`` are written as JSON escapes, so neither
     ``</script>`` nor ``<!--`` can end or change the block, and U+2028/2029
     (line ends to some JavaScript parsers) are escaped as well; ``JSON.parse``
-    reads all of them back as the same characters.
+    reads all of them back as the same characters. So are C1 and bidirectional
+    controls and lone surrogates, which the page's source then never holds raw.
     """
     text = json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-    for char, escaped in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"),
-                          ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
-        text = text.replace(char, escaped)
-    return text
+    return _UNSAFE_IN_SCRIPT.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)
 
 
 __all__ = ["CSS", "JS", "script_json"]
