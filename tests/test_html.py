@@ -287,3 +287,14 @@ def test_the_screenshot_in_docs_is_there():
     shot = REPO / "docs" / "html-detach.png"
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "docs/html-detach.png" in (REPO / "README.md").read_text(encoding="utf-8")
+
+
+def test_the_trace_read_back_from_a_page_renders_again(tmp_path):
+    """The recipe in docs/html.md: the data block is a trace document ``render`` reads."""
+    page = render(recorded_traces("detach"), "html")
+    trace = json.loads(re.search(r'id="tt-data">(.*?)</script>', page, re.S).group(1))
+    path = tmp_path / "back.json"
+    path.write_text(json.dumps(trace), encoding="utf-8")
+    result = cli("render", str(path), "--format", "markdown")
+    assert result.returncode == 0, result.stderr
+    assert "same memory, same version counter" in result.stdout
