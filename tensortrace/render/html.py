@@ -42,7 +42,7 @@ from .layout import (
     variant_notes,
 )
 from .options import DEFAULT_OPTIONS, RenderOptions
-from .text import error_headline, fact_text, one_line, outcome, visible, visible_traces
+from .text import fact_text, one_line, outcome, visible, visible_traces
 
 _HEADINGS = {"requires_grad": "requires_grad", "is_leaf": "is_leaf", "retains_grad": "retains_grad"}
 
@@ -192,7 +192,7 @@ def _step(number, ident, index, steps, group, keys, names, previous, extras, col
         if codes:
             out.append(_code(step.code, step.line))
         own = merged_expectations([step], [""]) if len(group) == 1 else \
-            [r for r in merged_expectations(steps, names) if r[0] == names[position]]
+            [("", r) for v, r in merged_expectations(steps, names) if v == names[position]]
         out.append(_variant_body(step, previous[position].get(index), keys[position], own,
                                  extras[keys[position]].get(index, {}), columns, options))
         out.append("</div>")
@@ -251,10 +251,11 @@ def _error(step: Step) -> str:
     error = step.error
     where = f" (line {error.line})" if error.line is not None else ""
     declared = " — declared in <code>raises</code>, as expected" if step.raised_as_declared else ""
-    out = [f"<div class=\"tt-box tt-error\"><b>{escape(error_headline(error))}</b>{escape(where)}{declared}"]
+    message = f": {escape(error.message)}" if error.message else ""
+    out = [f"<div class=\"tt-box tt-error\"><b>{escape(error.type)}</b>{message}{escape(where)}{declared}"]
     if error.explanation is not None:
         ex = error.explanation
-        out.append(f"<p><b>{escape(ex.title)}</b></p><p>{escape(ex.what)}</p><p><b>Fix:</b> {escape(ex.fix)}</p>")
+        out.append(f"<p><b>{escape(ex.title)}</b></p><p>{_prose(ex.what)}</p><p><b>Fix:</b> {_prose(ex.fix)}</p>")
     out.append("</div>")
     return "".join(out)
 

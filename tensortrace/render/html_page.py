@@ -48,7 +48,8 @@ nav.tt-steps a:hover{background:var(--card)}
 nav.tt-steps a[aria-current=step]{background:var(--accent);color:var(--bg)}
 nav.tt-steps a.tt-bad::after{content:" ✗";color:var(--bad)}
 .tt-buttons{display:none;gap:.5rem;align-items:center;margin-bottom:.6rem}
-.tt-js .tt-buttons{display:flex}
+.tt-js .tt-buttons{display:flex;position:sticky;top:0;z-index:5;background:var(--bg);padding:.4rem 0;
+border-bottom:1px solid var(--line)}
 .tt-buttons button{white-space:nowrap;font:inherit;padding:.3rem .8rem;border:1px solid var(--line);border-radius:5px;
 background:var(--card);color:inherit;cursor:pointer}
 .tt-buttons button:disabled{opacity:.45;cursor:default}
@@ -57,7 +58,7 @@ background:var(--card);color:inherit;cursor:pointer}
 .tt-js section.tt-step.tt-current{display:block}
 .tt-js .tt-scenario-head{display:none}
 .tt-js .tt-scenario-head.tt-current{display:block}
-section.tt-step{border-top:1px solid var(--line);padding-top:.4rem;margin-bottom:1.2rem}
+section.tt-step{border-top:1px solid var(--line);padding-top:.4rem;margin-bottom:1.2rem;scroll-margin-top:3.5rem}
 .tt-step h3{font-size:1.05rem;margin:.3rem 0}
 .tt-scenario-head h2{font-size:1.15rem;margin:.2rem 0}
 .tt-desc{white-space:pre-wrap;color:var(--muted);margin:.2rem 0 .6rem}
@@ -70,6 +71,7 @@ margin:.4rem 0;white-space:pre-wrap;word-break:break-word}
 .tt-table-wrap{overflow-x:auto;margin:.4rem 0}
 table{border-collapse:collapse;font-size:.84rem}
 th,td{border:1px solid var(--line);padding:.2rem .45rem;text-align:left;vertical-align:top}
+.tt-table td{white-space:nowrap}
 th{background:var(--card);font-weight:600}
 td.tt-changed{background:var(--changed)}
 td.tt-changed::after{content:" •";color:var(--accent)}
@@ -106,7 +108,7 @@ font-size:.8rem;pointer-events:none}
 #tt-tip dd{margin:0;font-family:ui-monospace,Menlo,Consolas,monospace;word-break:break-all}
 #tt-tip[hidden]{display:none}
 @media (max-width:720px){.tt-layout{grid-template-columns:1fr;padding:.6rem}
-nav.tt-steps{position:static;max-height:12rem}}
+nav.tt-steps{position:static;max-height:12rem}.tt-buttons .tt-status{display:none}}
 @media print{nav.tt-steps,.tt-buttons,#tt-tip{display:none!important}
 .tt-layout{display:block}
 .tt-js section.tt-step,.tt-js .tt-scenario-head{display:block!important}
@@ -157,6 +159,7 @@ JS = r"""
     next.disabled = i === steps.length - 1;
     position.textContent = (i + 1) + " of " + steps.length;
     if (record && location.hash !== "#" + step.id) history.pushState(null, "", "#" + step.id);
+    if (record && step.getBoundingClientRect().top < 0) step.scrollIntoView();
   }
   function fromHash() {
     var id = location.hash.slice(1);
