@@ -244,6 +244,7 @@ def test_hostile_scenario_text_does_not_run(browser, tmp_path):
         steps:
           - run: |
               x = "{HOSTILE}"
+              d = {{"<i>k</i>": torch.ones(2)}}
               print(x)
             note: '{HOSTILE} <!-- \u2028'
           - run: raise ValueError(x)
@@ -256,6 +257,9 @@ def test_hostile_scenario_text_does_not_run(browser, tmp_path):
     text = visit.page.inner_text("main")
     assert HOSTILE in text
     assert visit.page.eval_on_selector_all("script", "els => els.length") == 2
+    cell = visit.page.locator("section#step-1 td.tt-cell-name", has_text="<i>k</i>")
+    cell.hover()
+    assert "d['<i>k</i>']" in visit.page.inner_text("#tt-tip")  # the record of a name that looks like markup
     visit.page.keyboard.press("ArrowRight")
     assert "ValueError" in visit.page.inner_text("section#step-2")
     visit.close()  # no dialog opened, no error logged, nothing requested

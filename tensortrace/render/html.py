@@ -231,7 +231,7 @@ def _variant_body(step: Step, prev: Optional[Step], key: int, expectations, extr
         out.append("<ul class=\"tt-list tt-fail\">" + "".join(f"<li>{escape(f)}</li>" for f in failures) + "</ul>")
     _, rows = table_rows(prev, step, options)
     if rows:
-        out.append(_table(rows, columns, key))
+        out.append(_table(rows, columns, key, {id(t): i for i, t in enumerate(step.tensors)}))
     names = [row.state.name for row in rows]
     shared = shared_storages(step, names)
     if shared:
@@ -280,13 +280,14 @@ def _expectations(results) -> str:
     return "<ul class=\"tt-list tt-expect\">" + "".join(items) + "</ul>"
 
 
-def _table(rows, columns, key: int) -> str:
+def _table(rows, columns, key: int, positions: Mapping[int, int]) -> str:
+    """The tensor table; ``data-i`` is the row's position in the step's ``tensors``, as in the JSON."""
     head = "".join(f"<th>{escape(_HEADINGS.get(c, c))}</th>" for c in columns)
     body = []
     for row in rows:
         state = row.state
         attrs = (f" data-trace=\"{key}\" data-tensor=\"{escape(state.name)}\""
-                 f" data-storage=\"{escape(state.storage or '')}\"")
+                 f" data-storage=\"{escape(state.storage or '')}\" data-i=\"{positions[id(state)]}\"")
         cells = []
         for column in columns:
             css = [f"tt-cell-{column}"]

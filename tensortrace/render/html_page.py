@@ -189,8 +189,7 @@ JS = r"""
     var all = (trace.setup ? [trace.setup] : []).concat(trace.steps || []);
     for (var i = 0; i < all.length; i++) {
       if (String(all[i].index) !== section.dataset.step) continue;
-      var tensors = all[i].tensors || [];
-      for (var j = 0; j < tensors.length; j++) if (tensors[j].name === cell.dataset.tensor) return tensors[j];
+      return (all[i].tensors || [])[+cell.dataset.i] || null;
     }
     return null;
   }
