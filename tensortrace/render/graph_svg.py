@@ -5,8 +5,8 @@ is as small here as it is there: a repeated chain is one box (``× 4,998
 MulBackward0``), a node reached twice is drawn once and the second path is a
 dashed edge back to it, and what is cut for depth or size is one box that
 counts it. The layout is a plain layered tree: each outline line is a box on
-the row of its depth, leaves take the next free column from left to right and
-a parent sits centred over its children, so the cost is linear in the lines.
+the row of its depth, in the next free column of that row, over its first
+child; the cost is linear in the lines.
 
 Every string that reaches the SVG (node names can come from a scenario's own
 ``autograd.Function``) is escaped here; the SVG has no script and no links,
@@ -106,15 +106,27 @@ def _kind(line: OutlineLine) -> str:
 
 
 def _place(boxes: List[_Box], slot: float) -> None:
-    """Leaves take columns left to right; a parent is centred over its children."""
-    column = 0
-    for box in boxes:  # outline order is preorder: leaves come left to right
-        if not box.children:
-            box.x = column * slot
-            column += 1
-    for box in reversed(boxes):  # children come after their parent
-        if box.children:
-            box.x = (boxes[box.children[0]].x + boxes[box.children[-1]].x) / 2
+    """Columns row by row: a box takes the next free column of its row, and never one left of its first child.
+
+    Children are placed before their parent (post-order), so a parent sits over
+    its first child and a chain stays straight; every row's columns only grow,
+    so no two boxes overlap, and a long chain with a leaf at each node (an RNN's
+    graph) is two columns wide, not one per leaf.
+    """
+    free: Dict[int, int] = {}
+    column: Dict[int, int] = {}
+    stack = [(0, False)]
+    while stack:
+        key, done = stack.pop()
+        box = boxes[key]
+        if not done and box.children:
+            stack.append((key, True))
+            stack.extend((child, False) for child in reversed(box.children))
+            continue
+        first = column[box.children[0]] if box.children else 0
+        column[key] = max(first, free.get(box.depth, 0))
+        free[box.depth] = column[key] + 1
+        box.x = column[key] * slot
 
 
 def graph_svg(graph: Graph, key: str, saved: Optional[Mapping[str, Sequence[Mapping]]] = None) -> str:
