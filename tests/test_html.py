@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, cli
-from render_fixtures import _PTR, chain_graph, detach_trace, graph_trace, recorded_traces, troubled_trace, variant_traces
+from render_fixtures import (_PTR, alternating_graph, chain_graph, detach_trace, graph_trace, ladder_graph,
+                             recorded_traces, shared_graph, troubled_trace, variant_traces, wide_graph)
 from tensortrace.render import RenderOptions, render
 from tensortrace.render.facts import changed_fields, tensors_by_name
 from tensortrace.render.html import html_page
@@ -180,6 +181,31 @@ def test_detach_graph_has_a_box_and_an_edge_per_node():
     texts = [t.text for t in root.iter(f"{ns}text")]
     assert texts == ["out", "SumBackward0", "MulBackward0", "AccumulateGrad → a.grad"]
     assert len(list(root.iter(f"{ns}path"))) == 1 + 3  # the arrow head, and 3 edges
+
+
+def _boxes(svg: str):
+    ns = "{http://www.w3.org/2000/svg}"
+    root = ET.fromstring(svg)
+    return root, [(float(r.get("x")), float(r.get("y")), float(r.get("width"))) for r in root.iter(f"{ns}rect")]
+
+
+def test_graph_boxes_never_overlap_and_a_ladder_stays_narrow():
+    page = render([graph_trace(shared_graph(), ladder_graph(30), wide_graph(12), alternating_graph(40))], "html")
+    svgs = re.findall(r"<svg class=\"tt-graph\".*?</svg>", page, re.S)
+    assert len(svgs) == 4
+    for svg in svgs:
+        root, boxes = _boxes(svg)
+        rows = {}
+        for x, y, w in boxes:
+            rows.setdefault(y, []).append((x, x + w))
+            assert 0 <= x and x + w <= float(root.get("width"))
+        for spans in rows.values():
+            spans.sort()
+            assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), spans
+    _, ladder = _boxes(svgs[1])
+    assert len({x for x, _, _ in ladder}) == 2  # the chain and its leaves: two columns
+    _, wide = _boxes(svgs[2])
+    assert len({x for x, _, _ in wide}) == 12  # one column per leaf
 
 
 def test_variants_stand_side_by_side():
