@@ -263,3 +263,24 @@ def test_hostile_scenario_text_does_not_run(browser, tmp_path):
     visit.page.keyboard.press("ArrowRight")
     assert "ValueError" in visit.page.inner_text("section#step-2")
     visit.close()  # no dialog opened, no error logged, nothing requested
+
+
+def test_without_scripting_every_step_shows(browser, pages):
+    context = browser.new_context(java_script_enabled=False)
+    page = context.new_page()
+    page.goto(pages["detach"].resolve().as_uri())
+    shown = page.eval_on_selector_all("section.tt-step", "els => els.filter(e => e.offsetParent !== null).length")
+    assert shown == len(drawn_indexes(traces_of(pages["detach"])[0]))
+    assert page.is_hidden("#tt-next")  # the buttons need the script
+    context.close()
+
+
+def test_dark_and_light_follow_the_system(browser, pages):
+    colours = {}
+    for scheme in ("light", "dark"):
+        context = browser.new_context(color_scheme=scheme)
+        page = context.new_page()
+        page.goto(pages["detach"].resolve().as_uri())
+        colours[scheme] = page.evaluate("getComputedStyle(document.body).backgroundColor")
+        context.close()
+    assert colours == {"light": "rgb(255, 255, 255)", "dark": "rgb(22, 24, 27)"}
