@@ -35,7 +35,6 @@ from .layout import (
     any_step_wanted,
     run_columns,
     shared_storages,
-    step_wanted,
     table_rows,
     unshown_failures,
     variant_codes,
@@ -43,8 +42,6 @@ from .layout import (
 )
 from .options import DEFAULT_OPTIONS, RenderOptions
 from .text import fact_text, one_line, outcome, visible, visible_traces
-
-_HEADINGS = {"requires_grad": "requires_grad", "is_leaf": "is_leaf", "retains_grad": "retains_grad"}
 
 
 def render_html(traces: Sequence[Trace], options: RenderOptions = DEFAULT_OPTIONS) -> str:
@@ -282,7 +279,7 @@ def _expectations(results) -> str:
 
 def _table(rows, columns, key: int, positions: Mapping[int, int]) -> str:
     """The tensor table; ``data-i`` is the row's position in the step's ``tensors``, as in the JSON."""
-    head = "".join(f"<th>{escape(_HEADINGS.get(c, c))}</th>" for c in columns)
+    head = "".join(f"<th>{escape(c)}</th>" for c in columns)
     body = []
     for row in rows:
         state = row.state
