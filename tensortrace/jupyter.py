@@ -1,8 +1,8 @@
 """Jupyter: ``%load_ext tensortrace`` adds ``%%tensortrace`` and ``%tensortrace``.
 
 ``%%tensortrace [--show a,b] [--graph loss] [--max-iterations N]`` runs the
-cell in the notebook's own namespace, one top-level statement at a time, and
-records the facts after each (the recorder of ``snooper.py``): the cell's
+cell in the notebook's own namespace, one top-level statement at a time (a loop
+is one statement, shown whole), and records the facts after each (the recorder of ``snooper.py``): the cell's
 names end up bound exactly as a plain run binds them, its output and its
 last expression's value appear as usual, and the trace is shown inline. An
 exception in the cell is recorded, the trace is shown, and the exception
@@ -112,21 +112,13 @@ def run_cell(shell: Any, line: str, cell: str) -> None:
         try:
             exec(code, shell.user_global_ns, shell.user_ns)
         except BaseException as exc:
-            recorder.record(_header(text, stmt), stmt.lineno, shell.user_ns, exc)
+            recorder.record(text, stmt.lineno, shell.user_ns, exc)
             error = exc
             break
-        recorder.record(_header(text, stmt), stmt.lineno, shell.user_ns)
+        recorder.record(text, stmt.lineno, shell.user_ns)
     show_traces([recorder.trace()])
     if error is not None:
         raise error
-
-
-def _header(text: str, stmt: ast.stmt) -> str:
-    """A compound statement (for, with, if) is shown by its header lines; any other whole."""
-    body = getattr(stmt, "body", None)
-    if isinstance(body, list) and body and isinstance(body[0], ast.stmt) and body[0].lineno > stmt.lineno:
-        return "\n".join(text.splitlines()[: body[0].lineno - stmt.lineno])
-    return text
 
 
 def run_line(shell: Any, line: str) -> None:
