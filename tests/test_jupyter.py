@@ -7,6 +7,9 @@ import re
 
 import pytest
 
+from conftest import REPO
+from test_python_docs import fenced
+
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 pytest.importorskip("ipykernel")
@@ -32,11 +35,15 @@ CELLS = [
     "print('x' in globals(), 'y' in globals())",
     "%tensortrace nosuch",
 ]
+# the examples of README.md and docs/python.md, run after the cells above
+EXAMPLES = [(f"{path.name}:{line}", text) for path in (REPO / "README.md", REPO / "docs" / "python.md")
+            for line, text in fenced(path, "ipython")]
 
 
 @pytest.fixture(scope="module")
 def notebook():
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in CELLS])
+    cells = CELLS + [text for _, text in EXAMPLES]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
     client = nbclient.NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True)
     client.execute()
     return nb
@@ -92,3 +99,15 @@ def test_a_bad_target_is_one_sentence(notebook):
     assert said.name == "stderr"
     assert said.text.startswith("tensortrace: nosuch: no such file, and no bundled scenario named 'nosuch'")
     assert not _outputs(notebook, 6, "error")
+
+
+def test_the_documented_examples_run_and_show_a_trace(notebook):
+    assert len(EXAMPLES) >= 4
+    for i, (where, text) in enumerate(EXAMPLES, len(CELLS)):
+        cell = notebook.cells[i]
+        assert not _outputs(notebook, i, "error"), f"{where}: {_outputs(notebook, i, 'error')}"
+        assert not [o for o in _outputs(notebook, i, "stream") if o.name == "stderr"], where
+        if text.startswith("%tensortrace") or text.startswith("%%tensortrace"):
+            shown, _ = _shown_text(notebook, i)
+            assert "PASSED" in shown, where
+        assert cell.source == text
