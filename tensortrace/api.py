@@ -139,11 +139,13 @@ def _trace(source: Source, variant: Optional[str], *, safe: bool, device: Option
     if isolate is None:
         isolate = not isinstance(source, Scenario)
     scenario = load_scenario(source)
-    if variant is not None:
+    if variant is not None and not scenario.variants and variant == scenario.variant:
+        scenarios: List[Scenario] = [scenario]  # already the variant asked for
+    elif variant is not None:
         if variant not in scenario.variant_names:
             known = ", ".join(scenario.variant_names) or "none"
             raise UsageError(f"variant={variant!r} is not a variant of {scenario.title!r} (its variants: {known})")
-        scenarios: List[Scenario] = [scenario.for_variant(variant)]
+        scenarios = [scenario.for_variant(variant)]
     else:
         scenarios = scenario.resolved()
     if isolate:
@@ -169,10 +171,13 @@ def _positive(value: Optional[float]) -> Optional[float]:
 
 
 def trace_variants(scenario: Source, **options: Any) -> List[Trace]:
-    """One trace per variant, or one trace for a scenario without variants (in this process by default)."""
-    options.setdefault("isolate", False)
-    result = trace(scenario, **options)
-    return list(result) if isinstance(result, Traces) else [result]
+    """One trace per variant (or one for a scenario without variants), run in this process.
+
+    ``options`` are ``tracer.iter_trace``'s (``safe``, ``device``, ``timeout``, ``values``).
+    """
+    from .tracer import collect, iter_trace
+
+    return [collect(iter_trace(s, **options)) for s in load_scenario(scenario).resolved()]
 
 
 __all__ = ["Traces", "load_scenario", "pythonic", "speak_python", "trace", "trace_variants"]

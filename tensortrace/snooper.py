@@ -31,13 +31,15 @@ import platform
 import shutil
 import sys
 import types
+import warnings
+from pathlib import Path
 from dataclasses import replace
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import torch
 
 from . import __version__
-from .errors import UsageError
+from .errors import TensorTraceError, UsageError
 from .model import Environment, ErrorInfo, Graph, ScenarioInfo, Step, StorageInfo, TensorState, Trace
 from .names import covers
 from .probe import StorageRegistry, plain_reads, probe_ndarray, probe_tensor
@@ -385,7 +387,9 @@ class snoop:
             raise UsageError("show= and graph= take a list of names, e.g. show=['model', 'loss']")
         if not isinstance(max_iterations, int) or max_iterations < 1:
             raise UsageError(f"max_iterations={max_iterations!r} must be a whole number of at least 1")
-        self.output = None if output is None else os.fspath(output)
+        if callable(output):
+            raise UsageError("write @tensortrace.snoop(), with parentheses: snoop takes options, then the function")
+        self.output = None if output is None else _writable(os.fspath(output))
         if fmt is not None and fmt.lower() not in FORMATS:
             raise UsageError(f"fmt={fmt!r} is not one of {', '.join(FORMATS)}")
         self.fmt = format_for(fmt.lower() if fmt else None, self.output)
@@ -421,7 +425,7 @@ class snoop:
                 backend.stop()
                 session.finish(session.frame, exc)
                 session.frame = None
-                self._emit(session.recorder)
+                self._emit(session.recorder, failing=True)
                 raise
             backend.stop()
             session.finish(session.frame)
@@ -450,13 +454,36 @@ class snoop:
             session.pending = None
         session.finish(session.frame, exc)
         session.frame = None
-        self._emit(session.recorder)
+        self._emit(session.recorder, failing=exc is not None)
         return False  # an exception goes on unchanged
 
     # writing ------------------------------------------------------------------
-    def _emit(self, recorder: LineRecorder) -> None:
+    def _emit(self, recorder: LineRecorder, failing: bool = False) -> None:
+        """Write the trace; while the user's exception is on its way, a failure to write only warns."""
+        from .api import speak_python
+
         self.trace = recorder.trace()
-        write_trace([self.trace], self.output, self.fmt, width=self.width)
+        try:
+            write_trace([self.trace], self.output, self.fmt, width=self.width)
+        except TensorTraceError as exc:
+            if not failing:
+                raise speak_python(exc) from None
+            warnings.warn(f"tensortrace: the trace could not be written: {speak_python(exc)}", RuntimeWarning, stacklevel=3)
+        except OSError as exc:
+            error = UsageError(f"cannot write {self.output}: {exc.strerror or exc}")
+            if not failing:
+                raise error from None
+            warnings.warn(f"tensortrace: {error}", RuntimeWarning, stacklevel=3)
+
+
+def _writable(path: str) -> str:
+    """``path``, once it is sure a file can be made there; else a ``UsageError`` that says why."""
+    where = Path(path)
+    if where.is_dir():
+        raise UsageError(f"output={path!r} is a directory; give a file name")
+    if not where.parent.is_dir():
+        raise UsageError(f"output={path!r}: the folder {str(where.parent)!r} does not exist")
+    return path
 
 
 def write_trace(traces: List[Trace], path: Optional[str], fmt: str, *, width: Optional[int] = None) -> None:

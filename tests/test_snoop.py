@@ -263,3 +263,29 @@ def test_both_backends_feed_the_same_recorder():
         backend.stop()
     session.finish(session.frame)
     assert [s.code for s in session.recorder.steps][-1] == "return loss"
+
+
+def test_mistakes_in_the_options_are_one_sentence_each(tmp_path):
+    with pytest.raises(tensortrace.UsageError, match=r"with parentheses"):
+        tensortrace.snoop(train_step)
+    with pytest.raises(tensortrace.UsageError, match=r"is a directory; give a file name"):
+        tensortrace.snoop(tmp_path)
+    with pytest.raises(tensortrace.UsageError, match=r"the folder .* does not exist"):
+        tensortrace.snoop(tmp_path / "no" / "t.json")
+    with pytest.raises(tensortrace.UsageError, match=r"max_iterations=0"):
+        tensortrace.snoop(max_iterations=0)
+    with pytest.raises(tensortrace.UsageError, match=r"take a list of names"):
+        tensortrace.snoop(show="model")
+
+
+def test_a_trace_that_cannot_be_written_does_not_hide_the_functions_own_error(tmp_path):
+    folder = tmp_path / "gone"
+    folder.mkdir()
+
+    @tensortrace.snoop(folder / "t.json")
+    def fails():
+        folder.rmdir()
+        raise KeyError("mine")
+
+    with pytest.warns(RuntimeWarning, match="could not be written"), pytest.raises(KeyError, match="mine"):
+        fails()
