@@ -77,11 +77,13 @@ class LineRecorder:
         self.graphed: Dict[str, int] = {}  # name -> id of the tensor whose graph was drawn last
 
     # what the backends and the cell magic call ---------------------------------
-    def record(self, code: str, line: Optional[int], namespace: Dict[str, Any], error: Optional[BaseException] = None) -> None:
-        """The statement ``code`` at ``line`` just ran (or raised ``error``); ``namespace`` is what it sees."""
-        runs = self.runs[line] = self.runs.get(line, 0) + 1
-        if line is not None and runs > self.max_iterations and error is None:
-            self.skipped[line] = self.skipped.get(line, 0) + 1
+    def record(self, code: str, line: Optional[int], namespace: Dict[str, Any], error: Optional[BaseException] = None,
+               *, counted: bool = False) -> None:
+        """The statement ``code`` at ``line`` just ran (or raised ``error``); ``namespace`` is what it sees.
+
+        ``counted``: the caller has already counted this run with ``skip``.
+        """
+        if not counted and self.skip(line, error):
             return
         note = self._skipped_note()
         with plain_reads():
@@ -102,6 +104,14 @@ class LineRecorder:
             tensors=tensors,
             graphs=graphs,
         ))
+
+    def skip(self, line: Optional[int], error: Optional[BaseException] = None) -> bool:
+        """Count a run of ``line``; True when it is past ``max_iterations`` and only counted."""
+        runs = self.runs[line] = self.runs.get(line, 0) + 1
+        if line is not None and runs > self.max_iterations and error is None:
+            self.skipped[line] = self.skipped.get(line, 0) + 1
+            return True
+        return False
 
     def trace(self, device: Optional[str] = None) -> Trace:
         """Everything recorded so far, as a trace."""
@@ -277,7 +287,8 @@ class _Session:
     def finish(self, frame: Optional[types.FrameType], error: Optional[BaseException] = None) -> None:
         if self.pending is not None and frame is not None:
             line, self.pending = self.pending, None
-            self.recorder.record(self.statements.code(line), line, frame.f_locals, error)
+            if not self.recorder.skip(line, error):  # past max_iterations: counted, the locals not even read
+                self.recorder.record(self.statements.code(line), line, frame.f_locals, error, counted=True)
 
 
 class _SettraceBackend:
@@ -413,10 +424,13 @@ class snoop:
             raise UsageError(f"snoop() traces Python functions; {func!r} has no Python code to trace")
         last = max((line for _, _, line in code.co_lines() if line is not None), default=code.co_firstlineno)
 
+        statements: List[Statements] = []  # read from the source at the first call, once
+
         @functools.wraps(func)
         def traced(*args: Any, **kwargs: Any) -> Any:
-            session = _Session(self._recorder(func.__qualname__, f"{code.co_filename}:{code.co_firstlineno}"),
-                               Statements(code.co_filename, code.co_firstlineno + 1, last))
+            if not statements:
+                statements.append(Statements(code.co_filename, code.co_firstlineno + 1, last))
+            session = _Session(self._recorder(func.__qualname__, f"{code.co_filename}:{code.co_firstlineno}"), statements[0])
             backend = backend_for(session, code)
             backend.start()
             try:
