@@ -288,7 +288,18 @@ class _Session:
         if self.pending is not None and frame is not None:
             line, self.pending = self.pending, None
             if not self.recorder.skip(line, error):  # past max_iterations: counted, the locals not even read
-                self.recorder.record(self.statements.code(line), line, frame.f_locals, error, counted=True)
+                self.recorder.record(self.statements.code(line), line, in_reach(frame), error, counted=True)
+
+
+def in_reach(frame: types.FrameType) -> Dict[str, Any]:
+    """What the frame's code can see: its locals, then the module-level tensors and modules its code names."""
+    names = dict(frame.f_locals)
+    if frame.f_locals is not frame.f_globals:  # a function's frame, not a module's
+        for name in frame.f_code.co_names:
+            value = frame.f_globals.get(name)
+            if name not in names and isinstance(value, (torch.Tensor, torch.nn.Module)):
+                names[name] = value
+    return names
 
 
 class _SettraceBackend:

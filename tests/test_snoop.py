@@ -289,3 +289,19 @@ def test_a_trace_that_cannot_be_written_does_not_hide_the_functions_own_error(tm
 
     with pytest.warns(RuntimeWarning, match="could not be written"), pytest.raises(KeyError, match="mine"):
         fails()
+
+
+GLOBAL_MODEL = torch.nn.Linear(2, 1)
+
+
+def test_module_level_models_the_function_uses_are_recorded_too(tmp_path):
+    @tensortrace.snoop(tmp_path / "t.json")
+    def uses_global(x):
+        out = GLOBAL_MODEL(x)
+        return out
+
+    uses_global(torch.ones(1, 2))
+    trace = Trace.from_dict(json.loads((tmp_path / "t.json").read_text()))
+    names = [t.name for t in trace.steps[0].tensors]
+    assert names == ["x", "out", "GLOBAL_MODEL.weight", "GLOBAL_MODEL.bias"]
+    assert _state(trace.steps[0], "GLOBAL_MODEL.weight").version == GLOBAL_MODEL.weight._version
