@@ -35,8 +35,8 @@ _PYTHON_WORDS = (
     (re.compile(r"--memory-limit\b"), "memory_limit="),
     (re.compile(r"--require-confinement\b"), "require_confinement=True"),
     (re.compile(r"give a file name to -o\b"), "give a file name to output="),
-    (re.compile(r"run 'tensortrace list' (?:to see|for) the bundled scenarios"),
-     "tensortrace.library.bundled_names() lists the bundled scenarios"),
+    (re.compile(r"run 'tensortrace list' (?:to see|for) (?:the )?bundled scenarios"),
+     "see tensortrace.library.bundled_names() for the bundled scenarios"),
     (re.compile(r"--format\b"), "fmt="),
 )
 
