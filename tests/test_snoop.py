@@ -248,7 +248,9 @@ def test_the_monitoring_backend_frees_its_tool_id(tmp_path):
     tensortrace.snoop(tmp_path / "t.json")(train_step)(*_reorder(_setup()))
     assert [sys.monitoring.get_tool(i) for i in range(6)] == before
     trace = Trace.from_dict(json.loads((tmp_path / "t.json").read_text()))
-    assert _state(_step(trace, "opt.step()"), "model.weight").version == 1
+    stepped, backward = _step(trace, "opt.step()"), _step(trace, "loss.backward()")
+    assert _state(stepped, "model.weight").version == _state(backward, "model.weight").version + 1
+    assert _state(backward, "model.weight").grad is not None and _state(_step(trace, "opt.zero_grad()"), "model.weight").grad is None
 
 
 def test_both_backends_feed_the_same_recorder():
