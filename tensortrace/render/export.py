@@ -53,3 +53,17 @@ OFFLINE_SVG_FORMAT = re.sub(
 def render_svg(traces: Sequence[Trace], options: RenderOptions = DEFAULT_OPTIONS) -> str:
     """An SVG image of the terminal output, titled with the scenarios' titles."""
     return _recorded(traces, options).export_svg(title=_title(traces), code_format=OFFLINE_SVG_FORMAT)
+
+
+# A piece of a page rather than a page: no <head> or <body> rules, so that it
+# can sit inside a notebook without restyling the notebook around it.
+_FRAGMENT = (
+    '<div class="tensortrace" style="color:{foreground};background-color:{background};padding:0.5em 1em;overflow-x:auto">'
+    "<pre style=\"font-family:Menlo,'DejaVu Sans Mono',consolas,'Courier New',monospace;margin:0;"
+    'color:inherit;background-color:inherit"><code style="font-family:inherit">{code}</code></pre></div>'
+)
+
+
+def render_html_fragment(traces: Sequence[Trace], options: RenderOptions = DEFAULT_OPTIONS) -> str:
+    """The console rendering as one inline-styled ``<div>`` (what a notebook shows)."""
+    return _recorded(traces, options).export_html(inline_styles=True, code_format=_FRAGMENT)
