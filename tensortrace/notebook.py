@@ -1,0 +1,3 @@
+"""Jupyter notebooks as scenarios (placeholder)."""
+def loads_notebook(data, path):
+    raise NotImplementedError
