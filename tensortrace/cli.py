@@ -518,6 +518,27 @@ def new(
     _guarded(body)
 
 
+@app.command(cls=_Command)
+def convert(
+    source: str = typer.Argument(..., metavar="FILE", help="A Python file (.py) or notebook (.ipynb) to write as a YAML scenario.", show_default=False),
+    output: Optional[str] = typer.Option(None, "--output", "-o", metavar="FILE", help="Write the YAML to this file (atomically) instead of stdout."),
+) -> None:
+    """Write a Python file or notebook as the equivalent YAML scenario."""
+
+    def body() -> int:
+        from .convert import scenario_yaml
+        from .scenario import load_scenario
+
+        if Path(source).suffix.lower() not in (".py", ".ipynb"):
+            raise UsageError(f"{source} is not a .py or .ipynb file; convert writes Python files and notebooks as YAML scenarios")
+        text = scenario_yaml(load_scenario(source))
+        with _output(output) as out:
+            out.write(text)
+        return EXIT_OK
+
+    _guarded(body)
+
+
 @contextmanager
 def _output(path: Optional[str]) -> Iterator[Output]:
     """Stdout, or a file that appears whole only when the block ends without an error."""
