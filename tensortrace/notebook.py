@@ -25,13 +25,13 @@ from typing import List, Optional, Tuple, Union
 
 from .errors import ScenarioError
 from .pyscenario import (
-    DIRECTIVE_RE,
     StepFields,
     check_classes,
     comment_lines,
     decode_source,
     parse_module,
     read_directives,
+    refuse_stray_directives,
 )
 from .scenario import Code, Scenario
 
@@ -172,12 +172,7 @@ def _step(source: str, path: str, cell: int, index: int, note: Optional[str]) ->
     while line in comments:
         block.insert(0, (line, comments[line]))
         line -= 1
-    for number, text in comments.items():
-        found = DIRECTIVE_RE.match(text)
-        if found and not any(number == n for n, _ in block):
-            raise error(
-                f"'# {found.group(1)}:' in a cell must be among the comment lines directly above the cell's first statement", number, 1
-            )
+    refuse_stray_directives(source, {n for n, _ in block}, error)
     fields = read_directives(block, index, error)
     fields.note = "\n\n".join(n for n in (note, fields.note) if n) or None
     code = Code(text="\n".join(lines[start - 1 :]).rstrip("\n") + "\n", line=start, column=1, block=True)

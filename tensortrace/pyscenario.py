@@ -61,13 +61,15 @@ def loads_python(data: Union[str, bytes], path: str = "<string>") -> Scenario:
     used: set = set()
     blocks = [_block_above(start, comments, used) for start, _, _ in groups]
     setup_count = 0
-    while setup_count < len(groups) - 1 and all(isinstance(s, (ast.Import, ast.ImportFrom)) for s in groups[setup_count][2]):
+    while setup_count < len(groups) and all(isinstance(s, (ast.Import, ast.ImportFrom)) for s in groups[setup_count][2]):
         if any(DIRECTIVE_RE.match(t) for _, t in blocks[setup_count]):
             break
         setup_count += 1
+    if setup_count == len(groups):
+        setup_count = 0  # nothing but imports: they are what there is to trace
     if title is None:
         title, description = _header(comments, used, groups[0][0])
-    _refuse_stray_directives(comments, used, error)
+    refuse_stray_directives(text, used, error)
     if len(groups) - setup_count > MAX_EXPANDED_STEPS:
         raise error(
             f"the file has {len(groups) - setup_count:,} top-level statements, over the limit of {MAX_EXPANDED_STEPS:,} steps; "
@@ -171,14 +173,32 @@ def parse_module(text: str, error: ErrorAt, what: str = "the file") -> ast.Modul
 
 def comment_lines(text: str) -> Dict[int, str]:
     """Line number → text of each comment that starts at column 0 (the only ones that make notes)."""
-    found: Dict[int, str] = {}
+    return {line: text for line, (column, text) in all_comments(text).items() if column == 0}
+
+
+def all_comments(text: str) -> Dict[int, Tuple[int, str]]:
+    """Line number → (column, text) of every comment, trailing ones included."""
+    found: Dict[int, Tuple[int, str]] = {}
     try:
         for tok in tokenize.generate_tokens(io.StringIO(text).readline):
-            if tok.type == tokenize.COMMENT and tok.start[1] == 0:
-                found[tok.start[0]] = tok.string.rstrip()
+            if tok.type == tokenize.COMMENT:
+                found[tok.start[0]] = (tok.start[1], tok.string.rstrip())
     except (tokenize.TokenError, IndentationError, SyntaxError):
         pass  # the file compiled; whatever tokenize still stumbles on has no comments to give
     return found
+
+
+def refuse_stray_directives(text: str, used: set, error: ErrorAt) -> None:
+    """A directive comment anywhere but directly above a statement would be ignored: say so instead."""
+    for n, (column, comment) in sorted(all_comments(text).items()):
+        found = DIRECTIVE_RE.match(comment)
+        if found and n not in used:
+            raise error(
+                f"'# {found.group(1)}:' applies to the statement directly below it, and this one has none; "
+                "put it on a line of its own, at the start of the line, right above a top-level statement (no blank line between)",
+                n,
+                column + 1,
+            )
 
 
 def _is_docstring(node: ast.stmt) -> bool:
@@ -240,18 +260,6 @@ def _header(comments: Dict[int, str], used: set, first_code: int) -> Tuple[Optio
 def _uncomment(text: str) -> str:
     text = text[1:]
     return text[1:] if text.startswith(" ") else text
-
-
-def _refuse_stray_directives(comments: Dict[int, str], used: set, error: ErrorAt) -> None:
-    for n in sorted(comments):
-        found = DIRECTIVE_RE.match(comments[n])
-        if found and n not in used:
-            raise error(
-                f"'# {found.group(1)}:' applies to the statement directly below it, but no statement follows here; "
-                "put it in the comment lines right above a top-level statement, with no blank line between",
-                n,
-                1,
-            )
 
 
 def _main_guard_notices(tree: ast.Module) -> Tuple[str, ...]:
@@ -338,7 +346,8 @@ def _declared(value: str, what: str, warning: bool, line: int, column: int, fiel
     if sep:
         found = re.match(r"^[ \t]*match[ \t]*:[ \t]?(.*)$", rest)
         if not found or not found.group(1).strip():
-            raise error(f"{what}: after the class name, write ', match: <regular expression>'", line, column + len(value) - len(rest))
+            at = column + len(value) - len(rest) + len(rest) - len(rest.lstrip())
+            raise error(f"{what}: after the class name, write ', match: <regular expression>'", line, at)
         match = found.group(1).strip()
         try:
             re.compile(match, re.DOTALL)
