@@ -105,11 +105,13 @@ def _cells(text: str, path: str) -> List[Tuple[str, str]]:
     except ImportError:
         raise ScenarioError(MISSING_NBFORMAT, path=path) from None
     try:
-        json.loads(text)
+        data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ScenarioError(f"the notebook is not valid JSON: {exc.msg}", path=path, line=exc.lineno, column=exc.colno) from None
     except RecursionError:
         raise ScenarioError("the notebook's JSON is nested too deeply to read", path=path) from None
+    if not isinstance(data, dict) or not isinstance(data.get("cells", data.get("worksheets")), list):
+        raise ScenarioError("this JSON is not a Jupyter notebook: it has no list of 'cells'", path=path)
     try:
         notebook = nbformat.reads(text, as_version=4)
         cells = [(str(cell.get("cell_type", "")), _source(cell.get("source", ""))) for cell in notebook.cells]
