@@ -288,3 +288,26 @@ def test_convert_of_a_broken_file_writes_nothing(tmp_path):
     result = cli("convert", str(source), "-o", str(target))
     assert result.returncode == 2 and not target.exists()
     assert f"{source}:1:5: the file is not valid Python: '(' was never closed" in result.stderr
+
+
+def test_the_formats_python_example_runs_and_passes(tmp_path):
+    page = (REPO / "docs" / "scenario-format.md").read_text(encoding="utf-8")
+    part = page.split("## Python files and notebooks", 1)[1]
+    code = part.split("```python\n", 1)[1].split("```", 1)[0]
+    path = tmp_path / "example.py"
+    path.write_text(code, encoding="utf-8")
+    trace = trace_of(path)
+    assert trace["passed"] and trace["scenario"]["title"] == "detach(): same memory, no graph"
+    assert [s["note"] for s in trace["steps"]] == [None, None, "Writing through b changes a."]
+    assert [e["passed"] for e in trace["steps"][2]["expectations"]] == [True, True]
+
+
+def test_the_readmes_python_example_is_the_start_of_the_example_file():
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    part = readme.split("### Python files and notebooks", 1)[1]
+    code = part.split("```python\n", 1)[1].split("```", 1)[0]
+    example = load_scenario(EXAMPLE)
+    shown = loads_scenario(code, path="readme.py")
+    runs = {s.run.text for s in example.steps}
+    assert all(s.run.text in runs for s in shown.steps)
+    assert shown.steps[-1].raises == example.steps[3].raises
