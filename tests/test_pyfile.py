@@ -311,3 +311,29 @@ def test_the_readmes_python_example_is_the_start_of_the_example_file():
     runs = {s.run.text for s in example.steps}
     assert all(s.run.text in runs for s in shown.steps)
     assert shown.steps[-1].raises == example.steps[3].raises
+
+
+@pytest.mark.parametrize("suffix", [".py", ".ipynb"])
+def test_the_kernels_wall_lets_the_child_read_the_scenario_file_and_not_its_neighbour(tmp_path, suffix):
+    from tensortrace.confine import available
+    from tensortrace.runner import run_all
+
+    if "landlock-files" not in available().enforced:
+        pytest.skip("this kernel has no Landlock: " + "; ".join(available().missing))
+    neighbour = tmp_path / "neighbour.txt"
+    neighbour.write_text("private\n", encoding="utf-8")
+    path = tmp_path / f"scenario{suffix}"
+    reads = [f"print(len(open({str(path)!r}).read()) > 0)", f"open({str(neighbour)!r}).read()"]
+    if suffix == ".py":
+        path.write_text("\n".join(reads) + "\n", encoding="utf-8")
+    else:
+        nbformat = pytest.importorskip("nbformat")
+        notebook = nbformat.v4.new_notebook()
+        notebook.cells = [nbformat.v4.new_code_cell(r) for r in reads]
+        nbformat.write(notebook, str(path))
+    # plain Python inside the wall: safe mode's checks would refuse open() before the kernel is asked
+    (trace,) = run_all([load_scenario(path)], safe=False, confine=True)
+    assert trace.environment.confinement is not None and "landlock-files" in trace.environment.confinement.enforced
+    first, second = trace.steps
+    assert first.status == "ok" and first.stdout == "True\n"
+    assert second.status == "raised" and second.error.type == "PermissionError"
