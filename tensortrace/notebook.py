@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import re
+import warnings
 from pathlib import Path
 from typing import List, Optional, Tuple, Union
 
@@ -113,7 +114,9 @@ def _cells(text: str, path: str) -> List[Tuple[str, str]]:
     if not isinstance(data, dict) or not isinstance(data.get("cells", data.get("worksheets")), list):
         raise ScenarioError("this JSON is not a Jupyter notebook: it has no list of 'cells'", path=path)
     try:
-        notebook = nbformat.reads(text, as_version=4)
+        with warnings.catch_warnings():  # nbformat's remarks on old or odd notebooks (missing cell ids ...) are not the user's concern
+            warnings.simplefilter("ignore")
+            notebook = nbformat.reads(text, as_version=4)
         cells = [(str(cell.get("cell_type", "")), _source(cell.get("source", ""))) for cell in notebook.cells]
     except Exception as exc:  # noqa: BLE001 - nbformat raises many kinds for a file that is JSON but no notebook
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

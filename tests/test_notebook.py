@@ -186,3 +186,23 @@ def test_convert_keeps_the_notices_of_skipped_lines(tmp_path):
     converted = loads_scenario(result.stdout, path="nb.yaml")
     assert "'%%time', which is not Python" in converted.description
     assert len(converted.steps) == 2
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # nbformat 4.2: no cell ids (nbformat would warn; nothing may reach the user's stderr)
+        '{"cells": [{"cell_type": "code", "execution_count": null, "metadata": {}, "outputs": [], '
+        '"source": ["a = torch.ones(2)\\n", "print(a)"]}], "metadata": {}, "nbformat": 4, "nbformat_minor": 2}',
+        # nbformat 3: worksheets, and 'input' for the code
+        '{"metadata": {"name": "old"}, "nbformat": 3, "nbformat_minor": 0, "worksheets": [{"cells": [{"cell_type": "code", '
+        '"input": "a = torch.ones(2)\\nprint(a)", "language": "python", "metadata": {}, "outputs": []}], "metadata": {}}]}',
+    ],
+    ids=["v4.2", "v3"],
+)
+def test_older_notebook_formats_are_read_quietly(tmp_path, text):
+    path = tmp_path / "old.ipynb"
+    path.write_text(text, encoding="utf-8")
+    result = cli("run", str(path), "--format", "json")
+    assert result.returncode == 0 and result.stderr == ""
+    assert json.loads(result.stdout)["steps"][0]["stdout"] == "tensor([1., 1.])\n"

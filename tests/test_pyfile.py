@@ -337,3 +337,19 @@ def test_the_kernels_wall_lets_the_child_read_the_scenario_file_and_not_its_neig
     first, second = trace.steps
     assert first.status == "ok" and first.stdout == "True\n"
     assert second.status == "raised" and second.error.type == "PermissionError"
+
+
+def test_a_python_file_over_the_size_limit_is_refused(tmp_path):
+    path = tmp_path / "big.py"
+    path.write_text("a = 1\n" * 200_000, encoding="utf-8")
+    result = cli("run", str(path))
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
+    assert "over the 1,048,576-byte limit" in result.stderr
+
+
+def test_a_python_file_over_the_step_limit_is_refused(tmp_path):
+    path = tmp_path / "long.py"
+    path.write_text("a = 1\n" * 5001, encoding="utf-8")
+    result = cli("run", str(path))
+    assert result.returncode == 2
+    assert f"{path}: the file has 5,001 top-level statements, over the limit of 5,000 steps" in result.stderr
