@@ -20,6 +20,9 @@ from .scenario import Scenario
 class _Dumper(yaml.SafeDumper):
     """Code and notes as literal blocks (``|``), the way people write scenarios by hand."""
 
+    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
+        super().increase_indent(flow, False)  # list items indented under their key, as the bundled scenarios are
+
 
 def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
     style = "|" if "\n" in value.rstrip("\n") else None
@@ -51,7 +54,7 @@ def scenario_yaml(scenario: Scenario) -> str:
     if scenario.show is not None:
         data["show"] = list(scenario.show)
     data["steps"] = [_step(spec) for spec in scenario.steps]
-    source = scenario.path or "a Python file"
+    source = "".join(ch if ch.isprintable() else "?" for ch in scenario.path or "a Python file")  # one comment line, whatever the name
     text = f"# Converted from {source} by 'tensortrace convert'.\n" + yaml.dump(
         data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=1_000_000, default_flow_style=False
     )

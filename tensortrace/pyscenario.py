@@ -67,6 +67,11 @@ def loads_python(data: Union[str, bytes], path: str = "<string>") -> Scenario:
         setup_count += 1
     if setup_count == len(groups):
         setup_count = 0  # nothing but imports: they are what there is to trace
+    if title is None and setup_count and blocks[0]:
+        # comments right above the first import: the file's header, as there is no step to give a note to
+        body_lines = [_uncomment(t) for _, t in blocks[0] if not t.startswith("#!") and not _CODING_RE.match(t.encode("utf-8", "replace"))]
+        title = body_lines[0].strip() if body_lines else None
+        description = "\n".join(body_lines[1:]).strip() or None
     if title is None:
         title, description = _header(comments, used, groups[0][0])
     refuse_stray_directives(text, used, error)
@@ -134,7 +139,8 @@ def decode_source(data: Union[str, bytes], path: str, what: str) -> str:
     if "\x00" in data:
         raise ScenarioError(f"this is a binary file, not a {what}", path=path)
     if not data.strip():
-        raise ScenarioError("the file is empty; write at least one Python statement, such as 'a = torch.ones(3)'", path=path)
+        needed = "at least one Python statement" if what == "Python file" else "a notebook with at least one code cell"
+        raise ScenarioError(f"the file is empty; write {needed}, such as 'a = torch.ones(3)'", path=path)
     return data
 
 

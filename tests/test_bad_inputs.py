@@ -60,6 +60,7 @@ EXPECTED = {
     "stray-directive.py": ":2:17: '# expect:' applies to the statement directly below it, and this one has none",
     "tabs-and-spaces.py": ":4:1: the file is not valid Python: inconsistent use of tabs and spaces in indentation; indent with spaces only",
     "unexpected-indent.py": ":1:5: the file is not valid Python: unexpected indent",
+    "empty.ipynb": ": the file is empty; write a notebook with at least one code cell",
     "not-a-notebook.ipynb": ": this JSON is not a Jupyter notebook: it has no list of 'cells'",
     "not-json.ipynb": ":3:1: the notebook is not valid JSON: Expecting property name enclosed in double quotes",
     "notebook-expect.ipynb": ": cell 2, line 1, column 19: an expectation of step 2 is not a valid Python expression: an expectation is an expression "

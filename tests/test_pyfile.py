@@ -139,6 +139,12 @@ def test_the_module_docstring_gives_title_and_description_and_is_no_step():
     assert (scenario.title, scenario.description, len(scenario.steps)) == ("A title", "The description.", 1)
 
 
+def test_comments_right_above_the_first_import_are_the_header():
+    scenario = _load("#!/usr/bin/env python\n# -*- coding: utf-8 -*-\n# clone vs detach\n# in two steps\nimport torch\na = torch.ones(2)\n")
+    assert (scenario.title, scenario.description) == ("clone vs detach", "in two steps")
+    assert scenario.steps[0].note is None
+
+
 def test_without_a_docstring_or_header_the_title_is_the_file_name():
     assert _load("a = 1\n").title == "snippet.py"
 
