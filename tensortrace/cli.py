@@ -214,10 +214,10 @@ def _quiet_broken_pipe() -> None:
 
 # --- commands -------------------------------------------------------------------------
 
-TARGETS = typer.Argument(..., metavar="SCENARIO", help="Scenario files, or names of bundled scenarios (see 'tensortrace list').", show_default=False)
+TARGETS = typer.Argument(..., metavar="SCENARIO", help="Scenario files (.yaml, .py, .ipynb), or names of bundled scenarios (see 'tensortrace list').", show_default=False)
 CHECK_TARGETS = typer.Argument(
     ..., metavar="SCENARIO", show_default=False,
-    help="Scenario files, folders (every .yaml file in them, sorted), or names of bundled scenarios.",
+    help="Scenario files (.yaml, .py, .ipynb), folders (every .yaml file in them, sorted), or names of bundled scenarios.",
 )
 FORMAT = typer.Option(
     None, "--format", "-f", metavar="FORMAT", show_default=False,

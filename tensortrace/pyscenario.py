@@ -154,10 +154,11 @@ def parse_module(text: str, error: ErrorAt, what: str = "the file") -> ast.Modul
         return compile(text, "<scenario>", "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
     except SyntaxError as exc:
         line, column = exc.lineno, exc.offset
-        source = text.splitlines()[line - 1] if line and 0 < line <= len(text.splitlines()) else ""
-        odd = next((i for i, ch in enumerate(source) if ch in _ODD_SPACES), None)
-        if odd is not None:
-            ch = source[odd]
+        named = re.search(r"character U\+([0-9A-Fa-f]{4,6})", exc.msg or "")
+        if named and chr(int(named.group(1), 16)) in _ODD_SPACES:
+            ch = chr(int(named.group(1), 16))
+            source = text.splitlines()[line - 1] if line and 0 < line <= len(text.splitlines()) else ""
+            odd = source.find(ch) if ch in source else (column or 1) - 1
             name = unicodedata.name(ch, "an invisible character").lower()
             lead = " at the start of the line" if not source[:odd].strip() else ""
             origin = " (common in code copied from Chinese or Japanese web pages)" if ch == "\u3000" else ""

@@ -359,3 +359,23 @@ def test_a_python_file_over_the_step_limit_is_refused(tmp_path):
     result = cli("run", str(path))
     assert result.returncode == 2
     assert f"{path}: the file has 5,001 top-level statements, over the limit of 5,000 steps" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("if True:\n\u3000\u3000b = 2\n", "snippet.py:2:1: the file is not valid Python: the line has a U+3000 ideographic space at the start of the line (common in code copied from Chinese or Japanese web pages)"),
+        ("a\u00a0= 1\n", "snippet.py:1:2: the file is not valid Python: the line has a U+00A0 no-break space, which Python does not take as a space; replace it with ordinary spaces"),
+        ("x = '\u3000' + (\n", "snippet.py:1:11: the file is not valid Python: '(' was never closed"),
+    ],
+)
+def test_a_look_alike_space_is_named_only_when_it_is_the_error(text, message):
+    with pytest.raises(ScenarioError) as info:
+        _load(text)
+    assert message in str(info.value)
+
+
+def test_convert_has_help_like_every_command():
+    result = cli("convert", "-h")
+    assert result.returncode == 0 and result.stdout.startswith("Usage:")
+    assert "--output" in result.stdout and "<str>" not in result.stdout
