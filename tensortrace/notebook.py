@@ -26,6 +26,7 @@ from typing import List, Optional, Tuple, Union
 
 from .errors import ScenarioError
 from .pyscenario import (
+    all_comments,
     StepFields,
     check_classes,
     comment_lines,
@@ -171,13 +172,14 @@ def _step(source: str, path: str, cell: int, index: int, note: Optional[str]) ->
         return None
     lines = source.splitlines()
     start = min([tree.body[0].lineno] + [d.lineno for d in getattr(tree.body[0], "decorator_list", ())])
-    comments = comment_lines(source)
+    every_comment = all_comments(source)
+    comments = comment_lines(every_comment)
     block = []
     line = start - 1
     while line in comments:
         block.insert(0, (line, comments[line]))
         line -= 1
-    refuse_stray_directives(source, {n for n, _ in block}, error)
+    refuse_stray_directives(every_comment, {n for n, _ in block}, error)
     fields = read_directives(block, index, error)
     fields.note = "\n\n".join(n for n in (note, fields.note) if n) or None
     code = Code(text="\n".join(lines[start - 1 :]).rstrip("\n") + "\n", line=start, column=1, block=True)

@@ -39,7 +39,7 @@ ErrorAt = Callable[[str, Optional[int], Optional[int]], ScenarioError]
 
 def loads_python(data: Union[str, bytes], path: str = "<string>") -> Scenario:
     """A ``.py`` file's text (the contents of a file called ``path``) as a scenario."""
-    from .loader import MAX_EXPANDED_STEPS, validate_code
+    from .loader import MAX_EXPANDED_STEPS, _compile_check
 
     text = decode_source(data, path, "Python file")
 
@@ -57,7 +57,8 @@ def loads_python(data: Union[str, bytes], path: str = "<string>") -> Scenario:
     groups = _group(body)
     if not groups:
         raise error("the file has no statements to run; write at least one, such as 'a = torch.ones(3)'")
-    comments = comment_lines(text)
+    every_comment = all_comments(text)
+    comments = comment_lines(every_comment)
     used: set = set()
     blocks = [_block_above(start, comments, used) for start, _, _ in groups]
     setup_count = 0
@@ -74,7 +75,7 @@ def loads_python(data: Union[str, bytes], path: str = "<string>") -> Scenario:
         description = "\n".join(body_lines[1:]).strip() or None
     if title is None:
         title, description = _header(comments, used, groups[0][0])
-    refuse_stray_directives(text, used, error)
+    refuse_stray_directives(every_comment, used, error)
     if len(groups) - setup_count > MAX_EXPANDED_STEPS:
         raise error(
             f"the file has {len(groups) - setup_count:,} top-level statements, over the limit of {MAX_EXPANDED_STEPS:,} steps; "
@@ -97,8 +98,11 @@ def loads_python(data: Union[str, bytes], path: str = "<string>") -> Scenario:
         steps=tuple(steps),
         notices=_main_guard_notices(tree),
     )
-    validate_code(scenario)
-    check_classes(scenario, all_fields, error)
+    # The whole file compiled, so each step does on its own: only the expectations are new code.
+    for spec in scenario.steps:
+        for code in spec.expect:
+            _compile_check(code, "eval", path, f"an expectation of step {spec.index}")
+    check_classes(scenario, all_fields, error, source=text)
     return scenario
 
 
@@ -178,14 +182,16 @@ def parse_module(text: str, error: ErrorAt, what: str = "the file") -> ast.Modul
         raise error(f"{what} is nested too deeply for Python to compile; split it into simpler statements", None, None) from None
 
 
-def comment_lines(text: str) -> Dict[int, str]:
+def comment_lines(found: Dict[int, Tuple[int, str]]) -> Dict[int, str]:
     """Line number → text of each comment that starts at column 0 (the only ones that make notes)."""
-    return {line: text for line, (column, text) in all_comments(text).items() if column == 0}
+    return {line: text for line, (column, text) in found.items() if column == 0}
 
 
 def all_comments(text: str) -> Dict[int, Tuple[int, str]]:
     """Line number → (column, text) of every comment, trailing ones included."""
     found: Dict[int, Tuple[int, str]] = {}
+    if "#" not in text:
+        return found
     try:
         for tok in tokenize.generate_tokens(io.StringIO(text).readline):
             if tok.type == tokenize.COMMENT:
@@ -195,9 +201,9 @@ def all_comments(text: str) -> Dict[int, Tuple[int, str]]:
     return found
 
 
-def refuse_stray_directives(text: str, used: set, error: ErrorAt) -> None:
+def refuse_stray_directives(found: Dict[int, Tuple[int, str]], used: set, error: ErrorAt) -> None:
     """A directive comment anywhere but directly above a statement would be ignored: say so instead."""
-    for n, (column, comment) in sorted(all_comments(text).items()):
+    for n, (column, comment) in sorted(found.items()):
         found = DIRECTIVE_RE.match(comment)
         if found and n not in used:
             raise error(
@@ -366,9 +372,12 @@ def _declared(value: str, what: str, warning: bool, line: int, column: int, fiel
     return Declared(type=name, match=match)
 
 
-def check_classes(scenario: Scenario, all_fields: List[StepFields], error: ErrorAt) -> None:
+def check_classes(scenario: Scenario, all_fields: List[StepFields], error: ErrorAt, source: Optional[str] = None) -> None:
     """Each declared class must be one that can match: Python's, torch's, or one the file defines or imports."""
-    own = scenario_classes(code.text for _, code, mode in scenario.all_code() if mode == "exec")
+    if not any(fields.classes for fields in all_fields):
+        return
+    codes = [source] if source is not None else [code.text for _, code, mode in scenario.all_code() if mode == "exec"]
+    own = scenario_classes(codes)
     for fields in all_fields:
         for name, warning, what, line, column in fields.classes:
             problem = unknown_class(name, warning, own)

@@ -379,3 +379,12 @@ def test_convert_has_help_like_every_command():
     result = cli("convert", "-h")
     assert result.returncode == 0 and result.stdout.startswith("Usage:")
     assert "--output" in result.stdout and "<str>" not in result.stdout
+
+
+def test_convert_refuses_code_that_yaml_would_read_as_a_placeholder(tmp_path):
+    source = tmp_path / "dollar.py"
+    source.write_text("a = 1\nprint('cost: ${a}')\n", encoding="utf-8")
+    assert cli("run", str(source), "--format", "json").returncode == 0  # as a .py file it runs
+    result = cli("convert", str(source), "-o", str(tmp_path / "out.yaml"))
+    assert result.returncode == 2 and not (tmp_path / "out.yaml").exists()
+    assert f"{source}:2:14: step 2 contains '${{', which a YAML scenario reads as a variant's placeholder" in result.stderr
