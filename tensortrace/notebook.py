@@ -9,7 +9,8 @@ the cell and line (``nb.ipynb: cell 3, line 2``); cells are numbered from 1 in
 file order, markdown cells included.
 
 IPython syntax is not Python. A line magic (``%matplotlib inline``,
-``x = %time f()``) or shell line (``!pip install ...``) becomes ``pass`` in
+``x = %time f()``), shell line (``!pip install ...``) or help line
+(``torch.ones?``) becomes ``pass`` in
 the step's code; a cell magic (``%%time``) leaves its whole cell out. Safe
 mode refuses to run such a notebook, naming the first of them (runs do not
 skip code silently); with ``--trust`` the rest runs and the trace's notices
@@ -39,6 +40,8 @@ from .scenario import Code, Scenario
 
 #: A line that IPython reads as a magic or shell command: ``%cmd``, ``!cmd``, or ``x = %cmd`` / ``x = !cmd``.
 _MAGIC_RE = re.compile(r"^([ \t]*)(?:[A-Za-z_][\w.]*(?:[ \t]*,[ \t]*[A-Za-z_][\w.]*)*[ \t]*=[ \t]*)?(%{1,2}|!(?!=))(.*)$")
+#: IPython's help syntax: ``torch.ones?``, ``??a.add_``.
+_HELP_RE = re.compile(r"^([ \t]*)(\?{0,2})[A-Za-z_][\w.]*(\?{0,2})[ \t]*$")
 _HEADING_RE = re.compile(r"^#[ \t]+(.+?)[ \t#]*$")
 
 MISSING_NBFORMAT = "reading notebooks needs the nbformat package, which is not installed; install it with: pip install 'tensortrace[notebook]'"
@@ -148,10 +151,14 @@ def _without_magics(source: str, path: str, cell: int, notices: List[str], refus
     out = []
     for number, line in enumerate(lines, start=1):
         found = _MAGIC_RE.match(line)
-        if not found:
+        asked = _HELP_RE.match(line)
+        if not found and not (asked and (asked.group(2) or asked.group(3))):
             out.append(line)
             continue
-        what = "a shell command" if found.group(2) == "!" else "an IPython line magic"
+        if found:
+            what = "a shell command" if found.group(2) == "!" else "an IPython line magic"
+        else:
+            found, what = asked, "IPython's help syntax"
         shown = line.strip()
         refusals.append((at(path, cell, number, len(found.group(1)) + 1), f"{shown!r} is {what}, not Python; safe mode refuses the notebook; remove it, or use --trust to skip it"))
         notices.append(f"cell {cell}, line {number}: {shown!r} was skipped ({what}, not Python)")

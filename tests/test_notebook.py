@@ -113,6 +113,7 @@ MAGICS = [
     ("code", "%%time\na.add_(100)"),
     ("code", "for i in range(2):\n    !echo hi\n    a.add_(1)\nfiles = !ls"),
     ("code", "%load_ext autoreload"),
+    ("code", "torch.ones?\nb = a * 2"),
 ]
 
 
@@ -130,8 +131,8 @@ def test_with_trust_ipython_lines_are_skipped_with_notices(tmp_path):
     path = write_notebook(tmp_path / "nb.ipynb", MAGICS)
     trace = trace_of(path, "--trust")
     steps = trace["steps"]
-    assert len(steps) == 2  # the %%time cell and the cell of nothing but a magic make no step
-    assert [s["status"] for s in steps] == ["ok", "ok"]
+    assert len(steps) == 3  # the %%time cell and the cell of nothing but a magic make no step
+    assert [s["status"] for s in steps] == ["ok", "ok", "ok"]
     a = next(t for t in steps[-1]["tensors"] if t["name"] == "a")
     assert a["values"]["data"] == [3.0, 3.0, 3.0]  # the loop's a.add_(1) ran twice, the %%time cell's add_(100) never
     assert "pass  # skipped: !echo hi" in steps[1]["code"]
@@ -141,6 +142,7 @@ def test_with_trust_ipython_lines_are_skipped_with_notices(tmp_path):
         "cell 4, line 2: '!echo hi' was skipped (a shell command, not Python)",
         "cell 4, line 4: 'files = !ls' was skipped (a shell command, not Python)",
         "cell 5, line 1: '%load_ext autoreload' was skipped (an IPython line magic, not Python)",
+        "cell 6, line 1: 'torch.ones?' was skipped (IPython's help syntax, not Python)",
     ]
     console = cli("run", str(path), "--trust", "--width", "200").stdout
     assert "'%%time', which is not Python" in console
@@ -185,7 +187,7 @@ def test_convert_keeps_the_notices_of_skipped_lines(tmp_path):
     assert result.returncode == 0, result.stderr
     converted = loads_scenario(result.stdout, path="nb.yaml")
     assert "'%%time', which is not Python" in converted.description
-    assert len(converted.steps) == 2
+    assert len(converted.steps) == 3
 
 
 @pytest.mark.parametrize(
