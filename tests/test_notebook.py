@@ -208,3 +208,12 @@ def test_older_notebook_formats_are_read_quietly(tmp_path, text):
     result = cli("run", str(path), "--format", "json")
     assert result.returncode == 0 and result.stderr == ""
     assert json.loads(result.stdout)["steps"][0]["stdout"] == "tensor([1., 1.])\n"
+
+
+def test_the_extra_the_message_names_exists_and_brings_nbformat():
+    from conftest import REPO
+
+    text = (REPO / "pyproject.toml").read_text(encoding="utf-8")
+    extras = text.split("[project.optional-dependencies]", 1)[1].split("\n[", 1)[0]
+    line = next(line for line in extras.splitlines() if line.startswith("notebook ="))
+    assert "nbformat" in line
