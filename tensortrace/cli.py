@@ -214,10 +214,10 @@ def _quiet_broken_pipe() -> None:
 
 # --- commands -------------------------------------------------------------------------
 
-TARGETS = typer.Argument(..., metavar="SCENARIO", help="Scenario files, or names of bundled scenarios (see 'tensortrace list').", show_default=False)
+TARGETS = typer.Argument(..., metavar="SCENARIO", help="Scenario files (.yaml, .py, .ipynb), or names of bundled scenarios (see 'tensortrace list').", show_default=False)
 CHECK_TARGETS = typer.Argument(
     ..., metavar="SCENARIO", show_default=False,
-    help="Scenario files, folders (every .yaml file in them, sorted), or names of bundled scenarios.",
+    help="Scenario files (.yaml, .py, .ipynb), folders (every .yaml file in them, sorted), or names of bundled scenarios.",
 )
 FORMAT = typer.Option(
     None, "--format", "-f", metavar="FORMAT", show_default=False,
@@ -513,6 +513,27 @@ def new(
         with _output(file) as out:
             out.write(TEMPLATE.format(name=file))
         typer.echo(f"wrote {file}; run it with: tensortrace run {file}", err=True)
+        return EXIT_OK
+
+    _guarded(body)
+
+
+@app.command(cls=_Command)
+def convert(
+    source: str = typer.Argument(..., metavar="FILE", help="A Python file (.py) or notebook (.ipynb) to write as a YAML scenario.", show_default=False),
+    output: Optional[str] = typer.Option(None, "--output", "-o", metavar="FILE", help="Write the YAML to this file (atomically) instead of stdout."),
+) -> None:
+    """Write a Python file or notebook as the equivalent YAML scenario."""
+
+    def body() -> int:
+        from .convert import scenario_yaml
+        from .scenario import load_scenario
+
+        if Path(source).suffix.lower() not in (".py", ".ipynb"):
+            raise UsageError(f"{source} is not a .py or .ipynb file; convert writes Python files and notebooks as YAML scenarios")
+        text = scenario_yaml(load_scenario(source))
+        with _output(output) as out:
+            out.write(text)
         return EXIT_OK
 
     _guarded(body)

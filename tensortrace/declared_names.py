@@ -64,16 +64,23 @@ def unknown_class(name: str, warning: bool, own: Set[str]) -> Optional[str]:
     if name in known:
         return None
     if isinstance(builtin, type) and issubclass(builtin, BaseException):
-        close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
+        close = _closest(name, base, known)
         hint = f"; did you mean {close[0]!r}?" if close else ""
         return f"{name!r} is not {kind}{hint}"
-    close = difflib.get_close_matches(name, sorted(known | own), n=1, cutoff=0.6)
+    close = _closest(name, base, known | own)
     hint = (
         f"; did you mean {close[0]!r}?"
         if close
         else "; give a builtin or torch class, one the scenario defines, or a dotted name such as torch.OutOfMemoryError"
     )
     return f"{name!r} is not {kind} of Python or torch{hint}"
+
+
+def _closest(name: str, base: type, known: Set[str]) -> List[str]:
+    """The close match to suggest: a builtin class first, because which other classes are
+    loaded depends on the process (a Jupyter kernel, a test runner's plugins)."""
+    builtin = sorted(n for n, v in vars(builtins).items() if isinstance(v, type) and issubclass(v, base))
+    return difflib.get_close_matches(name, builtin, n=1, cutoff=0.6) or difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
 
 
 _UNCHECKED = object()

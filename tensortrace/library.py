@@ -39,7 +39,7 @@ def bundled_path(name: str) -> Optional[Path]:
 def resolve_target(target: str) -> Path:
     """A path to an existing file, else a bundled scenario's name."""
     path = Path(target)
-    if path.exists() or any(sep in target for sep in ("/", "\\")) or target.endswith((".yaml", ".yml")):
+    if path.exists() or any(sep in target for sep in ("/", "\\")) or target.endswith((".yaml", ".yml", ".py", ".ipynb")):
         return path
     found = bundled_path(target)
     if found is not None:

@@ -39,7 +39,7 @@ def load_scenario(path: Union[str, Path]) -> Scenario:
     shown = str(path)
     try:
         if path.is_dir():
-            raise ScenarioError("is a directory, not a scenario file; give a .yaml file", path=shown)
+            raise ScenarioError("is a directory, not a scenario file; give a .yaml, .py or .ipynb file", path=shown)
         size = path.stat().st_size
         if size > MAX_FILE_BYTES:
             raise ScenarioError(
@@ -59,6 +59,12 @@ def load_scenario(path: Union[str, Path]) -> Scenario:
 
 def loads_scenario(data: Union[str, bytes], path: str = "<string>") -> Scenario:
     """Parse scenario text (the contents of a file called ``path``)."""
+    suffix = Path(path).suffix.lower()
+    if suffix in (".py", ".ipynb"):  # Python files and notebooks: the same records, from their own readers
+        from .notebook import loads_notebook
+        from .pyscenario import loads_python
+
+        return (loads_python if suffix == ".py" else loads_notebook)(data, path)
     text = _decode(data, path)
     if not text.strip():
         raise ScenarioError("the file is empty; a scenario needs at least 'title' and 'steps'", path=path)

@@ -94,6 +94,22 @@ class Scenario:
     steps: Tuple[StepSpec, ...] = ()
     variants: Optional[Dict[str, Dict[str, str]]] = None
     variant: Optional[str] = None  # set on a resolved variant
+    # Python files and notebooks (pyscenario.py, notebook.py): remarks shown with the trace (e.g. a
+    # notebook's skipped magics), what safe mode refuses before running as (location, reason), and a
+    # notebook's cell number for each step (whose lines then count from the top of its cell).
+    notices: Tuple[str, ...] = ()
+    refusals: Tuple[Tuple[str, str], ...] = ()
+    cells: Tuple[int, ...] = ()
+
+    def place(self, code: Code, line: Optional[int], column: Optional[int]) -> Dict[str, object]:
+        """The path, line and column of an error at (line, column) of the file; in a notebook, the cell."""
+        if self.cells:
+            for spec in self.steps:
+                expect = spec.expect if isinstance(spec.expect, tuple) else ()
+                if code is spec.run or any(code is c for c in expect):
+                    where = f"{self.path}: cell {self.cells[spec.index - 1]}, line {line}" + (f", column {column}" if column else "")
+                    return {"path": where}
+        return {"path": self.path, "line": line, "column": column}
 
     def all_code(self) -> Iterator[Tuple[str, Code, str]]:
         """(what, code, mode) for the setup, every step and every expectation (of every variant)."""

@@ -141,6 +141,8 @@ def check_policy(scenario: Scenario) -> None:
     """Safe mode: refuse, before anything runs, code that reaches outside the scenario."""
     from .sandbox import check_source
 
+    for where, reason in scenario.refusals[:1]:  # e.g. a notebook's IPython magics, which are not Python
+        raise PolicyError(reason, path=where)
     for what, code, mode in scenario.all_code():
         try:
             with _deep_recursion():
@@ -156,7 +158,7 @@ def check_policy(scenario: Scenario) -> None:
         if refusals:
             first = refusals[0]
             line, column = code.locate_source(mode, first.line, first.column)
-            raise PolicyError(f"{first.message}", path=scenario.path, line=line, column=column)
+            raise PolicyError(f"{first.message}", **scenario.place(code, line, column))
 
 
 @contextlib.contextmanager
@@ -275,7 +277,7 @@ class _Recorder:
         self.warning_filters: List[Any] = []  # filters the scenario's own code added, kept between steps
         self.seen_names: set = set()
         self.asked: Dict[str, Tuple[str, Optional[int]]] = {}  # name → (where, line) from show/graph
-        self._notices: List[str] = []
+        self._notices: List[str] = list(scenario.notices)
         for name in scenario.show or ():
             self.asked.setdefault(name, ("show", None))
         for spec in scenario.steps:

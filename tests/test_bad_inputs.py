@@ -48,6 +48,25 @@ EXPECTED = {
     "expect-assignment.yaml": ":4:21: an expectation of step 1 is not a valid Python expression: an expectation is an expression that must come out true, and '=' assigns; compare with '==': a.sum() == 2",
     "step-indentation.yaml": ":6:7: step 2 is not valid Python: expected an indented block after 'if' statement on line 5",
     "expect-variant-list.yaml": ":9:9: each item of 'expect' of step 2 must be an expression, not a mapping; to expect by variant, drop the '- '",
+    # Python files and notebooks (tensortrace/pyscenario.py, notebook.py)
+    "binary.py": ": this is a binary file, not a Python file",
+    "comment-only.py": ": the file has no statements to run",
+    "empty.py": ": the file is empty; write at least one Python statement",
+    "ideographic-space.py": ":14:1: the file is not valid Python: the line has a U+3000 ideographic space at the start of the line "
+    "(common in code copied from Chinese or Japanese web pages), which Python does not take as a space; replace it with ordinary spaces",
+    "not-utf8.py": ":2:9: the file is not valid UTF-8 text; save it as UTF-8",
+    "py-raises-misspelled.py": ":2:11: '# raises:' of step 2: 'RunTimeError' is not an exception class of Python or torch; did you mean 'RuntimeError'?",
+    "py-syntax.py": ":2:5: the file is not valid Python: '(' was never closed",
+    "stray-directive.py": ":2:17: '# expect:' applies to the statement directly below it, and this one has none",
+    "tabs-and-spaces.py": ":4:1: the file is not valid Python: inconsistent use of tabs and spaces in indentation; indent with spaces only",
+    "unexpected-indent.py": ":1:5: the file is not valid Python: unexpected indent",
+    "empty.ipynb": ": the file is empty; write a notebook with at least one code cell",
+    "not-a-notebook.ipynb": ": this JSON is not a Jupyter notebook: it has no list of 'cells'",
+    "not-json.ipynb": ":3:1: the notebook is not valid JSON: Expecting property name enclosed in double quotes",
+    "notebook-expect.ipynb": ": cell 2, line 1, column 19: an expectation of step 2 is not a valid Python expression: an expectation is an expression "
+    "that must come out true, and '=' assigns; compare with '==': a.sum() == 3",
+    "notebook-no-code.ipynb": ": the notebook has no code cells to run",
+    "notebook-syntax.ipynb": ": cell 4, line 2, column 5: cell 4 is not valid Python: '(' was never closed",
 }
 
 
@@ -101,7 +120,7 @@ def test_a_lone_equals_sign_in_a_multi_line_step_keeps_the_plain_syntax_error():
 
 
 def test_every_corpus_file_has_an_expectation():
-    assert sorted(p.name for p in BAD.glob("*.yaml")) == sorted(EXPECTED)
+    assert sorted(p.name for p in BAD.iterdir() if p.suffix in (".yaml", ".py", ".ipynb")) == sorted(EXPECTED)
 
 
 def assert_one_clear_line(result: Result, expected: str) -> None:

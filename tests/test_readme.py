@@ -49,6 +49,7 @@ def shell_env(tmp_path_factory) -> Tuple[Path, Dict[str, str]]:
     work = root / "work"
     work.mkdir()
     (work / "scenarios").symlink_to(REPO / "scenarios", target_is_directory=True)
+    (work / "examples").symlink_to(REPO / "examples", target_is_directory=True)
     bindir = root / "bin"
     bindir.mkdir()
     # A wrapper, not a symlink: a symlink to a virtual environment's python

@@ -1,0 +1,108 @@
+"""A loaded scenario written back as a YAML scenario file (``tensortrace convert``).
+
+Used for Python files and notebooks: the YAML holds the same setup, steps,
+notes and declarations, so running it gives the same steps and outcomes.
+What a YAML file cannot say is refused rather than dropped: a notebook whose
+magics safe mode would refuse converts only with those lines left out, and a
+notice in the YAML's description says so.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional
+
+import yaml
+
+from .errors import ScenarioError
+from .model import Declared
+from .scenario import Scenario
+
+
+class _Dumper(yaml.SafeDumper):
+    """Code and notes as literal blocks (``|``), the way people write scenarios by hand."""
+
+    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
+        super().increase_indent(flow, False)  # list items indented under their key, as the bundled scenarios are
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value.rstrip("\n") else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _str)
+
+
+def scenario_yaml(scenario: Scenario) -> str:
+    """The YAML text of ``scenario``; it loads back to the same steps (checked before it is returned)."""
+    from .loader import loads_scenario
+
+    _refuse_placeholders(scenario)
+    data: Dict[str, Any] = {"title": scenario.title}
+    description = scenario.description or ""
+    if scenario.notices:
+        left = "\n".join(f"- {n}" for n in scenario.notices)
+        description = f"{description}\n\nConverted with these notices:\n\n{left}".strip()
+    if description:
+        data["description"] = description
+    if scenario.tags:
+        data["tags"] = list(scenario.tags)
+    if scenario.seed:
+        data["seed"] = scenario.seed
+    if scenario.device:
+        data["device"] = scenario.device
+    if scenario.setup:
+        data["setup"] = _code("\n".join(c.text for c in scenario.setup))
+    if scenario.show is not None:
+        data["show"] = list(scenario.show)
+    data["steps"] = [_step(spec) for spec in scenario.steps]
+    source = "".join(ch if ch.isprintable() else "?" for ch in scenario.path or "a Python file")  # one comment line, whatever the name
+    text = f"# Converted from {source} by 'tensortrace convert'.\n" + yaml.dump(
+        data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=1_000_000, default_flow_style=False
+    )
+    loads_scenario(text, path="<converted>.yaml")  # what is written must load: a bug here is ours, not the user's
+    return text
+
+
+def _refuse_placeholders(scenario: Scenario) -> None:
+    """YAML reads ``${`` in code as a variant's placeholder, and a scenario without variants cannot escape it."""
+    for what, code, _ in scenario.all_code():
+        at = code.text.find("${")
+        if at >= 0:
+            line, column = code.locate(code.text.count("\n", 0, at) + 1, at - (code.text.rfind("\n", 0, at) + 1) + 1)
+            where = scenario.place(code, line, column)
+            raise ScenarioError(
+                f"{what} contains '${{', which a YAML scenario reads as a variant's placeholder; "
+                "this file cannot be converted as it is: run it as it is, or write the text another way (e.g. '$' '{')",
+                path=where.get("path"),
+                line=where.get("line"),
+                column=where.get("column"),
+            )
+
+
+def _code(text: str) -> str:
+    """Code as it is run; a single line without its newline reads better as a plain YAML string."""
+    stripped = text.rstrip("\n")
+    return stripped if "\n" not in stripped else stripped + "\n"
+
+
+def _step(spec) -> Any:
+    run = _code(spec.run.text)
+    fields: Dict[str, Any] = {"run": run}
+    if spec.note:
+        fields["note"] = spec.note
+    expect = spec.expect if isinstance(spec.expect, tuple) else ()
+    if expect:
+        fields["expect"] = [c.text.strip() for c in expect]
+    for key in ("raises", "warns"):
+        declared: Optional[Declared] = getattr(spec, key)
+        if declared is not None:
+            fields[key] = declared.type if declared.match is None else {"type": declared.type, "match": declared.match}
+    if spec.show is not None:
+        fields["show"] = list(spec.show)
+    if spec.graph is not None:
+        fields["graph"] = True if spec.graph is True else list(spec.graph)
+    return fields
+
+
+__all__: List[str] = ["scenario_yaml"]

@@ -1,0 +1,2 @@
+a = torch.ones(3)
+name = 'été'

@@ -1,0 +1,3 @@
+a = torch.ones(3)
+# raises: RunTimeError
+a.sum().backward()

@@ -1,0 +1,3 @@
+a = torch.ones(3)
+b = (a * 2
+c = 1
