@@ -244,17 +244,26 @@ FROM_CODE_SECTION = "## From your own code"
 
 
 def test_python_blocks_run(shell_env):
-    """Every ```python block runs as a script of its own in the README's scratch directory."""
+    """Every ```python block runs as a script of its own in the README's scratch directory.
+
+    A block that declares outcomes in comments (``# expect:``, ``# raises:``) is a
+    scenario file, shown as such: it must pass ``tensortrace check`` instead.
+    """
     work, env = shell_env
     found = blocks("python")
     assert len(found) >= 2
+    checked = 0
     for start, lines in found:
         script = work / f"readme_{start}.py"
         script.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        result = run_line(f"NO_COLOR=1 python {script.name}", work, env)
+        declares = any(line.startswith(("# expect:", "# raises:", "# warns:")) for line in lines)
+        checked += declares
+        command = f"tensortrace check {script.name}" if declares else f"NO_COLOR=1 python {script.name}"
+        result = run_line(command, work, env)
         where = f"README.md, ```python block at line {start}"
         assert result.returncode == 0, f"{where}\n{result.stderr[-3000:]}"
         assert "Traceback" not in result.stderr, f"{where}\n{result.stderr[-3000:]}"
+    assert checked >= 1, "the README no longer shows a .py scenario with declarations"
 
 
 def test_the_decorator_prints_what_the_readme_shows(shell_env):
