@@ -461,7 +461,7 @@ def explore(
         saved = _is_saved_trace(target)
         traces = load_traces(target) if saved else None
         scenarios = None if saved else _load_all([target])
-        if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        if not _interactive():
             raise UsageError("explore needs a terminal; use 'tensortrace run' to print the trace instead")
         if traces is None:
             progress = _progress(scenarios, streamed_to_terminal=False)
@@ -476,6 +476,11 @@ def explore(
         return explore_traces(traces)
 
     _guarded(body)
+
+
+def _interactive() -> bool:
+    """Whether a person is at a terminal: keys come from stdin and the screen is stdout."""
+    return sys.stdin.isatty() and sys.stdout.isatty()
 
 
 def _is_saved_trace(target: str) -> bool:

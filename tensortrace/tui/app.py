@@ -41,7 +41,7 @@ class ExplorerApp(App):
     #title {{ height: 1; padding: 0 1; background: $boost; }}
     #body {{ height: 1fr; }}
     #steps {{ width: {STEP_LIST_WIDTH}; height: 1fr; border: none; padding: 0; }}
-    #detail {{ width: 1fr; height: 1fr; padding: 0 0 0 1; }}
+    #detail {{ width: 1fr; height: 1fr; padding: 0 0 0 1; scrollbar-gutter: stable; }}
     #filter {{ display: none; height: 3; }}
     #filter.open {{ display: block; }}
     #tensors {{ height: auto; max-height: 12; margin: 1 0 0 2; scrollbar-size-horizontal: 1; }}
@@ -170,10 +170,7 @@ class ExplorerApp(App):
         if name is None:
             self.notify("No tensor is selected at this step.", severity="warning")
             return
-        label = self.state.follow_storage(name)
-        if label is not None:
-            steps = ", ".join("setup" if i == 0 else str(i) for i, _ in self.state.touches()) or "none"
-            self.notify(f"Following {label}, {name}'s storage; steps that touch it: {steps}.")
+        self.state.follow_storage(name)  # the follow line under the table says what it is
         self.redraw()
 
     def action_graphs(self) -> None:
