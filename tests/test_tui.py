@@ -225,6 +225,26 @@ def test_variant_switch_keeps_the_step(saved):
     assert traces[0].scenario.variant in titles[0] and traces[1].scenario.variant in titles[1]
 
 
+def test_a_followed_storage_is_followed_into_the_other_variant_by_name(saved):
+    traces = load_traces(str(saved("detach-vs-data")))
+    followed = {}
+
+    async def check(app, pilot):
+        name = app.table.selected
+        await pilot.press("s", "v")
+        await pilot.pause()
+        followed["name"] = name
+        followed["label"] = app.state.follow
+        followed["marked"] = followed_rows(app)
+        followed["step"] = app.state.step
+
+    drive(ExplorerApp(traces), "right", check=check)
+    step = followed["step"]
+    label = next(t.storage for t in step.tensors if t.name == followed["name"])
+    assert followed["label"] == label
+    assert followed["marked"] == [t.name for t in step.tensors if t.storage == label]
+
+
 @pytest.mark.parametrize("key,suffix", [("m", ".md"), ("h", ".html")])
 def test_export_writes_the_current_step(saved, tmp_path, key, suffix):
     traces = load_traces(str(saved("detach")))
@@ -233,6 +253,7 @@ def test_export_writes_the_current_step(saved, tmp_path, key, suffix):
     written = sorted(tmp_path.iterdir())
     assert [p.suffix for p in written] == [suffix]
     assert app.last_export == written[0]
+    assert any(str(written[0]) in n.message for n in app._notifications)  # says where
     text = written[0].read_text(encoding="utf-8")
     if suffix == ".html":  # the code is highlighted: read the page's text
         text = html.unescape(re.sub(r"<[^>]+>", "", text))
@@ -283,6 +304,46 @@ def test_graphs_toggle(saved):
 
     drive(ExplorerApp(traces), *["right"] * with_graph, check=check)
     assert shown == [True, False]
+
+
+def test_facts_recorded_by_newer_traces_are_shown_when_present(saved):
+    """Step.ops, Step.predictions, Step.flow and GraphNode.saved: shown when a trace has them."""
+    from dataclasses import dataclass, replace
+
+    from tensortrace.model import GraphNode, Step
+
+    @dataclass(frozen=True)
+    class Prediction:
+        message: str
+
+    @dataclass(frozen=True)
+    class NewerStep(Step):
+        ops: tuple = ()
+        predictions: tuple = ()
+        flow: tuple = ()
+
+    @dataclass(frozen=True)
+    class NewerNode(GraphNode):
+        saved: tuple = ()
+
+    traces = load_traces(str(saved("backward-twice")))
+    first = traces[0].steps[0]
+    graph = first.graphs[0]
+    nodes = tuple(NewerNode(**{f: getattr(n, f) for f in ("id", "name", "leaf", "next")},
+                            saved=(Prediction("self (version 0)"),)) for n in graph.nodes)
+    step = NewerStep(**{f: getattr(first, f) for f in first.__dataclass_fields__},
+                     predictions=(Prediction("y.backward() a second time will raise"),))
+    step = replace(step, graphs=(replace(graph, nodes=nodes),))
+    trace = replace(traces[0], steps=(step,) + traces[0].steps[1:])
+    texts = {}
+
+    def check(app, pilot):
+        texts["outcome"] = pane_text(app, "#outcome")
+        texts["graphs"] = pane_text(app, "#graphs")
+
+    drive(ExplorerApp([trace]), check=check)
+    assert "prediction: y.backward() a second time will raise" in texts["outcome"]
+    assert f"{nodes[0].name} ({nodes[0].id}) saved: self (version 0)" in texts["graphs"]
 
 
 # --- the command ------------------------------------------------------------------------
