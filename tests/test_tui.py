@@ -196,6 +196,32 @@ def test_following_a_storage_marks_every_tensor_on_it_at_every_step(saved):
     assert name in marked[0]
 
 
+def test_the_selected_tensor_is_shown_in_full_below_the_table(saved):
+    from tensortrace.render.text import format_values
+
+    traces = load_traces(str(saved("views")))
+    steps = all_steps(traces[0])
+    last = steps[-1]
+    wide = max(last.tensors, key=lambda t: len(t.shape))  # the 2-D one: its values take lines
+    assert len(wide.shape) == 2
+    cards = {}
+
+    async def check(app, pilot):
+        await pilot.press("slash", *wide.name, "enter")
+        await pilot.pause()
+        cards["selected"] = app.table.selected
+        cards["text"] = pane_text(app, "#card")
+
+    drive(ExplorerApp(traces), *["right"] * (len(steps) - 1), check=check)
+    assert cards["selected"] == wide.name
+    values = format_values(wide.values, wide.shape)
+    assert "\n" in values
+    card_lines = [line.strip() for line in cards["text"].splitlines()]
+    for line in values.splitlines():
+        assert line.strip() in card_lines
+    assert f"selected: {wide.name}" in cards["text"]
+
+
 def test_s_again_stops_following(saved):
     traces = load_traces(str(saved("detach")))
     app = drive(ExplorerApp(traces), "s", "s")

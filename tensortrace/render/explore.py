@@ -26,6 +26,7 @@ from .console_parts import (
     CHANGED_STYLE,
     View,
     code_syntax,
+    facts_text,
     graph_parts,
     mark_cell,
     outcome_parts,
@@ -33,10 +34,10 @@ from .console_parts import (
     step_title,
     storage_colour,
 )
-from .facts import aliasing_notes
+from .facts import aliasing_notes, changed_fields, tensors_by_name
 from .layout import Row, shared_storages
 from .options import RenderOptions
-from .text import fact_text, one_line
+from .text import fact_text, format_storage, one_line
 
 # A values or grad cell is squeezed onto one line of at most this many characters.
 CELL_ROOM = 24
@@ -100,6 +101,25 @@ def _name_cell(state, new: bool, followed: bool, view: View) -> Text:
     if state.same_as is not None:
         name.append(f" (= {state.same_as})", style="cyan" if view.color else "")
     return name
+
+
+# The facts a tensor's card adds to values, storage, version, flags and grad.
+CARD_EXTRA = ("shape", "dtype", "device", "stride", "contiguous", "retains_grad")
+
+
+def tensor_card(prev: Optional[Step], step: Step, name: Optional[str], view: View) -> RenderableType:
+    """Every fact of the selected tensor in full (values not cut), changes marked as in the table."""
+    state = tensors_by_name(step).get(name) if name is not None else None
+    if state is None:
+        return Text("")
+    before = tensors_by_name(prev).get(name)
+    marked = frozenset() if before is None else changed_fields(before, state)
+    head = Text("selected: ", style="dim")
+    head.append(state.name, style="bold")
+    head.append(f"  {state.kind}" if state.kind != "tensor" else "", style="dim")
+    facts = facts_text(state, view, marked=marked, style=CHANGED_STYLE, mark=CHANGED_MARK,
+                       storage="storage " + format_storage(state), extra=CARD_EXTRA)
+    return Padding(Group(head, Padding(facts, (0, 0, 0, 2))), (0, 0, 0, 2))
 
 
 def under_table(prev: Optional[Step], step: Step, names: Sequence[str], view: View) -> RenderableType:
@@ -197,5 +217,5 @@ def trace_title(trace: Trace, position: int, count: int) -> Text:
 
 
 __all__ = ["CELL_ROOM", "FOLLOW_MARK", "column_headers", "describe_record", "explorer_view",
-           "follow_line", "graphs", "no_match", "outcome", "say_nothing", "step_head", "tensor_cells", "trace_title",
+           "follow_line", "graphs", "tensor_card", "no_match", "outcome", "say_nothing", "step_head", "tensor_cells", "trace_title",
            "under_table"]

@@ -45,6 +45,7 @@ class ExplorerApp(App):
     #filter {{ display: none; height: 3; }}
     #filter.open {{ display: block; }}
     #tensors {{ height: auto; max-height: 12; margin: 1 0 0 2; scrollbar-size-horizontal: 1; }}
+    #card {{ margin: 1 0 1 0; }}
     #graphs.hidden {{ display: none; }}
     """
     BINDINGS = [
@@ -83,6 +84,7 @@ class ExplorerApp(App):
                 yield TensorTable(id="tensors")
                 yield Static(id="under")
                 yield Static(id="follow")
+                yield Static(id="card")
                 yield Static(id="outcome")
                 yield Static(id="graphs")
         yield Footer()
@@ -111,6 +113,7 @@ class ExplorerApp(App):
         columns = state.columns
         self.table.show(draw.column_headers(columns), draw.tensor_cells(rows, columns, view, state.follow),
                         names_of_rows(rows), keep=keep)
+        self._draw_card(view)
         under = self.query_one("#under", Static)
         if state.filter and not rows:
             under.update(draw.no_match(state.filter))
@@ -125,6 +128,17 @@ class ExplorerApp(App):
         graphs.set_class(not state.graphs_shown, "hidden")
         if state.graphs_shown:
             graphs.update(draw.graphs(step, view))
+
+    def _draw_card(self, view=None) -> None:
+        """The selected tensor's facts in full, below the table."""
+        step = self.state.step
+        if step is None:
+            return
+        view = view or draw.explorer_view(max(40, self.size.width - STEP_LIST_WIDTH - 2), self.color)
+        self.query_one("#card", Static).update(draw.tensor_card(self.state.previous, step, self.table.selected, view))
+
+    def on_data_table_row_highlighted(self, event) -> None:
+        self._draw_card()
 
     # --- keys ------------------------------------------------------------------------
 
