@@ -391,6 +391,14 @@ def test_bad_input_says_what_run_says(target, tmp_path):
     assert explored.stderr == shown.stderr and len(explored.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("name", ["duplicate-key.yaml", "bad-regex.yaml", "empty-steps.yaml"])
+def test_a_broken_scenario_says_what_run_says(name):
+    path = REPO / "tests" / "bad_inputs" / name
+    explored, ran = cli("explore", str(path)), cli("run", str(path))
+    assert explored.returncode == ran.returncode == 2
+    assert explored.stderr == ran.stderr and explored.stderr.count("\n") == 1, explored.stderr
+
+
 def test_a_broken_json_trace_is_one_line(tmp_path):
     path = tmp_path / "trace.json"
     path.write_text('{"format": "tensortrace.trace", ', encoding="utf-8")

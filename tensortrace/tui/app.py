@@ -19,7 +19,7 @@ from typing import Optional, Sequence
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
-from textual.widgets import Footer, Input, OptionList, Static
+from textual.widgets import DataTable, Footer, Input, OptionList, Static
 
 from ..errors import TensorTraceError
 from ..model import Trace
@@ -71,6 +71,7 @@ class ExplorerApp(App):
         self.export_dir = Path(export_dir) if export_dir is not None else Path.cwd()
         # Without colour the marks carry the meaning ('*' for a change), as in 'run'.
         self.color = not os.environ.get("NO_COLOR") if color is None else color
+        self.last_export: Optional[Path] = None  # the file 'e' wrote last
 
     # --- layout --------------------------------------------------------------------
 
@@ -137,7 +138,7 @@ class ExplorerApp(App):
         view = view or draw.explorer_view(max(40, self.size.width - STEP_LIST_WIDTH - 2), self.color)
         self.query_one("#card", Static).update(draw.tensor_card(self.state.previous, step, self.table.selected, view))
 
-    def on_data_table_row_highlighted(self, event) -> None:
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         self._draw_card()
 
     # --- keys ------------------------------------------------------------------------
