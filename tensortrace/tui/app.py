@@ -94,6 +94,9 @@ class ExplorerApp(App):
         self.redraw()
         self.query_one(TensorTable).focus()
 
+    def on_resize(self) -> None:
+        self.redraw()  # the graph trees' depth follows the width
+
     @property
     def table(self) -> TensorTable:
         return self.query_one(TensorTable)
