@@ -1,50 +1,77 @@
 """tensortrace: see what PyTorch does to your tensors, step by step.
 
-Public API::
+Public API (described in docs/python.md)::
 
-    scenario = tensortrace.load_scenario("detach.yaml")
-    trace = tensortrace.trace(scenario)          # runs torch
-    data = trace.to_dict()                        # JSON-ready
-    same = tensortrace.Trace.from_dict(data)      # no torch needed
-    text = tensortrace.render.render([same], "console")  # no torch needed
+    trace = tensortrace.trace("detach")           # a file, a bundled name, or YAML text
+    print(trace.render("markdown"))               # any format the command line writes
+    scenario = tensortrace.load_scenario("detach")
+    same = tensortrace.Trace.from_dict(trace.to_dict())  # no torch needed
 
-Importing the package does not import torch; ``trace`` does, on first use.
+    @tensortrace.snoop()                          # your own code, line by line
+    def train_step(model, x, y, opt): ...
+
+In Jupyter, ``%load_ext tensortrace`` adds ``%%tensortrace`` and ``%tensortrace``.
+Importing the package imports neither torch nor rich: every name below is
+loaded on first use.
 """
 
 from __future__ import annotations
 
+from importlib import import_module
 from typing import Any
 
 __version__ = "0.1.0"
 
-from .errors import ScenarioError, TensorTraceError  # noqa: E402
-from .model import FORMAT_VERSION, Trace  # noqa: E402
-from .scenario import Scenario, load_scenario, loads_scenario  # noqa: E402
+from .errors import PolicyError, ScenarioError, TensorTraceError, TraceFormatError, UsageError  # noqa: E402
+
+# name -> module that defines it, imported when the name is first used
+_LAZY = {
+    "FORMAT_VERSION": "model",
+    "Trace": "model",
+    "Scenario": "scenario",
+    "loads_scenario": "scenario",
+    "load_scenario": "api",
+    "trace": "api",
+    "trace_variants": "api",
+    "Traces": "api",
+    "snoop": "snooper",
+}
 
 
-def trace(scenario: Scenario, variant: str | None = None, **options: Any) -> Trace:
-    """Run a scenario on PyTorch and return its trace (see ``tracer.trace``)."""
-    from .tracer import trace as _trace
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tensortrace' has no attribute {name!r}")
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
 
-    return _trace(scenario, variant, **options)
+
+def __dir__() -> list:
+    return sorted(set(globals()) | set(_LAZY))
 
 
-def trace_variants(scenario: Scenario, **options: Any) -> list[Trace]:
-    """One trace per variant, or one trace for a scenario without variants."""
-    from .tracer import trace_variants as _trace_variants
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext tensortrace``: adds the ``%%tensortrace`` and ``%tensortrace`` magics."""
+    from .jupyter import load_ipython_extension as load
 
-    return _trace_variants(scenario, **options)
+    load(ipython)
 
 
 __all__ = [
     "FORMAT_VERSION",
+    "PolicyError",
     "Scenario",
     "ScenarioError",
     "TensorTraceError",
     "Trace",
+    "TraceFormatError",
+    "Traces",
+    "UsageError",
     "__version__",
     "load_scenario",
     "loads_scenario",
+    "snoop",
     "trace",
     "trace_variants",
 ]

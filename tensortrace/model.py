@@ -262,6 +262,22 @@ class Trace:
         body["passed"] = self.passed
         return {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, **body}
 
+    def render(self, fmt: str = "console", **options: Any) -> str:
+        """This trace as text in ``fmt``; ``options`` as ``render.notebook.render_traces`` takes them."""
+        from .render.notebook import render_traces
+
+        return render_traces([self], fmt, **options)
+
+    def _repr_html_(self) -> str:
+        from .render.notebook import html
+
+        return html([self])
+
+    def _repr_markdown_(self) -> str:
+        from .render.notebook import markdown
+
+        return markdown([self])
+
     @classmethod
     def from_dict(cls, data: dict) -> "Trace":
         from .errors import TraceFormatError

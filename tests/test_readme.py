@@ -235,3 +235,39 @@ def test_sample_output_is_what_the_tool_prints(shell_env):
     assert normalised(result.stdout) == normalised(shown), (
         f"README.md's {SAMPLE_SECTION!r} block is out of date; paste the output of: {command}"
     )
+
+
+# --- the Python examples ----------------------------------------------------------------
+
+FROM_CODE_SECTION = "## From your own code"
+
+
+def test_python_blocks_run(shell_env):
+    """Every ```python block runs as a script of its own in the README's scratch directory."""
+    work, env = shell_env
+    found = blocks("python")
+    assert len(found) >= 2
+    for start, lines in found:
+        script = work / f"readme_{start}.py"
+        script.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        result = run_line(f"NO_COLOR=1 python {script.name}", work, env)
+        where = f"README.md, ```python block at line {start}"
+        assert result.returncode == 0, f"{where}\n{result.stderr[-3000:]}"
+        assert "Traceback" not in result.stderr, f"{where}\n{result.stderr[-3000:]}"
+
+
+def test_the_decorator_prints_what_the_readme_shows(shell_env):
+    """The decorator's example prints, on stderr, the ```text block that follows it."""
+    work, env = shell_env
+    text = README.read_text(encoding="utf-8")
+    assert FROM_CODE_SECTION in text, f"README.md has no section {FROM_CODE_SECTION!r}"
+    part = text.split(FROM_CODE_SECTION, 1)[1].split("\n## ", 1)[0]
+    (_, code), *_ = blocks("python", part)
+    (_, shown), *_ = blocks("text", part)
+    script = work / "readme_decorator.py"
+    script.write_text("\n".join(code) + "\n", encoding="utf-8")
+    result = run_line(f"NO_COLOR=1 python {script.name}", work, env)
+    assert result.returncode == 0, result.stderr
+    assert normalised(result.stderr) == normalised("\n".join(shown)), (
+        f"README.md's {FROM_CODE_SECTION!r} output block is out of date; paste what its example prints on stderr"
+    )

@@ -1,4 +1,4 @@
-"""HTML and SVG: the console rendering exported by rich, in colour."""
+"""SVG: the console rendering exported by rich, in colour (the HTML page is test_html.py)."""
 
 from __future__ import annotations
 
@@ -17,20 +17,6 @@ def _text_of(svg: str) -> str:
     return html.unescape(svg).replace("\xa0", " ")
 
 
-def test_html_is_a_standalone_page_with_inline_styles():
-    page = render([detach_trace()], "html")
-    assert page.lstrip().lower().startswith("<!doctype html>")
-    assert 'style="' in page and "<style" in page.lower()
-    assert "detach() shares storage but leaves the graph" in page
-    assert "SumBackward0" in page
-    assert "\x1b[" not in page
-
-
-def test_html_escapes_what_the_scenario_wrote():
-    page = render([troubled_trace()], "html")
-    assert "&#x27;NoneType&#x27;" in page or "&#39;NoneType&#39;" in page
-
-
 def test_svg_is_an_image_titled_with_the_scenario():
     image = render([detach_trace()], "svg")
     assert image.lstrip().startswith("<svg")
@@ -45,12 +31,11 @@ def test_svg_title_names_every_scenario_once():
     assert title in _text_of(image)
 
 
-def test_exports_are_in_colour_and_leave_out_pointers():
-    for fmt in ("html", "svg"):
-        text = render([detach_trace(), troubled_trace()], fmt)
-        assert "#" in text  # colours, as hex
-        for ptr in _PTR.values():
-            assert str(ptr) not in text
+def test_svg_is_in_colour_and_leaves_out_pointers():
+    text = render([detach_trace(), troubled_trace()], "svg")
+    assert "#" in text  # colours, as hex
+    for ptr in _PTR.values():
+        assert str(ptr) not in text
 
 
 def test_exports_are_deterministic():

@@ -28,7 +28,7 @@ _RENDERERS: Dict[str, Tuple[str, str]] = {
     "json": ("json", "render_json"),
     "jsonl": ("jsonl", "render_jsonl"),
     "markdown": ("markdown", "render_markdown"),
-    "html": ("export", "render_html"),
+    "html": ("html", "render_html"),
     "svg": ("export", "render_svg"),
     "dot": ("diagram", "render_dot"),
     "mermaid": ("diagram", "render_mermaid"),

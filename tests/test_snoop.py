@@ -1,0 +1,309 @@
+"""``@tensortrace.snoop()``: the user's own code, traced line by line in this process.
+
+Every assertion compares what the trace recorded with what PyTorch itself
+says, read by the test from the live objects.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+import torch
+
+import tensortrace
+from tensortrace.model import Trace
+from tensortrace.snooper import LineRecorder, Statements, _Session, backend_for
+
+from conftest import REPO
+
+
+def _state(step, name):
+    for t in step.tensors:
+        if t.name == name:
+            return t
+    raise KeyError(f"{name!r} not at step {step.index}: {[t.name for t in step.tensors]}")
+
+
+def _step(trace: Trace, code: str):
+    (found,) = [s for s in trace.steps if s.code == code]
+    return found
+
+
+def train_step(model, x, y, opt):
+    out = model(x)
+    loss = ((out - y) ** 2).mean()
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+    return loss
+
+
+def _setup(seed=0, dropout=False):
+    torch.manual_seed(seed)
+    layers = [torch.nn.Linear(3, 2)] + ([torch.nn.Dropout(0.5)] if dropout else [])
+    model = torch.nn.Sequential(*layers) if dropout else layers[0]
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = torch.randn(4, 3), torch.randn(4, 2)
+    return model, opt, x, y
+
+
+def test_a_training_step_records_each_parameters_version_and_grad_per_line(tmp_path):
+    model, opt, x, y = _setup()
+    before = model.weight._version
+    # the grads this step computes, worked out apart from the traced run
+    ref = torch.nn.Linear(3, 2)
+    ref.load_state_dict(model.state_dict())
+    ((ref(x) - y) ** 2).mean().backward()
+
+    out = tmp_path / "step.json"
+    traced = tensortrace.snoop(out)(train_step)
+    loss = traced(model, x, y, opt)
+
+    trace = Trace.from_dict(json.loads(out.read_text(encoding="utf-8")))
+    assert [s.code for s in trace.steps] == [
+        "out = model(x)", "loss = ((out - y) ** 2).mean()", "loss.backward()", "opt.step()", "opt.zero_grad()", "return loss",
+    ]
+    first = train_step.__code__.co_firstlineno
+    assert [s.line for s in trace.steps] == list(range(first + 1, first + 7))
+    assert {"model", "x", "y", "out", "loss"} <= {t.name.split(".")[0] for s in trace.steps for t in s.tensors}
+
+    forward = _step(trace, "out = model(x)")
+    assert _state(forward, "model.weight").kind == "parameter"
+    assert _state(forward, "model.weight").version == before
+    assert _state(forward, "model.weight").grad is None
+    assert _state(forward, "out").grad_fn == "AddmmBackward0"
+
+    backward = _step(trace, "loss.backward()")
+    assert _state(backward, "model.weight").grad.data == tuple(tuple(r) for r in ref.weight.grad.tolist())
+    assert _state(backward, "model.bias").grad.data == tuple(ref.bias.grad.tolist())
+    assert _state(backward, "model.weight").version == before  # backward writes grads, not the weight
+
+    stepped = _step(trace, "opt.step()")
+    assert _state(stepped, "model.weight").version == before + 1
+    assert _state(stepped, "model.bias").version == _state(backward, "model.bias").version + 1
+    assert _state(stepped, "model.weight").grad is not None
+
+    zeroed = _step(trace, "opt.zero_grad()")
+    assert _state(zeroed, "model.weight").grad is None and _state(zeroed, "model.bias").grad is None
+    assert _state(zeroed, "model.weight").version == model.weight._version  # what torch says now
+    assert _state(zeroed, "loss").values.data == pytest.approx(loss.item())
+    assert trace.passed and trace.environment.safe is False
+
+
+def test_tracing_changes_no_value_grad_or_random_state():
+    def run(snooped: bool):
+        model, opt, x, y = _setup(seed=3, dropout=True)
+        model.train()
+        step = tensortrace.snoop(output=str(_devnull()))(train_step) if snooped else train_step
+        step(model, x, y, opt)
+        out = model(x)  # dropout again: the generator must be where the plain run left it
+        out.sum().backward()
+        return [p.detach().clone() for p in model.parameters()], [p.grad.clone() for p in model.parameters()], torch.get_rng_state()
+
+    plain, traced = run(False), run(True)
+    for a, b in zip(plain[0] + plain[1], traced[0] + traced[1]):
+        assert torch.equal(a, b) and a.dtype == b.dtype
+    assert torch.equal(plain[2], traced[2])
+
+
+def _devnull():
+    import os
+
+    return os.devnull
+
+
+def test_an_exception_goes_on_unchanged_after_it_is_recorded_and_the_trace_written(tmp_path):
+    raised = RuntimeError("boom")
+
+    @tensortrace.snoop(tmp_path / "t.json")
+    def fails(a):
+        b = a.t()
+        c = b.view(-1)
+        return c
+
+    with pytest.raises(RuntimeError) as info:
+        fails(torch.ones(2, 3))
+    assert "view size is not compatible" in str(info.value)
+    trace = Trace.from_dict(json.loads((tmp_path / "t.json").read_text()))
+    last = trace.steps[-1]
+    assert last.code == "c = b.view(-1)" and last.status == "raised"
+    assert last.error.type == "RuntimeError" and last.error.explanation is not None
+    assert not trace.passed
+
+    @tensortrace.snoop(tmp_path / "u.json")
+    def throws():
+        raise raised
+
+    with pytest.raises(RuntimeError) as info:
+        throws()
+    assert info.value is raised
+
+
+def test_loops_are_recorded_up_to_max_iterations_then_counted(tmp_path):
+    @tensortrace.snoop(tmp_path / "t.json", max_iterations=3)
+    def loop(a):
+        for _ in range(10):
+            a = a * 2
+        return a
+
+    result = loop(torch.ones(1))
+    assert result.item() == 1024
+    trace = Trace.from_dict(json.loads((tmp_path / "t.json").read_text()))
+    body = [s for s in trace.steps if s.code == "a = a * 2"]
+    assert [_state(s, "a").values.data for s in body] == [(2.0,), (4.0,), (8.0,)]
+    returned = trace.steps[-1]
+    assert returned.code == "return a" and _state(returned, "a").values.data == (1024.0,)
+    assert "15 more runs of lines" in returned.note  # 8 more loop headers, 7 more bodies
+    assert any("line" in n and "ran 7 more times" in n for n in trace.notices)
+
+
+def test_a_statement_over_several_lines_is_one_step(tmp_path):
+    @tensortrace.snoop(tmp_path / "t.json")
+    def spread(a):
+        b = torch.cat([a,
+                       a])
+        return b
+
+    spread(torch.ones(2))
+    trace = Trace.from_dict(json.loads((tmp_path / "t.json").read_text()))
+    assert [s.code for s in trace.steps] == ["b = torch.cat([a,\n               a])", "return b"]
+
+
+def test_the_context_manager_records_the_block_and_shows_sharing(capsys, monkeypatch):
+    monkeypatch.setenv("NO_COLOR", "1")
+    a = torch.zeros(4)
+    previous = sys.gettrace()
+    with tensortrace.snoop() as snooper:
+        b = a[1:]
+        b.add_(1)
+    trace = snooper.trace
+    assert [s.code for s in trace.steps] == ["b = a[1:]", "b.add_(1)"]
+    after = trace.steps[-1]
+    assert _state(after, "a").storage == _state(after, "b").storage
+    assert _state(after, "a").version == a._version == 1
+    assert _state(after, "a").values.data == (0.0, 1.0, 1.0, 1.0)
+    err = capsys.readouterr().err
+    assert "b.add_(1)" in err and "S1" in err and "\x1b[" not in err
+    assert sys.gettrace() is previous
+
+
+def test_format_comes_from_the_suffix_unless_fmt_says(tmp_path):
+    def tiny():
+        a = torch.ones(2)
+        return a
+
+    tensortrace.snoop(tmp_path / "t.md")(tiny)()
+    assert (tmp_path / "t.md").read_text().lstrip().startswith("#")
+    tensortrace.snoop(tmp_path / "t.txt", fmt="json")(tiny)()
+    assert json.loads((tmp_path / "t.txt").read_text())["format"] == "tensortrace.trace"
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary file left
+    with pytest.raises(tensortrace.UsageError, match=r"fmt='xml' is not one of"):
+        tensortrace.snoop(fmt="xml")
+
+
+def test_the_trace_matches_the_json_schema(tmp_path):
+    import jsonschema
+
+    tensortrace.snoop(tmp_path / "t.json")(train_step)(*_reorder(_setup()))
+    schema = json.loads((REPO / "docs" / "trace.schema.json").read_text())
+    jsonschema.validate(json.loads((tmp_path / "t.json").read_text()), schema)
+
+
+def _reorder(setup):
+    model, opt, x, y = setup
+    return model, x, y, opt
+
+
+def test_generators_are_refused_with_a_sentence():
+    def gen():
+        yield 1
+
+    with pytest.raises(tensortrace.UsageError, match="generator"):
+        tensortrace.snoop()(gen)
+
+
+def test_the_tracer_that_was_set_before_is_set_again(tmp_path):
+    if hasattr(sys, "monitoring"):
+        pytest.skip("sys.monitoring leaves sys.settrace alone")
+    seen = []
+
+    def outer(frame, event, arg):
+        seen.append(event)
+        return None
+
+    previous = sys.gettrace()
+    sys.settrace(outer)
+    try:
+        tensortrace.snoop(tmp_path / "t.json")(train_step)(*_reorder(_setup()))
+        assert sys.gettrace() is outer
+    finally:
+        sys.settrace(previous)
+
+
+@pytest.mark.skipif(not hasattr(sys, "monitoring"), reason="sys.monitoring is Python 3.12+")
+def test_the_monitoring_backend_frees_its_tool_id(tmp_path):
+    before = [sys.monitoring.get_tool(i) for i in range(6)]
+    tensortrace.snoop(tmp_path / "t.json")(train_step)(*_reorder(_setup()))
+    assert [sys.monitoring.get_tool(i) for i in range(6)] == before
+    trace = Trace.from_dict(json.loads((tmp_path / "t.json").read_text()))
+    stepped, backward = _step(trace, "opt.step()"), _step(trace, "loss.backward()")
+    assert _state(stepped, "model.weight").version == _state(backward, "model.weight").version + 1
+    assert _state(backward, "model.weight").grad is not None and _state(_step(trace, "opt.zero_grad()"), "model.weight").grad is None
+
+
+def test_both_backends_feed_the_same_recorder():
+    # The settrace backend driven directly, as snoop() drives whichever backend Python has.
+    code = train_step.__code__
+    session = _Session(LineRecorder("t", None), Statements(code.co_filename, code.co_firstlineno + 1, code.co_firstlineno + 7))
+    backend = backend_for(session, code, monitoring=False)
+    backend.start()
+    try:
+        train_step(*_reorder(_setup()))
+    finally:
+        backend.stop()
+    session.finish(session.frame)
+    assert [s.code for s in session.recorder.steps][-1] == "return loss"
+
+
+def test_mistakes_in_the_options_are_one_sentence_each(tmp_path):
+    with pytest.raises(tensortrace.UsageError, match=r"with parentheses"):
+        tensortrace.snoop(train_step)
+    with pytest.raises(tensortrace.UsageError, match=r"is a directory; give a file name"):
+        tensortrace.snoop(tmp_path)
+    with pytest.raises(tensortrace.UsageError, match=r"the folder .* does not exist"):
+        tensortrace.snoop(tmp_path / "no" / "t.json")
+    with pytest.raises(tensortrace.UsageError, match=r"max_iterations=0"):
+        tensortrace.snoop(max_iterations=0)
+    with pytest.raises(tensortrace.UsageError, match=r"take a list of names"):
+        tensortrace.snoop(show="model")
+
+
+def test_a_trace_that_cannot_be_written_does_not_hide_the_functions_own_error(tmp_path):
+    folder = tmp_path / "gone"
+    folder.mkdir()
+
+    @tensortrace.snoop(folder / "t.json")
+    def fails():
+        folder.rmdir()
+        raise KeyError("mine")
+
+    with pytest.warns(RuntimeWarning, match="could not be written"), pytest.raises(KeyError, match="mine"):
+        fails()
+
+
+GLOBAL_MODEL = torch.nn.Linear(2, 1)
+
+
+def test_module_level_models_the_function_uses_are_recorded_too(tmp_path):
+    @tensortrace.snoop(tmp_path / "t.json")
+    def uses_global(x):
+        out = GLOBAL_MODEL(x)
+        return out
+
+    uses_global(torch.ones(1, 2))
+    trace = Trace.from_dict(json.loads((tmp_path / "t.json").read_text()))
+    names = [t.name for t in trace.steps[0].tensors]
+    assert names == ["x", "out", "GLOBAL_MODEL.weight", "GLOBAL_MODEL.bias"]
+    assert _state(trace.steps[0], "GLOBAL_MODEL.weight").version == GLOBAL_MODEL.weight._version
