@@ -439,6 +439,66 @@ def load_traces(source: str) -> List[Trace]:
 
 
 @app.command(cls=_Command)
+def explore(
+    target: str = typer.Argument(
+        ..., metavar="FILE|NAME", show_default=False,
+        help="A scenario file, a bundled scenario's name, or a JSON trace saved with 'run -o trace.json'.",
+    ),
+    device: Optional[str] = DEVICE,
+    trust: bool = TRUST,
+    timeout: float = TIMEOUT,
+    memory_limit: int = MEMORY,
+    scenario_timeout: float = SCENARIO_TIMEOUT,
+    require_confinement: bool = REQUIRE,
+) -> None:
+    """Step through a trace in the terminal: steps, changed cells, who shares memory, errors, graphs."""
+
+    def body() -> int:
+        from .tui import explore as explore_traces, require_textual
+
+        require_textual()
+        _check_device(device)
+        saved = _is_saved_trace(target)
+        traces = load_traces(target) if saved else None
+        scenarios = None if saved else _load_all([target])
+        if not _interactive():
+            raise UsageError("explore needs a terminal; use 'tensortrace run' to print the trace instead")
+        if traces is None:
+            progress = _progress(scenarios, streamed_to_terminal=False)
+            try:
+                traces = _run_all(
+                    scenarios, trust=trust, device=device, timeout=timeout, memory_limit=memory_limit,
+                    scenario_timeout=scenario_timeout, require_confinement=require_confinement,
+                    on_start=progress.on_start, on_step=progress.on_step, progress=progress,
+                )
+            except Interrupted:
+                raise KeyboardInterrupt from None
+        return explore_traces(traces)
+
+    _guarded(body)
+
+
+def _interactive() -> bool:
+    """Whether a person is at a terminal: keys come from stdin and the screen is stdout."""
+    return sys.stdin.isatty() and sys.stdout.isatty()
+
+
+def _is_saved_trace(target: str) -> bool:
+    """A JSON trace rather than a scenario: a .json file, or another file (not a scenario's suffix) holding JSON."""
+    path = Path(target)
+    suffix = path.suffix.lower()
+    if suffix == ".json":
+        return True
+    if suffix in (".yaml", ".yml", ".py", ".ipynb") or not path.is_file():
+        return False
+    try:
+        with path.open("rb") as handle:
+            return handle.read(64).lstrip().startswith(b"{")
+    except OSError:
+        return False
+
+
+@app.command(cls=_Command)
 def schema(
     trace_format: bool = typer.Option(False, "--trace", help="Print the JSON Schema of the trace format instead."),
 ) -> None:

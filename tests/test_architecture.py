@@ -42,6 +42,10 @@ def test_the_drawing_side_runs_without_torch() -> None:
         "import sys; sys.modules['torch'] = None\n"
         "import tensortrace, tensortrace.model, tensortrace.events, tensortrace.render, tensortrace.cli, tensortrace.runner\n"
         "import tensortrace.explain, tensortrace.confine\n"
+        # the explorer is a drawing side too (it imports textual, never torch)
+        "import tensortrace.tui, tensortrace.tui.state, tensortrace.tui.export\n"
+        "import importlib.util\n"
+        "if importlib.util.find_spec('textual'): import tensortrace.tui.app, tensortrace.render.explore\n"
         "from tensortrace.render import FORMATS\n"
         "print(len(FORMATS))\n"
     )
