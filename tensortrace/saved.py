@@ -1,0 +1,425 @@
+"""What autograd nodes saved for backward, and the backward failures that predicts.
+
+Every fact here is read from PyTorch, never run: a node's saved tensors are its
+``_raw_saved_*`` attributes (``torch._C._autograd.SavedTensor``, one per
+tensor a generated ``grad_fn`` or a ``ctx.save_for_backward`` kept). For each:
+
+- ``SavedTensor.data`` is the tensor itself, with no version check (``None``
+  when nothing was saved under that attribute, or after backward freed it);
+- ``SavedTensor.unpack()`` is what backward itself calls: it raises PyTorch's
+  "modified by an inplace operation: ... is at version N; expected version M"
+  error for a stale tensor, which gives both versions, and the "backward
+  through the graph a second time" error for a freed one.
+
+``unpack()`` is never called on a tensor saved under
+``torch.autograd.graph.saved_tensors_hooks`` (it would run the user's unpack
+hook); such a tensor is recorded with unknown versions and predicts nothing.
+Reading changes no version, grad or graph (``tests/test_saved.py`` and the
+differential tests check it). Backward is never run to find anything out.
+
+After each step, ``Predictor.predict`` walks the graphs behind every named
+tensor that requires grad (one walk for all of them, in a forked copy of the
+process when large, like ``graph.walk_graph``), and says which backward will
+fail and why, naming the step that changed the saved tensor from the versions
+recorded after each step.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from .model import Prediction, SavedTensor, TensorState
+
+STALE = "backward_will_fail"  # a saved tensor's version moved: backward raises the in-place error
+FREED = "backward_freed"  # backward freed the saved tensors: a second backward raises
+MAX_CODE = 60  # characters of a step's code quoted in a prediction
+
+_VERSIONS = re.compile(r"is at version (\d+); expected version (\d+) instead")
+_TWICE = "Trying to backward through the graph a second time"
+
+# node type -> ((attribute, raw attribute name), ...): dir() once per kind of node, not per node
+_ATTRS: Dict[type, Tuple[Tuple[str, str], ...]] = {}
+
+
+def saved_attributes(node: Any) -> Tuple[Tuple[str, str], ...]:
+    """The names a node's kind saves tensors under: ("self", "_raw_saved_self"), ..."""
+    cls = type(node)
+    attrs = _ATTRS.get(cls)
+    if attrs is None:
+        try:
+            names = dir(node)
+        except Exception:
+            names = []
+        attrs = _ATTRS[cls] = tuple((a[len("_raw_saved_"):], a) for a in names if a.startswith("_raw_saved_"))
+    return attrs
+
+
+class Namer:
+    """Which named tensor and storage label a saved tensor is, from one step's snapshot.
+
+    A saved input is the very object (identity); a saved output comes back as
+    another tensor object on the same memory and version counter, so it is
+    matched by (address, shape, stride). The storage label is the live
+    allocation, among those the registry labelled, whose bytes hold the
+    tensor's first element; labels are only looked up, never made. Each
+    lookup is a dictionary probe and a bisection, so a 100,000-node graph
+    costs little more to name than to walk.
+    """
+
+    def __init__(self, objects: Dict[str, Any], states: Sequence[TensorState], registry: Any) -> None:
+        self.by_id: Dict[int, str] = {}
+        self.by_ptr: Dict[int, List[Tuple[Tuple[int, ...], Tuple[int, ...], str]]] = {}
+        by_name = {s.name: s for s in states}
+        for name, obj in objects.items():
+            self.by_id.setdefault(id(obj), name)
+            state = by_name.get(name)
+            if state is not None and state.kind != "ndarray" and state.data_ptr:
+                self.by_ptr.setdefault(state.data_ptr, []).append((state.shape, state.stride, name))
+        spans = sorted((a.ptr, a.ptr + a.nbytes, a.label) for a in getattr(registry, "allocations", ()) if a.alive() and a.ptr)
+        self.starts = [start for start, _, _ in spans]
+        self.spans = spans
+
+    def __call__(self, t: Any) -> Tuple[Optional[str], Optional[str]]:
+        name = self.by_id.get(id(t))
+        try:
+            ptr = int(t.data_ptr())
+        except Exception:
+            return name, None
+        if name is None:
+            for shape, stride, candidate in self.by_ptr.get(ptr, ()):
+                try:
+                    if tuple(t.shape) == shape and tuple(t.stride()) == stride:
+                        name = candidate
+                        break
+                except Exception:
+                    break
+        label = None
+        if ptr:
+            at = bisect.bisect_right(self.starts, ptr) - 1
+            if at >= 0 and ptr < self.spans[at][1]:
+                label = self.spans[at][2]
+        return name, label
+
+
+Entry = List[Any]  # [attr, tensor name, storage, saved_version, version, stale, freed]: JSON-ready
+
+
+def _saved_items(node: Any) -> List[Tuple[str, Any]]:
+    """(attribute, SavedTensor) pairs of a node; a saved list gives ``attr[i]``."""
+    out: List[Tuple[str, Any]] = []
+    for attr, raw_name in saved_attributes(node):
+        try:
+            raw = getattr(node, raw_name)
+        except Exception:
+            continue
+        if type(raw) is tuple or type(raw) is list:
+            out.extend((f"{attr}[{i}]", item) for i, item in enumerate(raw))
+        else:
+            out.append((attr, raw))
+    return out
+
+
+def read_node(node: Any, namer: Any) -> List[Entry]:
+    """What ``node`` saved, one plain entry per tensor."""
+    out: List[Entry] = []
+    for attr, raw in _saved_items(node):
+        entry = _read_one(attr, raw, namer)
+        if entry is not None:
+            out.append(entry)
+    return out
+
+
+def _unpack(raw: Any) -> Tuple[Any, Optional[Tuple[str, Optional[int], Optional[int]]]]:
+    """What backward's own unpacking of one saved tensor gives: (tensor, None) when it is fine
+    (tensor None: nothing was saved), else (None, problem): ("stale", version, saved version),
+    ("freed", None, None), ("refused", None, None), or ("hooked", None, None) when unpacking
+    would run the user's hook, so it is not done."""
+    if getattr(raw, "unpack_hook", None) is not None:
+        return None, ("hooked", None, None)
+    try:
+        return raw.unpack(), None
+    except RuntimeError as exc:
+        text = str(exc)
+        found = _VERSIONS.search(text)
+        if found is not None:
+            return None, ("stale", int(found.group(1)), int(found.group(2)))
+        if _TWICE in text:
+            return None, ("freed", None, None)
+        return None, ("refused", None, None)
+    except Exception:
+        return None, ("refused", None, None)
+
+
+def _read_one(attr: str, raw: Any, namer: Any) -> Optional[Entry]:
+    data, problem = _unpack(raw)
+    if problem is None:
+        if data is None:  # nothing was saved under this attribute
+            return None
+        try:
+            version: Optional[int] = int(data._version)
+        except Exception:
+            version = None
+        name, storage = namer(data) if namer is not None else (None, None)
+        return [attr, name, storage, version, version, False, False]
+    kind, version, saved_version = problem
+    if kind == "freed":
+        return [attr, None, None, None, None, False, True]
+    try:  # the tensor itself, read without the version check (not for hooked ones: that is the hook's object)
+        data = raw.data if kind != "hooked" else None
+    except Exception:
+        data = None
+    if data is not None and version is None:
+        try:
+            version = int(data._version)
+        except Exception:
+            version = None
+    name, storage = namer(data) if namer is not None and data is not None else (None, None)
+    stale = kind == "stale" and saved_version != version
+    return [attr, name, storage, saved_version, version, stale, False]
+
+
+def to_records(entries: Sequence[Entry]) -> Tuple[SavedTensor, ...]:
+    return tuple(
+        SavedTensor(attr=a, tensor=n, storage=s, saved_version=sv, version=v, stale=bool(st), freed=bool(fr))
+        for a, n, s, sv, v, st, fr in entries
+    )
+
+
+# --- the combined walk behind every named tensor -----------------------------------
+
+
+def scan(roots: Sequence[Any], namer: Any, max_nodes: int) -> Dict[str, Any]:
+    """For each root ``grad_fn``, the first stale and the first freed saved tensor it reaches.
+
+    One walk covers every root (shared nodes are read once); the answer per
+    root comes from a pass over the walked edges, children before parents.
+    Returns plain data: ``{"stale": [...], "freed": [...], "truncated": bool}``,
+    one ``[node name, entry, node id]`` or None per root.
+    """
+    index: Dict[int, int] = {}
+    order: List[Any] = []
+    nexts: List[List[int]] = []
+    bad: Dict[int, Tuple[Optional[list], Optional[list]]] = {}
+    truncated = False
+    root_at: List[int] = []
+    for root in roots:
+        at = index.get(id(root))
+        if at is None:
+            if len(order) >= max_nodes:
+                truncated = True
+                root_at.append(-1)
+                continue
+            at = index[id(root)] = len(order)
+            order.append(root)
+            nexts.append([])
+            stack = [root]
+            while stack:
+                node = stack.pop()
+                i = index[id(node)]
+                stale = freed = None
+                for attr, raw in _saved_items(node):
+                    problem = _unpack(raw)[1]
+                    if problem is None or problem[0] in ("hooked", "refused"):
+                        continue
+                    if problem[0] == "stale" and stale is None:
+                        stale = [_node_name(node), _read_one(attr, raw, namer), id(node)]
+                    elif problem[0] == "freed" and freed is None:
+                        freed = [_node_name(node), [attr, None, None, None, None, False, True], id(node)]
+                if stale is not None or freed is not None:
+                    bad[i] = (stale, freed)
+                children = nexts[i]
+                for nxt, _ in getattr(node, "next_functions", ()) or ():
+                    if nxt is None:
+                        continue
+                    j = index.get(id(nxt))
+                    if j is None:
+                        if len(order) >= max_nodes:
+                            truncated = True
+                            continue
+                        j = index[id(nxt)] = len(order)
+                        order.append(nxt)
+                        nexts.append([])
+                        stack.append(nxt)
+                    children.append(j)
+        root_at.append(at)
+    first = _first_reached(nexts, bad)
+    return {
+        "stale": [first[at][0] if at >= 0 else None for at in root_at],
+        "freed": [first[at][1] if at >= 0 else None for at in root_at],
+        "truncated": truncated,
+    }
+
+
+def _first_reached(nexts: List[List[int]], bad: Dict[int, Tuple[Any, Any]]) -> List[Tuple[Any, Any]]:
+    """Per node, the first (stale, freed) found from it: itself, else its children in order."""
+    done: List[Optional[Tuple[Any, Any]]] = [None] * len(nexts)
+    if not bad:
+        return [(None, None)] * len(nexts)
+    for start in range(len(nexts)):
+        if done[start] is not None:
+            continue
+        stack = [(start, False)]
+        while stack:
+            i, expanded = stack.pop()
+            if done[i] is not None:
+                continue
+            if not expanded:
+                stack.append((i, True))
+                stack.extend((j, False) for j in nexts[i] if done[j] is None)
+                continue
+            stale, freed = bad.get(i, (None, None))
+            for j in nexts[i]:
+                if stale is not None and freed is not None:
+                    break
+                child = done[j] or (None, None)  # None: a cycle's back edge (cannot happen in autograd)
+                stale = stale if stale is not None else child[0]
+                freed = freed if freed is not None else child[1]
+            done[i] = (stale, freed)
+    return [d or (None, None) for d in done]
+
+
+def _node_name(node: Any) -> str:
+    from .graph import node_name
+
+    return node_name(node)
+
+
+# --- per-step history and the predictions ------------------------------------------
+
+
+def short_code(code: str, hints: Sequence[str] = ()) -> str:
+    """A step's code on one line, bounded: of a longer step, the last line a hint (a regex) finds."""
+    lines = [line.strip() for line in code.strip().splitlines() if line.strip()]
+    text = "; ".join(lines)
+    if len(text) > MAX_CODE or len(lines) > 1:
+        picked = [line for line in lines if any(re.search(h, line) for h in hints)]
+        if picked:
+            text = picked[-1] if len(lines) > 1 else text
+    return text if len(text) <= MAX_CODE else text[: MAX_CODE - 1] + "\u2026"
+
+
+class Predictor:
+    """Keeps the per-step versions it needs and makes each step's predictions."""
+
+    def __init__(self) -> None:
+        self.versions: Dict[Tuple[str, Optional[str]], List[Tuple[int, int]]] = {}
+        self.codes: Dict[int, str] = {}
+        self.freed_since: Dict[int, int] = {}  # id of a node seen freed -> the step it was first seen so
+
+    def note(self, index: int, code: str, states: Sequence[TensorState]) -> None:
+        self.codes[index] = code
+        for s in states:
+            if s.version is not None:
+                self.versions.setdefault((s.name, s.storage), []).append((index, s.version))
+
+    def changed_at(self, name: Optional[str], storage: Optional[str], saved_version: int, version: int,
+                   states: Sequence[TensorState]) -> Optional[int]:
+        """The first step after which the saved tensor's version was past ``saved_version``."""
+        keys = [(name, storage)] if name is not None else [
+            (s.name, s.storage) for s in states if storage is not None and s.storage == storage and s.version == version
+        ]
+        steps = []
+        for key in keys:
+            for index, seen in self.versions.get(key, ()):
+                if seen > saved_version:
+                    steps.append(index)
+                    break
+        return min(steps) if steps else None
+
+    def observe(self, index: int, drawn: Sequence[Tuple[str, Any]], states: Sequence[TensorState],
+                objects: Dict[str, Any], namer: Any, names_by_id: Dict[int, str]) -> Tuple[Tuple[Any, ...], Tuple[Prediction, ...]]:
+        """The graphs to draw (``(name, grad_fn)`` each) and the step's predictions, from one walk.
+
+        Small graphs are walked here; when any is larger than ``graph.INLINE_NODES``
+        nodes, the large ones and the scan for predictions run together in one
+        forked copy (as ``graph.walk_graph`` does), which makes each node's
+        Python object once for both.
+        """
+        from .graph import INLINE_NODES, MAX_NODES, _assemble, _walk, _walk_plain, run_forked
+
+        targets = self._targets(states, objects)
+        roots = [fn for _, fn in targets]
+        graphs = [_walk(name, fn, names_by_id, max_nodes=INLINE_NODES, namer=namer) for name, fn in drawn]
+        found = scan(roots, namer, INLINE_NODES) if roots else None
+        inline = True
+        large = [i for i, g in enumerate(graphs) if g.truncated]
+        if large or (found is not None and found["truncated"]):
+            rescan = found is not None and found["truncated"]
+
+            def work() -> Dict[str, Any]:
+                return {"graphs": [_walk_plain(drawn[i][1], names_by_id, MAX_NODES, namer) for i in large],
+                        "scan": scan(roots, namer, MAX_NODES) if rescan else None}
+
+            forked = run_forked(work)
+            if forked is None:  # no fork here: walk in this process after all
+                forked = work()
+            else:
+                inline = not rescan
+            for i, plain in zip(large, forked["graphs"]):
+                graphs[i] = _assemble(drawn[i][0], plain)
+            if rescan:
+                found = forked["scan"]
+        return tuple(graphs), self._predictions(index, targets, found, inline, states)
+
+    @staticmethod
+    def _targets(states: Sequence[TensorState], objects: Dict[str, Any]) -> List[Tuple[str, Any]]:
+        """Each named tensor that requires grad and has a grad_fn (an alias ``b = a`` once)."""
+        import torch
+
+        targets: List[Tuple[str, Any]] = []
+        for state in states:
+            if state.same_as is not None or not state.requires_grad or state.grad_fn is None:
+                continue
+            obj = objects.get(state.name)
+            if not isinstance(obj, torch.Tensor):
+                continue
+            try:
+                fn = obj.grad_fn
+            except Exception:
+                continue
+            if fn is not None:
+                targets.append((state.name, fn))
+        return targets
+
+    def _predictions(self, index: int, targets: Sequence[Tuple[str, Any]], found: Optional[Dict[str, Any]],
+                     inline: bool, states: Sequence[TensorState]) -> Tuple[Prediction, ...]:
+        freed_now: Dict[int, int] = {}
+        out: List[Prediction] = []
+        for (name, _), stale, freed in zip(targets, (found or {}).get("stale", ()), (found or {}).get("freed", ())):
+            if stale is not None:
+                out.append(self._stale(name, stale, states))
+            if freed is not None:
+                node, entry, node_id = freed
+                step = None
+                if inline:  # node ids are only comparable between walks made in this process
+                    step = freed_now[node_id] = self.freed_since.get(node_id, index)
+                out.append(self._freed(name, node, entry[0], step))
+        self.freed_since = freed_now
+        return tuple(out)
+
+    def _stale(self, name: str, found: list, states: Sequence[TensorState]) -> Prediction:
+        node, (attr, saved, storage, saved_version, version, _, _), _ = found
+        step = self.changed_at(saved, storage, saved_version, version, states)
+        what = f"`{saved}`" if saved is not None else "an unnamed tensor"
+        where = f" ({storage})" if storage else ""
+        now = f"`{saved}` is" if saved is not None else "it is"
+        hints = [rf"(?<![\w.]){re.escape(saved)}(?!\w)"] if saved is not None else []
+        when = f" (changed by `{short_code(self.codes.get(step, ''), hints)}` at {_step_name(step)})" if step is not None else ""
+        message = (f"backward through `{name}` will fail: {node} saved {what}{where} at version {saved_version}, "
+                   f"and {now} now at version {version}{when}.")
+        return Prediction(kind=STALE, tensor=name, node=node, saved=attr, saved_tensor=saved,
+                          saved_version=saved_version, version=version, storage=storage,
+                          changed_at_step=step, message=message)
+
+    def _freed(self, name: str, node: str, attr: str, step: Optional[int]) -> Prediction:
+        code = short_code(self.codes.get(step, ""), [r"\bbackward\(", r"\bgrad\("])
+        when = f"at {_step_name(step)} (`{code}`)" if step is not None else "by an earlier backward"
+        message = (f"backward through `{name}` a second time will fail: its saved tensors were freed {when}; "
+                   f"{node} needs its saved `{attr}`.")
+        return Prediction(kind=FREED, tensor=name, node=node, saved=attr, changed_at_step=step, message=message)
+
+
+def _step_name(index: int) -> str:
+    return "setup" if index == 0 else f"step {index}"
