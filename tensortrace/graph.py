@@ -26,7 +26,7 @@ import re
 from typing import Any, Dict, List, Optional, Tuple
 
 from .model import Graph, GraphNode
-from .saved import read_node, to_records
+from .saved import saved_records, saved_table
 
 MAX_NODES = 250_000
 INLINE_NODES = 2_000  # a chain this long of node objects frees safely
@@ -77,13 +77,15 @@ def run_forked(work: Any) -> Any:
     return json.loads(b"".join(chunks))
 
 
-def _walk(tensor_name: str, grad_fn: Any, names_by_id: Dict[int, str], *, max_nodes: int, namer: Any = None) -> Graph:
+def _walk(tensor_name: str, grad_fn: Any, names_by_id: Dict[int, str], *, max_nodes: int, namer: Any = None,
+          reads: Optional[Dict[int, Any]] = None) -> Graph:
     if grad_fn is None:
         return Graph(tensor=tensor_name, root=None)
-    return _assemble(tensor_name, _walk_plain(grad_fn, names_by_id, max_nodes, namer))
+    return _assemble(tensor_name, _walk_plain(grad_fn, names_by_id, max_nodes, namer, reads))
 
 
-def _walk_plain(grad_fn: Any, names_by_id: Dict[int, str], max_nodes: int, namer: Any = None) -> Dict[str, Any]:
+def _walk_plain(grad_fn: Any, names_by_id: Dict[int, str], max_nodes: int, namer: Any = None,
+                reads: Optional[Dict[int, Any]] = None) -> Dict[str, Any]:
     """The graph as parallel lists indexed by walk order (cheap to send as JSON)."""
     index: Dict[int, int] = {id(grad_fn): 0}
     order: List[Any] = [grad_fn]  # also keeps node objects alive so their ids stay unique
@@ -108,14 +110,16 @@ def _walk_plain(grad_fn: Any, names_by_id: Dict[int, str], max_nodes: int, namer
             children.append(at)
     names = [node_name(node) for node in order]
     leaves = [_leaf_name(node, names_by_id) if name == "AccumulateGrad" else None for node, name in zip(order, names)]
-    saved = [read_node(node, namer) for node in order] if namer is not None else None
-    return {"names": names, "leaves": leaves, "next": nexts, "truncated": truncated, "saved": saved}
+    plain = {"names": names, "leaves": leaves, "next": nexts, "truncated": truncated}
+    if namer is not None:
+        plain["saved_table"], plain["saved"] = saved_table(order, namer, reads)
+    return plain
 
 
 def _assemble(tensor_name: str, plain: Dict[str, Any]) -> Graph:
-    saved = plain.get("saved") or [()] * len(plain["names"])
+    saved = saved_records(plain.get("saved_table"), plain.get("saved")) or [()] * len(plain["names"])
     nodes = tuple(
-        GraphNode(id=f"N{i + 1}", name=name, leaf=leaf, next=tuple(f"N{j + 1}" for j in nxt), saved=to_records(kept))
+        GraphNode(id=f"N{i + 1}", name=name, leaf=leaf, next=tuple(f"N{j + 1}" for j in nxt), saved=kept)
         for i, (name, leaf, nxt, kept) in enumerate(zip(plain["names"], plain["leaves"], plain["next"], saved))
     )
     return Graph(tensor=tensor_name, root="N1", nodes=nodes, truncated=bool(plain["truncated"]))

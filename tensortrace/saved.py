@@ -180,28 +180,69 @@ def _read_one(attr: str, raw: Any, namer: Any) -> Optional[Entry]:
     return [attr, name, storage, saved_version, version, stale, False]
 
 
-def to_records(entries: Sequence[Entry]) -> Tuple[SavedTensor, ...]:
-    return tuple(
-        SavedTensor(attr=a, tensor=n, storage=s, saved_version=sv, version=v, stale=bool(st), freed=bool(fr))
-        for a, n, s, sv, v, st, fr in entries
-    )
+def read_cached(node: Any, namer: Any, reads: Optional[Dict[int, Any]]) -> List[Entry]:
+    """``read_node``, once per node within one observation (``reads`` keeps the node alive meanwhile)."""
+    if reads is None:
+        return read_node(node, namer)
+    got = reads.get(id(node))
+    if got is None:
+        got = reads[id(node)] = (node, read_node(node, namer))
+    return got[1]
+
+
+def saved_table(order: Sequence[Any], namer: Any, reads: Optional[Dict[int, Any]] = None) -> Tuple[List[Entry], List[List[int]]]:
+    """Each node's saved entries as indices into a table of distinct entries (a long chain repeats a few)."""
+    table: List[Entry] = []
+    at: Dict[Tuple[Any, ...], int] = {}
+    per_node: List[List[int]] = []
+    for node in order:
+        indices = []
+        for entry in read_cached(node, namer, reads):
+            key = tuple(entry)
+            i = at.get(key)
+            if i is None:
+                i = at[key] = len(table)
+                table.append(entry)
+            indices.append(i)
+        per_node.append(indices)
+    return table, per_node
+
+
+def saved_records(table: Optional[Sequence[Entry]], per_node: Optional[Sequence[Sequence[int]]]) -> Optional[List[Tuple[SavedTensor, ...]]]:
+    """The records ``saved_table`` describes; equal entries share one (immutable) record."""
+    if table is None or per_node is None:
+        return None
+    records = [SavedTensor(attr=a, tensor=n, storage=s, saved_version=sv, version=v, stale=bool(st), freed=bool(fr))
+               for a, n, s, sv, v, st, fr in table]
+    shared: Dict[Tuple[int, ...], Tuple[SavedTensor, ...]] = {}
+    out = []
+    for indices in per_node:
+        key = tuple(indices)
+        kept = shared.get(key)
+        if kept is None:
+            kept = shared[key] = tuple(records[i] for i in indices)
+        out.append(kept)
+    return out
 
 
 # --- the combined walk behind every named tensor -----------------------------------
 
 
-def scan(roots: Sequence[Any], namer: Any, max_nodes: int) -> Dict[str, Any]:
+def scan(roots: Sequence[Any], namer: Any, max_nodes: int, reads: Optional[Dict[int, Any]] = None) -> Dict[str, Any]:
     """For each root ``grad_fn``, the first stale and the first freed saved tensor it reaches.
 
-    One walk covers every root (shared nodes are read once); the answer per
-    root comes from a pass over the walked edges, children before parents.
-    Returns plain data: ``{"stale": [...], "freed": [...], "truncated": bool}``,
-    one ``[node name, entry, node id]`` or None per root.
+    One walk gives every root's nodes (shared nodes once). Then each root is
+    searched in walk order, reading a node's saved tensors only while that root
+    still lacks an answer, and asking PyTorch's unpacking (whose errors are
+    costly) only where the cheap facts allow the answer: a tensor at version 0
+    cannot be stale, and one whose data is still there cannot be freed. Nodes
+    the drawing walk read (``reads``) are not read again. Returns plain data:
+    ``{"stale": [...], "freed": [...], "truncated": bool}``, one
+    ``[node name, entry, node id]`` or None per root.
     """
     index: Dict[int, int] = {}
     order: List[Any] = []
     nexts: List[List[int]] = []
-    bad: Dict[int, Tuple[Optional[list], Optional[list]]] = {}
     truncated = False
     root_at: List[int] = []
     for root in roots:
@@ -217,19 +258,7 @@ def scan(roots: Sequence[Any], namer: Any, max_nodes: int) -> Dict[str, Any]:
             stack = [root]
             while stack:
                 node = stack.pop()
-                i = index[id(node)]
-                stale = freed = None
-                for attr, raw in _saved_items(node):
-                    problem = _unpack(raw)[1]
-                    if problem is None or problem[0] in ("hooked", "refused"):
-                        continue
-                    if problem[0] == "stale" and stale is None:
-                        stale = [_node_name(node), _read_one(attr, raw, namer), id(node)]
-                    elif problem[0] == "freed" and freed is None:
-                        freed = [_node_name(node), [attr, None, None, None, None, False, True], id(node)]
-                if stale is not None or freed is not None:
-                    bad[i] = (stale, freed)
-                children = nexts[i]
+                children = nexts[index[id(node)]]
                 for nxt, _ in getattr(node, "next_functions", ()) or ():
                     if nxt is None:
                         continue
@@ -244,40 +273,97 @@ def scan(roots: Sequence[Any], namer: Any, max_nodes: int) -> Dict[str, Any]:
                         stack.append(nxt)
                     children.append(j)
         root_at.append(at)
-    first = _first_reached(nexts, bad)
-    return {
-        "stale": [first[at][0] if at >= 0 else None for at in root_at],
-        "freed": [first[at][1] if at >= 0 else None for at in root_at],
-        "truncated": truncated,
-    }
+    facts = _Facts(order, namer, reads)
+    stale_out: List[Any] = []
+    freed_out: List[Any] = []
+    for at in root_at:
+        stale = freed = None
+        if at >= 0:
+            seen = bytearray(len(order))
+            seen[at] = 1
+            stack = [at]
+            while stack and (stale is None or freed is None):
+                i = stack.pop()
+                if stale is None:
+                    stale = facts.stale(i)
+                if freed is None:
+                    freed = facts.freed(i)
+                for j in reversed(nexts[i]):
+                    if not seen[j]:
+                        seen[j] = 1
+                        stack.append(j)
+        stale_out.append(stale)
+        freed_out.append(freed)
+    return {"stale": stale_out, "freed": freed_out, "truncated": truncated}
 
 
-def _first_reached(nexts: List[List[int]], bad: Dict[int, Tuple[Any, Any]]) -> List[Tuple[Any, Any]]:
-    """Per node, the first (stale, freed) found from it: itself, else its children in order."""
-    done: List[Optional[Tuple[Any, Any]]] = [None] * len(nexts)
-    if not bad:
-        return [(None, None)] * len(nexts)
-    for start in range(len(nexts)):
-        if done[start] is not None:
-            continue
-        stack = [(start, False)]
-        while stack:
-            i, expanded = stack.pop()
-            if done[i] is not None:
-                continue
-            if not expanded:
-                stack.append((i, True))
-                stack.extend((j, False) for j in nexts[i] if done[j] is None)
-                continue
-            stale, freed = bad.get(i, (None, None))
-            for j in nexts[i]:
-                if stale is not None and freed is not None:
+class _Facts:
+    """Per walked node, read lazily and once: its first stale and its first freed saved tensor."""
+
+    def __init__(self, order: List[Any], namer: Any, reads: Optional[Dict[int, Any]]) -> None:
+        self.order, self.namer, self.reads = order, namer, reads or {}
+        self._stale: Dict[int, Any] = {}
+        self._freed: Dict[int, Any] = {}
+        self._items: Dict[int, List[Tuple[str, Any]]] = {}
+
+    def _saved(self, i: int) -> List[Tuple[str, Any]]:
+        items = self._items.get(i)
+        if items is None:
+            items = self._items[i] = _saved_items(self.order[i])
+        return items
+
+    def _cached(self, i: int, column: int) -> Any:
+        node = self.order[i]
+        got = self.reads.get(id(node))
+        if got is None:
+            return False
+        for entry in got[1]:
+            if entry[column]:
+                return [_node_name(node), entry, id(node)]
+        return None
+
+    def stale(self, i: int) -> Any:
+        if i in self._stale:
+            return self._stale[i]
+        found = self._cached(i, 5)
+        if found is False:
+            found = None
+            for attr, raw in self._saved(i):
+                if getattr(raw, "unpack_hook", None) is not None:
+                    continue
+                try:
+                    data = raw.data
+                    if data is None or int(data._version) == 0:  # freed, or never changed: not stale
+                        continue
+                except Exception:
+                    continue
+                entry = _read_one(attr, raw, self.namer)
+                if entry is not None and entry[5]:
+                    found = [_node_name(self.order[i]), entry, id(self.order[i])]
                     break
-                child = done[j] or (None, None)  # None: a cycle's back edge (cannot happen in autograd)
-                stale = stale if stale is not None else child[0]
-                freed = freed if freed is not None else child[1]
-            done[i] = (stale, freed)
-    return [d or (None, None) for d in done]
+        self._stale[i] = found
+        return found
+
+    def freed(self, i: int) -> Any:
+        if i in self._freed:
+            return self._freed[i]
+        found = self._cached(i, 6)
+        if found is False:
+            found = None
+            for attr, raw in self._saved(i):
+                if getattr(raw, "unpack_hook", None) is not None:
+                    continue
+                try:
+                    if raw.data is not None:  # still there: this node was not freed
+                        break
+                except Exception:
+                    continue
+                problem = _unpack(raw)[1]
+                if problem is not None and problem[0] == "freed":
+                    found = [_node_name(self.order[i]), [attr, None, None, None, None, False, True], id(self.order[i])]
+                    break
+        self._freed[i] = found
+        return found
 
 
 def _node_name(node: Any) -> str:
@@ -341,16 +427,18 @@ class Predictor:
 
         targets = self._targets(states, objects)
         roots = [fn for _, fn in targets]
-        graphs = [_walk(name, fn, names_by_id, max_nodes=INLINE_NODES, namer=namer) for name, fn in drawn]
-        found = scan(roots, namer, INLINE_NODES) if roots else None
+        reads: Dict[int, Any] = {}  # each node's saved tensors, read once for drawing and predicting
+        graphs = [_walk(name, fn, names_by_id, max_nodes=INLINE_NODES, namer=namer, reads=reads) for name, fn in drawn]
+        found = scan(roots, namer, INLINE_NODES, reads) if roots else None
         inline = True
         large = [i for i, g in enumerate(graphs) if g.truncated]
         if large or (found is not None and found["truncated"]):
             rescan = found is not None and found["truncated"]
 
             def work() -> Dict[str, Any]:
-                return {"graphs": [_walk_plain(drawn[i][1], names_by_id, MAX_NODES, namer) for i in large],
-                        "scan": scan(roots, namer, MAX_NODES) if rescan else None}
+                reads.clear()
+                return {"graphs": [_walk_plain(drawn[i][1], names_by_id, MAX_NODES, namer, reads) for i in large],
+                        "scan": scan(roots, namer, MAX_NODES, reads) if rescan else None}
 
             forked = run_forked(work)
             if forked is None:  # no fork here: walk in this process after all
@@ -361,6 +449,7 @@ class Predictor:
                 graphs[i] = _assemble(drawn[i][0], plain)
             if rescan:
                 found = forked["scan"]
+        reads.clear()
         return tuple(graphs), self._predictions(index, targets, found, inline, states)
 
     @staticmethod
