@@ -32,6 +32,7 @@ from .layout import (
     any_step_wanted,
     has_tensor_tables,
     legend_marks,
+    new_predictions,
     run_columns,
     step_wanted,
     summary_parts,
@@ -183,6 +184,8 @@ def _step_blocks(prev: Optional[Step], step: Step, options, columns) -> Iterable
         yield prose(step.note.strip())
     yield from _table_blocks(prev, step, options, columns)
     yield from _outcome_blocks(step)
+    for message in new_predictions(prev, step):
+        yield f"> ⚠ **Predicted:** {prose(message)}"
     for graph in step.graphs:
         yield from _graph_blocks(graph)
 
