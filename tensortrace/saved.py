@@ -106,40 +106,50 @@ class Namer:
 Entry = List[Any]  # [attr, tensor name, storage, saved_version, version, stale, freed]: JSON-ready
 
 
-def _saved_items(node: Any) -> List[Tuple[str, Any]]:
-    """(attribute, SavedTensor) pairs of a node; a saved list gives ``attr[i]``."""
-    out: List[Tuple[str, Any]] = []
+Item = Tuple[str, Any, Any, Optional[str]]  # (attribute, SavedTensor, node, the node's _saved_ property or None)
+
+
+def _saved_items(node: Any) -> List[Item]:
+    """A node's saved tensors; a saved list gives ``attr[i]``.
+
+    A single saved tensor is unpacked through the node's own ``_saved_<attr>``
+    property, as backward does: it passes the node, which a saved *output*
+    needs (``SavedTensor.unpack()`` alone refuses one, as if it had been
+    detached in place). An element of a saved list is unpacked on its own.
+    """
+    out: List[Item] = []
     for attr, raw_name in saved_attributes(node):
         try:
             raw = getattr(node, raw_name)
         except Exception:
             continue
         if type(raw) is tuple or type(raw) is list:
-            out.extend((f"{attr}[{i}]", item) for i, item in enumerate(raw))
+            out.extend((f"{attr}[{i}]", item, None, None) for i, item in enumerate(raw))
         else:
-            out.append((attr, raw))
+            out.append((attr, raw, node, "_saved_" + attr))
     return out
 
 
 def read_node(node: Any, namer: Any) -> List[Entry]:
     """What ``node`` saved, one plain entry per tensor."""
     out: List[Entry] = []
-    for attr, raw in _saved_items(node):
-        entry = _read_one(attr, raw, namer)
+    for item in _saved_items(node):
+        entry = _read_one(item, namer)
         if entry is not None:
             out.append(entry)
     return out
 
 
-def _unpack(raw: Any) -> Tuple[Any, Optional[Tuple[str, Optional[int], Optional[int]]]]:
+def _unpack(item: Item) -> Tuple[Any, Optional[Tuple[str, Optional[int], Optional[int]]]]:
     """What backward's own unpacking of one saved tensor gives: (tensor, None) when it is fine
     (tensor None: nothing was saved), else (None, problem): ("stale", version, saved version),
     ("freed", None, None), ("refused", None, None), or ("hooked", None, None) when unpacking
     would run the user's hook, so it is not done."""
+    _, raw, node, prop = item
     if getattr(raw, "unpack_hook", None) is not None:
         return None, ("hooked", None, None)
     try:
-        return raw.unpack(), None
+        return (getattr(node, prop) if prop is not None else raw.unpack()), None
     except RuntimeError as exc:
         text = str(exc)
         found = _VERSIONS.search(text)
@@ -152,8 +162,9 @@ def _unpack(raw: Any) -> Tuple[Any, Optional[Tuple[str, Optional[int], Optional[
         return None, ("refused", None, None)
 
 
-def _read_one(attr: str, raw: Any, namer: Any) -> Optional[Entry]:
-    data, problem = _unpack(raw)
+def _read_one(item: Item, namer: Any) -> Optional[Entry]:
+    attr, raw = item[0], item[1]
+    data, problem = _unpack(item)
     if problem is None:
         if data is None:  # nothing was saved under this attribute
             return None
@@ -304,9 +315,9 @@ class _Facts:
         self.order, self.namer, self.reads = order, namer, reads or {}
         self._stale: Dict[int, Any] = {}
         self._freed: Dict[int, Any] = {}
-        self._items: Dict[int, List[Tuple[str, Any]]] = {}
+        self._items: Dict[int, List[Item]] = {}
 
-    def _saved(self, i: int) -> List[Tuple[str, Any]]:
+    def _saved(self, i: int) -> List[Item]:
         items = self._items.get(i)
         if items is None:
             items = self._items[i] = _saved_items(self.order[i])
@@ -328,7 +339,8 @@ class _Facts:
         found = self._cached(i, 5)
         if found is False:
             found = None
-            for attr, raw in self._saved(i):
+            for item in self._saved(i):
+                raw = item[1]
                 if getattr(raw, "unpack_hook", None) is not None:
                     continue
                 try:
@@ -337,7 +349,7 @@ class _Facts:
                         continue
                 except Exception:
                     continue
-                entry = _read_one(attr, raw, self.namer)
+                entry = _read_one(item, self.namer)
                 if entry is not None and entry[5]:
                     found = [_node_name(self.order[i]), entry, id(self.order[i])]
                     break
@@ -350,7 +362,8 @@ class _Facts:
         found = self._cached(i, 6)
         if found is False:
             found = None
-            for attr, raw in self._saved(i):
+            for item in self._saved(i):
+                raw = item[1]
                 if getattr(raw, "unpack_hook", None) is not None:
                     continue
                 try:
@@ -358,9 +371,9 @@ class _Facts:
                         break
                 except Exception:
                     continue
-                problem = _unpack(raw)[1]
+                problem = _unpack(item)[1]
                 if problem is not None and problem[0] == "freed":
-                    found = [_node_name(self.order[i]), [attr, None, None, None, None, False, True], id(self.order[i])]
+                    found = [_node_name(self.order[i]), [item[0], None, None, None, None, False, True], id(self.order[i])]
                     break
         self._freed[i] = found
         return found
