@@ -38,6 +38,7 @@ MAX_CODE = 60  # characters of a step's code quoted in a prediction
 
 _VERSIONS = re.compile(r"is at version (\d+); expected version (\d+) instead")
 _TWICE = "Trying to backward through the graph a second time"
+_IN_PLACE = r"\.\w+_\(|[-+*/@]=|\]\s*=[^=]|\.data\s*=[^=]"  # a line that writes into a tensor
 
 # node type -> ((attribute, raw attribute name), ...): dir() once per kind of node, not per node
 _ATTRS: Dict[type, Tuple[Tuple[str, str], ...]] = {}
@@ -392,10 +393,12 @@ def short_code(code: str, hints: Sequence[str] = ()) -> str:
     """A step's code on one line, bounded: of a longer step, the last line a hint (a regex) finds."""
     lines = [line.strip() for line in code.strip().splitlines() if line.strip()]
     text = "; ".join(lines)
-    if len(text) > MAX_CODE or len(lines) > 1:
-        picked = [line for line in lines if any(re.search(h, line) for h in hints)]
-        if picked:
-            text = picked[-1] if len(lines) > 1 else text
+    if len(lines) > 1:
+        for hint in hints:  # the first hint that finds a line wins
+            picked = [line for line in lines if re.search(hint, line)]
+            if picked:
+                text = picked[-1]
+                break
     return text if len(text) <= MAX_CODE else text[: MAX_CODE - 1] + "\u2026"
 
 
@@ -507,7 +510,7 @@ class Predictor:
         what = f"`{saved}`" if saved is not None else "an unnamed tensor"
         where = f" ({storage})" if storage else ""
         now = f"`{saved}` is" if saved is not None else "it is"
-        hints = [rf"(?<![\w.]){re.escape(saved)}(?!\w)"] if saved is not None else []
+        hints = [_IN_PLACE] + ([rf"(?<![\w.]){re.escape(saved)}(?!\w)"] if saved is not None else [])
         when = f" (changed by `{short_code(self.codes.get(step, ''), hints)}` at {_step_name(step)})" if step is not None else ""
         message = (f"backward through `{name}` will fail: {node} saved {what}{where} at version {saved_version}, "
                    f"and {now} now at version {version}{when}.")
