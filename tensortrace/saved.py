@@ -62,7 +62,7 @@ class Namer:
 
     A saved input is the very object (identity); a saved output comes back as
     another tensor object on the same memory and version counter, so it is
-    matched by (address, shape, stride). The storage label is the live
+    matched by (address, shape, stride) and version. The storage label is the live
     allocation, among those the registry labelled, whose bytes hold the
     tensor's first element; labels are only looked up, never made. Each
     lookup is a dictionary probe and a bisection, so a 100,000-node graph
@@ -71,13 +71,13 @@ class Namer:
 
     def __init__(self, objects: Dict[str, Any], states: Sequence[TensorState], registry: Any) -> None:
         self.by_id: Dict[int, str] = {}
-        self.by_ptr: Dict[int, List[Tuple[Tuple[int, ...], Tuple[int, ...], str]]] = {}
+        self.by_ptr: Dict[int, List[Tuple[Tuple[int, ...], Tuple[int, ...], Optional[int], str]]] = {}
         by_name = {s.name: s for s in states}
         for name, obj in objects.items():
             self.by_id.setdefault(id(obj), name)
             state = by_name.get(name)
             if state is not None and state.kind != "ndarray" and state.data_ptr:
-                self.by_ptr.setdefault(state.data_ptr, []).append((state.shape, state.stride, name))
+                self.by_ptr.setdefault(state.data_ptr, []).append((state.shape, state.stride, state.version, name))
         spans = sorted((a.ptr, a.ptr + a.nbytes, a.label) for a in getattr(registry, "allocations", ()) if a.alive() and a.ptr)
         self.starts = [start for start, _, _ in spans]
         self.spans = spans
@@ -89,9 +89,9 @@ class Namer:
         except Exception:
             return name, None
         if name is None:
-            for shape, stride, candidate in self.by_ptr.get(ptr, ()):
-                try:
-                    if tuple(t.shape) == shape and tuple(t.stride()) == stride:
+            for shape, stride, version, candidate in self.by_ptr.get(ptr, ()):
+                try:  # the same version too: a .data alias has its own counter, so it is another tensor
+                    if tuple(t.shape) == shape and tuple(t.stride()) == stride and int(t._version) == version:
                         name = candidate
                         break
                 except Exception:
