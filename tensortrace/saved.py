@@ -134,11 +134,37 @@ def _saved_items(node: Any) -> List[Item]:
 def read_node(node: Any, namer: Any) -> List[Entry]:
     """What ``node`` saved, one plain entry per tensor."""
     out: List[Entry] = []
-    for item in _saved_items(node):
+    items = _saved_items(node)
+    for item in items:
         entry = _read_one(item, namer)
         if entry is not None:
             out.append(entry)
+    if any(item[2] is None for item in items):
+        _whole_list(node, items, out)
     return out
+
+
+def _whole_list(node: Any, items: List[Item], out: List[Entry]) -> None:
+    """An output saved in a list (``ctx.save_for_backward(result)``) unpacks only with its node,
+    which PyTorch does for the whole list at once: when it is the one element left unknown
+    and no other is stale or hooked, unpacking the list tells its versions."""
+    unknown = [e for e in out if e[3] is None and not e[6]]
+    if len(unknown) != 1 or any(e[5] for e in out) or any(getattr(i[1], "unpack_hook", None) is not None for i in items):
+        return
+    attr = unknown[0][0].split("[", 1)[0]
+    prop = "saved_tensors" if attr == "tensors" and not hasattr(node, "_saved_tensors") else "_saved_" + attr
+    entry = unknown[0]
+    try:
+        getattr(node, prop)
+    except RuntimeError as exc:
+        found = _VERSIONS.search(str(exc))
+        if found is not None:
+            entry[4], entry[3] = int(found.group(1)), int(found.group(2))
+            entry[5] = entry[3] != entry[4]
+        return
+    except Exception:
+        return
+    entry[3] = entry[4]
 
 
 def _unpack(item: Item) -> Tuple[Any, Optional[Tuple[str, Optional[int], Optional[int]]]]:
@@ -350,10 +376,11 @@ class _Facts:
                         continue
                 except Exception:
                     continue
-                entry = _read_one(item, self.namer)
-                if entry is not None and entry[5]:
-                    found = [_node_name(self.order[i]), entry, id(self.order[i])]
-                    break
+                for entry in read_node(self.order[i], self.namer):  # a changed tensor: read the node fully
+                    if entry[5]:
+                        found = [_node_name(self.order[i]), entry, id(self.order[i])]
+                        break
+                break
         self._stale[i] = found
         return found
 

@@ -26,7 +26,7 @@ def test_saved_text_says_name_storage_versions_and_marks_stale_and_freed():
         "saved: other = v (S2) saved at v0, now v1 ✗ stale"
     assert saved_text((SavedTensor("self", freed=True), SavedTensor("other", freed=True))) == \
         "saved: self, other: freed by backward ✗"
-    assert saved_text((SavedTensor("self"),)) == "saved: self = unnamed, version unknown (saved through hooks)"
+    assert saved_text((SavedTensor("self"),)) == "saved: self = unnamed, version unknown"
 
 
 def test_outline_nodes_carry_what_they_saved_and_chains_do_not():

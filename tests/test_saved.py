@@ -171,6 +171,32 @@ def test_graph_nodes_record_each_saved_tensor():
     assert t.steps[2].status == "raised" and VERSION_ERROR in t.steps[2].error.message
 
 
+CUSTOM = """
+class Double(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, a):
+        r = a * 2
+        ctx.save_for_backward(a, r)
+        return r
+
+    @staticmethod
+    def backward(ctx, g):
+        a, r = ctx.saved_tensors
+        return g * 2
+
+x = torch.ones(3, requires_grad=True)
+y = Double.apply(x * 1)
+"""
+
+
+def test_an_output_a_custom_function_saved_is_checked_through_its_node():
+    result = run([CUSTOM, "y.mul_(2)", "y.sum().backward()"])
+    assert result.steps[0].predictions == ()
+    (p,) = result.steps[1].predictions
+    assert (p.node, p.saved, p.saved_version, p.version) == ("DoubleBackward", "tensors[1]", 0, 1)
+    assert VERSION_ERROR in result.steps[2].error.message
+
+
 HOOKED = ("calls = []\nx = torch.ones(3, requires_grad=True)\n"
           "with torch.autograd.graph.saved_tensors_hooks(lambda t: (calls.append('pack'), t)[1], "
           "lambda t: (calls.append('unpack'), t)[1]):\n    y = (x * 2).sin()")

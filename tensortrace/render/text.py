@@ -322,7 +322,7 @@ def saved_tensor_text(saved: SavedTensor) -> str:
     who = saved.tensor if saved.tensor is not None else "unnamed"
     where = f" ({saved.storage})" if saved.storage else ""
     if saved.saved_version is None:
-        return f"{saved.attr} = {who}{where}, version unknown (saved through hooks)"
+        return f"{saved.attr} = {who}{where}, version unknown"
     if saved.stale:
         return f"{saved.attr} = {who}{where} saved at v{saved.saved_version}, now v{saved.version} ✗ stale"
     return f"{saved.attr} = {who}{where} v{saved.saved_version}"
