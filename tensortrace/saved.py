@@ -40,12 +40,12 @@ _VERSIONS = re.compile(r"is at version (\d+); expected version (\d+) instead")
 _TWICE = "Trying to backward through the graph a second time"
 _IN_PLACE = r"\.\w+_\(|[-+*/@]=|\]\s*=[^=]|\.data\s*=[^=]"  # a line that writes into a tensor
 
-# node type -> ((attribute, raw attribute name), ...): dir() once per kind of node, not per node
-_ATTRS: Dict[type, Tuple[Tuple[str, str], ...]] = {}
+# node type -> ((attribute, raw attribute name, property name), ...): dir() once per kind of node
+_ATTRS: Dict[type, Tuple[Tuple[str, str, str], ...]] = {}
 
 
-def saved_attributes(node: Any) -> Tuple[Tuple[str, str], ...]:
-    """The names a node's kind saves tensors under: ("self", "_raw_saved_self"), ..."""
+def saved_attributes(node: Any) -> Tuple[Tuple[str, str, str], ...]:
+    """The names a node's kind saves tensors under: ("self", "_raw_saved_self", "_saved_self"), ..."""
     cls = type(node)
     attrs = _ATTRS.get(cls)
     if attrs is None:
@@ -53,7 +53,8 @@ def saved_attributes(node: Any) -> Tuple[Tuple[str, str], ...]:
             names = dir(node)
         except Exception:
             names = []
-        attrs = _ATTRS[cls] = tuple((a[len("_raw_saved_"):], a) for a in names if a.startswith("_raw_saved_"))
+        attrs = _ATTRS[cls] = tuple((a[len("_raw_saved_"):], a, "_saved_" + a[len("_raw_saved_"):])
+                                    for a in names if a.startswith("_raw_saved_"))
     return attrs
 
 
@@ -119,7 +120,7 @@ def _saved_items(node: Any) -> List[Item]:
     detached in place). An element of a saved list is unpacked on its own.
     """
     out: List[Item] = []
-    for attr, raw_name in saved_attributes(node):
+    for attr, raw_name, prop in saved_attributes(node):
         try:
             raw = getattr(node, raw_name)
         except Exception:
@@ -127,7 +128,7 @@ def _saved_items(node: Any) -> List[Item]:
         if type(raw) is tuple or type(raw) is list:
             out.extend((f"{attr}[{i}]", item, None, None) for i, item in enumerate(raw))
         else:
-            out.append((attr, raw, node, "_saved_" + attr))
+            out.append((attr, raw, node, prop))
     return out
 
 
@@ -139,7 +140,7 @@ def read_node(node: Any, namer: Any) -> List[Entry]:
         entry = _read_one(item, namer)
         if entry is not None:
             out.append(entry)
-    if any(item[2] is None for item in items):
+    if any(item[2] is None for item in items):  # a list was saved
         _whole_list(node, items, out)
     return out
 
@@ -342,13 +343,27 @@ class _Facts:
         self.order, self.namer, self.reads = order, namer, reads or {}
         self._stale: Dict[int, Any] = {}
         self._freed: Dict[int, Any] = {}
-        self._items: Dict[int, List[Item]] = {}
+        self._quick_facts: Dict[int, Tuple[bool, bool]] = {}
 
-    def _saved(self, i: int) -> List[Item]:
-        items = self._items.get(i)
-        if items is None:
-            items = self._items[i] = _saved_items(self.order[i])
-        return items
+    def _quick(self, i: int) -> Tuple[bool, bool]:
+        """(some saved tensor is past version 0, some is gone), from the cheap facts, once per node."""
+        got = self._quick_facts.get(i)
+        if got is None:
+            changed = missing = False
+            for item in _saved_items(self.order[i]):
+                raw = item[1]
+                try:
+                    if getattr(raw, "unpack_hook", None) is not None:
+                        continue
+                    data = raw.data
+                except Exception:
+                    continue
+                if data is None:
+                    missing = True
+                elif int(data._version) != 0:
+                    changed = True
+            got = self._quick_facts[i] = (changed, missing)
+        return got
 
     def _cached(self, i: int, column: int) -> Any:
         node = self.order[i]
@@ -366,21 +381,11 @@ class _Facts:
         found = self._cached(i, 5)
         if found is False:
             found = None
-            for item in self._saved(i):
-                raw = item[1]
-                if getattr(raw, "unpack_hook", None) is not None:
-                    continue
-                try:
-                    data = raw.data
-                    if data is None or int(data._version) == 0:  # freed, or never changed: not stale
-                        continue
-                except Exception:
-                    continue
-                for entry in read_node(self.order[i], self.namer):  # a changed tensor: read the node fully
+            if self._quick(i)[0]:  # only a tensor past version 0 can be stale: read the node fully
+                for entry in read_node(self.order[i], self.namer):
                     if entry[5]:
                         found = [_node_name(self.order[i]), entry, id(self.order[i])]
                         break
-                break
         self._stale[i] = found
         return found
 
@@ -390,19 +395,14 @@ class _Facts:
         found = self._cached(i, 6)
         if found is False:
             found = None
-            for item in self._saved(i):
-                raw = item[1]
-                if getattr(raw, "unpack_hook", None) is not None:
-                    continue
-                try:
-                    if raw.data is not None:  # still there: this node was not freed
+            if self._quick(i)[1]:  # a tensor is gone: freed, or never saved under that name
+                for item in _saved_items(self.order[i]):
+                    if getattr(item[1], "unpack_hook", None) is not None:
+                        continue
+                    problem = _unpack(item)[1]
+                    if problem is not None and problem[0] == "freed":
+                        found = [_node_name(self.order[i]), [item[0], None, None, None, None, False, True], id(self.order[i])]
                         break
-                except Exception:
-                    continue
-                problem = _unpack(item)[1]
-                if problem is not None and problem[0] == "freed":
-                    found = [_node_name(self.order[i]), [item[0], None, None, None, None, False, True], id(self.order[i])]
-                    break
         self._freed[i] = found
         return found
 
