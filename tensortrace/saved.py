@@ -346,10 +346,15 @@ class _Facts:
         self._quick_facts: Dict[int, Tuple[bool, bool]] = {}
 
     def _quick(self, i: int) -> Tuple[bool, bool]:
-        """(some saved tensor is past version 0, some is gone), from the cheap facts, once per node."""
+        """(some saved tensor is past version 0, all are gone), from the cheap facts, once per node.
+
+        Backward frees a node's saved tensors all at once, so a node with any
+        still there was not freed; "all gone" may also be a node that saved
+        nothing under those names, which only unpacking tells apart.
+        """
         got = self._quick_facts.get(i)
         if got is None:
-            changed = missing = False
+            changed = missing = present = False
             for item in _saved_items(self.order[i]):
                 raw = item[1]
                 try:
@@ -360,9 +365,11 @@ class _Facts:
                     continue
                 if data is None:
                     missing = True
-                elif int(data._version) != 0:
-                    changed = True
-            got = self._quick_facts[i] = (changed, missing)
+                else:
+                    present = True
+                    if int(data._version) != 0:
+                        changed = True
+            got = self._quick_facts[i] = (changed, missing and not present)
         return got
 
     def _cached(self, i: int, column: int) -> Any:
