@@ -6,18 +6,20 @@ tensor a generated ``grad_fn`` or a ``ctx.save_for_backward`` kept). For each:
 
 - ``SavedTensor.data`` is the tensor itself, with no version check (``None``
   when nothing was saved under that attribute, or after backward freed it);
-- ``SavedTensor.unpack()`` is what backward itself calls: it raises PyTorch's
-  "modified by an inplace operation: ... is at version N; expected version M"
-  error for a stale tensor, which gives both versions, and the "backward
-  through the graph a second time" error for a freed one.
+- unpacking it, as backward itself does (through the node's ``_saved_<attr>``
+  property, which passes the node a saved output needs; an element of a saved
+  list through ``SavedTensor.unpack()``), raises PyTorch's "modified by an
+  inplace operation: ... is at version N; expected version M" error for a
+  stale tensor, which gives both versions, and the "backward through the
+  graph a second time" error for a freed one.
 
-``unpack()`` is never called on a tensor saved under
+Nothing is unpacked on a tensor saved under
 ``torch.autograd.graph.saved_tensors_hooks`` (it would run the user's unpack
 hook); such a tensor is recorded with unknown versions and predicts nothing.
 Reading changes no version, grad or graph (``tests/test_saved.py`` and the
 differential tests check it). Backward is never run to find anything out.
 
-After each step, ``Predictor.predict`` walks the graphs behind every named
+After each step, ``Predictor.observe`` walks the graphs behind every named
 tensor that requires grad (one walk for all of them, in a forked copy of the
 process when large, like ``graph.walk_graph``), and says which backward will
 fail and why, naming the step that changed the saved tensor from the versions
