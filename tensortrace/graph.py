@@ -26,31 +26,38 @@ import re
 from typing import Any, Dict, List, Optional, Tuple
 
 from .model import Graph, GraphNode
+from .saved import saved_records, saved_table
 
 MAX_NODES = 250_000
 INLINE_NODES = 2_000  # a chain this long of node objects frees safely
 
 
-def walk_graph(tensor_name: str, grad_fn: Any, names_by_id: Dict[int, str], *, max_nodes: int = MAX_NODES) -> Graph:
-    """The graph behind a tensor whose ``grad_fn`` is given (None: no graph)."""
-    graph = _walk(tensor_name, grad_fn, names_by_id, max_nodes=min(max_nodes, INLINE_NODES))
+def walk_graph(tensor_name: str, grad_fn: Any, names_by_id: Dict[int, str], *, max_nodes: int = MAX_NODES,
+               namer: Any = None) -> Graph:
+    """The graph behind a tensor whose ``grad_fn`` is given (None: no graph).
+
+    With ``namer`` (a ``saved.Namer``), each node also records what it saved for backward.
+    """
+    graph = _walk(tensor_name, grad_fn, names_by_id, max_nodes=min(max_nodes, INLINE_NODES), namer=namer)
     if not graph.truncated or max_nodes <= INLINE_NODES:
         return graph
-    if hasattr(os, "fork"):
-        walked = _walk_in_fork(tensor_name, grad_fn, names_by_id, max_nodes)
-        if walked is not None:
-            return walked
-    return _walk(tensor_name, grad_fn, names_by_id, max_nodes=max_nodes)
+    walked = run_forked(lambda: _walk_plain(grad_fn, names_by_id, max_nodes, namer))
+    if walked is not None:
+        return _assemble(tensor_name, walked)
+    return _walk(tensor_name, grad_fn, names_by_id, max_nodes=max_nodes, namer=namer)
 
 
-def _walk_in_fork(tensor_name: str, grad_fn: Any, names_by_id: Dict[int, str], max_nodes: int) -> Optional[Graph]:
+def run_forked(work: Any) -> Any:
+    """``work()``'s JSON-ready result, computed in a forked copy that exits without freeing; None if that failed."""
+    if not hasattr(os, "fork"):
+        return None
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - runs in the forked copy
         try:
             gc.disable()  # nothing here is freed anyway; collecting would only cost time
             os.close(read_fd)
-            data = json.dumps(_walk_plain(grad_fn, names_by_id, max_nodes)).encode()
+            data = json.dumps(work()).encode()
             view = memoryview(data)
             while view:
                 view = view[os.write(write_fd, view):]
@@ -67,16 +74,18 @@ def _walk_in_fork(tensor_name: str, grad_fn: Any, names_by_id: Dict[int, str], m
     _, status = os.waitpid(pid, 0)
     if status != 0 or not chunks:
         return None
-    return _assemble(tensor_name, json.loads(b"".join(chunks)))
+    return json.loads(b"".join(chunks))
 
 
-def _walk(tensor_name: str, grad_fn: Any, names_by_id: Dict[int, str], *, max_nodes: int) -> Graph:
+def _walk(tensor_name: str, grad_fn: Any, names_by_id: Dict[int, str], *, max_nodes: int, namer: Any = None,
+          reads: Optional[Dict[int, Any]] = None) -> Graph:
     if grad_fn is None:
         return Graph(tensor=tensor_name, root=None)
-    return _assemble(tensor_name, _walk_plain(grad_fn, names_by_id, max_nodes))
+    return _assemble(tensor_name, _walk_plain(grad_fn, names_by_id, max_nodes, namer, reads))
 
 
-def _walk_plain(grad_fn: Any, names_by_id: Dict[int, str], max_nodes: int) -> Dict[str, Any]:
+def _walk_plain(grad_fn: Any, names_by_id: Dict[int, str], max_nodes: int, namer: Any = None,
+                reads: Optional[Dict[int, Any]] = None) -> Dict[str, Any]:
     """The graph as parallel lists indexed by walk order (cheap to send as JSON)."""
     index: Dict[int, int] = {id(grad_fn): 0}
     order: List[Any] = [grad_fn]  # also keeps node objects alive so their ids stay unique
@@ -101,13 +110,17 @@ def _walk_plain(grad_fn: Any, names_by_id: Dict[int, str], max_nodes: int) -> Di
             children.append(at)
     names = [node_name(node) for node in order]
     leaves = [_leaf_name(node, names_by_id) if name == "AccumulateGrad" else None for node, name in zip(order, names)]
-    return {"names": names, "leaves": leaves, "next": nexts, "truncated": truncated}
+    plain = {"names": names, "leaves": leaves, "next": nexts, "truncated": truncated}
+    if namer is not None:
+        plain["saved_table"], plain["saved"] = saved_table(order, namer, reads)
+    return plain
 
 
 def _assemble(tensor_name: str, plain: Dict[str, Any]) -> Graph:
+    saved = saved_records(plain.get("saved_table"), plain.get("saved")) or [()] * len(plain["names"])
     nodes = tuple(
-        GraphNode(id=f"N{i + 1}", name=name, leaf=leaf, next=tuple(f"N{j + 1}" for j in nxt))
-        for i, (name, leaf, nxt) in enumerate(zip(plain["names"], plain["leaves"], plain["next"]))
+        GraphNode(id=f"N{i + 1}", name=name, leaf=leaf, next=tuple(f"N{j + 1}" for j in nxt), saved=kept)
+        for i, (name, leaf, nxt, kept) in enumerate(zip(plain["names"], plain["leaves"], plain["next"], saved))
     )
     return Graph(tensor=tensor_name, root="N1", nodes=nodes, truncated=bool(plain["truncated"]))
 

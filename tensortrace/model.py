@@ -150,11 +150,45 @@ class Declared:
 
 
 @dataclass(frozen=True)
+class SavedTensor:
+    """One tensor an autograd node saved for backward (``tensortrace/saved.py`` reads it)."""
+
+    attr: str  # "self", "other", "result", "tensors[0]" (PyTorch's _saved_* name)
+    tensor: Optional[str] = None  # the named tensor it is, when one is
+    storage: Optional[str] = None  # its storage label, when the storage has one
+    saved_version: Optional[int] = None  # its version when saved (None: unknown, or freed)
+    version: Optional[int] = None  # its version now
+    stale: bool = False  # changed since it was saved: backward through this node raises
+    freed: bool = False  # a backward freed it: backward through this node again raises
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """Before any backward runs: a backward that will fail, and why.
+
+    ``kind`` is ``backward_will_fail`` (a saved tensor changed since it was
+    saved) or ``backward_freed`` (a backward already freed the saved tensors).
+    """
+
+    kind: str
+    tensor: str  # the named tensor whose backward will fail
+    node: Optional[str] = None  # the node whose saved tensor is the cause, e.g. "MulBackward0"
+    saved: Optional[str] = None  # that saved tensor's attribute, e.g. "other"
+    saved_tensor: Optional[str] = None  # the named tensor it is, when one is
+    saved_version: Optional[int] = None
+    version: Optional[int] = None
+    storage: Optional[str] = None
+    changed_at_step: Optional[int] = None  # the step that changed (or freed) it, when the trace shows it
+    message: str = ""
+
+
+@dataclass(frozen=True)
 class GraphNode:
     id: str  # "N1", "N2", ... in walk order
     name: str  # e.g. "MulBackward0", "AccumulateGrad"
     leaf: Optional[str] = None  # AccumulateGrad: the name of its leaf tensor
     next: Tuple[str, ...] = ()  # ids of next_functions, in order
+    saved: Tuple[SavedTensor, ...] = ()  # what it saved for backward
 
 
 @dataclass(frozen=True)
@@ -189,6 +223,7 @@ class Step:
     shown: Optional[Tuple[str, ...]] = None  # names the scenario shows here (None: all)
     tensors: Tuple[TensorState, ...] = ()
     graphs: Tuple[Graph, ...] = ()
+    predictions: Tuple[Prediction, ...] = ()  # backwards that will fail, read after the step
 
 
 @dataclass(frozen=True)
@@ -435,6 +470,8 @@ __all__ = [
     "Explanation",
     "Graph",
     "GraphNode",
+    "Prediction",
+    "SavedTensor",
     "ScenarioInfo",
     "Step",
     "StorageInfo",

@@ -107,6 +107,11 @@ class StorageRegistry:
                 return alloc
         return None
 
+    def lookup(self, device: str, ptr: int, nbytes: int) -> Optional[str]:
+        """The label of the live allocation these bytes lie in, if one was seen; never makes one."""
+        alloc = self._find(device, ptr, nbytes, None)
+        return alloc.label if alloc is not None else None
+
     def note_name(self, label: str, name: str) -> None:
         alloc = self.allocations[int(label[1:]) - 1]
         if name not in alloc.names:

@@ -220,13 +220,41 @@ def trace_schema() -> Dict[str, Any]:
             }
         )
     )
+    saved_tensor = _obj(
+        {
+            "attr": _d(_STR, "PyTorch's name for it on the node (its _saved_ attribute), e.g. self, other, result, tensors[0]"),
+            "tensor": _d(_nullable(_STR), "the named tensor it is, or null"),
+            "storage": _d(_nullable(_STR), "its storage label, or null when its storage has none"),
+            "saved_version": _d(_nullable(_INT), "its version when it was saved (from PyTorch's unpack error when it moved); null when unknown or freed"),
+            "version": _d(_nullable(_INT), "its version now; null when unknown or freed"),
+            "stale": _d(_BOOL, "it changed since it was saved: backward through this node raises"),
+            "freed": _d(_BOOL, "a backward freed it: backward through this node again raises"),
+        }
+    )
+    prediction = _obj(
+        {
+            "kind": _d({"enum": ["backward_will_fail", "backward_freed"]},
+                       "backward_will_fail: a saved tensor changed since it was saved; backward_freed: a backward already freed the saved tensors"),
+            "tensor": _d(_STR, "the named tensor whose backward will fail"),
+            "node": _d(_nullable(_STR), "the node whose saved tensor is the cause, e.g. MulBackward0"),
+            "saved": _d(_nullable(_STR), "that saved tensor's attribute, e.g. other"),
+            "saved_tensor": _d(_nullable(_STR), "the named tensor it is, or null"),
+            "saved_version": _d(_nullable(_INT), "the version it was saved at (backward_will_fail)"),
+            "version": _d(_nullable(_INT), "its version now (backward_will_fail)"),
+            "storage": _d(_nullable(_STR), "its storage label, or null"),
+            "changed_at_step": _d(_nullable(_INT), "the step that changed it (first step after which its version passed the saved one) or that freed it; null when the trace does not show it"),
+            "message": _d(_STR, "the prediction in one sentence"),
+        }
+    )
     node = _obj(
         {
             "id": _d(_STR, "the node's id: N1, N2, ... in walk order"),
             "name": _d(_STR, "the node's name, e.g. MulBackward0, AccumulateGrad"),
             "leaf": _d(_nullable(_STR), "for AccumulateGrad, the name of the leaf tensor it accumulates into"),
             "next": _d(_list(_STR), "the ids of the nodes its gradient flows to, in the order of next_functions"),
-        }
+            "saved": _d(_list(saved_tensor), "each tensor the node saved for backward (empty in traces made before this was recorded)"),
+        },
+        required=["id", "name", "leaf", "next"],  # "saved" is newer: older traces lack it
     )
     graph = _obj(
         {
@@ -256,8 +284,10 @@ def trace_schema() -> Dict[str, Any]:
             "shown": _d(_nullable(_list(_STR)), "the names the scenario shows at this step, or null for all"),
             "tensors": _d(_list({"$ref": "#/$defs/tensor"}), "every named tensor after the step"),
             "graphs": _d(_list(graph), "the autograd graphs the step asked for with 'graph'"),
+            "predictions": _d(_list(prediction), "backwards through named tensors that will fail, read from the saved tensors after the step, before any backward runs"),
         }
     )
+    step["required"].remove("predictions")  # newer than the rest: older traces lack it
     storage = _obj(
         {
             "label": _d(_STR, "S1, S2, ... in order of first appearance; never reused for another allocation"),

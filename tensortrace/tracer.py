@@ -28,7 +28,7 @@ from .events import Assembler, End, Event, Start
 from .expectations import declared_outcome, evaluate_expectation, first_line
 from .explain import name_the_saved_tensor
 from .helpers import base_namespace
-from .graph import proven_names, saved_suspects, walk_graph
+from .graph import proven_names, saved_suspects
 from .names import covers as _covers
 from .model import (
     Confinement,
@@ -44,6 +44,7 @@ from .model import (
     Trace,
     WarningInfo,
 )
+from .saved import Namer, Predictor
 from .probe import StorageRegistry, is_ndarray, plain_reads, probe_ndarray, probe_tensor, reason_of
 from .scenario import Code, Scenario, StepSpec
 from .stepenv import install_warning_filters, plain_stack_depth, scenario_warning_filters
@@ -266,6 +267,7 @@ class _Recorder:
         self.timeout = timeout
         self.values = values
         self.registry = StorageRegistry()
+        self.predictor = Predictor()  # what each step's saved tensors say about backward
         self.initial = base_namespace()
         if safe:
             from .sandbox import safe_globals
@@ -309,7 +311,9 @@ class _Recorder:
             failures = (f"setup raised {error.type}: {first_line(error.message)}",)
         self.on_ran(0)
         with plain_reads():
-            tensors, _ = self.snapshot(None)
+            tensors, objects = self.snapshot(None)
+            _, predictions = self.observe(None, 0, text, tensors, objects)
+        del objects
         return Step(
             index=0,
             code=text,
@@ -321,6 +325,7 @@ class _Recorder:
             behaved=status == "ok",
             failures=failures,
             tensors=tensors,
+            predictions=predictions,
         )
 
     def run_step(self, spec: StepSpec) -> Step:
@@ -331,7 +336,7 @@ class _Recorder:
         self.on_ran(spec.index)
         with plain_reads():
             tensors, objects = self.snapshot(spec)
-            graphs = self.graphs(spec, tensors, objects)
+            graphs, predictions = self.observe(spec, spec.index, spec.run.text, tensors, objects)
             if error is not None:
                 error = name_the_saved_tensor(error, tensors, proven=proven_names(classes.pop("saved", None), objects))
         del objects
@@ -355,6 +360,7 @@ class _Recorder:
             shown=shown,
             tensors=tensors,
             graphs=graphs,
+            predictions=predictions,
         )
 
     def execute(self, pieces: Sequence[Tuple[Code, str]], index: int):
@@ -483,12 +489,10 @@ class _Recorder:
             return None
         return tuple(t.name for t in tensors if any(_covers(w, t.name) for w in wanted))
 
-    def graphs(self, spec: StepSpec, tensors: Sequence[TensorState], objects: Dict[str, Any]) -> Tuple[Graph, ...]:
+    def graphs(self, spec: StepSpec, tensors: Sequence[TensorState], objects: Dict[str, Any]) -> List[Tuple[str, Any]]:
+        """The (name, grad_fn) of each graph the step asks to draw."""
         if not spec.graph:
-            return ()
-        names_by_id = {}
-        for name, obj in objects.items():
-            names_by_id.setdefault(id(obj), name)
+            return []
         if spec.graph is True:
             shown = self.shown_names(spec, tensors)
             targets = [t.name for t in tensors if t.grad_fn is not None and (shown is None or t.name in shown)]
@@ -502,8 +506,18 @@ class _Recorder:
                     grad_fn = obj.grad_fn
                 except Exception:  # PyTorch refuses it; the table says why
                     continue
-                result.append(walk_graph(name, grad_fn, names_by_id))
-        return tuple(result)
+                result.append((name, grad_fn))
+        return result
+
+    def observe(self, spec: Optional[StepSpec], index: int, code: str, tensors: Sequence[TensorState],
+                objects: Dict[str, Any]) -> Tuple[Tuple[Graph, ...], Tuple[Any, ...]]:
+        """The graphs the step draws, with what each node saved, and the backwards that will fail (``saved.py``)."""
+        drawn = self.graphs(spec, tensors, objects) if spec is not None else []
+        names_by_id: Dict[int, str] = {}
+        for name, obj in objects.items():
+            names_by_id.setdefault(id(obj), name)
+        self.predictor.note(index, code, tensors)
+        return self.predictor.observe(index, drawn, tensors, objects, Namer(objects, tensors, self.registry), names_by_id)
 
     def storages(self) -> Tuple[StorageInfo, ...]:
         return tuple(

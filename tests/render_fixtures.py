@@ -28,6 +28,8 @@ from tensortrace.model import (
     Explanation,
     Graph,
     GraphNode,
+    Prediction,
+    SavedTensor,
     ScenarioInfo,
     Step,
     StorageInfo,
@@ -166,9 +168,14 @@ def detach_trace() -> Trace:
         root="N1",
         nodes=(
             GraphNode("N1", "SumBackward0", next=("N2",)),
-            GraphNode("N2", "MulBackward0", next=("N3",)),
+            GraphNode("N2", "MulBackward0", next=("N3",), saved=(SavedTensor("other", freed=True),)),
             GraphNode("N3", "AccumulateGrad", leaf="a"),
         ),
+    )
+    freed = Prediction(
+        kind="backward_freed", tensor="out", node="MulBackward0", saved="other", changed_at_step=5,
+        message="backward through `out` a second time will fail: its saved tensors were freed at step 5 "
+                "(`out.backward()`); MulBackward0 needs its saved `other`.",
     )
     steps = (
         Step(index=1, code="a = torch.tensor([1., 2., 3.], requires_grad=True)", line=13,
@@ -213,6 +220,7 @@ def detach_trace() -> Trace:
             expectations=(ok("a.grad.tolist() == [2., 2., 2.]", 34),),
             tensors=(a2, b1, out),
             graphs=(out_graph,),
+            predictions=(freed,),
         ),
     )
     return Trace(
@@ -393,8 +401,10 @@ def shared_graph() -> Graph:
         root="N1",
         nodes=(
             GraphNode("N1", "SumBackward0", next=("N2",)),
-            GraphNode("N2", "MulBackward0", next=("N3", "N3")),
-            GraphNode("N3", "MulBackward0", next=("N4", "N5")),
+            GraphNode("N2", "MulBackward0", next=("N3", "N3"),
+                      saved=(SavedTensor("other", "y", "S3", 0, 0), SavedTensor("self", "y", "S3", 0, 0))),
+            GraphNode("N3", "MulBackward0", next=("N4", "N5"),
+                      saved=(SavedTensor("other", "b", "S2", 0, 1, stale=True), SavedTensor("self", "a", "S1", 0, 0))),
             GraphNode("N4", "AccumulateGrad", leaf="a"),
             GraphNode("N5", "AccumulateGrad", leaf="b"),
         ),

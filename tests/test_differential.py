@@ -128,3 +128,34 @@ def test_traced_facts_equal_plain_pytorch(ops):
             for fact, value in plain_facts.items():
                 assert recorded(states[name], fact) == value, (step.code, name, fact)
     assert torch.equal(torch.get_rng_state(), rng_after_plain)  # the same random numbers were drawn
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(OPS), min_size=1, max_size=7))
+def test_reading_saved_tensors_of_every_graph_changes_nothing(ops):
+    """Every step draws every graph, so each node's saved tensors are unpacked after every step
+    (and the predictions read them too): the code must still see exactly what plain PyTorch gives."""
+    steps = [START] + ops + ["r = torch.randn(3)"]
+    plain = plain_run(steps)
+    rng_after_plain = plain.pop()
+    spec = {"title": "random", "steps": [{"run": code, "graph": True} for code in steps]}
+    result = trace(loads_scenario(yaml.safe_dump(spec)), safe=False)
+    assert result.aborted is None and len(result.steps) == len(steps)
+    for step, (error, warns, facts) in zip(result.steps, plain):
+        assert (step.error.type, step.error.message) == error if error else step.status == "ok", step.code
+        assert [(w.category, w.message) for w in step.warnings] == warns, step.code
+        states = {s.name: s for s in step.tensors}
+        for name, plain_facts in facts.items():
+            for fact, value in plain_facts.items():
+                assert recorded(states[name], fact) == value, (step.code, name, fact)
+        for graph in step.graphs:
+            for node in graph.nodes:
+                for saved in node.saved:
+                    if saved.tensor is not None and saved.version is not None and not saved.freed:
+                        assert saved.version == plain_facts_version(facts, saved.tensor), (step.code, saved)
+    assert torch.equal(torch.get_rng_state(), rng_after_plain)
+
+
+def plain_facts_version(facts: Dict[str, Dict[str, Any]], name: str) -> Any:
+    """The version plain PyTorch reported for ``name`` after the step."""
+    return facts[name]["version"]

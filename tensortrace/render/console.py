@@ -62,6 +62,7 @@ from .layout import (
     Row,
     has_tensor_tables,
     legend_marks,
+    new_predictions,
     run_columns,
     shared_storages,
     step_wanted,
@@ -143,6 +144,8 @@ def _step_parts(
         yield Padding(Markdown(step.note.strip()), (0, 0, 0, 2))
     yield from _state_parts(prev, shown_prev, step, view, columns)
     yield from outcome_parts(step)
+    for message in new_predictions(prev, step):
+        yield say("⚠ predicted: " + message, style="bold yellow")
     for graph in step.graphs:
         yield from graph_parts(graph, view, step)
 

@@ -36,6 +36,7 @@ from .text import (
     format_stride,
     format_values,
     format_version,
+    saved_text,
 )
 from .facts import is_contiguous
 
@@ -306,6 +307,9 @@ def _tree_label(line: OutlineLine, grads: Dict[str, object]) -> Text:
                     text.append(f" = {words}", style="dim")
         if line.shared:
             text.append(f" ({line.id})", style="dim")
+        if line.saved:
+            broken = any(s.stale or s.freed for s in line.saved)
+            text.append(" · " + saved_text(line.saved), style="bold red" if broken else "dim")
         return text
     if line.kind == "chain":
         return Text(line_text(line), style="bold")

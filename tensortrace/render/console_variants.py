@@ -43,7 +43,7 @@ from .console_parts import (
     trace_footer,
 )
 from .facts import aliasing_notes, changed_fields, tensors_by_name
-from .layout import any_step_wanted, run_columns, variant_codes, variant_notes, variant_row_names
+from .layout import any_step_wanted, new_predictions, run_columns, variant_codes, variant_notes, variant_row_names
 from .text import outcome, storage_with_partners
 
 
@@ -118,6 +118,9 @@ def _variant_step(shown: Step, steps: Sequence[Optional[Step]], prevs: Sequence[
             yield from outcome_parts(step, label=name, expectations=False)
     for name, result in merged_expectations(steps, names):
         yield from expectation_lines(result, f"{name}: " if name else "")
+    for name, step, prev in zip(names, steps, prevs):
+        for message in new_predictions(prev, step) if step is not None else ():
+            yield say(f"⚠ {name}: predicted: " + message, style="bold yellow")
     for name, step in zip(names, steps):
         for graph in step.graphs if step is not None else ():
             yield from graph_parts(graph, view, step, label=name)

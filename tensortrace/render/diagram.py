@@ -18,19 +18,20 @@ from .compare import group_traces
 from .facts import all_steps
 from .options import DEFAULT_OPTIONS, RenderOptions
 from .outline import NO_GRAD_FN
-from .text import visible_traces
+from .text import saved_tensor_text, visible_traces
 
 LEAF_FILL = "#d7ecff"
 ROOT_FILL = "#ffe8c2"
 NODE_FILL = "#f2f2f2"
 NOTE_FILL = "#fff6d6"
+STALE_LINE = "#c53030"  # a node whose saved tensor was changed or freed
 
 
 @dataclass(frozen=True)
 class _Item:
     """One diagram element, independent of the syntax that will spell it."""
 
-    kind: str  # "tensor", "node", "leaf", "note", "missing"
+    kind: str  # "tensor", "node", "stale" (a node whose saved tensor breaks backward), "leaf", "note", "missing"
     key: str
     label: str
 
@@ -65,10 +66,12 @@ def _graph_cluster(graph: Graph, key: str, label: str) -> _Cluster:
 
     edges.append((tensor_key, key_of(graph.root)))
     for node in graph.nodes:
+        saved = "".join("\n" + saved_tensor_text(s) for s in node.saved)
         if node.leaf is not None:
-            items.append(_Item("leaf", keys[node.id], f"{node.name}\n{node.leaf}.grad"))
+            items.append(_Item("leaf", keys[node.id], f"{node.name}\n{node.leaf}.grad{saved}"))
         else:
-            items.append(_Item("node", keys[node.id], node.name))
+            items.append(_Item("stale" if any(s.stale or s.freed for s in node.saved) else "node",
+                               keys[node.id], node.name + saved))
         for child in node.next:
             edges.append((keys[node.id], key_of(child)))
     if graph.truncated:
@@ -112,6 +115,7 @@ _DOT_STYLE = {
     "tensor": f'shape=ellipse, style=filled, fillcolor="{ROOT_FILL}"',
     "node": f'shape=box, style="rounded,filled", fillcolor="{NODE_FILL}"',
     "leaf": f'shape=box, style="rounded,filled", fillcolor="{LEAF_FILL}"',
+    "stale": f'shape=box, style="rounded,filled,bold", color="{STALE_LINE}", fillcolor="{NODE_FILL}"',
     "note": f'shape=note, style=filled, fillcolor="{NOTE_FILL}"',
     "missing": 'shape=box, style=dashed',
 }
@@ -162,6 +166,7 @@ _MERMAID_SHAPE = {
     "tensor": ("([", "])"),
     "node": ("[", "]"),
     "leaf": ("[", "]"),
+    "stale": ("[", "]"),
     "note": ("[", "]"),
     "missing": ("[", "]"),
 }
@@ -171,6 +176,7 @@ _MERMAID_CLASSES = (
     f"  classDef leaf fill:{LEAF_FILL},stroke:#2b6cb0",
     f"  classDef note fill:{NOTE_FILL},stroke:#b58100",
     "  classDef missing stroke-dasharray:4 3",
+    f"  classDef stale stroke:{STALE_LINE},stroke-width:2px",
 )
 
 
@@ -182,7 +188,7 @@ def _mermaid_cluster(cluster: _Cluster, indent: str = "  ") -> List[str]:
     for source, target in cluster.edges:
         lines.append(f"{indent}  {source} --> {target}")
     lines.append(f"{indent}end")
-    for kind in ("tensor", "leaf", "note", "missing"):
+    for kind in ("tensor", "leaf", "stale", "note", "missing"):
         keys = [item.key for item in cluster.items if item.kind == kind]
         if keys:
             lines.append(f"{indent}class {','.join(keys)} {kind}")
@@ -211,7 +217,7 @@ def mermaid_for_graph(graph: Graph, key: str = "g") -> str:
         lines.append(f"  {item.key}{left}{_mermaid_label(item.label)}{right}")
     for source, target in cluster.edges:
         lines.append(f"  {source} --> {target}")
-    for kind in ("tensor", "leaf", "note", "missing"):
+    for kind in ("tensor", "leaf", "stale", "note", "missing"):
         keys = [item.key for item in cluster.items if item.kind == kind]
         if keys:
             lines.append(f"  class {','.join(keys)} {kind}")

@@ -250,3 +250,10 @@ __all__ = [
     "variant_notes",
     "variant_row_names",
 ]
+
+
+def new_predictions(prev: Optional[Step], step: Step) -> List[str]:
+    """The predictions to say after ``step``: those not already said after the step before."""
+    said = {(p.kind, p.tensor, p.node, p.saved, p.saved_version, p.changed_at_step) for p in prev.predictions} if prev else set()
+    return [p.message for p in step.predictions
+            if (p.kind, p.tensor, p.node, p.saved, p.saved_version, p.changed_at_step) not in said]

@@ -32,6 +32,7 @@ from .layout import (
     any_step_wanted,
     has_tensor_tables,
     legend_marks,
+    new_predictions,
     run_columns,
     step_wanted,
     summary_parts,
@@ -183,6 +184,8 @@ def _step_blocks(prev: Optional[Step], step: Step, options, columns) -> Iterable
         yield prose(step.note.strip())
     yield from _table_blocks(prev, step, options, columns)
     yield from _outcome_blocks(step)
+    for message in new_predictions(prev, step):
+        yield f"> ⚠ **Predicted:** {prose(message)}"
     for graph in step.graphs:
         yield from _graph_blocks(graph)
 
@@ -332,8 +335,11 @@ def _variant_blocks(traces: List[Trace], options: RenderOptions) -> Iterable[str
     extras = tuple(f for f in ("stride", "contiguous", "retains_grad")
                    if f in run_columns(traces, options))
     per_trace = [steps_by_index(t) for t in traces]
+    previous = None
     for index in step_indexes(traces):
         steps = [s.get(index) for s in per_trace]
+        prevs = [s.get(previous) if previous is not None else None for s in per_trace]
+        previous = index
         if not any_step_wanted(steps, options.steps):
             continue
         shown = next(s for s in steps if s is not None)
@@ -355,6 +361,9 @@ def _variant_blocks(traces: List[Trace], options: RenderOptions) -> Iterable[str
         merged = merged_expectations(steps, names)
         if merged:
             yield "\n".join(_expectation_item(result, name) for name, result in merged)
+        for name, step, prev in zip(names, steps, prevs):
+            for message in new_predictions(prev, step) if step is not None else ():
+                yield f"> ⚠ **{name}: predicted:** {prose(message)}"
         for name, step in zip(names, steps):
             for graph in step.graphs if step is not None else ():
                 yield from _graph_blocks(graph, name)

@@ -18,7 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
-from ..model import Graph, GraphNode
+from ..model import Graph, GraphNode, SavedTensor
+from .text import saved_text
 
 # A run of at least this many repetitions of a pattern of names is drawn as one line.
 CHAIN_MIN = 3
@@ -49,6 +50,7 @@ class OutlineLine:
     hidden: bool = False
     reason: str = ""  # for ``more``: "depth" or "size"
     period: int = 1  # for ``chain``: how many names ``name`` repeats (joined by " → ")
+    saved: Tuple[SavedTensor, ...] = ()  # for ``node``: what it saved for backward
 
 
 @dataclass(frozen=True)
@@ -102,7 +104,7 @@ def graph_outline(
         else:
             status[node_id] = "shown"
             shared = indegree.get(node_id, 0) > 1
-            lines.append(OutlineLine(depth, "node", node.name, node_id, node.leaf, shared=shared))
+            lines.append(OutlineLine(depth, "node", node.name, node_id, node.leaf, shared=shared, saved=node.saved))
             last = node
         for child in reversed(last.next):
             stack.append((child, depth + 1))
@@ -198,6 +200,8 @@ def line_text(line: OutlineLine) -> str:
             text += f" → {line.leaf}.grad"
         if line.shared:
             text += f" ({line.id})"
+        if line.saved:
+            text += " · " + saved_text(line.saved)
         return text
     if line.kind == "chain":
         if line.period > 1:

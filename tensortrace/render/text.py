@@ -17,7 +17,7 @@ import re
 from dataclasses import fields, is_dataclass, replace
 from typing import Any, List, Optional, Sequence, TypeVar
 
-from ..model import ErrorInfo, Step, Summary, TensorState, Trace, Values
+from ..model import ErrorInfo, SavedTensor, Step, Summary, TensorState, Trace, Values
 from .facts import is_contiguous
 
 # A row or a dimension longer than this is shown as its first and last items.
@@ -313,3 +313,27 @@ def error_headline(error: ErrorInfo) -> str:
 
 def plural(count: int, word: str, many: Optional[str] = None) -> str:
     return f"{count:,} {word if count == 1 else (many or word + 's')}"
+
+
+def saved_tensor_text(saved: SavedTensor) -> str:
+    """One tensor a graph node saved: ``other = v (S2) v0``, and why it breaks backward, if it does."""
+    if saved.freed:
+        return f"{saved.attr}: freed by backward ✗"
+    who = saved.tensor if saved.tensor is not None else "unnamed"
+    where = f" ({saved.storage})" if saved.storage else ""
+    if saved.saved_version is None:
+        return f"{saved.attr} = {who}{where}, version unknown"
+    if saved.stale:
+        return f"{saved.attr} = {who}{where} saved at v{saved.saved_version}, now v{saved.version} ✗ stale"
+    return f"{saved.attr} = {who}{where} v{saved.saved_version}"
+
+
+def saved_text(saved: Sequence[SavedTensor]) -> str:
+    """What a node saved, on one line; empty when it saved no tensor."""
+    if not saved:
+        return ""
+    parts = [saved_tensor_text(s) for s in saved if not s.freed]
+    freed = [s.attr for s in saved if s.freed]
+    if freed:
+        parts.append(f"{', '.join(freed)}: freed by backward ✗")
+    return "saved: " + "; ".join(parts)

@@ -1,0 +1,566 @@
+"""What autograd nodes saved for backward, and the backward failures that predicts.
+
+Every fact here is read from PyTorch, never run: a node's saved tensors are its
+``_raw_saved_*`` attributes (``torch._C._autograd.SavedTensor``, one per
+tensor a generated ``grad_fn`` or a ``ctx.save_for_backward`` kept). For each:
+
+- ``SavedTensor.data`` is the tensor itself, with no version check (``None``
+  when nothing was saved under that attribute, or after backward freed it);
+- unpacking it, as backward itself does (through the node's ``_saved_<attr>``
+  property, which passes the node a saved output needs; an element of a saved
+  list through ``SavedTensor.unpack()``), raises PyTorch's "modified by an
+  inplace operation: ... is at version N; expected version M" error for a
+  stale tensor, which gives both versions, and the "backward through the
+  graph a second time" error for a freed one.
+
+Nothing is unpacked on a tensor saved under
+``torch.autograd.graph.saved_tensors_hooks`` (it would run the user's unpack
+hook); such a tensor is recorded with unknown versions and predicts nothing.
+Reading changes no version, grad or graph (``tests/test_saved.py`` and the
+differential tests check it). Backward is never run to find anything out.
+
+After each step, ``Predictor.observe`` walks the graphs behind every named
+tensor that requires grad (one walk for all of them, in a forked copy of the
+process when large, like ``graph.walk_graph``), and says which backward will
+fail and why, naming the step that changed the saved tensor from the versions
+recorded after each step.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from .model import Prediction, SavedTensor, TensorState
+
+STALE = "backward_will_fail"  # a saved tensor's version moved: backward raises the in-place error
+FREED = "backward_freed"  # backward freed the saved tensors: a second backward raises
+MAX_CODE = 60  # characters of a step's code quoted in a prediction
+
+_VERSIONS = re.compile(r"is at version (\d+); expected version (\d+) instead")
+_TWICE = "Trying to backward through the graph a second time"
+_IN_PLACE = r"\.\w+_\(|[-+*/@]=|\]\s*=[^=]|\.data\s*=[^=]"  # a line that writes into a tensor
+
+# node type -> ((attribute, raw attribute name, property name), ...): dir() once per kind of node
+_ATTRS: Dict[type, Tuple[Tuple[str, str, str], ...]] = {}
+
+
+def saved_attributes(node: Any) -> Tuple[Tuple[str, str, str], ...]:
+    """The names a node's kind saves tensors under: ("self", "_raw_saved_self", "_saved_self"), ..."""
+    cls = type(node)
+    attrs = _ATTRS.get(cls)
+    if attrs is None:
+        try:
+            names = dir(node)
+        except Exception:
+            names = []
+        attrs = _ATTRS[cls] = tuple((a[len("_raw_saved_"):], a, "_saved_" + a[len("_raw_saved_"):])
+                                    for a in names if a.startswith("_raw_saved_"))
+    return attrs
+
+
+class Namer:
+    """Which named tensor and storage label a saved tensor is, from one step's snapshot.
+
+    A saved input is the very object (identity); a saved output comes back as
+    another tensor object on the same memory and version counter, so it is
+    matched by (address, shape, stride) and version. The storage label is the live
+    allocation, among those the registry labelled, whose bytes hold the
+    tensor's first element; labels are only looked up, never made. Each
+    lookup is a dictionary probe and a bisection, so a 100,000-node graph
+    costs little more to name than to walk.
+    """
+
+    def __init__(self, objects: Dict[str, Any], states: Sequence[TensorState], registry: Any) -> None:
+        self.by_id: Dict[int, str] = {}
+        self.by_ptr: Dict[int, List[Tuple[Tuple[int, ...], Tuple[int, ...], Optional[int], str]]] = {}
+        by_name = {s.name: s for s in states}
+        for name, obj in objects.items():
+            self.by_id.setdefault(id(obj), name)
+            state = by_name.get(name)
+            if state is not None and state.kind != "ndarray" and state.data_ptr:
+                self.by_ptr.setdefault(state.data_ptr, []).append((state.shape, state.stride, state.version, name))
+        spans = sorted((a.ptr, a.ptr + a.nbytes, a.label) for a in getattr(registry, "allocations", ()) if a.alive() and a.ptr)
+        self.starts = [start for start, _, _ in spans]
+        self.spans = spans
+
+    def __call__(self, t: Any) -> Tuple[Optional[str], Optional[str]]:
+        name = self.by_id.get(id(t))
+        try:
+            ptr = int(t.data_ptr())
+        except Exception:
+            return name, None
+        if name is None:
+            for shape, stride, version, candidate in self.by_ptr.get(ptr, ()):
+                try:  # the same version too: a .data alias has its own counter, so it is another tensor
+                    if tuple(t.shape) == shape and tuple(t.stride()) == stride and int(t._version) == version:
+                        name = candidate
+                        break
+                except Exception:
+                    break
+        label = None
+        if ptr:
+            at = bisect.bisect_right(self.starts, ptr) - 1
+            if at >= 0 and ptr < self.spans[at][1]:
+                label = self.spans[at][2]
+        return name, label
+
+
+Entry = List[Any]  # [attr, tensor name, storage, saved_version, version, stale, freed]: JSON-ready
+
+
+Item = Tuple[str, Any, Any, Optional[str]]  # (attribute, SavedTensor, node, the node's _saved_ property or None)
+
+
+def _saved_items(node: Any) -> List[Item]:
+    """A node's saved tensors; a saved list gives ``attr[i]``.
+
+    A single saved tensor is unpacked through the node's own ``_saved_<attr>``
+    property, as backward does: it passes the node, which a saved *output*
+    needs (``SavedTensor.unpack()`` alone refuses one, as if it had been
+    detached in place). An element of a saved list is unpacked on its own.
+    """
+    out: List[Item] = []
+    for attr, raw_name, prop in saved_attributes(node):
+        try:
+            raw = getattr(node, raw_name)
+        except Exception:
+            continue
+        if type(raw) is tuple or type(raw) is list:
+            out.extend((f"{attr}[{i}]", item, None, None) for i, item in enumerate(raw))
+        else:
+            out.append((attr, raw, node, prop))
+    return out
+
+
+def read_node(node: Any, namer: Any) -> List[Entry]:
+    """What ``node`` saved, one plain entry per tensor."""
+    out: List[Entry] = []
+    items = _saved_items(node)
+    for item in items:
+        entry = _read_one(item, namer)
+        if entry is not None:
+            out.append(entry)
+    if any(item[2] is None for item in items):  # a list was saved
+        _whole_list(node, items, out)
+    return out
+
+
+def _whole_list(node: Any, items: List[Item], out: List[Entry]) -> None:
+    """An output saved in a list (``ctx.save_for_backward(result)``) unpacks only with its node,
+    which PyTorch does for the whole list at once: when it is the one element left unknown
+    and no other is stale or hooked, unpacking the list tells its versions."""
+    unknown = [e for e in out if e[3] is None and not e[6]]
+    if len(unknown) != 1 or any(e[5] for e in out) or any(getattr(i[1], "unpack_hook", None) is not None for i in items):
+        return
+    attr = unknown[0][0].split("[", 1)[0]
+    prop = "saved_tensors" if attr == "tensors" and not hasattr(node, "_saved_tensors") else "_saved_" + attr
+    entry = unknown[0]
+    try:
+        getattr(node, prop)
+    except RuntimeError as exc:
+        found = _VERSIONS.search(str(exc))
+        if found is not None:
+            entry[4], entry[3] = int(found.group(1)), int(found.group(2))
+            entry[5] = entry[3] != entry[4]
+        return
+    except Exception:
+        return
+    entry[3] = entry[4]
+
+
+def _unpack(item: Item) -> Tuple[Any, Optional[Tuple[str, Optional[int], Optional[int]]]]:
+    """What backward's own unpacking of one saved tensor gives: (tensor, None) when it is fine
+    (tensor None: nothing was saved), else (None, problem): ("stale", version, saved version),
+    ("freed", None, None), ("refused", None, None), or ("hooked", None, None) when unpacking
+    would run the user's hook, so it is not done."""
+    _, raw, node, prop = item
+    if getattr(raw, "unpack_hook", None) is not None:
+        return None, ("hooked", None, None)
+    try:
+        return (getattr(node, prop) if prop is not None else raw.unpack()), None
+    except RuntimeError as exc:
+        text = str(exc)
+        found = _VERSIONS.search(text)
+        if found is not None:
+            return None, ("stale", int(found.group(1)), int(found.group(2)))
+        if _TWICE in text:
+            return None, ("freed", None, None)
+        return None, ("refused", None, None)
+    except Exception:
+        return None, ("refused", None, None)
+
+
+def _read_one(item: Item, namer: Any) -> Optional[Entry]:
+    attr, raw = item[0], item[1]
+    data, problem = _unpack(item)
+    if problem is None:
+        if data is None:  # nothing was saved under this attribute
+            return None
+        try:
+            version: Optional[int] = int(data._version)
+        except Exception:
+            version = None
+        name, storage = namer(data) if namer is not None else (None, None)
+        return [attr, name, storage, version, version, False, False]
+    kind, version, saved_version = problem
+    if kind == "freed":
+        return [attr, None, None, None, None, False, True]
+    try:  # the tensor itself, read without the version check (not for hooked ones: that is the hook's object)
+        data = raw.data if kind != "hooked" else None
+    except Exception:
+        data = None
+    if data is not None and version is None:
+        try:
+            version = int(data._version)
+        except Exception:
+            version = None
+    name, storage = namer(data) if namer is not None and data is not None else (None, None)
+    stale = kind == "stale" and saved_version != version
+    return [attr, name, storage, saved_version, version, stale, False]
+
+
+def read_cached(node: Any, namer: Any, reads: Optional[Dict[int, Any]]) -> List[Entry]:
+    """``read_node``, once per node within one observation (``reads`` keeps the node alive meanwhile)."""
+    if reads is None:
+        return read_node(node, namer)
+    got = reads.get(id(node))
+    if got is None:
+        got = reads[id(node)] = (node, read_node(node, namer))
+    return got[1]
+
+
+def saved_table(order: Sequence[Any], namer: Any, reads: Optional[Dict[int, Any]] = None) -> Tuple[List[Entry], List[List[int]]]:
+    """Each node's saved entries as indices into a table of distinct entries (a long chain repeats a few)."""
+    table: List[Entry] = []
+    at: Dict[Tuple[Any, ...], int] = {}
+    per_node: List[List[int]] = []
+    for node in order:
+        indices = []
+        for entry in read_cached(node, namer, reads):
+            key = tuple(entry)
+            i = at.get(key)
+            if i is None:
+                i = at[key] = len(table)
+                table.append(entry)
+            indices.append(i)
+        per_node.append(indices)
+    return table, per_node
+
+
+def saved_records(table: Optional[Sequence[Entry]], per_node: Optional[Sequence[Sequence[int]]]) -> Optional[List[Tuple[SavedTensor, ...]]]:
+    """The records ``saved_table`` describes; equal entries share one (immutable) record."""
+    if table is None or per_node is None:
+        return None
+    records = [SavedTensor(attr=a, tensor=n, storage=s, saved_version=sv, version=v, stale=bool(st), freed=bool(fr))
+               for a, n, s, sv, v, st, fr in table]
+    shared: Dict[Tuple[int, ...], Tuple[SavedTensor, ...]] = {}
+    out = []
+    for indices in per_node:
+        key = tuple(indices)
+        kept = shared.get(key)
+        if kept is None:
+            kept = shared[key] = tuple(records[i] for i in indices)
+        out.append(kept)
+    return out
+
+
+# --- the combined walk behind every named tensor -----------------------------------
+
+
+def scan(roots: Sequence[Any], namer: Any, max_nodes: int, reads: Optional[Dict[int, Any]] = None) -> Dict[str, Any]:
+    """For each root ``grad_fn``, the first stale and the first freed saved tensor it reaches.
+
+    One walk gives every root's nodes (shared nodes once). Then each root is
+    searched in walk order, reading a node's saved tensors only while that root
+    still lacks an answer, and asking PyTorch's unpacking (whose errors are
+    costly) only where the cheap facts allow the answer: a tensor at version 0
+    cannot be stale, and one whose data is still there cannot be freed. Nodes
+    the drawing walk read (``reads``) are not read again. Returns plain data:
+    ``{"stale": [...], "freed": [...], "truncated": bool}``, one
+    ``[node name, entry, node id]`` or None per root.
+    """
+    index: Dict[int, int] = {}
+    order: List[Any] = []
+    nexts: List[List[int]] = []
+    truncated = False
+    root_at: List[int] = []
+    for root in roots:
+        at = index.get(id(root))
+        if at is None:
+            if len(order) >= max_nodes:
+                truncated = True
+                root_at.append(-1)
+                continue
+            at = index[id(root)] = len(order)
+            order.append(root)
+            nexts.append([])
+            stack = [root]
+            while stack:
+                node = stack.pop()
+                children = nexts[index[id(node)]]
+                for nxt, _ in getattr(node, "next_functions", ()) or ():
+                    if nxt is None:
+                        continue
+                    j = index.get(id(nxt))
+                    if j is None:
+                        if len(order) >= max_nodes:
+                            truncated = True
+                            continue
+                        j = index[id(nxt)] = len(order)
+                        order.append(nxt)
+                        nexts.append([])
+                        stack.append(nxt)
+                    children.append(j)
+        root_at.append(at)
+    facts = _Facts(order, namer, reads)
+    stale_out: List[Any] = []
+    freed_out: List[Any] = []
+    for at in root_at:
+        stale = freed = None
+        if at >= 0:
+            seen = bytearray(len(order))
+            seen[at] = 1
+            stack = [at]
+            while stack and (stale is None or freed is None):
+                i = stack.pop()
+                if stale is None:
+                    stale = facts.stale(i)
+                if freed is None:
+                    freed = facts.freed(i)
+                for j in reversed(nexts[i]):
+                    if not seen[j]:
+                        seen[j] = 1
+                        stack.append(j)
+        stale_out.append(stale)
+        freed_out.append(freed)
+    return {"stale": stale_out, "freed": freed_out, "truncated": truncated}
+
+
+class _Facts:
+    """Per walked node, read lazily and once: its first stale and its first freed saved tensor."""
+
+    def __init__(self, order: List[Any], namer: Any, reads: Optional[Dict[int, Any]]) -> None:
+        self.order, self.namer, self.reads = order, namer, reads or {}
+        self._stale: Dict[int, Any] = {}
+        self._freed: Dict[int, Any] = {}
+        self._quick_facts: Dict[int, Tuple[bool, bool]] = {}
+
+    def _quick(self, i: int) -> Tuple[bool, bool]:
+        """(some saved tensor is past version 0, all are gone), from the cheap facts, once per node.
+
+        Backward frees a node's saved tensors all at once, so a node with any
+        still there was not freed; "all gone" may also be a node that saved
+        nothing under those names, which only unpacking tells apart.
+        """
+        got = self._quick_facts.get(i)
+        if got is None:
+            changed = missing = present = False
+            for item in _saved_items(self.order[i]):
+                raw = item[1]
+                try:
+                    if getattr(raw, "unpack_hook", None) is not None:
+                        continue
+                    data = raw.data
+                except Exception:
+                    continue
+                if data is None:
+                    missing = True
+                else:
+                    present = True
+                    if int(data._version) != 0:
+                        changed = True
+            got = self._quick_facts[i] = (changed, missing and not present)
+        return got
+
+    def _cached(self, i: int, column: int) -> Any:
+        node = self.order[i]
+        got = self.reads.get(id(node))
+        if got is None:
+            return False
+        for entry in got[1]:
+            if entry[column]:
+                return [_node_name(node), entry, id(node)]
+        return None
+
+    def stale(self, i: int) -> Any:
+        if i in self._stale:
+            return self._stale[i]
+        found = self._cached(i, 5)
+        if found is False:
+            found = None
+            if self._quick(i)[0]:  # only a tensor past version 0 can be stale: read the node fully
+                for entry in read_node(self.order[i], self.namer):
+                    if entry[5]:
+                        found = [_node_name(self.order[i]), entry, id(self.order[i])]
+                        break
+        self._stale[i] = found
+        return found
+
+    def freed(self, i: int) -> Any:
+        if i in self._freed:
+            return self._freed[i]
+        found = self._cached(i, 6)
+        if found is False:
+            found = None
+            if self._quick(i)[1]:  # a tensor is gone: freed, or never saved under that name
+                for item in _saved_items(self.order[i]):
+                    if getattr(item[1], "unpack_hook", None) is not None:
+                        continue
+                    problem = _unpack(item)[1]
+                    if problem is not None and problem[0] == "freed":
+                        found = [_node_name(self.order[i]), [item[0], None, None, None, None, False, True], id(self.order[i])]
+                        break
+        self._freed[i] = found
+        return found
+
+
+def _node_name(node: Any) -> str:
+    from .graph import node_name
+
+    return node_name(node)
+
+
+# --- per-step history and the predictions ------------------------------------------
+
+
+def short_code(code: str, hints: Sequence[str] = ()) -> str:
+    """A step's code on one line, bounded: of a longer step, the last line a hint (a regex) finds."""
+    lines = [line.strip() for line in code.strip().splitlines() if line.strip()]
+    text = "; ".join(lines)
+    if len(lines) > 1:
+        for hint in hints:  # the first hint that finds a line wins
+            picked = [line for line in lines if re.search(hint, line)]
+            if picked:
+                text = picked[-1]
+                break
+    return text if len(text) <= MAX_CODE else text[: MAX_CODE - 1] + "\u2026"
+
+
+class Predictor:
+    """Keeps the per-step versions it needs and makes each step's predictions."""
+
+    def __init__(self) -> None:
+        self.versions: Dict[Tuple[str, Optional[str]], List[Tuple[int, int]]] = {}
+        self.codes: Dict[int, str] = {}
+        self.freed_since: Dict[int, int] = {}  # id of a node seen freed -> the step it was first seen so
+
+    def note(self, index: int, code: str, states: Sequence[TensorState]) -> None:
+        self.codes[index] = code
+        for s in states:
+            if s.version is not None:
+                self.versions.setdefault((s.name, s.storage), []).append((index, s.version))
+
+    def changed_at(self, name: Optional[str], storage: Optional[str], saved_version: int, version: int,
+                   states: Sequence[TensorState]) -> Optional[int]:
+        """The first step after which the saved tensor's version was past ``saved_version``."""
+        keys = [(name, storage)] if name is not None else [
+            (s.name, s.storage) for s in states if storage is not None and s.storage == storage and s.version == version
+        ]
+        steps = []
+        for key in keys:
+            for index, seen in self.versions.get(key, ()):
+                if seen > saved_version:
+                    steps.append(index)
+                    break
+        return min(steps) if steps else None
+
+    def observe(self, index: int, drawn: Sequence[Tuple[str, Any]], states: Sequence[TensorState],
+                objects: Dict[str, Any], namer: Any, names_by_id: Dict[int, str]) -> Tuple[Tuple[Any, ...], Tuple[Prediction, ...]]:
+        """The graphs to draw (``(name, grad_fn)`` each) and the step's predictions, from one walk.
+
+        Small graphs are walked here; when any is larger than ``graph.INLINE_NODES``
+        nodes, the large ones and the scan for predictions run together in one
+        forked copy (as ``graph.walk_graph`` does), which makes each node's
+        Python object once for both.
+        """
+        from .graph import INLINE_NODES, MAX_NODES, _assemble, _walk, _walk_plain, run_forked
+
+        targets = self._targets(states, objects)
+        roots = [fn for _, fn in targets]
+        reads: Dict[int, Any] = {}  # each node's saved tensors, read once for drawing and predicting
+        graphs = [_walk(name, fn, names_by_id, max_nodes=INLINE_NODES, namer=namer, reads=reads) for name, fn in drawn]
+        found = scan(roots, namer, INLINE_NODES, reads) if roots else None
+        inline = True
+        large = [i for i, g in enumerate(graphs) if g.truncated]
+        if large or (found is not None and found["truncated"]):
+            rescan = found is not None and found["truncated"]
+
+            def work() -> Dict[str, Any]:
+                reads.clear()
+                return {"graphs": [_walk_plain(drawn[i][1], names_by_id, MAX_NODES, namer, reads) for i in large],
+                        "scan": scan(roots, namer, MAX_NODES, reads) if rescan else None}
+
+            forked = run_forked(work)
+            if forked is None:  # no fork here: walk in this process after all
+                forked = work()
+            else:
+                inline = not rescan
+            for i, plain in zip(large, forked["graphs"]):
+                graphs[i] = _assemble(drawn[i][0], plain)
+            if rescan:
+                found = forked["scan"]
+        reads.clear()
+        return tuple(graphs), self._predictions(index, targets, found, inline, states)
+
+    @staticmethod
+    def _targets(states: Sequence[TensorState], objects: Dict[str, Any]) -> List[Tuple[str, Any]]:
+        """Each named tensor that requires grad and has a grad_fn (an alias ``b = a`` once)."""
+        import torch
+
+        targets: List[Tuple[str, Any]] = []
+        for state in states:
+            if state.same_as is not None or not state.requires_grad or state.grad_fn is None:
+                continue
+            obj = objects.get(state.name)
+            if not isinstance(obj, torch.Tensor):
+                continue
+            try:
+                fn = obj.grad_fn
+            except Exception:
+                continue
+            if fn is not None:
+                targets.append((state.name, fn))
+        return targets
+
+    def _predictions(self, index: int, targets: Sequence[Tuple[str, Any]], found: Optional[Dict[str, Any]],
+                     inline: bool, states: Sequence[TensorState]) -> Tuple[Prediction, ...]:
+        freed_now: Dict[int, int] = {}
+        out: List[Prediction] = []
+        for (name, _), stale, freed in zip(targets, (found or {}).get("stale", ()), (found or {}).get("freed", ())):
+            if stale is not None:
+                out.append(self._stale(name, stale, states))
+            if freed is not None:
+                node, entry, node_id = freed
+                step = None
+                if inline:  # node ids are only comparable between walks made in this process
+                    step = freed_now[node_id] = self.freed_since.get(node_id, index)
+                out.append(self._freed(name, node, entry[0], step))
+        self.freed_since = freed_now
+        return tuple(out)
+
+    def _stale(self, name: str, found: list, states: Sequence[TensorState]) -> Prediction:
+        node, (attr, saved, storage, saved_version, version, _, _), _ = found
+        step = self.changed_at(saved, storage, saved_version, version, states)
+        what = f"`{saved}`" if saved is not None else "an unnamed tensor"
+        where = f" ({storage})" if storage else ""
+        now = f"`{saved}` is" if saved is not None else "it is"
+        hints = [_IN_PLACE] + ([rf"(?<![\w.]){re.escape(saved)}(?!\w)"] if saved is not None else [])
+        when = f" (changed by `{short_code(self.codes.get(step, ''), hints)}` at {_step_name(step)})" if step is not None else ""
+        message = (f"backward through `{name}` will fail: {node} saved {what}{where} at version {saved_version}, "
+                   f"and {now} now at version {version}{when}.")
+        return Prediction(kind=STALE, tensor=name, node=node, saved=attr, saved_tensor=saved,
+                          saved_version=saved_version, version=version, storage=storage,
+                          changed_at_step=step, message=message)
+
+    def _freed(self, name: str, node: str, attr: str, step: Optional[int]) -> Prediction:
+        code = short_code(self.codes.get(step, ""), [r"\bbackward\(", r"\bgrad\("])
+        when = f"at {_step_name(step)} (`{code}`)" if step is not None else "by an earlier backward"
+        message = (f"backward through `{name}` a second time will fail: its saved tensors were freed {when}; "
+                   f"{node} needs its saved `{attr}`.")
+        return Prediction(kind=FREED, tensor=name, node=node, saved=attr, changed_at_step=step, message=message)
+
+
+def _step_name(index: int) -> str:
+    return "setup" if index == 0 else f"step {index}"
