@@ -182,6 +182,7 @@ def iter_trace(
     confinement: Optional[Confinement] = None,
     checked: bool = False,
     on_ran: Optional[Callable[[int], None]] = None,
+    ops: bool = True,
 ) -> Iterator[Event]:
     """Run the scenario step by step, yielding a ``Start``, the steps, an ``End``.
 
@@ -189,6 +190,8 @@ def iter_trace(
     be run: variants left unresolved, an unavailable device, or, in safe mode,
     code the policy refuses. ``on_ran(index)`` is called when a step's own code
     (and its expectations) is done and the recording of its facts begins.
+    ``ops`` records what each step ran and the gradient flow of its backward
+    calls (``tensortrace.ops``).
     """
     if scenario.variants:
         raise UsageError("resolve the scenario's variants first (Scenario.resolved())")
@@ -196,6 +199,7 @@ def iter_trace(
         check_policy(scenario)
     dev = resolve_device(scenario, device)
     recorder = _Recorder(scenario, safe=safe, device=dev, timeout=timeout, values=values, on_ran=on_ran)
+    recorder.record_ops(ops)
     yield Start(
         scenario=ScenarioInfo(
             title=scenario.title,
@@ -307,8 +311,13 @@ class _Recorder:
             failures = (f"setup raised {error.type}: {first_line(error.message)}",)
         self.on_ran(0)
         with plain_reads():
-            tensors, _ = self.snapshot(None)
+            tensors, objects = self.snapshot(None)
+            ops, omitted, flow = self.finish_ops(objects)
+        del objects
         return Step(
+            ops=ops,
+            ops_omitted=omitted,
+            flow=flow,
             index=0,
             code=text,
             line=first.line,
@@ -329,6 +338,7 @@ class _Recorder:
         self.on_ran(spec.index)
         with plain_reads():
             tensors, objects = self.snapshot(spec)
+            ops, omitted, flow = self.finish_ops(objects)
             graphs = self.graphs(spec, tensors, objects)
             if error is not None:
                 error = name_the_saved_tensor(error, tensors, proven=proven_names(classes.pop("saved", None), objects))
@@ -353,6 +363,9 @@ class _Recorder:
             shown=shown,
             tensors=tensors,
             graphs=graphs,
+            ops=ops,
+            ops_omitted=omitted,
+            flow=flow,
         )
 
     def execute(self, pieces: Sequence[Tuple[Code, str]], index: int):
@@ -367,7 +380,7 @@ class _Recorder:
             try:
                 with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
                     compiled = [self.compile(code, filename, "exec") for code, filename in pieces]
-                    with self._time_limit(index), plain_stack_depth(self.stack_memo):
+                    with self._time_limit(index), plain_stack_depth(self.stack_memo), self.ops_modes():
                         for each in compiled:
                             exec(each, self.ns)
             except StepTimeout:
@@ -401,6 +414,38 @@ class _Recorder:
         if len(text) > MAX_STDOUT:
             text = bounded(text, MAX_STDOUT) + "\n"
         return status, error, tuple(warns), text, classes
+
+    # what the step ran (tensortrace.ops) --------------------------------------
+    def record_ops(self, on: bool) -> None:
+        """Record operations and gradient flow, unless ``on`` is False or the scenario cannot be."""
+        from .ops import refusal
+
+        self._ops_on, self._ops_now, self._names_now = on, None, {}
+        why = refusal("\n".join(c.text for _, c, _ in self.scenario.all_code())) if on else None
+        if why is not None:
+            self._ops_on = False
+            self._notices.append(why)
+
+    def ops_modes(self) -> Any:
+        """The modes that record the step's operations (one object of each), or nothing."""
+        if not self._ops_on:
+            return contextlib.nullcontext()
+        from .ops import OpsRecorder
+
+        self._ops_now = OpsRecorder(self._names_now, values=self.values)
+        return self._ops_now.modes()
+
+    def finish_ops(self, objects: Dict[str, Any]) -> Tuple[Any, int, Any]:
+        """The step's operations and flows, named by the namespace now that the step is over."""
+        recorder, self._ops_now = self._ops_now, None
+        if not self._ops_on:
+            return (), 0, ()
+        from .ops import name_index
+
+        self._names_now = name_index(objects)
+        if recorder is None:
+            return (), 0, ()
+        return recorder.finish(self.registry, self._names_now)
 
     def _install_warning_filters(self) -> None:
         """The filters the scenario's code set so far, above rule 6's "always" for everything else."""
