@@ -39,16 +39,21 @@ from .probe import StorageRegistry
 
 MAX_OPS = 2000  # operations (calls and ATen operations together) recorded per step; the rest are counted
 
-#: The words in a scenario's code that turn recording off, and why: dynamo
-#: skips compiling any frame while a non-infra TorchDispatchMode is on the
-#: stack ("non-infra torch dispatch mode present, this is not supported today
-#: in torch.compile", torch/_dynamo/convert_frame.py), so recording would
-#: change what the scenario shows.
+#: The words in a scenario's code that turn recording off, the level still
+#: recorded, and why. Dynamo skips compiling any frame while a non-infra
+#: TorchDispatchMode is on the stack ("non-infra torch dispatch mode present,
+#: this is not supported today in torch.compile",
+#: torch/_dynamo/convert_frame.py) and would trace into a TorchFunctionMode;
+#: under a TorchDispatchMode, ``clone()`` of an inference tensor leaves the
+#: copy at version 0 where plain PyTorch gives 1 (tests/test_ops.py pins it).
+#: Recording must not change what the scenario shows, so these fall back.
 UNRECORDABLE = (
-    ("compile", "the scenario uses torch.compile, which does not compile under a TorchDispatchMode "
+    ("compile", None, "the scenario uses torch.compile, which does not compile under a TorchDispatchMode "
      "(dynamo would run the code eagerly), so its operations were not recorded"),
-    ("_dynamo", "the scenario uses torch._dynamo, which does not compile under a TorchDispatchMode, "
+    ("_dynamo", None, "the scenario uses torch._dynamo, which does not compile under a TorchDispatchMode, "
      "so its operations were not recorded"),
+    ("inference_mode", "call", "the scenario uses torch.inference_mode, whose tensors' version counters a "
+     "TorchDispatchMode changes, so only the calls it made were recorded, not their ATen operations"),
 )
 
 _Tensor = torch.Tensor
@@ -57,12 +62,15 @@ _Tensor = torch.Tensor
 Grabbed = Tuple[int, Any, Optional[Tuple[Any, int, int, Any, Optional[int]]]]
 
 
-def refusal(code: str) -> Optional[str]:
-    """Why a scenario whose code is ``code`` cannot be recorded; None when it can."""
-    for word, why in UNRECORDABLE:
+def recordable(code: str) -> Tuple[Optional[str], Optional[str]]:
+    """The deepest level (``aten``, ``call`` or None: nothing) a scenario whose code is ``code`` can be recorded at, and why not deeper."""
+    level: Optional[str] = "aten"
+    notes = []
+    for word, fallback, why in UNRECORDABLE:
         if word in code:
-            return why
-    return None
+            notes.append(why)
+            level = fallback if level is not None else None
+    return level, (notes[0] if notes else None)
 
 
 def _ref(obj: Any) -> Any:
@@ -162,6 +170,13 @@ class _Calls(TorchFunctionMode):
 
 
 class _Aten(TorchDispatchMode):
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # Not wrapped in torch._disable_dynamo: that would import torch._dynamo
+        # (seconds) at the first operation, and cost a call per operation. No
+        # scenario that compiles is recorded (UNRECORDABLE).
+        return False
+
     def __init__(self, rec: "OpsRecorder") -> None:
         super().__init__()
         self.rec = rec
@@ -214,7 +229,8 @@ class _Aten(TorchDispatchMode):
 class OpsRecorder:
     """One step's recording: enter ``modes()`` around the step's code, then ``finish``."""
 
-    def __init__(self, start_names: Dict[int, Tuple[str, Any]], *, values: bool = True) -> None:
+    def __init__(self, start_names: Dict[int, Tuple[str, Any]], *, values: bool = True, aten: bool = True) -> None:
+        self.aten = aten
         self.start_names = start_names
         self.raw: List[List[Any]] = []
         self.count = 0
@@ -225,7 +241,7 @@ class OpsRecorder:
         self.flow = FlowRecorder(self, values=values)
 
     def modes(self) -> "_Both":
-        return _Both(_Calls(self), _Aten(self))
+        return _Both(_Calls(self), _Aten(self) if self.aten else None)
 
     def settle(self) -> None:
         """Read, now that they have moved, the versions of what the last ATen operations wrote."""
@@ -345,20 +361,22 @@ def call_name(func: Any) -> str:
 class _Both:
     """Both modes, entered in order and left in reverse, even when the step raises."""
 
-    def __init__(self, calls: _Calls, aten: _Aten) -> None:
+    def __init__(self, calls: _Calls, aten: Optional[_Aten]) -> None:
         self.calls, self.aten = calls, aten
 
     def __enter__(self) -> None:
         self.calls.__enter__()
         try:
-            self.aten.__enter__()
+            if self.aten is not None:
+                self.aten.__enter__()
         except BaseException:
             self.calls.__exit__(None, None, None)
             raise
 
     def __exit__(self, *exc: Any) -> None:
         try:
-            self.aten.__exit__(*exc)
+            if self.aten is not None:
+                self.aten.__exit__(*exc)
         finally:
             self.calls.__exit__(*exc)
             rec = self.calls.rec
@@ -391,4 +409,4 @@ def name_index(objects: Dict[str, Any]) -> Dict[int, Tuple[str, Any]]:
     return index
 
 
-__all__ = ["MAX_OPS", "OpsRecorder", "call_name", "name_index", "refusal"]
+__all__ = ["MAX_OPS", "OpsRecorder", "call_name", "name_index", "recordable"]

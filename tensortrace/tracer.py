@@ -418,13 +418,14 @@ class _Recorder:
     # what the step ran (tensortrace.ops) --------------------------------------
     def record_ops(self, on: bool) -> None:
         """Record operations and gradient flow, unless ``on`` is False or the scenario cannot be."""
-        from .ops import refusal
+        from .ops import recordable
 
-        self._ops_on, self._ops_now, self._names_now = on, None, {}
-        why = refusal("\n".join(c.text for _, c, _ in self.scenario.all_code())) if on else None
-        if why is not None:
-            self._ops_on = False
-            self._notices.append(why)
+        self._ops_on, self._ops_now, self._names_now, self._ops_aten = on, None, {}, True
+        if on:
+            level, why = recordable("\n".join(c.text for _, c, _ in self.scenario.all_code()))
+            self._ops_on, self._ops_aten = level is not None, level == "aten"
+            if why is not None:
+                self._notices.append(why)
 
     def ops_modes(self) -> Any:
         """The modes that record the step's operations (one object of each), or nothing."""
@@ -432,7 +433,7 @@ class _Recorder:
             return contextlib.nullcontext()
         from .ops import OpsRecorder
 
-        self._ops_now = OpsRecorder(self._names_now, values=self.values)
+        self._ops_now = OpsRecorder(self._names_now, values=self.values, aten=self._ops_aten)
         return self._ops_now.modes()
 
     def finish_ops(self, objects: Dict[str, Any]) -> Tuple[Any, int, Any]:
