@@ -83,8 +83,12 @@ def trace(
     safe: bool = True,
     device: Optional[str] = None,
     timeout: Optional[float] = None,
+    ops: bool = True,
 ) -> Trace:
-    """Run one scenario (or one of its variants) in this process; return its trace."""
+    """Run one scenario (or one of its variants) in this process; return its trace.
+
+    ``ops`` records what each step ran and its gradient flow (``tensortrace.ops``).
+    """
     if scenario.variants:
         if variant is None:
             raise UsageError(
@@ -94,7 +98,7 @@ def trace(
         scenario = scenario.for_variant(variant)
     elif variant is not None and variant != scenario.variant:
         raise UsageError(f"scenario {scenario.title!r} has no variants")
-    return collect(iter_trace(scenario, safe=safe, device=device, timeout=timeout))
+    return collect(iter_trace(scenario, safe=safe, device=device, timeout=timeout, ops=ops))
 
 
 def trace_variants(scenario: Scenario, **options: Any) -> List[Trace]:
