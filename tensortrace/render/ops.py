@@ -8,6 +8,9 @@ it ran, e.g.::
       aten::detach(a) → c (S1, no copy)
     Tensor.zero_(c) writes S1 (a, c) · c: version 0 → 1
 
+Calls that take and give no tensor (``torch._C._set_grad_enabled``, which a
+``no_grad`` block makes) are left out here; the JSON keeps them.
+
 ``flow_lines`` reads one ``Flow``: the backward graph as a tree from the
 call's root, each edge labelled with the gradient it carried, each
 ``AccumulateGrad`` with the leaf whose ``.grad`` it added to and that grad
@@ -82,6 +85,8 @@ def ops_lines(step: Step, level: str) -> List[str]:
     for op in step.ops:
         if op.level == "aten" and level != "aten":
             continue
+        if not (op.tensors.in_ or op.tensors.out or op.writes):  # e.g. torch._C._set_grad_enabled of a no_grad block
+            continue
         if len(lines) >= MAX_SHOWN_OPS:
             hidden += 1
             continue
@@ -110,6 +115,8 @@ def flow_lines(flow: Flow) -> List[str]:
     lines: List[str] = [f"gradient flow of {call_label(flow.call)}:"]
     if flow.notice:
         lines.append(f"  ({flow.notice})")
+    if not flow.nodes:
+        lines.append("  (no graph: none of the tensors it started from has a grad_fn)")
     drawn: set = set()
     stack: List[Tuple[str, str, str]] = []  # (node id, prefix for its line, edge text)
     for root in reversed(flow.roots):
