@@ -3,9 +3,9 @@
 When a step calls ``.backward()``, ``torch.autograd.backward`` or
 ``torch.autograd.grad`` (``ops._Calls`` sees the call), ``FlowRecorder.arm``
 walks the graph from the call's roots and puts a pre-hook
-(``Node.register_prehook``: the gradient arriving at the node) and a hook
-(``Node.register_hook``: the gradients it sends on) on each of the first
-``MAX_FLOW_NODES`` nodes; ``disarm`` removes every one of them when the call
+(``Node.register_prehook``: the gradient arriving at the node, recorded even
+when the node then raises) and a hook (``Node.register_hook``: the gradients
+it sends on) on each of the first ``MAX_FLOW_NODES`` nodes; ``disarm`` removes every one of them when the call
 returns or raises. Each ``AccumulateGrad`` node's leaf has its ``.grad``
 read before and after the call. The hooks return None, so the gradients are
 unchanged; nothing retains a grad, and a gradient's values are summarised in
@@ -14,6 +14,7 @@ the hook (``probe.tensor_values``), never kept.
 
 from __future__ import annotations
 
+import math
 import warnings
 import weakref
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -22,13 +23,34 @@ import torch
 
 from .graph import node_name
 from .model import Flow, FlowNode, Values
-from .probe import tensor_values
+from .probe import EXACT_LIMIT, tensor_values
 
 MAX_FLOW_NODES = 200  # nodes recorded per backward call; the rest are counted
 MAX_COUNTED = 100_000  # nodes counted beyond those, at most
 
 _backward_calls = (torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad)
 _NOT_RECORDED = Values(kind="unavailable", reason="values not recorded")
+_STRIDED = torch.strided
+_FLOATS = frozenset({torch.float32, torch.float64, torch.float16, torch.bfloat16})
+
+
+def _small_values(g: Any) -> Optional[Values]:
+    """The values of a small, plain, finite float gradient on the CPU, read directly; None: take the general path.
+
+    A gradient is usually such a tensor, and this is what ``probe.tensor_values``
+    would record for it, without its checks for every other kind of tensor.
+    """
+    if type(g) is not torch.Tensor or g.layout is not _STRIDED or g.device.type != "cpu" or g.dtype not in _FLOATS:
+        return None
+    if g.dim() > 1 or g.numel() > EXACT_LIMIT:
+        return None
+    data = g.tolist()
+    if g.dim() == 0:
+        return Values(kind="exact", data=data) if math.isfinite(data) else None
+    for x in data:
+        if not math.isfinite(x):
+            return None
+    return Values(kind="exact", data=tuple(data))
 
 
 def is_backward(func: Any) -> bool:
@@ -83,6 +105,9 @@ class FlowRecorder:
     def _summary(self, grads: Any) -> Tuple[Optional[Values], ...]:
         if not self.values:
             return tuple(None if g is None else _NOT_RECORDED for g in grads)
+        quick = [_small_values(g) for g in grads]
+        if all(q is not None or g is None for q, g in zip(quick, grads)):
+            return tuple(quick)
         owner = self.owner
         paused, owner.paused = owner.paused, True
         try:
@@ -164,7 +189,6 @@ class FlowRecorder:
             entry.grad_in = self._summary(grad_outputs)
 
         def sent(grad_inputs: Any, grad_outputs: Any) -> None:
-            entry.ran = True
             entry.grad_out = self._summary(grad_inputs)
 
         armed.handles.append(node.register_prehook(arrived))
@@ -184,9 +208,10 @@ class FlowRecorder:
                 entry.after = self._leaf_grad(variable)
             entry.node = None
 
-    def finish(self, start: Dict[int, Tuple[str, Any]], end: Dict[int, Tuple[str, Any]]) -> Tuple[Flow, ...]:
-        """The step's backward calls as records, leaves named by the namespace."""
-        from .ops import call_name
+    def finish(self, start: Dict[int, Tuple[str, Any]], end: Dict[int, Tuple[str, Any]], call_name: Any) -> Tuple[Flow, ...]:
+        """The step's backward calls as records, leaves named by the namespace, calls by ``call_name``."""
+        if not self.calls:
+            return ()
 
         def leaf_name(ref: Any) -> Optional[str]:
             if ref is None:

@@ -83,13 +83,31 @@ def _ref(obj: Any) -> Any:
 def _grab(t: Any) -> Grabbed:
     """What an operation needs of a tensor, taken now: identity and storage, no copy."""
     try:
+        ref = _weakref(t)
+    except TypeError:
+        ref = None
+    try:
         s = t.untyped_storage()
-        ptr = s.data_ptr()
         n = s.nbytes()
-        key = (t.device, ptr, n, _ref(s), s._cdata if ptr == 0 else None) if n and t.numel() else None
+        if n:
+            ptr = s.data_ptr()
+            key = (t.device, ptr, n, _weakref(s), s._cdata if ptr == 0 else None)
+        else:
+            key = None
     except Exception:  # sparse, nested and other storage-less tensors
         key = None
-    return (id(t), _ref(t), key)
+    return (id(t), ref, key)
+
+
+def _light(t: Any) -> Grabbed:
+    """Identity only: a call's tensors, whose storages its ATen operations (or ``finish``) read."""
+    try:
+        return (0, _weakref(t), None)
+    except TypeError:
+        return (0, None, None)
+
+
+_weakref = weakref.ref
 
 
 def _version(t: Any) -> Optional[int]:
@@ -146,11 +164,16 @@ class _Calls(TorchFunctionMode):
             rec.settle()
         tensors: List[Any] = []
         for a in args:
-            _tensors_in(a, tensors)
-        for a in kwargs.values():
-            _tensors_in(a, tensors)
+            if isinstance(a, _Tensor):
+                tensors.append(a)
+            elif type(a) in _SEQUENCES:
+                _tensors_in(a, tensors)
+        if kwargs:
+            for a in kwargs.values():
+                _tensors_in(a, tensors)
+        grab = _light if rec.aten else _grab
         before = [_version(t) for t in tensors]
-        entry: List[Any] = ["call", func, None, [_grab(t) for t in tensors], (), [], []]
+        entry: List[Any] = ["call", func, None, [grab(t) for t in tensors], (), [], []]
         index = len(rec.raw)
         rec.raw.append(entry)
         rec.parent = index
@@ -163,10 +186,16 @@ class _Calls(TorchFunctionMode):
             if flow is not None:
                 rec.flow.disarm(flow)
             entry[6] = [(i, b, a) for i, (b, a) in enumerate(zip(before, [_version(t) for t in tensors])) if a != b]
-        produced: List[Any] = []
-        _tensors_in(out, produced)
-        entry[5] = [_grab(t) for t in produced]
+        if isinstance(out, _Tensor):
+            entry[5] = [grab(out)]
+        elif type(out) in _SEQUENCES:
+            produced: List[Any] = []
+            _tensors_in(out, produced)
+            entry[5] = [grab(t) for t in produced]
         return out
+
+
+_SEQUENCES = (list, tuple)
 
 
 class _Aten(TorchDispatchMode):
@@ -200,10 +229,15 @@ class _Aten(TorchDispatchMode):
         written: List[int] = []
         positions = plan.positions
         for i, a in enumerate(args):
-            start = len(ins)
-            _tensors_in(a, ins)
-            if i in positions:
-                written.extend(range(start, len(ins)))
+            if isinstance(a, _Tensor):
+                if i in positions:
+                    written.append(len(ins))
+                ins.append(a)
+            elif type(a) in _SEQUENCES:
+                start = len(ins)
+                _tensors_in(a, ins)
+                if i in positions:
+                    written.extend(range(start, len(ins)))
         if kwargs:
             keywords = plan.keywords
             for k, a in kwargs.items():
@@ -211,7 +245,15 @@ class _Aten(TorchDispatchMode):
                 _tensors_in(a, ins)
                 if k in keywords:
                     written.extend(range(start, len(ins)))
-        grabbed = [_grab(t) for t in ins]
+        seen = rec.seen
+        grabbed = []
+        for t in ins:  # a tensor seen before in this step (an earlier result) is not read again
+            g = seen.get(id(t))
+            if g is None or g[1] is None or g[1]() is not t:
+                g = seen[id(t)] = _grab(t)
+            grabbed.append(g)
+        for i in written:  # set_ and the like may give it another storage
+            seen.pop(id(ins[i]), None)
         entry: List[Any] = ["aten", plan, rec.parent, grabbed, written, [], []]
         rec.raw.append(entry)
         if written:
@@ -220,9 +262,13 @@ class _Aten(TorchDispatchMode):
             # The tensor is held until then (a temporary view would otherwise be gone).
             rec.pending.extend((entry, i, ins[i], _version(ins[i])) for i in written)
         out = func(*args, **kwargs)
-        produced: List[Any] = []
-        _tensors_in(out, produced)
-        entry[5] = [_grab(t) for t in produced]
+        if isinstance(out, _Tensor):
+            g = seen[id(out)] = _grab(out)
+            entry[5] = [g]
+        elif type(out) in _SEQUENCES:
+            produced: List[Any] = []
+            _tensors_in(out, produced)
+            entry[5] = [_grab(t) for t in produced]
         return out
 
 
@@ -237,6 +283,7 @@ class OpsRecorder:
         self.parent: Optional[int] = None
         self.paused = False
         self.pending: List[Tuple[List[Any], int, Any, Optional[int]]] = []  # written tensors until the next operation
+        self.seen: Dict[int, Grabbed] = {}  # id → what was read of a tensor this step (checked by its weak reference)
         self.plans: Dict[Any, _Plan] = _PLANS
         self.flow = FlowRecorder(self, values=values)
 
@@ -257,21 +304,38 @@ class OpsRecorder:
             self.settle()
         start, end = self.start_names, end_names
         labels: Dict[int, Optional[str]] = {}
+        keys: Dict[int, Any] = {}  # weak reference's id → storage key, from the ATen operations' tensors
+        for entry in self.raw:
+            if entry[0] == "aten":
+                for g in entry[3]:
+                    if g[1] is not None and g[2] is not None:
+                        keys[id(g[1])] = g[2]
+                for g in entry[5]:
+                    if g[1] is not None and g[2] is not None:
+                        keys[id(g[1])] = g[2]
 
         def label(g: Grabbed) -> Optional[str]:
             key = g[2]
             if key is None:
-                return None
-            memo = id(key[3]) if key[3] is not None else id(key)
-            if memo in labels:
-                return labels[memo]
-            device, ptr, nbytes, sref, ident = key
-            owner = sref() if sref is not None else None
-            if owner is not None:
-                found = registry.label(str(device), ptr, nbytes, owner, ident=ident)
-            else:
-                found = registry.label_gone(str(device), ptr, nbytes)
-            labels[memo] = found
+                ref = g[1]
+                if ref is None:
+                    return None
+                key = keys.get(id(ref))
+                if key is None:  # a call's tensor no ATen operation touched: read it now, if it lives
+                    t = ref()
+                    key = keys[id(ref)] = _grab(t)[2] if t is not None else None
+                    if key is None:
+                        return None
+            sref = key[3]
+            memo = id(sref)
+            found = labels.get(memo)
+            if found is None:
+                owner = sref()
+                if owner is not None:
+                    found = registry.label(str(key[0]), key[1], key[2], owner, ident=key[4])
+                else:
+                    found = registry.label_gone(str(key[0]), key[1], key[2])
+                labels[memo] = found
             return found
 
         def name(g: Grabbed, first: Dict[int, Tuple[str, Any]], second: Dict[int, Tuple[str, Any]]) -> Optional[str]:
@@ -281,14 +345,29 @@ class OpsRecorder:
             hit = first.get(id(ref)) or second.get(id(ref))
             return hit[0] if hit is not None and hit[1] is ref else None
 
-        records = []
+        rows = []
+        child_writes: Dict[int, List[str]] = {}
         for level, what, parent, ins, written, outs, bumps in self.raw:
-            in_names = tuple(name(g, start, end) for g in ins)
-            written_set = set(written)
-            reads = _unique(label(g) for i, g in enumerate(ins) if i not in written_set)
-            writes = _unique(label(ins[i]) for i in written)
+            in_names = tuple([name(g, start, end) for g in ins])
+            reads: List[str] = []
+            writes: List[str] = []
+            for i, g in enumerate(ins):
+                found = label(g)
+                if found is not None:
+                    into = writes if i in written else reads
+                    if found not in into:
+                        into.append(found)
+            if parent is not None and writes:
+                child_writes.setdefault(parent, []).extend(writes)
+            rows.append((level, what, parent, reads, writes, outs, in_names, bumps))
+        records = []
+        for index, (level, what, parent, reads, writes, outs, in_names, bumps) in enumerate(rows):
             if level == "call":
                 title, overload = call_name(what), None
+                extra = child_writes.get(index)
+                if extra:  # a call writes what the ATen operations under it wrote
+                    writes = writes + [w for w in _unique(extra) if w not in writes]
+                    reads = [r for r in reads if r not in writes]
             else:
                 title, overload = what.name, what.overload
             records.append(
@@ -297,28 +376,15 @@ class OpsRecorder:
                     name=title,
                     overload=overload,
                     parent=parent,
-                    reads=reads,
-                    writes=writes,
-                    outputs=tuple(label(g) for g in outs),
-                    tensors=OpTensors(in_=in_names, out=tuple(name(g, end, start) for g in outs)),
-                    version_bumps=tuple(VersionBump(name=in_names[i], from_=b, to=a) for i, b, a in bumps),
+                    reads=tuple(reads),
+                    writes=tuple(writes),
+                    outputs=tuple([label(g) for g in outs]),
+                    tensors=OpTensors(in_=in_names, out=tuple([name(g, end, start) for g in outs])),
+                    version_bumps=tuple([VersionBump(name=in_names[i], from_=b, to=a) for i, b, a in bumps]) if bumps else (),
                 )
             )
-        # a call writes what the ATen operations under it wrote
-        children: Dict[int, List[str]] = {}
-        for record in records:
-            if record.parent is not None and record.writes:
-                children.setdefault(record.parent, []).extend(record.writes)
-        for i, extra in children.items():
-            r = records[i]
-            writes = _unique(list(r.writes) + extra)
-            records[i] = OpRecord(**{**_fields(r), "writes": writes, "reads": tuple(x for x in r.reads if x not in writes)})
-        flows = self.flow.finish(start, end)
+        flows = self.flow.finish(start, end, call_name)
         return tuple(records), max(0, self.count - len(records)), flows
-
-
-def _fields(r: OpRecord) -> Dict[str, Any]:
-    return {f: getattr(r, f) for f in OpRecord.__dataclass_fields__}
 
 
 def _unique(labels: Any) -> Tuple[str, ...]:

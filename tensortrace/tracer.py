@@ -30,6 +30,7 @@ from .explain import name_the_saved_tensor
 from .helpers import base_namespace
 from .graph import proven_names, saved_suspects, walk_graph
 from .names import covers as _covers
+from .ops import OpsRecorder, name_index, recordable
 from .model import (
     Confinement,
     Declared,
@@ -422,8 +423,6 @@ class _Recorder:
     # what the step ran (tensortrace.ops) --------------------------------------
     def record_ops(self, on: bool) -> None:
         """Record operations and gradient flow, unless ``on`` is False or the scenario cannot be."""
-        from .ops import recordable
-
         self._ops_on, self._ops_now, self._names_now, self._ops_aten = on, None, {}, True
         if on:
             level, why = recordable("\n".join(c.text for _, c, _ in self.scenario.all_code()))
@@ -435,8 +434,6 @@ class _Recorder:
         """The modes that record the step's operations (one object of each), or nothing."""
         if not self._ops_on:
             return contextlib.nullcontext()
-        from .ops import OpsRecorder
-
         self._ops_now = OpsRecorder(self._names_now, values=self.values, aten=self._ops_aten)
         return self._ops_now.modes()
 
@@ -445,8 +442,6 @@ class _Recorder:
         recorder, self._ops_now = self._ops_now, None
         if not self._ops_on:
             return (), 0, ()
-        from .ops import name_index
-
         self._names_now = name_index(objects)
         if recorder is None:
             return (), 0, ()
