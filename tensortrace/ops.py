@@ -26,6 +26,7 @@ A step calling ``.backward()``, ``torch.autograd.backward`` or
 
 from __future__ import annotations
 
+import sys
 import weakref
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -57,6 +58,7 @@ UNRECORDABLE = (
 )
 
 _Tensor = torch.Tensor
+_HERE = frozenset({__file__, torch.utils._python_dispatch.__file__, torch._ops.__file__})  # frames the modes add
 # (id of the tensor, weak reference to it, storage key or None); the key is
 # (device, address, bytes, weak reference to the storage, identity for addressless storages)
 Grabbed = Tuple[int, Any, Optional[Tuple[Any, int, int, Any, Optional[int]]]]
@@ -115,6 +117,18 @@ def _version(t: Any) -> Optional[int]:
         return t._version
     except Exception:  # inference tensors have no version counter
         return None
+
+
+def _from_caller(caught: List[Any], start: int, frame: Any) -> None:
+    """Warnings PyTorch raised from inside the modes, placed where plain PyTorch places them.
+
+    A warning from C++ is attributed to the innermost Python frame, which
+    under the modes is theirs; without them it is the frame that made the
+    call, which is this handler's caller.
+    """
+    for w in caught[start:]:
+        if w.filename in _HERE:
+            w.filename, w.lineno = frame.f_code.co_filename, frame.f_lineno
 
 
 def _tensors_in(value: Any, into: List[Any]) -> None:
@@ -177,10 +191,14 @@ class _Calls(TorchFunctionMode):
         index = len(rec.raw)
         rec.raw.append(entry)
         rec.parent = index
+        caught = rec.caught
+        seen = len(caught)
         try:
             out = func(*args, **kwargs)
         finally:
             rec.parent = None
+            if len(caught) > seen:
+                _from_caller(caught, seen, sys._getframe(1))
             if rec.pending:
                 rec.settle()
             if flow is not None:
@@ -275,8 +293,11 @@ class _Aten(TorchDispatchMode):
 class OpsRecorder:
     """One step's recording: enter ``modes()`` around the step's code, then ``finish``."""
 
-    def __init__(self, start_names: Dict[int, Tuple[str, Any]], *, values: bool = True, aten: bool = True) -> None:
+    def __init__(
+        self, start_names: Dict[int, Tuple[str, Any]], *, values: bool = True, aten: bool = True, caught: Optional[List[Any]] = None,
+    ) -> None:
         self.aten = aten
+        self.caught = caught if caught is not None else []  # the step's recorded warnings (catch_warnings(record=True))
         self.start_names = start_names
         self.raw: List[List[Any]] = []
         self.count = 0

@@ -385,7 +385,7 @@ class _Recorder:
             try:
                 with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
                     compiled = [self.compile(code, filename, "exec") for code, filename in pieces]
-                    with self._time_limit(index), plain_stack_depth(self.stack_memo), self.ops_modes():
+                    with self._time_limit(index), plain_stack_depth(self.stack_memo), self.ops_modes(caught):
                         for each in compiled:
                             exec(each, self.ns)
             except StepTimeout:
@@ -430,11 +430,11 @@ class _Recorder:
             if why is not None:
                 self._notices.append(why)
 
-    def ops_modes(self) -> Any:
+    def ops_modes(self, caught: List[Any]) -> Any:
         """The modes that record the step's operations (one object of each), or nothing."""
         if not self._ops_on:
             return contextlib.nullcontext()
-        self._ops_now = OpsRecorder(self._names_now, values=self.values, aten=self._ops_aten)
+        self._ops_now = OpsRecorder(self._names_now, values=self.values, aten=self._ops_aten, caught=caught)
         return self._ops_now.modes()
 
     def finish_ops(self, objects: Dict[str, Any]) -> Tuple[Any, int, Any]:

@@ -14,7 +14,7 @@ from tensortrace.render.ops import ops_lines
 from tensortrace.scenario import loads_scenario
 from tensortrace.tracer import check_policy, trace
 
-from conftest import cli, state, step_of, write_scenario
+from conftest import REPO, cli, state, step_of, write_scenario
 
 
 def _trace(text: str, *, safe: bool = True, ops: bool = True) -> Trace:
@@ -253,3 +253,37 @@ def test_ops_option_chooses_what_the_console_shows(tmp_path):
     assert bad.returncode == 2 and "--ops 'all' is not one of none, calls, aten" in bad.stderr
     markdown = cli("run", str(path), "--format", "markdown", "--ops", "aten")
     assert "  aten::detach(a) → c (S1, no copy)" in markdown.stdout
+
+
+def test_a_warning_keeps_the_line_plain_pytorch_gives_it():
+    text = DETACH_ZERO.replace("c = a.detach(); c.zero_()", "b = a * 2; g = b.grad")
+    (warning,) = step_of(_trace(text, safe=False), 1).warnings
+    (plain,) = step_of(_trace(text, safe=False, ops=False), 1).warnings
+    assert "not a leaf Tensor" in warning.message and warning.line == plain.line == 7
+
+
+def _outcome(result: Trace):
+    """Everything a trace says that recording must not change (storage labels may: temporaries take some)."""
+    steps = []
+    for step in (result.setup, *result.steps) if result.setup else result.steps:
+        tensors = tuple(
+            (t.name, t.values, t.version, t.requires_grad, t.is_leaf, t.retains_grad, t.grad_fn, t.grad, t.shape, t.is_view)
+            for t in step.tensors
+        )
+        error = (step.error.type, step.error.message) if step.error else None
+        steps.append((step.status, error, step.warnings, step.stdout, [e.passed for e in step.expectations], tensors))
+    return steps, result.passed
+
+
+def test_the_bundled_library_shows_the_same_with_and_without_recording():
+    from tensortrace.scenario import load_scenario
+    from tensortrace.tracer import trace_variants
+
+    paths = sorted((REPO / "scenarios").glob("*.yaml"))
+    assert len(paths) >= 40
+    for path in paths:
+        scenario = load_scenario(path)
+        on = trace_variants(scenario, safe=False, ops=True)
+        off = trace_variants(scenario, safe=False, ops=False)
+        assert [_outcome(t) for t in on] == [_outcome(t) for t in off], path.name
+        assert all(t.passed for t in on), path.name
