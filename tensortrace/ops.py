@@ -26,6 +26,7 @@ A step calling ``.backward()``, ``torch.autograd.backward`` or
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import weakref
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -290,6 +291,37 @@ class _Aten(TorchDispatchMode):
         return out
 
 
+class OpsSession:
+    """A run's recording: the level its scenario can be recorded at, and the names its last snapshot saw."""
+
+    def __init__(self, scenario: Any, *, on: bool = True, values: bool = True, notices: Optional[List[str]] = None) -> None:
+        self.level: Optional[str] = None
+        if on:
+            self.level, why = recordable("\n".join(code.text for _, code, _ in scenario.all_code()))
+            if why is not None and notices is not None:
+                notices.append(why)
+        self.values = values
+        self.names: Dict[int, Tuple[str, Any]] = {}
+        self.now: Optional[OpsRecorder] = None
+
+    def modes(self, caught: List[Any]) -> Any:
+        """The modes that record one step's code (one object of each), or nothing."""
+        if self.level is None:
+            return contextlib.nullcontext()
+        self.now = OpsRecorder(self.names, values=self.values, aten=self.level == "aten", caught=caught)
+        return self.now.modes()
+
+    def finish(self, registry: StorageRegistry, objects: Dict[str, Any]) -> Tuple[Tuple[OpRecord, ...], int, Tuple[Flow, ...]]:
+        """The step's operations and flows, named by the namespace now that the step is over."""
+        recorder, self.now = self.now, None
+        if self.level is None:
+            return (), 0, ()
+        self.names = name_index(objects)
+        if recorder is None:
+            return (), 0, ()
+        return recorder.finish(registry, self.names)
+
+
 class OpsRecorder:
     """One step's recording: enter ``modes()`` around the step's code, then ``finish``."""
 
@@ -496,4 +528,4 @@ def name_index(objects: Dict[str, Any]) -> Dict[int, Tuple[str, Any]]:
     return index
 
 
-__all__ = ["MAX_OPS", "OpsRecorder", "call_name", "name_index", "recordable"]
+__all__ = ["MAX_OPS", "OpsRecorder", "OpsSession", "call_name", "name_index", "recordable"]

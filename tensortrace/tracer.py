@@ -30,7 +30,7 @@ from .explain import name_the_saved_tensor
 from .helpers import base_namespace
 from .graph import proven_names, saved_suspects, walk_graph
 from .names import covers as _covers
-from .ops import OpsRecorder, name_index, recordable
+from .ops import OpsSession
 from .model import (
     Confinement,
     Declared,
@@ -204,7 +204,7 @@ def iter_trace(
         check_policy(scenario)
     dev = resolve_device(scenario, device)
     recorder = _Recorder(scenario, safe=safe, device=dev, timeout=timeout, values=values, on_ran=on_ran)
-    recorder.record_ops(ops)
+    recorder.ops = OpsSession(scenario, on=ops, values=values, notices=recorder._notices)
     yield Start(
         scenario=ScenarioInfo(
             title=scenario.title,
@@ -285,6 +285,7 @@ class _Recorder:
         self.seen_names: set = set()
         self.asked: Dict[str, Tuple[str, Optional[int]]] = {}  # name → (where, line) from show/graph
         self._notices: List[str] = []
+        self.ops = OpsSession(scenario, on=False)  # what each step ran: iter_trace turns it on
         for name in scenario.show or ():
             self.asked.setdefault(name, ("show", None))
         for spec in scenario.steps:
@@ -317,7 +318,7 @@ class _Recorder:
         self.on_ran(0)
         with plain_reads():
             tensors, objects = self.snapshot(None)
-            ops, omitted, flow = self.finish_ops(objects)
+            ops, omitted, flow = self.ops.finish(self.registry, objects)
         del objects
         return Step(
             ops=ops,
@@ -343,7 +344,7 @@ class _Recorder:
         self.on_ran(spec.index)
         with plain_reads():
             tensors, objects = self.snapshot(spec)
-            ops, omitted, flow = self.finish_ops(objects)
+            ops, omitted, flow = self.ops.finish(self.registry, objects)
             graphs = self.graphs(spec, tensors, objects)
             if error is not None:
                 error = name_the_saved_tensor(error, tensors, proven=proven_names(classes.pop("saved", None), objects))
@@ -385,7 +386,7 @@ class _Recorder:
             try:
                 with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
                     compiled = [self.compile(code, filename, "exec") for code, filename in pieces]
-                    with self._time_limit(index), plain_stack_depth(self.stack_memo), self.ops_modes(caught):
+                    with self._time_limit(index), plain_stack_depth(self.stack_memo), self.ops.modes(caught):
                         for each in compiled:
                             exec(each, self.ns)
             except StepTimeout:
@@ -419,33 +420,6 @@ class _Recorder:
         if len(text) > MAX_STDOUT:
             text = bounded(text, MAX_STDOUT) + "\n"
         return status, error, tuple(warns), text, classes
-
-    # what the step ran (tensortrace.ops) --------------------------------------
-    def record_ops(self, on: bool) -> None:
-        """Record operations and gradient flow, unless ``on`` is False or the scenario cannot be."""
-        self._ops_on, self._ops_now, self._names_now, self._ops_aten = on, None, {}, True
-        if on:
-            level, why = recordable("\n".join(c.text for _, c, _ in self.scenario.all_code()))
-            self._ops_on, self._ops_aten = level is not None, level == "aten"
-            if why is not None:
-                self._notices.append(why)
-
-    def ops_modes(self, caught: List[Any]) -> Any:
-        """The modes that record the step's operations (one object of each), or nothing."""
-        if not self._ops_on:
-            return contextlib.nullcontext()
-        self._ops_now = OpsRecorder(self._names_now, values=self.values, aten=self._ops_aten, caught=caught)
-        return self._ops_now.modes()
-
-    def finish_ops(self, objects: Dict[str, Any]) -> Tuple[Any, int, Any]:
-        """The step's operations and flows, named by the namespace now that the step is over."""
-        recorder, self._ops_now = self._ops_now, None
-        if not self._ops_on:
-            return (), 0, ()
-        self._names_now = name_index(objects)
-        if recorder is None:
-            return (), 0, ()
-        return recorder.finish(self.registry, self._names_now)
 
     def _install_warning_filters(self) -> None:
         """The filters the scenario's code set so far, above rule 6's "always" for everything else."""
