@@ -287,3 +287,15 @@ def test_the_bundled_library_shows_the_same_with_and_without_recording():
         off = trace_variants(scenario, safe=False, ops=False)
         assert [_outcome(t) for t in on] == [_outcome(t) for t in off], path.name
         assert all(t.passed for t in on), path.name
+
+
+def test_render_and_check_take_the_ops_option_too(tmp_path):
+    path = write_scenario(tmp_path, DETACH_ZERO)
+    saved = tmp_path / "trace.json"
+    assert cli("run", str(path), "-o", str(saved)).returncode == 0
+    again = cli("render", str(saved), "--ops", "aten", "--width", "120")
+    assert again.returncode == 0 and "  aten::zero_(c) writes S1 (a, c) · c: version 0 → 1" in again.stdout
+    hidden = cli("render", str(saved), "--ops", "none", "--width", "120")
+    assert "Tensor.zero_" not in hidden.stdout
+    checked = cli("check", str(path), "--ops", "none")
+    assert checked.returncode == 0 and "1 passed" in checked.stdout
