@@ -111,7 +111,7 @@ class FlowRecorder:
         owner = self.owner
         paused, owner.paused = owner.paused, True
         try:
-            with warnings.catch_warnings():
+            with warnings.catch_warnings(), torch._C.DisableTorchFunctionSubclass():
                 warnings.simplefilter("ignore")
                 return tuple(None if g is None else tensor_values(g) for g in grads)
         finally:
@@ -119,7 +119,8 @@ class FlowRecorder:
 
     def _leaf_grad(self, variable: Any) -> Optional[Values]:
         try:
-            grad = variable.grad
+            with torch._C.DisableTorchFunctionSubclass():
+                grad = variable.grad
         except Exception:
             return None
         return None if grad is None else self._summary((grad,))[0]
@@ -128,7 +129,8 @@ class FlowRecorder:
         armed = _Armed(func)
         self.calls.append(armed)
         try:
-            self._walk(armed, _roots(func, args, kwargs))
+            with torch._C.DisableTorchFunctionSubclass():  # a subclass's __torch_function__ never sees these reads
+                self._walk(armed, _roots(func, args, kwargs))
         except Exception as exc:  # never let recording break the user's backward call
             self.disarm(armed)
             armed.notice = f"the gradient flow could not be recorded ({type(exc).__name__}: {exc})".splitlines()[0][:300]

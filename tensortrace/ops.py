@@ -59,6 +59,7 @@ UNRECORDABLE = (
 )
 
 _Tensor = torch.Tensor
+_plain = torch._C.DisableTorchFunctionSubclass
 _HERE = frozenset({__file__, torch.utils._python_dispatch.__file__, torch._ops.__file__})  # frames the modes add
 # (id of the tensor, weak reference to it, storage key or None); the key is
 # (device, address, bytes, weak reference to the storage, identity for addressless storages)
@@ -85,6 +86,13 @@ def _ref(obj: Any) -> Any:
 
 def _grab(t: Any) -> Grabbed:
     """What an operation needs of a tensor, taken now: identity and storage, no copy."""
+    if type(t) is not _Tensor:  # a subclass's __torch_function__ never sees the tool's reads
+        with _plain():
+            return _grab_plain(t)
+    return _grab_plain(t)
+
+
+def _grab_plain(t: Any) -> Grabbed:
     try:
         ref = _weakref(t)
     except TypeError:
@@ -115,6 +123,9 @@ _weakref = weakref.ref
 
 def _version(t: Any) -> Optional[int]:
     try:
+        if type(t) is not _Tensor:
+            with _plain():
+                return t._version
         return t._version
     except Exception:  # inference tensors have no version counter
         return None

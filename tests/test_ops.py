@@ -299,3 +299,32 @@ def test_render_and_check_take_the_ops_option_too(tmp_path):
     assert "Tensor.zero_" not in hidden.stdout
     checked = cli("check", str(path), "--ops", "none")
     assert checked.returncode == 0 and "1 passed" in checked.stdout
+
+
+def test_a_subclass_never_sees_the_recording_reads():
+    text = (
+        """
+        title: subclass
+        setup: |
+          seen = []
+          class Logged(torch.Tensor):
+              @classmethod
+              def __torch_function__(cls, func, types, args=(), kwargs=None):
+                  seen.append(getattr(func, '__name__', str(func)))
+                  return super().__torch_function__(func, types, args, kwargs or {})
+          a = torch.ones(2, requires_grad=True).as_subclass(Logged)
+        steps:
+          - run: |
+              del seen[:]
+              b = (a * 2).sum()
+              b.backward()
+              n = len(seen)
+            expect:
+              - seen == ['mul', 'sum', 'backward']
+        """
+    )
+    result = _trace(text, safe=False)
+    plain = _trace(text, safe=False, ops=False)
+    step = step_of(result, 1)
+    assert step.behaved and step_of(plain, 1).behaved, step.expectations
+    assert [op.name for op in _calls(step)][:3] == ["torch.Tensor.mul", "torch.Tensor.sum", "torch.Tensor.backward"]
