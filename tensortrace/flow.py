@@ -26,6 +26,7 @@ from .model import Flow, FlowNode, Values
 from .probe import EXACT_LIMIT, tensor_values
 
 MAX_FLOW_NODES = 200  # nodes recorded per backward call; the rest are counted
+MAX_FLOWS = 20  # backward calls recorded per step; the rest are counted
 MAX_COUNTED = 100_000  # nodes counted beyond those, at most
 
 _backward_calls = (torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad)
@@ -101,6 +102,7 @@ class FlowRecorder:
         self.owner = owner
         self.values = values
         self.calls: List[_Armed] = []
+        self.skipped: List[Any] = []  # backward calls beyond MAX_FLOWS (their functions)
 
     def _summary(self, grads: Any) -> Tuple[Optional[Values], ...]:
         if not self.values:
@@ -125,7 +127,10 @@ class FlowRecorder:
             return None
         return None if grad is None else self._summary((grad,))[0]
 
-    def arm(self, func: Any, args: Sequence[Any], kwargs: Dict[str, Any]) -> _Armed:
+    def arm(self, func: Any, args: Sequence[Any], kwargs: Dict[str, Any]) -> Optional[_Armed]:
+        if len(self.calls) >= MAX_FLOWS:
+            self.skipped.append(func)
+            return None
         armed = _Armed(func)
         self.calls.append(armed)
         try:
@@ -214,6 +219,12 @@ class FlowRecorder:
         """The step's backward calls as records, leaves named by the namespace, calls by ``call_name``."""
         if not self.calls:
             return ()
+        if self.skipped:
+            more = len(self.skipped)
+            note = f"{more:,} more backward call{'s' if more != 1 else ''} in this step; the first {MAX_FLOWS} are recorded"
+            flows_more = [Flow(call=call_name(self.skipped[-1]), notice=note)]
+        else:
+            flows_more = []
 
         def leaf_name(ref: Any) -> Optional[str]:
             if ref is None:
@@ -239,8 +250,8 @@ class FlowRecorder:
                 for i, e in enumerate(armed.nodes)
             )
             flows.append(Flow(call=call_name(armed.func), roots=tuple(ids[i] for i in armed.roots), nodes=nodes, omitted=armed.omitted, notice=armed.notice))
-        self.calls = []
-        return tuple(flows)
+        self.calls, self.skipped = [], []
+        return tuple(flows + flows_more)
 
 
 __all__ = ["MAX_FLOW_NODES", "FlowRecorder", "is_backward"]

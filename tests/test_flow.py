@@ -194,3 +194,25 @@ def test_a_big_graph_records_its_first_nodes_and_counts_the_rest():
     assert flow.omitted == 302 - MAX_FLOW_NODES  # SumBackward0, 300 MulBackward0, AccumulateGrad
     assert "" in flow.nodes[-1].next
     assert state(step, "a").grad.data == (1.0, 1.0)
+
+
+def test_a_loop_of_backward_calls_records_the_first_ones_and_counts_the_rest():
+    step = step_of(
+        _trace(
+            """
+            title: loop
+            setup: |
+              a = torch.ones(2, requires_grad=True)
+            steps:
+              - run: |
+                  for _ in range(25):
+                      (a * 1.0).sum().backward()
+            """
+        ),
+        1,
+    )
+    *recorded, last = step.flow
+    assert len(recorded) == flow_module.MAX_FLOWS and all(f.nodes for f in recorded)
+    assert last.nodes == () and last.notice == f"5 more backward calls in this step; the first {flow_module.MAX_FLOWS} are recorded"
+    assert _data(recorded[-1].nodes[-1].leaf_grad_after) == (20.0, 20.0)
+    assert state(step, "a").grad.data == (25.0, 25.0)

@@ -115,7 +115,7 @@ def flow_lines(flow: Flow) -> List[str]:
     lines: List[str] = [f"gradient flow of {call_label(flow.call)}:"]
     if flow.notice:
         lines.append(f"  ({flow.notice})")
-    if not flow.nodes:
+    if not flow.nodes and not flow.notice:
         lines.append("  (no graph: none of the tensors it started from has a grad_fn)")
     drawn: set = set()
     stack: List[Tuple[str, str, str]] = []  # (node id, prefix for its line, edge text)
