@@ -40,10 +40,15 @@ def call_label(name: str) -> str:
 
 
 def _holders(step: Step) -> Dict[str, List[str]]:
+    """The names on each storage: the step's tensors, then what operations named (``a.grad``)."""
     names: Dict[str, List[str]] = {}
     for state in step.tensors:
         if state.storage is not None and state.same_as is None:
             names.setdefault(state.storage, []).append(state.name)
+    for op in step.ops:
+        for label, who in zip(op.outputs, op.tensors.out):
+            if label is not None and who is not None and who not in names.setdefault(label, []):
+                names[label].append(who)
     return names
 
 
