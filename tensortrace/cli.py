@@ -14,6 +14,7 @@ import platform
 import shutil
 import sys
 from contextlib import contextmanager, nullcontext
+from dataclasses import replace
 from importlib import metadata
 from pathlib import Path
 from typing import Callable, Iterator, List, Optional, Sequence, Tuple
@@ -32,6 +33,7 @@ from .runner import Interrupted
 from .selection import check_steps_exist, names_of, parse_steps
 
 EXIT_OK, EXIT_FAILED, EXIT_UNUSABLE, EXIT_INTERRUPTED = 0, 1, 2, 130
+OPS_LEVELS = ("none", "calls", "aten")
 
 OUTPUT_FORMATS = FORMATS  # one list of formats, for run and render alike
 # Width of the list table when it is not shown on a terminal.
@@ -123,6 +125,11 @@ def _fail(exc: TensorTraceError) -> None:
     raise typer.Exit(EXIT_UNUSABLE)
 
 
+def _check_ops(ops: str) -> None:
+    if ops not in OPS_LEVELS:
+        raise UsageError(f"--ops {ops!r} is not one of {', '.join(OPS_LEVELS)}")
+
+
 def _check_device(device: Optional[str]) -> None:
     if device is not None and not is_device_name(device):
         raise UsageError(f"--device {device!r} is not one of {DEVICE_CHOICES}")
@@ -144,6 +151,7 @@ def _run_all(
     memory_limit: int,
     scenario_timeout: float = 300.0,
     require_confinement: bool = False,
+    ops: str = "calls",
     on_start=None,
     on_step=None,
     progress=None,
@@ -158,7 +166,8 @@ def _run_all(
     try:
         with progress if progress is not None else nullcontext():  # gone before anything else is said
             traces = run_all(
-                scenarios, safe=not trust, device=device, limits=limits, on_start=on_start, on_step=on_step, require_confinement=require_confinement
+                scenarios, safe=not trust, device=device, limits=limits, on_start=on_start, on_step=on_step, require_confinement=require_confinement,
+                ops=ops != "none",
             )
     except Interrupted as stop:
         _say_if_unconfined(stop.traces)
@@ -242,6 +251,11 @@ CHANGES = typer.Option(False, "--changes-only", help="Show only the rows that ch
 SHOW = typer.Option(None, "--show", metavar="NAMES", help="Names to show, comma-separated (e.g. a,b,lin.weight); a module or list stands for what it holds (lin: lin.weight, lin.bias), as in the scenario's show.")
 NO_VALUES = typer.Option(False, "--no-values", help="Leave out the values and grad columns.")
 WIDTH = typer.Option(None, "--width", metavar="COLUMNS", help="Width of console output in columns.")
+OPS = typer.Option(
+    "calls", "--ops", metavar="LEVEL",
+    help="What each step ran: none (not recorded), calls (the calls the code made; shown by default) or aten "
+    "(and the ATen operations under them). JSON holds both levels, and each backward call's gradient flow, unless none.",
+)
 GRAPH = typer.Option(
     None, "--graph", metavar="NAMES",
     help="Draw the autograd graph of these names (comma-separated) as it stands after the last step, "
@@ -267,6 +281,7 @@ def run(
     no_values: bool = NO_VALUES,
     width: Optional[int] = WIDTH,
     graph: Optional[str] = GRAPH,
+    ops: str = OPS,
 ) -> None:
     """Run scenarios and show what happened at every step."""
 
@@ -275,6 +290,7 @@ def run(
 
         form = check_format(format_for(fmt, output))
         _check_device(device)
+        _check_ops(ops)
         scenarios = [with_graph(sc, names_of(graph)) for sc in _load_all(targets)]
         check_steps_exist(parse_steps(step, steps), [len(sc.steps) for sc in scenarios], any(sc.setup for sc in scenarios))
         with _output(output) as out:
@@ -282,9 +298,9 @@ def run(
             progress = _progress(scenarios, streamed_to_terminal=live is not None and out.is_terminal)
             traces, interrupted = _trace_into(
                 out, live, scenarios, progress, trust=trust, device=device, timeout=timeout, memory_limit=memory_limit,
-                scenario_timeout=scenario_timeout, require_confinement=require_confinement,
+                scenario_timeout=scenario_timeout, require_confinement=require_confinement, ops=ops,
             )
-            options = _render_options(form, out, step, steps, changes_only, show, no_values, width)
+            options = replace(_render_options(form, out, step, steps, changes_only, show, no_values, width), ops=ops)
             out.write(_rest_of_output(_noting_show(traces, show), form, live, options))
         return _run_status(traces, interrupted)
 
@@ -341,6 +357,7 @@ def check(
     memory_limit: int = MEMORY,
     scenario_timeout: float = SCENARIO_TIMEOUT,
     require_confinement: bool = REQUIRE,
+    ops: str = OPS,
 ) -> None:
     """Run scenarios and say, one line each, whether they behaved as declared."""
 
@@ -348,11 +365,12 @@ def check(
         from .library import expand_folders
         from .render.check import summary
 
+        _check_ops(ops)
         passed = failed = unusable = 0
         for target in expand_folders(targets):
             verdicts = _check_one(
                 target, trust=trust, device=device, timeout=timeout, memory_limit=memory_limit,
-                scenario_timeout=scenario_timeout, require_confinement=require_confinement,
+                scenario_timeout=scenario_timeout, require_confinement=require_confinement, ops=ops,
             )
             if verdicts is None:
                 unusable += 1
@@ -404,15 +422,17 @@ def render_cmd(
     show: Optional[str] = SHOW,
     no_values: bool = NO_VALUES,
     width: Optional[int] = WIDTH,
+    ops: str = OPS,
 ) -> None:
     """Render a saved JSON trace again, without running anything."""
 
     def body() -> int:
         form = check_format(format_for(fmt, output))
+        _check_ops(ops)
         traces = _noting_show(load_traces(trace_file), show)
         check_steps_exist(parse_steps(step, steps), [len(t.steps) for t in traces], any(t.setup is not None for t in traces))
         with _output(output) as out:
-            options = _render_options(form, out, step, steps, changes_only, show, no_values, width)
+            options = replace(_render_options(form, out, step, steps, changes_only, show, no_values, width), ops=ops)
             out.write(render(traces, form, options))
         return EXIT_OK if all(t.passed for t in traces) else EXIT_FAILED
 

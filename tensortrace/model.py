@@ -202,6 +202,76 @@ class Graph:
 
 
 @dataclass(frozen=True)
+class OpTensors:
+    """The scenario names of an operation's tensor arguments and results (None: unnamed)."""
+
+    in_: Tuple[Optional[str], ...] = ()
+    out: Tuple[Optional[str], ...] = ()
+
+
+@dataclass(frozen=True)
+class VersionBump:
+    """A tensor whose version counter an operation moved, ``from`` → ``to``."""
+
+    name: Optional[str]
+    from_: Optional[int] = None
+    to: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class OpRecord:
+    """One operation a step ran: a call the user wrote (``call``) or an ATen operation (``aten``).
+
+    ``reads``/``writes``/``outputs`` are storage labels: what the tensor
+    arguments not marked written live on, what the operation's schema says
+    it writes (``Tensor(a!)``), and what its results live on. ``parent`` is
+    the index (in ``Step.ops``) of the call an ATen operation ran under.
+    """
+
+    level: str  # "call" or "aten"
+    name: str  # "torch.Tensor.detach", "aten::zero_", ...
+    overload: Optional[str] = None  # ATen overload name ("Tensor" for aten::add_.Tensor); None: default
+    parent: Optional[int] = None
+    reads: Tuple[str, ...] = ()
+    writes: Tuple[str, ...] = ()
+    outputs: Tuple[Optional[str], ...] = ()
+    tensors: OpTensors = OpTensors()
+    version_bumps: Tuple[VersionBump, ...] = ()
+
+
+@dataclass(frozen=True)
+class FlowNode:
+    """One node of the graph a backward call ran, and the gradients through it.
+
+    ``grad_in`` is what arrived at the node (one entry per output of the
+    forward operation; PyTorch's ``grad_outputs``), ``grad_out`` what it
+    sent on, one entry per ``next`` edge (PyTorch's ``grad_inputs``); None:
+    nothing. ``ran`` is False for a node the call never reached.
+    """
+
+    id: str  # "F1", "F2", ... in walk order
+    name: str
+    next: Tuple[Optional[str], ...] = ()  # ids of next_functions; None: an input that takes no gradient
+    grad_in: Tuple[Optional[Values], ...] = ()
+    grad_out: Tuple[Optional[Values], ...] = ()
+    ran: bool = False
+    leaf: Optional[str] = None  # AccumulateGrad: the name of the leaf it adds to
+    leaf_grad_before: Optional[Values] = None
+    leaf_grad_after: Optional[Values] = None
+
+
+@dataclass(frozen=True)
+class Flow:
+    """The gradients one backward call (``.backward()``, ``autograd.backward``, ``autograd.grad``) sent."""
+
+    call: str
+    roots: Tuple[str, ...] = ()  # ids of the nodes the call started from
+    nodes: Tuple[FlowNode, ...] = ()
+    omitted: int = 0  # nodes of the graph beyond the recorded ones
+    notice: Optional[str] = None
+
+
+@dataclass(frozen=True)
 class Step:
     """One step (index 0 is ``setup``) and everything observed after it."""
 
@@ -224,6 +294,9 @@ class Step:
     tensors: Tuple[TensorState, ...] = ()
     graphs: Tuple[Graph, ...] = ()
     predictions: Tuple[Prediction, ...] = ()  # backwards that will fail, read after the step
+    ops: Tuple[OpRecord, ...] = ()  # what the step ran (``--ops``); empty when not recorded
+    ops_omitted: int = 0  # operations beyond the recorded ones (the bound is tensortrace.ops.MAX_OPS)
+    flow: Tuple[Flow, ...] = ()  # one per backward call the step made
 
 
 @dataclass(frozen=True)
@@ -391,10 +464,21 @@ def _field_names(cls: type) -> Tuple[str, ...]:
     return names
 
 
+# A field named after a Python keyword (``in_``, ``from_``) has the keyword as its JSON key.
+_KEYS: dict = {}
+
+
+def _field_keys(cls: type) -> Tuple[Tuple[str, str], ...]:
+    pairs = _KEYS.get(cls)
+    if pairs is None:
+        pairs = _KEYS[cls] = tuple((n, n[:-1] if n.endswith("_") else n) for n in _field_names(cls))
+    return pairs
+
+
 def _to_plain(obj: Any) -> Any:
     cls = type(obj)
     if cls in _FIELDS or dataclasses.is_dataclass(obj):
-        return {name: _to_plain(getattr(obj, name)) for name in _field_names(cls)}
+        return {key: _to_plain(getattr(obj, name)) for name, key in _field_keys(cls)}
     if cls is tuple or cls is list:
         return [_to_plain(v) for v in obj]
     return _encode_scalar(obj)
@@ -427,12 +511,12 @@ def _make_decoder(tp: Any) -> Callable[[Any], Any]:
         return optional
     if dataclasses.is_dataclass(tp):
         hints = typing.get_type_hints(tp, vars(sys.modules[__name__]))
-        names = frozenset(_field_names(tp))
+        names = {key: name for name, key in _field_keys(tp)}
 
         def record(value: Any) -> Any:
             if not isinstance(value, dict):
                 raise TypeError(f"expected an object for {tp.__name__}, got {type(value).__name__}")
-            return tp(**{k: _decoder(hints[k])(v) for k, v in value.items() if k in names})
+            return tp(**{names[k]: _decoder(hints[names[k]])(v) for k, v in value.items() if k in names})
 
         return record
     if origin in (tuple, Tuple):
@@ -468,8 +552,12 @@ __all__ = [
     "ErrorInfo",
     "ExpectationResult",
     "Explanation",
+    "Flow",
+    "FlowNode",
     "Graph",
     "GraphNode",
+    "OpRecord",
+    "OpTensors",
     "Prediction",
     "SavedTensor",
     "ScenarioInfo",
@@ -479,6 +567,7 @@ __all__ = [
     "TensorState",
     "Trace",
     "Values",
+    "VersionBump",
     "WarningInfo",
     "step_from_dict",
     "step_to_dict",

@@ -112,6 +112,15 @@ class StorageRegistry:
         alloc = self._find(device, ptr, nbytes, None)
         return alloc.label if alloc is not None else None
 
+    def label_gone(self, device: str, ptr: int, nbytes: int) -> str:
+        """A new label for an allocation that lived and died between two snapshots.
+
+        It has no live owner, so no later storage at its address is taken for it.
+        """
+        alloc = _Allocation(f"S{len(self.allocations) + 1}", device, ptr, nbytes, [])
+        self.allocations.append(alloc)
+        return alloc.label
+
     def note_name(self, label: str, name: str) -> None:
         alloc = self.allocations[int(label[1:]) - 1]
         if name not in alloc.names:

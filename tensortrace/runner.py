@@ -79,6 +79,7 @@ def run_all(
     isolate: bool = True,
     confine: Optional[bool] = None,
     require_confinement: bool = False,
+    ops: bool = True,
 ) -> List[Trace]:
     """Trace every variant of every scenario; callbacks see each step as it finishes.
 
@@ -87,8 +88,8 @@ def run_all(
     ``safe``) puts the child behind the kernel's wall; it is separate from
     ``safe`` so that the wall can be shown to hold on its own, with plain Python
     inside. ``require_confinement`` refuses to run, before anything runs,
-    where the wall would be incomplete. Ctrl-C raises ``Interrupted`` with the
-    traces so far.
+    where the wall would be incomplete. ``ops`` records what each step ran
+    (``tensortrace.ops``). Ctrl-C raises ``Interrupted`` with the traces so far.
     """
     from . import tracer  # imports torch
 
@@ -110,7 +111,7 @@ def run_all(
         assembler = Assembler(on_start, on_step)
         run_one = _run_forked if forked else _run_inline
         try:
-            traces.append(run_one(variant, assembler, safe=safe, device=device, limits=limits, confine=confine))
+            traces.append(run_one(variant, assembler, safe=safe, device=device, limits=limits, confine=confine, ops=ops))
         except KeyboardInterrupt:
             raise Interrupted(traces + [assembler.trace(aborted="interrupted (Ctrl-C)")]) from None
     return traces
@@ -179,12 +180,12 @@ def require_kernel_confinement(isolate: bool = True) -> None:
         raise ConfinementUnavailable(report.missing)
 
 
-def _run_inline(scenario: Scenario, assembler: Assembler, *, safe, device, limits, confine) -> Trace:
+def _run_inline(scenario: Scenario, assembler: Assembler, *, safe, device, limits, confine, ops=True) -> Trace:
     from . import tracer
     from .model import Confinement
 
     report = Confinement(missing=("all layers: the steps ran in the calling process, with no child to confine",)) if confine else None
-    for event in tracer.iter_trace(scenario, safe=safe, device=device, timeout=limits.timeout, confinement=report, checked=True):
+    for event in tracer.iter_trace(scenario, safe=safe, device=device, timeout=limits.timeout, confinement=report, checked=True, ops=ops):
         assembler.add(event)
     return assembler.trace()
 
@@ -192,7 +193,7 @@ def _run_inline(scenario: Scenario, assembler: Assembler, *, safe, device, limit
 # --- the child -------------------------------------------------------------------
 
 
-def _child_main(write_fd: int, scenario: Scenario, safe: bool, device: Optional[str], limits: Limits, parent: int, confine: bool) -> None:
+def _child_main(write_fd: int, scenario: Scenario, safe: bool, device: Optional[str], limits: Limits, parent: int, confine: bool, ops: bool = True) -> None:
     """Runs in the forked child; never returns."""
     code = 0
     try:
@@ -212,7 +213,7 @@ def _child_main(write_fd: int, scenario: Scenario, safe: bool, device: Optional[
             report = _confine(write_fd, scenario, device)
         capped = (safe or confine) and limits.memory_mb
         ran = lambda index: _send(write_fd, encode(Ran(index)))  # noqa: E731 - the parent stops counting the step's time
-        for event in tracer.iter_trace(scenario, safe=safe, device=device, timeout=limits.timeout, confinement=report, checked=True, on_ran=ran):
+        for event in tracer.iter_trace(scenario, safe=safe, device=device, timeout=limits.timeout, confinement=report, checked=True, on_ran=ran, ops=ops):
             _send(write_fd, encode(_blame_memory_limit(event, limits.memory_mb) if capped else event))
     except TensorTraceError as exc:  # e.g. a device this machine lacks: the user's to fix
         _send(write_fd, encode(Unusable(str(exc))))
@@ -349,7 +350,7 @@ def _apply_limits(scenario: Scenario, limits: Limits) -> None:
 # --- the parent --------------------------------------------------------------------
 
 
-def _run_forked(scenario: Scenario, assembler: Assembler, *, safe, device, limits, confine) -> Trace:
+def _run_forked(scenario: Scenario, assembler: Assembler, *, safe, device, limits, confine, ops=True) -> Trace:
     read_fd, write_fd = os.pipe()
     sys.stdout.flush()
     sys.stderr.flush()
@@ -357,7 +358,7 @@ def _run_forked(scenario: Scenario, assembler: Assembler, *, safe, device, limit
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child's coverage is not collected
         os.close(read_fd)
-        _child_main(write_fd, scenario, safe, device, limits, parent, confine)
+        _child_main(write_fd, scenario, safe, device, limits, parent, confine, ops)
     os.close(write_fd)
     reader = LineReader()
     received = 0

@@ -264,6 +264,60 @@ def trace_schema() -> Dict[str, Any]:
             "truncated": _d(_BOOL, "the walk stopped at its node limit"),
         }
     )
+    op = _obj(
+        {
+            "level": _d({"enum": ["call", "aten"]}, "call: a call the step's code made (TorchFunctionMode); aten: an ATen operation a call ran (TorchDispatchMode)"),
+            "name": _d(_STR, "e.g. torch.Tensor.detach, torch.Tensor.data.__get__, aten::zero_"),
+            "overload": _d(_nullable(_STR), "the ATen overload, e.g. Tensor for aten::add_.Tensor; null for the default overload and for calls"),
+            "parent": _d(_nullable(_INT), "for an ATen operation, the index in 'ops' of the call it ran under; null at the top"),
+            "reads": _d(_list(_STR), "storage labels of the tensor arguments it did not write"),
+            "writes": _d(_list(_STR), "storage labels it wrote: arguments its schema marks Tensor(a!) (for a call, what its ATen operations wrote)"),
+            "outputs": _d(_list(_nullable(_STR)), "the storage label of each tensor it returned (null: no storage); a label among reads/writes means no copy"),
+            "tensors": _d(
+                _obj(
+                    {
+                        "in": _d(_list(_nullable(_STR)), "the scenario name of each tensor argument (as the step began), null when unnamed"),
+                        "out": _d(_list(_nullable(_STR)), "the scenario name of each result (as the step ended), null when unnamed"),
+                    }
+                ),
+                "the tensors it took and gave, by scenario name",
+            ),
+            "version_bumps": _d(
+                _list(
+                    _obj(
+                        {
+                            "name": _d(_nullable(_STR), "the tensor's scenario name, null when unnamed"),
+                            "from": _d(_nullable(_INT), "its version before the operation"),
+                            "to": _d(_nullable(_INT), "its version after"),
+                        }
+                    )
+                ),
+                "each argument whose version counter the operation moved",
+            ),
+        }
+    )
+    flow_node = _obj(
+        {
+            "id": _d(_STR, "F1, F2, ... in walk order from the roots"),
+            "name": _d(_STR, "the node's name, e.g. MulBackward0, AccumulateGrad"),
+            "next": _d(_list(_nullable(_STR)), "the id of each next_functions node; null: an input that takes no gradient; empty string: a node beyond the recorded ones"),
+            "grad_in": _d(_list(_nullable({"$ref": "#/$defs/values"})), "the gradients that arrived at the node (PyTorch's grad_outputs); null: none"),
+            "grad_out": _d(_list(_nullable({"$ref": "#/$defs/values"})), "the gradient it sent along each 'next' edge (PyTorch's grad_inputs); null: nothing"),
+            "ran": _d(_BOOL, "whether the backward call reached this node"),
+            "leaf": _d(_nullable(_STR), "for AccumulateGrad, the name of the leaf whose .grad it adds to"),
+            "leaf_grad_before": _d(_nullable({"$ref": "#/$defs/values"}), "for AccumulateGrad, the leaf's .grad before the call, null when None"),
+            "leaf_grad_after": _d(_nullable({"$ref": "#/$defs/values"}), "for AccumulateGrad, the leaf's .grad after the call, null when None"),
+        }
+    )
+    flow = _obj(
+        {
+            "call": _d(_STR, "the backward call, e.g. torch.Tensor.backward, torch.autograd.grad"),
+            "roots": _d(_list(_STR), "ids of the nodes the call started from"),
+            "nodes": _d(_list(flow_node), "the graph's nodes, at most 200"),
+            "omitted": _d(_INT, "nodes of the graph beyond the recorded ones"),
+            "notice": _d(_nullable(_STR), "why the flow is incomplete, or null"),
+        }
+    )
     step = _obj(
         {
             "index": _d({"type": "integer", "minimum": 0}, "the step's number; 0 is the setup"),
@@ -285,9 +339,12 @@ def trace_schema() -> Dict[str, Any]:
             "tensors": _d(_list({"$ref": "#/$defs/tensor"}), "every named tensor after the step"),
             "graphs": _d(_list(graph), "the autograd graphs the step asked for with 'graph'"),
             "predictions": _d(_list(prediction), "backwards through named tensors that will fail, read from the saved tensors after the step, before any backward runs"),
+            "ops": _d(_list(op), "what the step ran, calls and ATen operations in order (at most 2000); empty under --ops none"),
+            "ops_omitted": _d(_INT, "operations the step ran beyond the recorded ones"),
+            "flow": _d(_list(flow), "for each backward call the step made, the gradient through every node"),
         }
     )
-    step["required"].remove("predictions")  # newer than the rest: older traces lack it
+    step["required"] = [name for name in step["required"] if name not in ("predictions", "ops", "ops_omitted", "flow")]  # older traces lack them
     storage = _obj(
         {
             "label": _d(_STR, "S1, S2, ... in order of first appearance; never reused for another allocation"),

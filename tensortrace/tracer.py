@@ -30,6 +30,7 @@ from .explain import name_the_saved_tensor
 from .helpers import base_namespace
 from .graph import proven_names, saved_suspects
 from .names import covers as _covers
+from .ops import OpsSession
 from .model import (
     Confinement,
     Declared,
@@ -84,8 +85,12 @@ def trace(
     safe: bool = True,
     device: Optional[str] = None,
     timeout: Optional[float] = None,
+    ops: bool = True,
 ) -> Trace:
-    """Run one scenario (or one of its variants) in this process; return its trace."""
+    """Run one scenario (or one of its variants) in this process; return its trace.
+
+    ``ops`` records what each step ran and its gradient flow (``tensortrace.ops``).
+    """
     if scenario.variants:
         if variant is None:
             raise UsageError(
@@ -95,7 +100,7 @@ def trace(
         scenario = scenario.for_variant(variant)
     elif variant is not None and variant != scenario.variant:
         raise UsageError(f"scenario {scenario.title!r} has no variants")
-    return collect(iter_trace(scenario, safe=safe, device=device, timeout=timeout))
+    return collect(iter_trace(scenario, safe=safe, device=device, timeout=timeout, ops=ops))
 
 
 def trace_variants(scenario: Scenario, **options: Any) -> List[Trace]:
@@ -185,6 +190,7 @@ def iter_trace(
     confinement: Optional[Confinement] = None,
     checked: bool = False,
     on_ran: Optional[Callable[[int], None]] = None,
+    ops: bool = True,
 ) -> Iterator[Event]:
     """Run the scenario step by step, yielding a ``Start``, the steps, an ``End``.
 
@@ -192,6 +198,8 @@ def iter_trace(
     be run: variants left unresolved, an unavailable device, or, in safe mode,
     code the policy refuses. ``on_ran(index)`` is called when a step's own code
     (and its expectations) is done and the recording of its facts begins.
+    ``ops`` records what each step ran and the gradient flow of its backward
+    calls (``tensortrace.ops``).
     """
     if scenario.variants:
         raise UsageError("resolve the scenario's variants first (Scenario.resolved())")
@@ -199,6 +207,7 @@ def iter_trace(
         check_policy(scenario)
     dev = resolve_device(scenario, device)
     recorder = _Recorder(scenario, safe=safe, device=dev, timeout=timeout, values=values, on_ran=on_ran)
+    recorder.ops = OpsSession(scenario, on=ops, values=values, notices=recorder._notices)
     yield Start(
         scenario=ScenarioInfo(
             title=scenario.title,
@@ -280,6 +289,7 @@ class _Recorder:
         self.seen_names: set = set()
         self.asked: Dict[str, Tuple[str, Optional[int]]] = {}  # name → (where, line) from show/graph
         self._notices: List[str] = list(scenario.notices)
+        self.ops = OpsSession(scenario, on=False)  # what each step ran: iter_trace turns it on
         for name in scenario.show or ():
             self.asked.setdefault(name, ("show", None))
         for spec in scenario.steps:
@@ -312,9 +322,13 @@ class _Recorder:
         self.on_ran(0)
         with plain_reads():
             tensors, objects = self.snapshot(None)
+            ops, omitted, flow = self.ops.finish(self.registry, objects)
             _, predictions = self.observe(None, 0, text, tensors, objects)
         del objects
         return Step(
+            ops=ops,
+            ops_omitted=omitted,
+            flow=flow,
             index=0,
             code=text,
             line=first.line,
@@ -336,6 +350,7 @@ class _Recorder:
         self.on_ran(spec.index)
         with plain_reads():
             tensors, objects = self.snapshot(spec)
+            ops, omitted, flow = self.ops.finish(self.registry, objects)
             graphs, predictions = self.observe(spec, spec.index, spec.run.text, tensors, objects)
             if error is not None:
                 error = name_the_saved_tensor(error, tensors, proven=proven_names(classes.pop("saved", None), objects))
@@ -361,6 +376,9 @@ class _Recorder:
             tensors=tensors,
             graphs=graphs,
             predictions=predictions,
+            ops=ops,
+            ops_omitted=omitted,
+            flow=flow,
         )
 
     def execute(self, pieces: Sequence[Tuple[Code, str]], index: int):
@@ -375,7 +393,7 @@ class _Recorder:
             try:
                 with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
                     compiled = [self.compile(code, filename, "exec") for code, filename in pieces]
-                    with self._time_limit(index), plain_stack_depth(self.stack_memo):
+                    with self._time_limit(index), plain_stack_depth(self.stack_memo), self.ops.modes(caught):
                         for each in compiled:
                             exec(each, self.ns)
             except StepTimeout:

@@ -114,10 +114,33 @@ def recorded(state: TensorState, fact: str) -> Any:
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.sampled_from(OPS), min_size=1, max_size=7))
 def test_traced_facts_equal_plain_pytorch(ops):
+    _traced_equals_plain(ops, record_ops=False)
+
+
+# Without inference_mode, whose scenarios record calls only, every ATen operation is recorded too.
+ATEN_RECORDED_OPS = [op for op in OPS if "inference_mode" not in op]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(OPS), min_size=1, max_size=7))
+def test_traced_facts_equal_plain_pytorch_while_recording_operations(ops):
+    result = _traced_equals_plain(ops, record_ops=True)
+    levels = {op.level for step in result.steps for op in step.ops}
+    assert levels == ({"call"} if any("inference_mode" in op for op in ops) else {"call", "aten"})
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(ATEN_RECORDED_OPS), min_size=1, max_size=7))
+def test_traced_facts_equal_plain_pytorch_while_recording_aten_operations(ops):
+    result = _traced_equals_plain(ops, record_ops=True)
+    assert any(op.level == "aten" for step in result.steps for op in step.ops)
+
+
+def _traced_equals_plain(ops, *, record_ops):
     steps = [START] + ops + ["r = torch.randn(3)"]
     plain = plain_run(steps)
     rng_after_plain = plain.pop()
-    result = trace(loads_scenario(yaml.safe_dump({"title": "random", "steps": steps})), safe=False)
+    result = trace(loads_scenario(yaml.safe_dump({"title": "random", "steps": steps})), safe=False, ops=record_ops)
     assert result.aborted is None and len(result.steps) == len(steps)
     for step, (error, warns, facts) in zip(result.steps, plain):
         assert (step.error.type, step.error.message) == error if error else step.status == "ok", step.code
@@ -128,6 +151,7 @@ def test_traced_facts_equal_plain_pytorch(ops):
             for fact, value in plain_facts.items():
                 assert recorded(states[name], fact) == value, (step.code, name, fact)
     assert torch.equal(torch.get_rng_state(), rng_after_plain)  # the same random numbers were drawn
+    return result
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -179,7 +179,8 @@ def test_detach_graph_has_a_box_and_an_edge_per_node():
     root = ET.fromstring(svg)
     ns = "{http://www.w3.org/2000/svg}"
     texts = [t.text for t in root.iter(f"{ns}text")]
-    assert texts == ["out", "SumBackward0", "MulBackward0", "AccumulateGrad → a.grad"]
+    assert [t.split(" · ")[0] for t in texts] == ["out", "SumBackward0", "MulBackward0", "AccumulateGrad → a.grad"]
+    assert "saved: other" in texts[2]  # what the node saved for backward is in its box
     assert len(list(root.iter(f"{ns}path"))) == 1 + 3  # the arrow head, and 3 edges
 
 

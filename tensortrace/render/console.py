@@ -57,6 +57,7 @@ from .console_parts import (
     trace_footer,
 )
 from .console_variants import variant_parts
+from .ops import flow_lines, ops_lines
 from .facts import aliasing_notes, with_previous
 from .layout import (
     Row,
@@ -143,11 +144,26 @@ def _step_parts(
     if step.note:
         yield Padding(Markdown(step.note.strip()), (0, 0, 0, 2))
     yield from _state_parts(prev, shown_prev, step, view, columns)
+    yield from ops_parts(step, view.options.ops)
     yield from outcome_parts(step)
     for message in new_predictions(prev, step):
         yield say("⚠ predicted: " + message, style="bold yellow")
     for graph in step.graphs:
         yield from graph_parts(graph, view, step)
+
+
+def ops_parts(step: Step, level: str) -> Iterable[RenderableType]:
+    """What the step ran (``--ops``) and, for each backward call, where its gradients went."""
+    if level == "none":
+        return
+    lines = ops_lines(step, level)
+    if lines:
+        yield say("ran:", style="dim")
+        for line in lines:
+            yield Padding(Text(line, style="dim" if line.startswith("  ") else ""), (0, 0, 0, 4))
+    for flow in step.flow:
+        for i, line in enumerate(flow_lines(flow)):
+            yield Padding(Text(line, style="bold" if i == 0 else ""), (0, 0, 0, 2))
 
 
 def _state_parts(

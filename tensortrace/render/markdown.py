@@ -42,6 +42,7 @@ from .layout import (
     variant_notes,
     variant_row_names,
 )
+from .ops import flow_lines, ops_lines
 from .options import DEFAULT_OPTIONS, RenderOptions
 from .outline import NO_GRAD_FN, TRUNCATED, graph_outline, line_text
 from .text import (
@@ -183,11 +184,24 @@ def _step_blocks(prev: Optional[Step], step: Step, options, columns) -> Iterable
     if step.note:
         yield prose(step.note.strip())
     yield from _table_blocks(prev, step, options, columns)
+    yield from _ops_blocks(step, options.ops)
     yield from _outcome_blocks(step)
     for message in new_predictions(prev, step):
         yield f"> ⚠ **Predicted:** {prose(message)}"
     for graph in step.graphs:
         yield from _graph_blocks(graph)
+
+
+def _ops_blocks(step: Step, level: str) -> Iterable[str]:
+    """What the step ran and each backward call's gradient flow, as text blocks."""
+    if level == "none":
+        return
+    lines = ops_lines(step, level)
+    if lines:
+        yield "Ran:\n\n" + code_block("\n".join(lines), "text")
+    for flow in step.flow:
+        head, *tree = flow_lines(flow)
+        yield f"{head[:1].upper()}{head[1:]}\n\n" + code_block("\n".join(tree), "text")
 
 
 def _table_blocks(prev: Optional[Step], step: Step, options, columns) -> Iterable[str]:

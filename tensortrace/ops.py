@@ -1,0 +1,542 @@
+"""Record what a step ran: the calls its code made and the ATen operations under them.
+
+Two PyTorch modes wrap a step's own code, one object of each per step:
+
+* a ``torch.overrides.TorchFunctionMode`` sees the calls the user wrote
+  (``a.detach()``, ``a.data``, which is ``Tensor.data.__get__``, ``x[1] = 0``,
+  ``y.backward()``); calls made inside one are not seen again;
+* a ``torch.utils._python_dispatch.TorchDispatchMode`` sees every ATen
+  operation those calls ran (``aten::detach``, ``aten::zero_``), each with
+  the call it ran under as its ``parent``.
+
+Which arguments an ATen operation writes comes from its schema's alias
+annotations (``Tensor(a!)``: ``alias_info.is_write``), read once per
+``OpOverload``. While the step runs an operation costs a few weak references
+and version reads: no tensor is copied or kept alive, and no name, label or
+string is made. ``OpsRecorder.finish`` does that after the step: names come
+from the namespace at the start of the step (inputs) and at its end
+(results), storage labels from the run's ``probe.StorageRegistry``, so an
+allocation first seen inside an operation keeps its label when a snapshot
+sees it later. A step records at most ``MAX_OPS`` operations, both levels
+together; the rest are only counted (``Step.ops_omitted``).
+
+A step calling ``.backward()``, ``torch.autograd.backward`` or
+``torch.autograd.grad`` arms ``flow.FlowRecorder`` around that call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import weakref
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import torch
+from torch.overrides import TorchFunctionMode, resolve_name
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from .flow import FlowRecorder, is_backward
+from .model import Flow, OpRecord, OpTensors, VersionBump
+from .probe import StorageRegistry
+
+MAX_OPS = 2000  # operations (calls and ATen operations together) recorded per step; the rest are counted
+
+#: The words in a scenario's code that turn recording off, the level still
+#: recorded, and why. Dynamo skips compiling any frame while a non-infra
+#: TorchDispatchMode is on the stack ("non-infra torch dispatch mode present,
+#: this is not supported today in torch.compile",
+#: torch/_dynamo/convert_frame.py) and would trace into a TorchFunctionMode;
+#: under a TorchDispatchMode, ``clone()`` of an inference tensor leaves the
+#: copy at version 0 where plain PyTorch gives 1 (tests/test_ops.py pins it).
+#: Recording must not change what the scenario shows, so these fall back.
+UNRECORDABLE = (
+    ("compile", None, "the scenario uses torch.compile, which does not compile under a TorchDispatchMode "
+     "(dynamo would run the code eagerly), so its operations were not recorded"),
+    ("_dynamo", None, "the scenario uses torch._dynamo, which does not compile under a TorchDispatchMode, "
+     "so its operations were not recorded"),
+    ("inference_mode", "call", "the scenario uses torch.inference_mode, whose tensors' version counters a "
+     "TorchDispatchMode changes, so only the calls it made were recorded, not their ATen operations"),
+)
+
+_Tensor = torch.Tensor
+_plain = torch._C.DisableTorchFunctionSubclass
+_HERE = frozenset({__file__, torch.utils._python_dispatch.__file__, torch._ops.__file__})  # frames the modes add
+# (id of the tensor, weak reference to it, storage key or None); the key is
+# (device, address, bytes, weak reference to the storage, identity for addressless storages)
+Grabbed = Tuple[int, Any, Optional[Tuple[Any, int, int, Any, Optional[int]]]]
+
+
+def recordable(code: str) -> Tuple[Optional[str], Optional[str]]:
+    """The deepest level (``aten``, ``call`` or None: nothing) a scenario whose code is ``code`` can be recorded at, and why not deeper."""
+    level: Optional[str] = "aten"
+    notes = []
+    for word, fallback, why in UNRECORDABLE:
+        if word in code:
+            notes.append(why)
+            level = fallback if level is not None else None
+    return level, (notes[0] if notes else None)
+
+
+def _ref(obj: Any) -> Any:
+    try:
+        return weakref.ref(obj)
+    except TypeError:
+        return None
+
+
+def _grab(t: Any) -> Grabbed:
+    """What an operation needs of a tensor, taken now: identity and storage, no copy."""
+    if type(t) is not _Tensor:  # a subclass's __torch_function__ never sees the tool's reads
+        with _plain():
+            return _grab_plain(t)
+    return _grab_plain(t)
+
+
+def _grab_plain(t: Any) -> Grabbed:
+    try:
+        ref = _weakref(t)
+    except TypeError:
+        ref = None
+    try:
+        s = t.untyped_storage()
+        n = s.nbytes()
+        if n:
+            ptr = s.data_ptr()
+            key = (t.device, ptr, n, _weakref(s), s._cdata if ptr == 0 else None)
+        else:
+            key = None
+    except Exception:  # sparse, nested and other storage-less tensors
+        key = None
+    return (id(t), ref, key)
+
+
+def _light(t: Any) -> Grabbed:
+    """Identity only: a call's tensors, whose storages its ATen operations (or ``finish``) read."""
+    try:
+        return (0, _weakref(t), None)
+    except TypeError:
+        return (0, None, None)
+
+
+_weakref = weakref.ref
+
+
+def _version(t: Any) -> Optional[int]:
+    try:
+        if type(t) is not _Tensor:
+            with _plain():
+                return t._version
+        return t._version
+    except Exception:  # inference tensors have no version counter
+        return None
+
+
+def _from_caller(caught: List[Any], start: int, frame: Any) -> None:
+    """Warnings PyTorch raised from inside the modes, placed where plain PyTorch places them.
+
+    A warning from C++ is attributed to the innermost Python frame, which
+    under the modes is theirs; without them it is the frame that made the
+    call, which is this handler's caller.
+    """
+    for w in caught[start:]:
+        if w.filename in _HERE:
+            w.filename, w.lineno = frame.f_code.co_filename, frame.f_lineno
+
+
+def _tensors_in(value: Any, into: List[Any]) -> None:
+    if isinstance(value, _Tensor):
+        into.append(value)
+    elif type(value) in (list, tuple):
+        for item in value:
+            if isinstance(item, _Tensor):
+                into.append(item)
+
+
+class _Plan:
+    """What one ``OpOverload``'s schema says: which arguments it writes, its name."""
+
+    __slots__ = ("positions", "keywords", "name", "overload")
+
+    def __init__(self, func: Any) -> None:
+        schema = func._schema
+        written = [(i, a.name) for i, a in enumerate(schema.arguments) if a.alias_info is not None and a.alias_info.is_write]
+        self.positions = frozenset(i for i, _ in written)
+        self.keywords = frozenset(name for _, name in written)
+        self.name = schema.name
+        self.overload = schema.overload_name or None
+
+
+class _Calls(TorchFunctionMode):
+    def __init__(self, rec: "OpsRecorder") -> None:
+        super().__init__()
+        self.rec = rec
+
+    def __torch_function__(self, func: Any, types: Any, args: Sequence[Any] = (), kwargs: Optional[dict] = None) -> Any:
+        rec = self.rec
+        if kwargs is None:
+            kwargs = {}
+        if rec.paused:
+            return func(*args, **kwargs)
+        flow = rec.flow.arm(func, args, kwargs) if is_backward(func) else None
+        if rec.count >= MAX_OPS:
+            rec.count += 1
+            try:
+                return func(*args, **kwargs)
+            finally:
+                if flow is not None:
+                    rec.flow.disarm(flow)
+        rec.count += 1
+        if rec.pending:
+            rec.settle()
+        tensors: List[Any] = []
+        for a in args:
+            if isinstance(a, _Tensor):
+                tensors.append(a)
+            elif type(a) in _SEQUENCES:
+                _tensors_in(a, tensors)
+        if kwargs:
+            for a in kwargs.values():
+                _tensors_in(a, tensors)
+        grab = _light if rec.aten else _grab
+        before = [_version(t) for t in tensors]
+        entry: List[Any] = ["call", func, None, [grab(t) for t in tensors], (), [], []]
+        index = len(rec.raw)
+        rec.raw.append(entry)
+        rec.parent = index
+        caught = rec.caught
+        seen = len(caught)
+        try:
+            out = func(*args, **kwargs)
+        finally:
+            rec.parent = None
+            if len(caught) > seen:
+                _from_caller(caught, seen, sys._getframe(1))
+            if rec.pending:
+                rec.settle()
+            if flow is not None:
+                rec.flow.disarm(flow)
+            entry[6] = [(i, b, a) for i, (b, a) in enumerate(zip(before, [_version(t) for t in tensors])) if a != b]
+        if isinstance(out, _Tensor):
+            entry[5] = [grab(out)]
+        elif type(out) in _SEQUENCES:
+            produced: List[Any] = []
+            _tensors_in(out, produced)
+            entry[5] = [grab(t) for t in produced]
+        return out
+
+
+_SEQUENCES = (list, tuple)
+
+
+class _Aten(TorchDispatchMode):
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # Not wrapped in torch._disable_dynamo: that would import torch._dynamo
+        # (seconds) at the first operation, and cost a call per operation. No
+        # scenario that compiles is recorded (UNRECORDABLE).
+        return False
+
+    def __init__(self, rec: "OpsRecorder") -> None:
+        super().__init__()
+        self.rec = rec
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Sequence[Any] = (), kwargs: Optional[dict] = None) -> Any:
+        rec = self.rec
+        if kwargs is None:
+            kwargs = {}
+        if rec.paused:
+            return func(*args, **kwargs)
+        if rec.count >= MAX_OPS:
+            rec.count += 1
+            return func(*args, **kwargs)
+        rec.count += 1
+        if rec.pending:
+            rec.settle()
+        plan = rec.plans.get(func)
+        if plan is None:
+            plan = rec.plans[func] = _Plan(func)
+        ins: List[Any] = []
+        written: List[int] = []
+        positions = plan.positions
+        for i, a in enumerate(args):
+            if isinstance(a, _Tensor):
+                if i in positions:
+                    written.append(len(ins))
+                ins.append(a)
+            elif type(a) in _SEQUENCES:
+                start = len(ins)
+                _tensors_in(a, ins)
+                if i in positions:
+                    written.extend(range(start, len(ins)))
+        if kwargs:
+            keywords = plan.keywords
+            for k, a in kwargs.items():
+                start = len(ins)
+                _tensors_in(a, ins)
+                if k in keywords:
+                    written.extend(range(start, len(ins)))
+        seen = rec.seen
+        grabbed = []
+        for t in ins:  # a tensor seen before in this step (an earlier result) is not read again
+            g = seen.get(id(t))
+            if g is None or g[1] is None or g[1]() is not t:
+                g = seen[id(t)] = _grab(t)
+            grabbed.append(g)
+        for i in written:  # set_ and the like may give it another storage
+            seen.pop(id(ins[i]), None)
+        entry: List[Any] = ["aten", plan, rec.parent, grabbed, written, [], []]
+        rec.raw.append(entry)
+        if written:
+            # The version counter moves above this mode (ADInplaceOrView), after this
+            # function returns: the next operation, the end of the call or of the step reads it.
+            # The tensor is held until then (a temporary view would otherwise be gone).
+            rec.pending.extend((entry, i, ins[i], _version(ins[i])) for i in written)
+        out = func(*args, **kwargs)
+        if isinstance(out, _Tensor):
+            g = seen[id(out)] = _grab(out)
+            entry[5] = [g]
+        elif type(out) in _SEQUENCES:
+            produced: List[Any] = []
+            _tensors_in(out, produced)
+            entry[5] = [_grab(t) for t in produced]
+        return out
+
+
+class OpsSession:
+    """A run's recording: the level its scenario can be recorded at, and the names its last snapshot saw."""
+
+    def __init__(self, scenario: Any, *, on: bool = True, values: bool = True, notices: Optional[List[str]] = None) -> None:
+        self.level: Optional[str] = None
+        if on:
+            self.level, why = recordable("\n".join(code.text for _, code, _ in scenario.all_code()))
+            if why is not None and notices is not None:
+                notices.append(why)
+        self.values = values
+        self.names: Dict[int, Tuple[str, Any]] = {}
+        self.now: Optional[OpsRecorder] = None
+
+    def modes(self, caught: List[Any]) -> Any:
+        """The modes that record one step's code (one object of each), or nothing."""
+        if self.level is None:
+            return contextlib.nullcontext()
+        self.now = OpsRecorder(self.names, values=self.values, aten=self.level == "aten", caught=caught)
+        return self.now.modes()
+
+    def finish(self, registry: StorageRegistry, objects: Dict[str, Any]) -> Tuple[Tuple[OpRecord, ...], int, Tuple[Flow, ...]]:
+        """The step's operations and flows, named by the namespace now that the step is over."""
+        recorder, self.now = self.now, None
+        if self.level is None:
+            return (), 0, ()
+        self.names = name_index(objects)
+        if recorder is None:
+            return (), 0, ()
+        return recorder.finish(registry, self.names)
+
+
+class OpsRecorder:
+    """One step's recording: enter ``modes()`` around the step's code, then ``finish``."""
+
+    def __init__(
+        self, start_names: Dict[int, Tuple[str, Any]], *, values: bool = True, aten: bool = True, caught: Optional[List[Any]] = None,
+    ) -> None:
+        self.aten = aten
+        self.caught = caught if caught is not None else []  # the step's recorded warnings (catch_warnings(record=True))
+        self.start_names = start_names
+        self.raw: List[List[Any]] = []
+        self.count = 0
+        self.parent: Optional[int] = None
+        self.paused = False
+        self.pending: List[Tuple[List[Any], int, Any, Optional[int]]] = []  # written tensors until the next operation
+        self.seen: Dict[int, Grabbed] = {}  # id → what was read of a tensor this step (checked by its weak reference)
+        self.plans: Dict[Any, _Plan] = _PLANS
+        self.flow = FlowRecorder(self, values=values)
+
+    def modes(self) -> "_Both":
+        return _Both(_Calls(self), _Aten(self) if self.aten else None)
+
+    def settle(self) -> None:
+        """Read, now that they have moved, the versions of what the last ATen operations wrote."""
+        pending, self.pending = self.pending, []
+        for entry, i, t, before in pending:
+            after = _version(t)
+            if after != before:
+                entry[6].append((i, before, after))
+
+    def finish(self, registry: StorageRegistry, end_names: Dict[int, Tuple[str, Any]]) -> Tuple[Tuple[OpRecord, ...], int, Tuple[Flow, ...]]:
+        """The step's operations as records, how many more were not recorded, and its backward flows."""
+        if self.pending:
+            self.settle()
+        start, end = self.start_names, end_names
+        labels: Dict[int, Optional[str]] = {}
+        keys: Dict[int, Any] = {}  # weak reference's id → storage key, from the ATen operations' tensors
+        for entry in self.raw:
+            if entry[0] == "aten":
+                for g in entry[3]:
+                    if g[1] is not None and g[2] is not None:
+                        keys[id(g[1])] = g[2]
+                for g in entry[5]:
+                    if g[1] is not None and g[2] is not None:
+                        keys[id(g[1])] = g[2]
+
+        def label(g: Grabbed) -> Optional[str]:
+            key = g[2]
+            if key is None:
+                ref = g[1]
+                if ref is None:
+                    return None
+                key = keys.get(id(ref))
+                if key is None:  # a call's tensor no ATen operation touched: read it now, if it lives
+                    t = ref()
+                    key = keys[id(ref)] = _grab(t)[2] if t is not None else None
+                    if key is None:
+                        return None
+            sref = key[3]
+            memo = id(sref)
+            found = labels.get(memo)
+            if found is None:
+                owner = sref()
+                if owner is not None:
+                    found = registry.label(str(key[0]), key[1], key[2], owner, ident=key[4])
+                else:
+                    found = registry.label_gone(str(key[0]), key[1], key[2])
+                labels[memo] = found
+            return found
+
+        def name(g: Grabbed, first: Dict[int, Tuple[str, Any]], second: Dict[int, Tuple[str, Any]]) -> Optional[str]:
+            ref = g[1]
+            if ref is None:
+                return None
+            hit = first.get(id(ref)) or second.get(id(ref))
+            return hit[0] if hit is not None and hit[1] is ref else None
+
+        rows = []
+        child_writes: Dict[int, List[str]] = {}
+        for level, what, parent, ins, written, outs, bumps in self.raw:
+            in_names = tuple([name(g, start, end) for g in ins])
+            reads: List[str] = []
+            writes: List[str] = []
+            for i, g in enumerate(ins):
+                found = label(g)
+                if found is not None:
+                    into = writes if i in written else reads
+                    if found not in into:
+                        into.append(found)
+            if parent is not None and writes:
+                child_writes.setdefault(parent, []).extend(writes)
+            rows.append((level, what, parent, reads, writes, outs, in_names, bumps))
+        records = []
+        for index, (level, what, parent, reads, writes, outs, in_names, bumps) in enumerate(rows):
+            if level == "call":
+                title, overload = call_name(what), None
+                extra = child_writes.get(index)
+                if extra:  # a call writes what the ATen operations under it wrote
+                    writes = writes + [w for w in _unique(extra) if w not in writes]
+                    reads = [r for r in reads if r not in writes]
+            else:
+                title, overload = what.name, what.overload
+            records.append(
+                OpRecord(
+                    level=level,
+                    name=title,
+                    overload=overload,
+                    parent=parent,
+                    reads=tuple(reads),
+                    writes=tuple(writes),
+                    outputs=tuple([label(g) for g in outs]),
+                    tensors=OpTensors(in_=in_names, out=tuple([name(g, end, start) for g in outs])),
+                    version_bumps=tuple([VersionBump(name=in_names[i], from_=b, to=a) for i, b, a in bumps]) if bumps else (),
+                )
+            )
+        flows = self.flow.finish(start, end, call_name)
+        return tuple(records), max(0, self.count - len(records)), flows
+
+
+def _unique(labels: Any) -> Tuple[str, ...]:
+    out: List[str] = []
+    for lab in labels:
+        if lab is not None and lab not in out:
+            out.append(lab)
+    return tuple(out)
+
+
+_PLANS: Dict[Any, _Plan] = {}  # OpOverload → what its schema says, for the whole run
+_CALL_NAMES: Dict[Any, str] = {}
+
+
+def call_name(func: Any) -> str:
+    """``torch.Tensor.detach``, ``torch.Tensor.data.__get__``, ``torch.autograd.backward``."""
+    try:
+        known = _CALL_NAMES.get(func)
+    except TypeError:  # unhashable
+        known = None
+    if known is not None:
+        return known
+    try:
+        text = resolve_name(func)
+    except Exception:
+        text = None
+    if not text:
+        module = getattr(func, "__module__", None) or ""
+        qual = getattr(func, "__qualname__", None) or getattr(func, "__name__", None) or type(func).__name__
+        text = f"{module}.{qual}" if module else qual
+        if text.startswith("torch.autograd.") and text.count(".") > 2:  # torch.autograd.__init__.backward
+            text = "torch.autograd." + text.rsplit(".", 1)[-1]
+    try:
+        _CALL_NAMES[func] = text
+    except TypeError:
+        pass
+    return text
+
+
+class _Both:
+    """Both modes, entered in order and left in reverse, even when the step raises."""
+
+    def __init__(self, calls: _Calls, aten: Optional[_Aten]) -> None:
+        self.calls, self.aten = calls, aten
+
+    def __enter__(self) -> None:
+        self.calls.__enter__()
+        try:
+            if self.aten is not None:
+                self.aten.__enter__()
+        except BaseException:
+            self.calls.__exit__(None, None, None)
+            raise
+
+    def __exit__(self, *exc: Any) -> None:
+        try:
+            if self.aten is not None:
+                self.aten.__exit__(*exc)
+        finally:
+            self.calls.__exit__(*exc)
+            rec = self.calls.rec
+            if rec.pending:
+                rec.settle()
+
+
+def name_index(objects: Dict[str, Any]) -> Dict[int, Tuple[str, Any]]:
+    """Names of the tensors bound now (and ``NAME.grad`` of leaves), keyed by their weak reference's id.
+
+    A weak reference (never the tensor) keeps the key meaningful: CPython
+    hands out one plain weak reference per object, so an operation's
+    reference to the same tensor is the same object, alive or not.
+    """
+    index: Dict[int, Tuple[str, Any]] = {}
+    for name, obj in objects.items():
+        if not isinstance(obj, _Tensor):
+            continue
+        ref = _ref(obj)
+        if ref is not None and id(ref) not in index:
+            index[id(ref)] = (name, ref)
+        try:
+            grad = obj.grad if obj.is_leaf else None
+        except Exception:
+            grad = None
+        if grad is not None:
+            gref = _ref(grad)
+            if gref is not None and id(gref) not in index:
+                index[id(gref)] = (f"{name}.grad", gref)
+    return index
+
+
+__all__ = ["MAX_OPS", "OpsRecorder", "OpsSession", "call_name", "name_index", "recordable"]

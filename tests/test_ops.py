@@ -1,0 +1,330 @@
+"""What each step ran: calls and ATen operations, read from PyTorch's modes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from tensortrace.errors import PolicyError
+from tensortrace.model import Trace
+from tensortrace.ops import MAX_OPS, recordable
+from tensortrace.render.ops import ops_lines
+from tensortrace.scenario import loads_scenario
+from tensortrace.tracer import check_policy, trace
+
+from conftest import REPO, cli, state, step_of, write_scenario
+
+
+def _trace(text: str, *, safe: bool = True, ops: bool = True) -> Trace:
+    return trace(loads_scenario(text), safe=safe, ops=ops)
+
+
+def _aten(step):
+    return [op for op in step.ops if op.level == "aten"]
+
+
+def _calls(step):
+    return [op for op in step.ops if op.level == "call"]
+
+
+DETACH_ZERO = """
+title: detach then zero_
+setup: |
+  a = torch.ones(3, requires_grad=True)
+steps:
+  - run: |
+      c = a.detach(); c.zero_()
+"""
+
+
+def test_detach_then_zero_reads_as_one_storage_written_with_a_version_bump():
+    result = _trace(DETACH_ZERO)
+    step = step_of(result, 1)
+    s1 = state(step, "a").storage
+    assert state(step, "c").storage == s1
+    detach, zero = _aten(step)
+    assert (detach.name, detach.tensors.in_, detach.tensors.out, detach.reads, detach.writes, detach.outputs) == (
+        "aten::detach", ("a",), ("c",), (s1,), (), (s1,))
+    assert detach.version_bumps == ()
+    assert (zero.name, zero.tensors.in_, zero.reads, zero.writes) == ("aten::zero_", ("c",), (), (s1,))
+    assert [(b.name, b.from_, b.to) for b in zero.version_bumps] == [("c", 0, 1)]
+    assert ops_lines(step, "aten") == [
+        "Tensor.detach(a) → c (S1, no copy)",
+        "  aten::detach(a) → c (S1, no copy)",
+        "Tensor.zero_(c) writes S1 (a, c) · c: version 0 → 1",
+        "  aten::zero_(c) writes S1 (a, c) · c: version 0 → 1",
+    ]
+    # each ATen operation names the call it ran under
+    calls = _calls(step)
+    assert [step.ops[op.parent] for op in (detach, zero)] == calls
+
+
+def test_data_is_a_call_the_dispatcher_never_sees():
+    result = _trace(DETACH_ZERO.replace("c = a.detach(); c.zero_()", "e = a.data"))
+    step = step_of(result, 1)
+    assert [op.name for op in _calls(step)] == ["torch.Tensor.data.__get__"]
+    assert [op.name for op in _aten(step)] == ["aten::detach"]  # what .data runs underneath
+    assert _aten(step)[0].tensors.out == ("e",)
+
+
+def _written_by_schema(name: str, overload) -> bool:
+    packet = getattr(torch.ops.aten, name.split("::")[1])
+    schema = getattr(packet, overload or "default")._schema
+    return any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments)
+
+
+def test_writes_come_from_the_schema_for_operations_on_no_list():
+    result = _trace(
+        """
+        title: schema writes
+        steps:
+          - run: |
+              x = torch.zeros(4)
+              y = x.relu()
+              x.index_put_((torch.tensor([0]),), torch.tensor(1.))
+              torch.ops.aten.relu_(x)
+              z = torch.empty(4)
+              torch.add(x, 1, out=z)
+        """,
+        safe=False,
+    )
+    step = step_of(result, 1)
+    x, y, z = (state(step, n).storage for n in "xyz")
+    by_name = {(op.name, op.overload): op for op in _aten(step)}
+    assert by_name[("aten::index_put_", None)].writes == (x,)
+    assert by_name[("aten::relu_", None)].writes == (x,)
+    assert by_name[("aten::relu", None)].writes == ()
+    assert by_name[("aten::add", "out")].writes == (z,)
+    assert by_name[("aten::add", "out")].reads == (x,)
+    for op in _aten(step):  # every recorded write is what PyTorch's schema says, and only that
+        assert bool(op.writes) == _written_by_schema(op.name, op.overload), op.name
+    bumps = [(b.name, b.from_, b.to) for op in _aten(step) for b in op.version_bumps]
+    assert bumps == [("x", 0, 1), ("x", 1, 2), ("z", 0, 1)]
+    assert state(step, "x").version == 2 and state(step, "y").storage != x
+
+
+def test_a_storage_first_seen_inside_an_operation_keeps_its_label_in_later_snapshots():
+    result = _trace(
+        """
+        title: labels
+        setup: |
+          a = torch.ones(2)
+        steps:
+          - run: |
+              d = {1.5: a * 2}
+          - run: |
+              e = d[1.5]
+        """
+    )
+    mul = next(op for op in _aten(step_of(result, 1)) if op.name == "aten::mul")
+    assert mul.tensors.out == (None,)  # held in a dict under a float key: unnamed at the end of the step
+    assert state(step_of(result, 2), "e").storage == mul.outputs[0]
+    clone_step = _trace(DETACH_ZERO.replace("c = a.detach(); c.zero_()", "b = a.clone()"))
+    clone = _aten(step_of(clone_step, 1))[0]
+    assert clone.outputs == (state(step_of(clone_step, 1), "b").storage,) != clone.reads
+
+
+def test_a_temporary_that_dies_inside_the_step_has_a_label_of_its_own():
+    result = _trace(DETACH_ZERO.replace("c = a.detach(); c.zero_()", "s = (a * 2).sum(); t = torch.ones(3)"))
+    step = step_of(result, 1)
+    mul = next(op for op in _aten(step) if op.name == "aten::mul")
+    temp = mul.outputs[0]
+    assert temp not in {t.storage for t in step.tensors}
+    assert [s.label for s in result.storages].count(temp) == 1
+
+
+def test_names_are_those_bound_when_the_step_began_and_ended():
+    result = _trace(DETACH_ZERO.replace("c = a.detach(); c.zero_()", "a = a * 2"))
+    mul = next(op for op in _aten(step_of(result, 1)) if op.name == "aten::mul")
+    assert (mul.tensors.in_, mul.tensors.out) == (("a",), ("a",))
+    assert mul.reads != mul.outputs
+
+
+def test_the_number_of_recorded_operations_is_bounded_and_the_rest_counted():
+    result = _trace(
+        """
+        title: loop
+        steps:
+          - run: |
+              x = torch.zeros(2)
+              for _ in range(3000):
+                  x.add_(1)
+        """
+    )
+    step = step_of(result, 1)
+    assert len(step.ops) == MAX_OPS
+    assert step.ops_omitted == 2 + 2 * 3000 - MAX_OPS  # a call and an ATen operation each
+    assert state(step, "x").values.data == (3000.0, 3000.0) and state(step, "x").version == 3000
+    assert ops_lines(step, "calls")[-1] == f"… and {step.ops_omitted:,} more operations not recorded"
+
+
+def test_ops_none_records_nothing():
+    result = _trace(DETACH_ZERO, ops=False)
+    assert all(not s.ops and not s.flow and s.ops_omitted == 0 for s in (result.setup, *result.steps))
+
+
+def test_inference_mode_scenarios_record_calls_only_and_say_why():
+    x = torch.tensor([1.0, 2.0], requires_grad=True)
+    with torch.inference_mode():
+        y = x * 2
+    plain = y.clone()
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Through(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    with Through():
+        moded = y.clone()
+    # Why the fallback exists: the mode changes the version PyTorch gives the clone.
+    assert (plain._version, moded._version) == (1, 0)
+    result = _trace(
+        """
+        title: inference
+        steps:
+          - run: |
+              x = torch.tensor([1., 2.], requires_grad=True)
+              with torch.inference_mode():
+                  y = x * 2
+              yc = y.clone()
+        """
+    )
+    step = step_of(result, 1)
+    assert _calls(step) and not _aten(step)
+    assert state(step, "yc").version == 1
+    assert any("inference_mode" in n and "calls" in n for n in result.notices)
+
+
+def test_compiling_scenarios_are_not_recorded_and_say_why():
+    assert recordable("f = torch.compile(g)")[0] is None
+    assert recordable("with torch.inference_mode(): pass")[0] == "call"
+    assert recordable("a = torch.ones(2)") == ("aten", None)
+    result = _trace(DETACH_ZERO.replace("c.zero_()", "c.zero_()  # no torch.compile here, but named"), safe=False)
+    assert not any(s.ops for s in result.steps)
+    assert any("torch.compile" in n for n in result.notices)
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "torch._C._len_torch_function_stack()",
+        "torch.overrides.TorchFunctionMode",
+        "torch.utils._python_dispatch._get_current_dispatch_mode()",
+        "torch._C._DisableTorchDispatch()",
+    ],
+)
+def test_safe_mode_keeps_scenario_code_away_from_the_modes(code):
+    with pytest.raises(PolicyError):
+        check_policy(loads_scenario(f"title: t\nsteps:\n  - run: x = {code}\n"))
+
+
+def test_the_json_trace_carries_both_levels_with_its_own_keys(tmp_path):
+    path = write_scenario(tmp_path, DETACH_ZERO)
+    result = cli("run", str(path), "--format", "json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    ops = data["steps"][0]["ops"]
+    assert {op["level"] for op in ops} == {"call", "aten"}
+    zero = next(op for op in ops if op["name"] == "aten::zero_")
+    assert zero["tensors"] == {"in": ["c"], "out": ["c"]}
+    assert zero["version_bumps"] == [{"name": "c", "from": 0, "to": 1}]
+    assert Trace.from_dict(data) == Trace.from_dict(json.loads(json.dumps(data)))
+    assert Trace.from_dict(data).steps[0].ops[3].version_bumps[0].to == 1
+    old = dict(data, steps=[{k: v for k, v in s.items() if k not in ("ops", "ops_omitted", "flow")} for s in data["steps"]])
+    assert Trace.from_dict(old).steps[0].ops == ()  # traces written before these fields still load
+    none = json.loads(cli("run", str(path), "--format", "json", "--ops", "none").stdout)
+    assert none["steps"][0]["ops"] == [] and none["steps"][0]["flow"] == []
+
+
+def test_ops_option_chooses_what_the_console_shows(tmp_path):
+    path = write_scenario(tmp_path, DETACH_ZERO)
+    calls = cli("run", str(path), "--width", "120")
+    aten = cli("run", str(path), "--ops", "aten", "--width", "120")
+    none = cli("run", str(path), "--ops", "none", "--width", "120")
+    assert calls.returncode == aten.returncode == none.returncode == 0
+    assert "Tensor.zero_(c) writes S1 (a, c) · c: version 0 → 1" in calls.stdout
+    assert "aten::" not in calls.stdout
+    assert "aten::zero_(c) writes S1 (a, c) · c: version 0 → 1" in aten.stdout
+    assert "Tensor.zero_" in aten.stdout
+    assert "ran:" not in none.stdout and "Tensor.zero_" not in none.stdout
+    bad = cli("run", str(path), "--ops", "all")
+    assert bad.returncode == 2 and "--ops 'all' is not one of none, calls, aten" in bad.stderr
+    markdown = cli("run", str(path), "--format", "markdown", "--ops", "aten")
+    assert "  aten::detach(a) → c (S1, no copy)" in markdown.stdout
+
+
+def test_a_warning_keeps_the_line_plain_pytorch_gives_it():
+    text = DETACH_ZERO.replace("c = a.detach(); c.zero_()", "b = a * 2; g = b.grad")
+    (warning,) = step_of(_trace(text, safe=False), 1).warnings
+    (plain,) = step_of(_trace(text, safe=False, ops=False), 1).warnings
+    assert "not a leaf Tensor" in warning.message and warning.line == plain.line == 7
+
+
+def _outcome(result: Trace):
+    """Everything a trace says that recording must not change (storage labels may: temporaries take some)."""
+    steps = []
+    for step in (result.setup, *result.steps) if result.setup else result.steps:
+        tensors = tuple(
+            (t.name, t.values, t.version, t.requires_grad, t.is_leaf, t.retains_grad, t.grad_fn, t.grad, t.shape, t.is_view)
+            for t in step.tensors
+        )
+        error = (step.error.type, step.error.message) if step.error else None
+        steps.append((step.status, error, step.warnings, step.stdout, [e.passed for e in step.expectations], tensors))
+    return steps, result.passed
+
+
+def test_the_bundled_library_shows_the_same_with_and_without_recording():
+    from tensortrace.scenario import load_scenario
+    from tensortrace.tracer import trace_variants
+
+    paths = sorted((REPO / "scenarios").glob("*.yaml"))
+    assert len(paths) >= 40
+    for path in paths:
+        scenario = load_scenario(path)
+        on = trace_variants(scenario, safe=False, ops=True)
+        off = trace_variants(scenario, safe=False, ops=False)
+        assert [_outcome(t) for t in on] == [_outcome(t) for t in off], path.name
+        assert all(t.passed for t in on), path.name
+
+
+def test_render_and_check_take_the_ops_option_too(tmp_path):
+    path = write_scenario(tmp_path, DETACH_ZERO)
+    saved = tmp_path / "trace.json"
+    assert cli("run", str(path), "-o", str(saved)).returncode == 0
+    again = cli("render", str(saved), "--ops", "aten", "--width", "120")
+    assert again.returncode == 0 and "  aten::zero_(c) writes S1 (a, c) · c: version 0 → 1" in again.stdout
+    hidden = cli("render", str(saved), "--ops", "none", "--width", "120")
+    assert "Tensor.zero_" not in hidden.stdout
+    checked = cli("check", str(path), "--ops", "none")
+    assert checked.returncode == 0 and "1 passed" in checked.stdout
+
+
+def test_a_subclass_never_sees_the_recording_reads():
+    text = (
+        """
+        title: subclass
+        setup: |
+          seen = []
+          class Logged(torch.Tensor):
+              @classmethod
+              def __torch_function__(cls, func, types, args=(), kwargs=None):
+                  seen.append(getattr(func, '__name__', str(func)))
+                  return super().__torch_function__(func, types, args, kwargs or {})
+          a = torch.ones(2, requires_grad=True).as_subclass(Logged)
+        steps:
+          - run: |
+              del seen[:]
+              b = (a * 2).sum()
+              b.backward()
+              n = len(seen)
+            expect:
+              - seen == ['mul', 'sum', 'backward']
+        """
+    )
+    result = _trace(text, safe=False)
+    plain = _trace(text, safe=False, ops=False)
+    step = step_of(result, 1)
+    assert step.behaved and step_of(plain, 1).behaved, step.expectations
+    assert [op.name for op in _calls(step)][:3] == ["torch.Tensor.mul", "torch.Tensor.sum", "torch.Tensor.backward"]
