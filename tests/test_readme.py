@@ -241,6 +241,7 @@ def test_sample_output_is_what_the_tool_prints(shell_env):
 # --- the Python examples ----------------------------------------------------------------
 
 FROM_CODE_SECTION = "## From your own code"
+DECORATOR_SECTION = "### The decorator"
 
 
 def test_python_blocks_run(shell_env):
@@ -272,6 +273,8 @@ def test_the_decorator_prints_what_the_readme_shows(shell_env):
     text = README.read_text(encoding="utf-8")
     assert FROM_CODE_SECTION in text, f"README.md has no section {FROM_CODE_SECTION!r}"
     part = text.split(FROM_CODE_SECTION, 1)[1].split("\n## ", 1)[0]
+    assert DECORATOR_SECTION in part, f"README.md's {FROM_CODE_SECTION!r} has no {DECORATOR_SECTION!r}"
+    part = part.split(DECORATOR_SECTION, 1)[1].split("\n### ", 1)[0]
     (_, code), *_ = blocks("python", part)
     (_, shown), *_ = blocks("text", part)
     script = work / "readme_decorator.py"

@@ -20,7 +20,7 @@ from rich.padding import Padding
 from rich.text import Text
 
 from ..model import Step, Trace
-from .console import HEADERS
+from .console import HEADERS, ops_parts
 from .console_parts import (
     CHANGED_MARK,
     CHANGED_STYLE,
@@ -159,37 +159,23 @@ def follow_line(label: str, names: Sequence[str], touched: Sequence[Tuple[int, S
 
 def outcome(step: Step) -> RenderableType:
     """The step's errors (with their explanations), warnings, printed output and expectations,
-    then the facts other parts of the trace may record about it (operations, predictions, flow)."""
+    then what it ran, where its gradients flowed, and the backwards predicted to fail."""
     parts: List[RenderableType] = list(outcome_parts(step))
     parts.extend(_extra_facts(step))
     return Group(*parts)
 
 
 def _extra_facts(step: Step) -> Iterable[RenderableType]:
-    for label, field in (("ops", "ops"), ("prediction", "predictions"), ("flow", "flow")):
-        for item in getattr(step, field, None) or ():
-            yield say(f"{label}: {one_line(describe_record(item), 200)}", style="magenta" if label == "prediction" else "")
-
-
-def describe_record(item: Any) -> str:
-    """A recorded fact in words: its ``message``, else its ``text`` or ``name``, else as written."""
-    for attribute in ("message", "text", "description", "name"):
-        value = getattr(item, attribute, None)
-        if isinstance(value, str) and value:
-            return value
-    return str(item)
+    yield from ops_parts(step, "calls")
+    for prediction in step.predictions:
+        yield say("⚠ predicted: " + prediction.message, style="bold yellow")
 
 
 def graphs(step: Step, view: View) -> RenderableType:
-    """The autograd trees the step drew, as the console draws them, with what each node saved."""
+    """The autograd trees the step drew, as the console draws them (with what each node saved)."""
     parts: List[RenderableType] = []
     for graph in step.graphs:
         parts.extend(graph_parts(graph, view, step))
-        for node in graph.nodes:
-            saved = getattr(node, "saved", None) or ()
-            if saved:
-                words = ", ".join(describe_record(s) for s in saved)
-                parts.append(say(f"{node.name} ({node.id}) saved: {one_line(words, 200)}", style="dim", indent=4))
     if not parts:
         parts.append(say("no graph drawn at this step (a scenario asks with 'graph:')", style="dim"))
     return Group(*parts)
