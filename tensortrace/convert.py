@@ -13,7 +13,6 @@ from typing import Any, Dict, List, Optional
 
 import yaml
 
-from .errors import ScenarioError
 from .model import Declared
 from .scenario import Scenario
 
@@ -37,7 +36,7 @@ def scenario_yaml(scenario: Scenario) -> str:
     """The YAML text of ``scenario``; it loads back to the same steps (checked before it is returned)."""
     from .loader import loads_scenario
 
-    _refuse_placeholders(scenario)
+    scenario = scenario.map_text(lambda text: text.replace("${", "$${"))  # YAML reads ${ as a placeholder; $${ is a literal one
     data: Dict[str, Any] = {"title": scenario.title}
     description = scenario.description or ""
     if scenario.notices:
@@ -62,22 +61,6 @@ def scenario_yaml(scenario: Scenario) -> str:
     )
     loads_scenario(text, path="<converted>.yaml")  # what is written must load: a bug here is ours, not the user's
     return text
-
-
-def _refuse_placeholders(scenario: Scenario) -> None:
-    """YAML reads ``${`` in code as a variant's placeholder, and a scenario without variants cannot escape it."""
-    for what, code, _ in scenario.all_code():
-        at = code.text.find("${")
-        if at >= 0:
-            line, column = code.locate(code.text.count("\n", 0, at) + 1, at - (code.text.rfind("\n", 0, at) + 1) + 1)
-            where = scenario.place(code, line, column)
-            raise ScenarioError(
-                f"{what} contains '${{', which a YAML scenario reads as a variant's placeholder; "
-                "this file cannot be converted as it is: run it as it is, or write the text another way (e.g. '$' '{')",
-                path=where.get("path"),
-                line=where.get("line"),
-                column=where.get("column"),
-            )
 
 
 def _code(text: str) -> str:

@@ -373,6 +373,7 @@ class _Builder:
                         line=line,
                         column=column,
                     )
+            scenario = scenario.map_text(lambda text: text.replace("$${", "${"))  # rule 10: a literal ${
             validate_code(scenario)
         self.check_declared_classes(scenario)
         return scenario

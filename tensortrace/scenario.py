@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass
-from typing import Dict, Iterator, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 from .errors import ScenarioError
 from .model import Declared
@@ -120,6 +120,23 @@ class Scenario:
             expect = spec.expect
             for code in sum(expect.values(), ()) if isinstance(expect, dict) else expect:
                 yield f"an expectation of step {spec.index}", code, "eval"
+
+    def map_text(self, change: Callable[[str], str]) -> "Scenario":
+        """The same scenario with ``change`` applied to its code (setup, runs, expectations) and notes."""
+
+        def fill(code: Code) -> Code:
+            return code.with_text(change(code.text))
+
+        def expect(decl: Any) -> Any:
+            if isinstance(decl, dict):
+                return {key: tuple(fill(c) for c in codes) for key, codes in decl.items()}
+            return tuple(fill(c) for c in decl)
+
+        steps = tuple(
+            dataclasses.replace(spec, run=fill(spec.run), expect=expect(spec.expect), note=change(spec.note) if spec.note else spec.note)
+            for spec in self.steps
+        )
+        return dataclasses.replace(self, setup=tuple(fill(c) for c in self.setup), steps=steps)
 
     @property
     def variant_names(self) -> Tuple[str, ...]:

@@ -381,10 +381,24 @@ def test_convert_has_help_like_every_command():
     assert "--output" in result.stdout and "<str>" not in result.stdout
 
 
-def test_convert_refuses_code_that_yaml_would_read_as_a_placeholder(tmp_path):
+def test_convert_writes_a_literal_dollar_brace_as_yaml_spells_it(tmp_path):
     source = tmp_path / "dollar.py"
     source.write_text("a = 1\nprint('cost: ${a}')\n", encoding="utf-8")
-    assert cli("run", str(source), "--format", "json").returncode == 0  # as a .py file it runs
+    plain = cli("run", str(source), "--format", "json")
+    assert plain.returncode == 0
     result = cli("convert", str(source), "-o", str(tmp_path / "out.yaml"))
-    assert result.returncode == 2 and not (tmp_path / "out.yaml").exists()
-    assert f"{source}:2:14: step 2 contains '${{', which a YAML scenario reads as a variant's placeholder" in result.stderr
+    assert result.returncode == 0, result.stderr
+    assert "$${a}" in (tmp_path / "out.yaml").read_text(encoding="utf-8")  # rule 10's escape
+    converted = cli("run", str(tmp_path / "out.yaml"), "--format", "json")
+    assert converted.returncode == 0, converted.stderr
+    assert [s["stdout"] for s in json.loads(converted.stdout)["steps"]] == [s["stdout"] for s in json.loads(plain.stdout)["steps"]]
+    assert "cost: ${a}" in json.loads(converted.stdout)["steps"][-1]["stdout"]
+
+
+def test_a_yaml_scenario_without_variants_reads_dollar_dollar_brace_as_a_literal(tmp_path):
+    path = tmp_path / "literal.yaml"
+    path.write_text("title: literal\nsteps:\n  - run: print('$${x}')\n    expect: [\"'$${x}' == '$' + '{x}'\"]\n", encoding="utf-8")
+    result = cli("run", str(path), "--format", "json")
+    assert result.returncode == 0, result.stderr
+    step = json.loads(result.stdout)["steps"][-1]
+    assert step["stdout"] == "${x}\n" and step["code"] == "print('${x}')"
