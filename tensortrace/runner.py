@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from typing import Callable, List, Optional, Sequence
 
 from .errors import TensorTraceError
-from .events import MAX_TRACE_BYTES, Assembler, Crashed, EventError, LineReader, Ran, Start, Unusable, decode, encode, size_text
+from .events import MAX_TRACE_BYTES, Assembler, Crashed, Decoder, Encoder, EventError, LineReader, Ran, Start, Unusable, encode, size_text
 from .model import Environment, ErrorInfo, Explanation, ScenarioInfo, Step, Trace
 from .scenario import Scenario
 
@@ -212,8 +212,9 @@ def _child_main(write_fd: int, scenario: Scenario, safe: bool, device: Optional[
             report = _confine(write_fd, scenario, device)
         capped = (safe or confine) and limits.memory_mb
         ran = lambda index: _send(write_fd, encode(Ran(index)))  # noqa: E731 - the parent stops counting the step's time
+        encoder = Encoder()  # an unchanged tensor's record is sent as a reference to the previous step's
         for event in tracer.iter_trace(scenario, safe=safe, device=device, timeout=limits.timeout, confinement=report, checked=True, on_ran=ran):
-            _send(write_fd, encode(_blame_memory_limit(event, limits.memory_mb) if capped else event))
+            _send(write_fd, encoder.encode(_blame_memory_limit(event, limits.memory_mb) if capped else event))
     except TensorTraceError as exc:  # e.g. a device this machine lacks: the user's to fix
         _send(write_fd, encode(Unusable(str(exc))))
         code = 2
@@ -360,6 +361,7 @@ def _run_forked(scenario: Scenario, assembler: Assembler, *, safe, device, limit
         _child_main(write_fd, scenario, safe, device, limits, parent, confine)
     os.close(write_fd)
     reader = LineReader()
+    decoder = Decoder()
     received = 0
     notes: dict = {}  # "unusable" / "crashed" messages from the child
     patience = (limits.timeout + GRACE) if limits.timeout else None
@@ -383,7 +385,7 @@ def _run_forked(scenario: Scenario, assembler: Assembler, *, safe, device, limit
             if received > MAX_TRACE_BYTES:
                 raise EventError(f"more than {size_text(MAX_TRACE_BYTES)} of trace")
             for line in reader.feed(chunk):
-                event = decode(line)
+                event = decoder.decode(line)
                 if isinstance(event, Ran):  # the step's code is done: recording is the tool's time
                     step_deadline = None
                     continue
@@ -398,7 +400,7 @@ def _run_forked(scenario: Scenario, assembler: Assembler, *, safe, device, limit
         return assembler.trace(aborted=_synthesise_stop(assembler, scenario, limits, f"sent {exc}; the tracer stopped reading it"))
     except KeyboardInterrupt:
         _kill(pid)
-        _drain(read_fd, reader, assembler)  # steps that finished before Ctrl-C count
+        _drain(read_fd, reader, decoder, assembler)  # steps that finished before Ctrl-C count
         raise
     finally:
         os.close(read_fd)
@@ -414,7 +416,7 @@ def _run_forked(scenario: Scenario, assembler: Assembler, *, safe, device, limit
     return assembler.trace(aborted=_synthesise_stop(assembler, scenario, limits, reason))
 
 
-def _drain(read_fd: int, reader: LineReader, assembler: Assembler) -> None:
+def _drain(read_fd: int, reader: LineReader, decoder: Decoder, assembler: Assembler) -> None:
     """Keep every complete event a stopped child had already sent."""
     try:
         while True:
@@ -422,7 +424,7 @@ def _drain(read_fd: int, reader: LineReader, assembler: Assembler) -> None:
             if not chunk:
                 break
             for line in reader.feed(chunk):
-                event = decode(line)
+                event = decoder.decode(line)
                 if not isinstance(event, (Ran, Unusable, Crashed)):
                     assembler.add(event)
     except (OSError, EventError):
