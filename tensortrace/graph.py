@@ -37,10 +37,19 @@ def walk_graph(tensor_name: str, grad_fn: Any, names_by_id: Dict[int, str], *, m
     if not graph.truncated or max_nodes <= INLINE_NODES:
         return graph
     if hasattr(os, "fork"):
-        walked = _walk_in_fork(tensor_name, grad_fn, names_by_id, max_nodes)
+        try:
+            walked = _walk_in_fork(tensor_name, grad_fn, names_by_id, max_nodes)
+        except OSError:  # safe mode's wall refuses new processes: walking on here could crash later
+            return graph  # the first INLINE_NODES nodes, marked truncated (``FORK_REFUSED`` says why)
         if walked is not None:
             return walked
     return _walk(tensor_name, grad_fn, names_by_id, max_nodes=max_nodes)
+
+
+FORK_REFUSED = (
+    "a graph of more than {n:,} nodes is drawn up to its first {n:,}: safe mode's wall forbids the "
+    "separate process that walks a larger one without disturbing it; use --trust to draw it whole"
+)
 
 
 def _walk_in_fork(tensor_name: str, grad_fn: Any, names_by_id: Dict[int, str], max_nodes: int) -> Optional[Graph]:

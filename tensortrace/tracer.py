@@ -28,7 +28,7 @@ from .events import Assembler, End, Event, Start
 from .expectations import declared_outcome, evaluate_expectation, first_line
 from .explain import name_the_saved_tensor
 from .helpers import base_namespace
-from .graph import proven_names, saved_suspects, walk_graph
+from .graph import FORK_REFUSED, INLINE_NODES, proven_names, saved_suspects, walk_graph
 from .names import covers as _covers
 from .model import (
     Confinement,
@@ -506,7 +506,11 @@ class _Recorder:
                     grad_fn = obj.grad_fn
                 except Exception:  # PyTorch refuses it; the table says why
                     continue
-                result.append(walk_graph(name, grad_fn, names_by_id))
+                graph = walk_graph(name, grad_fn, names_by_id)
+                result.append(graph)
+                refused = FORK_REFUSED.format(n=INLINE_NODES)  # only a refused walk stops there
+                if graph.truncated and len(graph.nodes) <= INLINE_NODES and refused not in self._notices:
+                    self._notices.append(refused)
         return tuple(result)
 
     def storages(self) -> Tuple[StorageInfo, ...]:

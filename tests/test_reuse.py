@@ -101,3 +101,14 @@ def _comparable(result: Trace) -> dict:
         for t in step["tensors"]:
             t.pop("storage_ptr"), t.pop("data_ptr")
     return body
+
+
+def test_the_json_document_is_byte_for_byte_what_dumping_the_whole_trace_writes():
+    from tensortrace.render.json import dumps, render_json
+
+    result = run(["a = torch.ones(2)", "print('\\x00x\\x00')", "b = [a, a * 2]"], setup="z = torch.zeros(70)")
+    assert at(result, 2, "a") is at(result, 1, "a")  # a shared record, written once and spliced in
+    assert render_json([result]) == dumps(result.to_dict(), indent=2) + "\n"
+    both = [result, result]
+    whole = {"format": "tensortrace.trace", "format_version": 2, "traces": [t.to_dict() for t in both]}
+    assert render_json(both) == dumps(whole, indent=2) + "\n"

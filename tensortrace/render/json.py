@@ -14,7 +14,6 @@ time for a long trace.
 from __future__ import annotations
 
 import json
-import re
 import secrets
 from dataclasses import replace
 from typing import Any, Dict, List, Sequence
@@ -50,7 +49,8 @@ class _SharedTensors:
         self.token = secrets.token_hex(8)
         self.texts: Dict[int, str] = {}
         self.keep: List[Any] = []  # the records, so that their ids stay unique while rendering
-        self.pattern = re.compile(r'( *)"\\u0000' + self.token + r'-(\d+)\\u0000"')
+        self.marker = '"\\u0000' + self.token + "-"  # a placeholder as json.dumps writes it
+        self.end = '\\u0000"'
 
     def trace(self, trace: Trace) -> dict:
         body = replace(trace, setup=None, steps=()).to_dict()
@@ -72,24 +72,12 @@ class _SharedTensors:
         return f"\x00{self.token}-{key}\x00"
 
     def splice(self, text: str) -> str:
-        def place(match: "re.Match[str]") -> str:
-            indent = match.group(1)
-            return indent + self.texts[int(match.group(2))].replace("\n", "\n" + indent)
-
-        return self.pattern.sub(place, text)
-
-
-def traces_from_dict(data: object) -> List[Trace]:
-    """The traces of a JSON document: one trace, or a ``{"traces": [...]}`` wrapper.
-
-    A wrapper may carry ``format`` and ``format_version`` like a trace does, or
-    (as version 1 wrote it) neither; ``TraceFormatError`` says what is wrong.
-    """
-    if not (isinstance(data, dict) and "traces" in data):
-        return [Trace.from_dict(data)]
-    if "format" in data or "format_version" in data:
-        check_format(data)
-    traces = data["traces"]
-    if not isinstance(traces, list) or not traces:
-        raise TraceFormatError("'traces' must be a non-empty list of traces")
-    return [Trace.from_dict(body) for body in traces]
+        """The document with every placeholder replaced by its record's text, indented where it stands."""
+        parts = text.split(self.marker)
+        out = [parts[0]]
+        for part in parts[1:]:
+            key, _, rest = part.partition(self.end)
+            indent = out[-1][out[-1].rfind("\n") + 1:]  # the spaces before the placeholder
+            out.append(self.texts[int(key)].replace("\n", "\n" + indent))
+            out.append(rest)
+        return "".join(out)
