@@ -14,7 +14,6 @@ import platform
 import shutil
 import sys
 from contextlib import contextmanager, nullcontext
-from importlib import metadata
 from pathlib import Path
 from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
@@ -65,6 +64,8 @@ def _version_callback(value: bool) -> None:
 
 
 def version_text() -> str:
+    from importlib import metadata  # here: importing it costs every command about 20 ms
+
     try:
         torch_version = metadata.version("torch")
     except metadata.PackageNotFoundError:

@@ -81,3 +81,19 @@ class _SharedTensors:
             out.append(self.texts[int(key)].replace("\n", "\n" + indent))
             out.append(rest)
         return "".join(out)
+
+
+def traces_from_dict(data: object) -> List[Trace]:
+    """The traces of a JSON document: one trace, or a ``{"traces": [...]}`` wrapper.
+
+    A wrapper may carry ``format`` and ``format_version`` like a trace does, or
+    (as version 1 wrote it) neither; ``TraceFormatError`` says what is wrong.
+    """
+    if not (isinstance(data, dict) and "traces" in data):
+        return [Trace.from_dict(data)]
+    if "format" in data or "format_version" in data:
+        check_format(data)
+    traces = data["traces"]
+    if not isinstance(traces, list) or not traces:
+        raise TraceFormatError("'traces' must be a non-empty list of traces")
+    return [Trace.from_dict(body) for body in traces]
