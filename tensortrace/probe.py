@@ -266,11 +266,6 @@ def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).replace("torch.", "")
 
 
-def storage_label(t: torch.Tensor, registry: StorageRegistry) -> Optional[str]:
-    """The label ``probe_tensor`` would give ``t``'s storage now (registering it as seen)."""
-    return _storage_of(t, registry, _Reader())[0]
-
-
 def _storage_of(t: torch.Tensor, registry: StorageRegistry, r: _Reader) -> Tuple[Optional[str], Optional[int], Optional[int]]:
     """The storage's label, address and size.
 

@@ -50,14 +50,6 @@ def _threads() -> Any:
     return _pool
 
 
-def span_bytes(t: torch.Tensor) -> int:
-    """Bytes from the first element's address to the end of the last element (0 when empty)."""
-    if t.numel() == 0:
-        return 0
-    last = sum((n - 1) * s for n, s in zip(t.shape, t.stride()))
-    return (last + 1) * t.element_size()
-
-
 def fingerprint(ptr: int, nbytes: int) -> Any:
     """An exact copy of a small span of memory, or the CRC-32 of each block of a large one."""
     if nbytes <= SMALL:
@@ -115,14 +107,9 @@ class SnapshotCache:
 
     def fingerprint_of(self, t: torch.Tensor) -> Any:
         """The fingerprint of a CPU tensor's memory, computed once per snapshot; None when unsupported."""
-        if t.device.type != "cpu":
+        if not t.is_cpu or t.layout != _STRIDED:
             return None
-        ptr, nbytes = int(t.data_ptr()), span_bytes(t)
-        key = (ptr, nbytes)
-        found = self._prints.get(key)
-        if found is None:
-            found = self._prints[key] = fingerprint(ptr, nbytes)
-        return found
+        return self._values_mark(t)
 
     # summaries ----------------------------------------------------------------
     def summary_stats(self, key: Any, distinct: torch.Tensor, compute: Callable[[], Any]) -> Any:
@@ -143,8 +130,12 @@ class SnapshotCache:
         return stats
 
     # records ------------------------------------------------------------------
-    def reuse(self, name: str, t: Any, kind: str, storage_label: Callable[[Any], Optional[str]], names_by_id: Dict[int, str]) -> Optional[TensorState]:
-        """The last record of ``t`` when nothing about it changed (renamed as now), else None."""
+    def reuse(self, name: str, t: Any, kind: str, names_by_id: Dict[int, str]) -> Optional[TensorState]:
+        """The last record of ``t`` when nothing about it changed (renamed as now), else None.
+
+        The storage label stands with the key: the key holds the storage's
+        identity, and the registry keeps a label while its storage lives.
+        """
         try:
             key, grad = _key(t)
         except Exception:
@@ -157,16 +148,13 @@ class SnapshotCache:
         if (entry.grad_ref() if entry.grad_ref is not None else None) is not grad:
             return None
         try:
-            if self._values_mark(t) != entry.values:
+            if self._mark(key[1], key[2], key[3], t) != entry.values:
                 return None
-            if grad is not None and self._values_mark(grad) != entry.grad_values:
+            if grad is not None and self._mark(key[-1][1], key[-1][2], key[-1][3], grad) != entry.grad_values:
                 return None
-            label = storage_label(t)
         except Exception:
             return None
         state = entry.state
-        if label != state.storage:
-            return None
         base = t._base
         base_name = names_by_id.get(id(base)) if base is not None else None
         if state.name != name or state.kind != kind or state.base != base_name:
@@ -192,30 +180,49 @@ class SnapshotCache:
         self._seen[id(t)] = _Entry(ref, key, grad_ref, values, grad_values, state)
 
     def _values_mark(self, t: torch.Tensor) -> Any:
-        if t.device.type != "cpu" or t.layout != torch.strided or t.is_quantized:
-            raise ValueError("not a plain CPU tensor")
-        return self.fingerprint_of(t)
+        return self._mark(t.data_ptr(), tuple(t.shape), t.stride(), t)
+
+    def _mark(self, ptr: int, shape: Tuple[int, ...], stride: Tuple[int, ...], t: torch.Tensor) -> Any:
+        span = _span(ptr, shape, stride, t.element_size())
+        found = self._prints.get(span)
+        if found is None:
+            found = self._prints[span] = fingerprint(*span)
+        return found
 
 
 def _key(t: Any) -> Tuple[Optional[Tuple], Any]:
-    """What must be equal for a record to stand (None: never reuse), and the grad it names."""
-    if type(t) not in _PLAIN_TYPES or not isinstance(t, torch.Tensor):
-        return None, None
-    if t.is_nested or t.is_meta or t.layout != torch.strided or t.device.type != "cpu" or t.is_quantized:
+    """What must be equal for a record to stand (None: never reuse), and the grad it names.
+
+    Cheap reads first: this runs for every tensor at every step.
+    """
+    if type(t) not in _PLAIN_TYPES or not t.is_cpu or t.layout != _STRIDED or t.is_quantized or t.is_nested:
         return None, None
     grad = t.grad
     grad_key = None
     if grad is not None:
-        if type(grad) is not torch.Tensor or grad.layout != torch.strided or grad.device.type != "cpu":
+        if type(grad) is not torch.Tensor or not grad.is_cpu or grad.layout != _STRIDED or grad.is_quantized:
             return None, None
-        grad_key = (int(grad._version), int(grad.data_ptr()), tuple(grad.shape), tuple(grad.stride()), grad.dtype, grad.is_conj(), grad.is_neg())
+        grad_key = (grad._version, grad.data_ptr(), tuple(grad.shape), grad.stride(), grad.dtype, _bits(grad))
     storage = t.untyped_storage()
     grad_fn = t.grad_fn
-    base = t._base
+    base = t._base  # a view has a base, and only a view
     key = (
-        int(t._version), int(t.data_ptr()), tuple(t.shape), tuple(t.stride()), int(t.storage_offset()), t.dtype,
-        bool(t.requires_grad), bool(t.is_leaf), bool(t.retains_grad), id(grad_fn) if grad_fn is not None else None,
-        bool(t._is_view()), id(base) if base is not None else None, t.is_conj(), t.is_neg(),
-        int(storage._cdata), int(storage.nbytes()), grad_key,
+        t._version, t.data_ptr(), tuple(t.shape), t.stride(), t.storage_offset(), t.dtype,
+        t.requires_grad, t.is_leaf, t.retains_grad, id(grad_fn) if grad_fn is not None else None,
+        id(base) if base is not None else None, _bits(t), storage._cdata, storage.nbytes(), grad_key,
     )
     return key, grad
+
+
+_STRIDED = torch.strided
+
+
+def _bits(t: torch.Tensor) -> Any:
+    """The conjugate and negative bits, which only complex tensors carry."""
+    return (t.is_conj(), t.is_neg()) if t.dtype.is_complex else None
+
+
+def _span(ptr: int, shape: Tuple[int, ...], stride: Tuple[int, ...], itemsize: int) -> Tuple[int, int]:
+    if 0 in shape:
+        return ptr, 0
+    return ptr, (sum((n - 1) * s for n, s in zip(shape, stride)) + 1) * itemsize

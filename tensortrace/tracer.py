@@ -44,7 +44,7 @@ from .model import (
     Trace,
     WarningInfo,
 )
-from .probe import StorageRegistry, is_ndarray, plain_reads, probe_ndarray, probe_tensor, reason_of, storage_label
+from .probe import StorageRegistry, is_ndarray, plain_reads, probe_ndarray, probe_tensor, reason_of
 from .reuse import SnapshotCache
 from .scenario import Code, Scenario, StepSpec
 from .stepenv import install_warning_filters, plain_stack_depth, scenario_warning_filters
@@ -443,13 +443,12 @@ class _Recorder:
         states = []
         objects: Dict[str, Any] = {}
         summaries: Dict[Any, Any] = {}  # a and a.t() read their memory once per snapshot
-        label = lambda t: storage_label(t, self.registry)  # noqa: E731
         for name, obj, kind in self.memo.snapshot_of(named):
             self.seen_names.add(name)
             if kind == "ndarray":
                 state = probe_ndarray(name, obj, self.registry, names_by_id, values=self.values)
             else:
-                state = self.memo.reuse(name, obj, kind, label, names_by_id)
+                state = self.memo.reuse(name, obj, kind, names_by_id)
                 if state is None:
                     state = probe_tensor(name, obj, self.registry, names_by_id, kind=kind, values=self.values, cache=summaries, memo=self.memo)
                     self.memo.keep(obj, state)
