@@ -307,14 +307,14 @@ def main() -> int:
                 table.row(f"step{n}", got["ours_per_step"], got["peer_per_line"], 0.5, note="per step vs torchsnooper per line")
 
     if want("cli"):
-        n, k1, k2 = 40, 10, (60 if quick else 210)
+        n, k1, k2 = 40, 10, 410  # enough steps that start-up's noise is small per step
         files = {}
         for k in (k1, k2):
             files[k] = tmp / f"steps{k}.yaml"
             files[k].write_text(steps_yaml(n, k))
         costs = {k1: [], k2: []}
         codes = set()
-        for _ in range(2 if quick else 5):
+        for _ in range(3 if quick else 5):
             for k in (k1, k2):
                 _, cpu, code, _ = run_timed(tt + ["run", str(files[k]), "--format", "json"])
                 costs[k].append(cpu)

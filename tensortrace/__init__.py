@@ -13,13 +13,25 @@ Importing the package does not import torch; ``trace`` does, on first use.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
 from .errors import ScenarioError, TensorTraceError  # noqa: E402
 from .model import FORMAT_VERSION, Trace  # noqa: E402
-from .scenario import Scenario, load_scenario, loads_scenario  # noqa: E402
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .scenario import Scenario
+
+_LAZY = ("Scenario", "load_scenario", "loads_scenario")  # from .scenario, which imports yaml: on first use
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        from . import scenario
+
+        return getattr(scenario, name)
+    raise AttributeError(f"module 'tensortrace' has no attribute {name!r}")
 
 
 def trace(scenario: Scenario, variant: str | None = None, **options: Any) -> Trace:

@@ -24,12 +24,14 @@ import signal
 import sys
 import time
 from dataclasses import dataclass, replace
-from typing import Callable, List, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, List, Optional, Sequence
 
 from .errors import TensorTraceError
 from .events import MAX_TRACE_BYTES, Assembler, Crashed, Decoder, Encoder, EventError, LineReader, Ran, Start, Unusable, encode, size_text
 from .model import Environment, ErrorInfo, Explanation, ScenarioInfo, Step, Trace
-from .scenario import Scenario
+
+if TYPE_CHECKING:  # pragma: no cover - the scenario module imports yaml, which rendering never needs
+    from .scenario import Scenario
 
 GRACE = 2.0  # seconds the parent waits past the step limit before killing the child
 DEFAULT_TIMEOUT = 5.0
