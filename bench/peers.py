@@ -207,9 +207,12 @@ def w_graph(nodes: str, repeat: str) -> dict:
 def w_check(repeat: str) -> dict:
     """Each bundled scenario through the runner, in order, as ``tensortrace check`` runs them."""
     from tensortrace.library import bundled_names, bundled_path
+    from tensortrace import runner
     from tensortrace.runner import run_all
     from tensortrace.scenario import load_scenario
 
+    if hasattr(runner, "prepare"):  # as 'tensortrace check' does before its first file
+        runner.prepare([load_scenario(bundled_path(name)) for name in bundled_names()])
     times: Dict[str, List[float]] = {}
     for _ in range(int(repeat)):
         for name in bundled_names():

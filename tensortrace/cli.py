@@ -350,7 +350,9 @@ def check(
         from .render.check import summary
 
         passed = failed = unusable = 0
-        for target in expand_folders(targets):
+        files = expand_folders(targets)
+        _prepare_check(files, confine=not trust)
+        for target in files:
             verdicts = _check_one(
                 target, trust=trust, device=device, timeout=timeout, memory_limit=memory_limit,
                 scenario_timeout=scenario_timeout, require_confinement=require_confinement,
@@ -366,6 +368,21 @@ def check(
         return EXIT_FAILED if failed else EXIT_OK
 
     _guarded(body)
+
+
+def _prepare_check(targets: Sequence[str], confine: bool) -> None:
+    """Import once, up front, what some file's scenarios will need (a file that fails to load is reported later)."""
+    from .library import resolve_target
+    from .runner import prepare
+    from .scenario import load_scenario
+
+    scenarios = []
+    for target in targets:
+        try:
+            scenarios.append(load_scenario(resolve_target(target)))
+        except Exception:  # noqa: BLE001 - its own line says what is wrong, in order
+            continue
+    prepare(scenarios, confine=confine)
 
 
 def _check_one(target: str, **run_args) -> Optional[List[bool]]:
