@@ -109,7 +109,12 @@ def steps_yaml(tensors: int, steps: int) -> str:
 
 
 def w_steps(tensors: str, steps: str, repeat: str) -> dict:
-    """In-process: tensortrace's cost per step, and torchsnooper's per line, same tensors."""
+    """In-process, in the steady state: tensortrace's cost per step and torchsnooper's per line.
+
+    Both are differences between a run of ``2 * steps`` steps (lines) and one
+    of ``steps``, less the untraced runs' difference, so that binding the N
+    tensors at the start is not spread over the steps.
+    """
     n, k, r = int(tensors), int(steps), int(repeat)
     import gc
     import io
@@ -122,49 +127,50 @@ def w_steps(tensors: str, steps: str, repeat: str) -> dict:
     import torchsnooper
 
     gc.freeze()
-    scenario = tensortrace.loads_scenario(steps_yaml(n, k), path="steps.yaml")
-    code = [f"t{i} = torch.zeros(4)" for i in range(n)] + [f"t{j % n}.add_(1)" for j in range(k)]
-    plain_src = "def f():\n" + "".join(f"    {line}\n" for line in code)
-    compiled = [compile(line, "<step>", "exec") for line in code]
-
-    def untraced() -> float:
-        ns = base_namespace()
-        start = time.perf_counter()
-        for each in compiled:
-            exec(each, ns)
-        return time.perf_counter() - start
-
-    def traced() -> float:
-        start = time.perf_counter()
-        result = tensortrace.trace(scenario)
-        elapsed = time.perf_counter() - start
-        assert result.passed, result.aborted
-        return elapsed
-
     sink = io.StringIO()
-    ns: dict = {"torch": torch}
-    exec(plain_src, ns)
-    plain_f = ns["f"]
-    ns2: dict = {"torch": torch, "torchsnooper": torchsnooper, "sink": sink}
-    exec("@torchsnooper.snoop(output=sink)\n" + plain_src, ns2)
-    snooped_f = ns2["f"]
 
-    def plain() -> float:
-        start = time.perf_counter()
-        plain_f()
-        return time.perf_counter() - start
+    def prepare(count: int) -> Dict[str, Callable[[], float]]:
+        scenario = tensortrace.loads_scenario(steps_yaml(n, count), path="steps.yaml")
+        code = [f"t{i} = torch.zeros(4)" for i in range(n)] + [f"t{j % n}.add_(1)" for j in range(count)]
+        compiled = [compile(line, "<step>", "exec") for line in code]
+        source = "def f():\n" + "".join(f"    {line}\n" for line in code)
+        plain_ns: dict = {"torch": torch}
+        exec(source, plain_ns)
+        snoop_ns: dict = {"torch": torch, "torchsnooper": torchsnooper, "sink": sink}
+        exec("@torchsnooper.snoop(output=sink)\n" + source, snoop_ns)
 
-    def snooped() -> float:
-        sink.seek(0)
-        sink.truncate()
-        start = time.perf_counter()
-        snooped_f()
-        return time.perf_counter() - start
+        def untraced() -> float:
+            ns = base_namespace()
+            start = time.perf_counter()
+            for each in compiled:
+                exec(each, ns)
+            return time.perf_counter() - start
 
-    traced(), snooped()  # warm
-    ours_t, base_t = alternate(traced, untraced, r)
-    peer_t, plain_t = alternate(snooped, plain, r)
-    return {"ours_per_step": (ours_t - base_t) / k, "peer_per_line": (peer_t - plain_t) / len(code)}
+        def traced() -> float:
+            start = time.perf_counter()
+            result = tensortrace.trace(scenario)
+            elapsed = time.perf_counter() - start
+            assert result.passed, result.aborted
+            return elapsed
+
+        def timed(f: Callable[[], None]) -> Callable[[], float]:
+            def run() -> float:
+                sink.seek(0)
+                sink.truncate()
+                start = time.perf_counter()
+                f()
+                return time.perf_counter() - start
+            return run
+
+        return {"traced": traced, "untraced": untraced, "snooped": timed(snoop_ns["f"]), "plain": timed(plain_ns["f"])}
+
+    short, long = prepare(k), prepare(2 * k)
+    short["traced"](), short["snooped"]()  # warm
+    med = {}
+    for which in ("traced", "untraced", "snooped", "plain"):
+        a, b = alternate(long[which], short[which], r)
+        med[which] = (a - b) / k
+    return {"ours_per_step": med["traced"] - med["untraced"], "peer_per_line": med["snooped"] - med["plain"]}
 
 
 def w_graph(nodes: str, repeat: str) -> dict:

@@ -53,9 +53,6 @@ class _Allocation:
     def alive(self) -> bool:
         return any(ref() is not None for ref in self.owners)
 
-    def overlaps(self, device: str, ptr: int, nbytes: int) -> bool:
-        return self.ident is None and self.device == device and ptr < self.ptr + self.nbytes and self.ptr < ptr + nbytes
-
 
 class StorageRegistry:
     """Gives each storage allocation a label, S1, S2, ... in order of first sight.
@@ -76,6 +73,7 @@ class StorageRegistry:
     def __init__(self) -> None:
         self._by_key: Dict[Tuple[str, int], _Allocation] = {}
         self._live: List[_Allocation] = []
+        self._pruned = 64  # the size of _live after it was last pruned (at least 64)
         self.allocations: List[_Allocation] = []
 
     def label(self, device: str, ptr: int, nbytes: int, owner: Any, ident: Optional[int] = None) -> str:
@@ -101,10 +99,13 @@ class StorageRegistry:
             return alloc
         if ident is not None:
             return None
-        self._live = [a for a in self._live if a.alive()]
-        for alloc in self._live:
-            if alloc.overlaps(device, ptr, nbytes):
+        end = ptr + nbytes
+        for alloc in self._live:  # the byte ranges first: asking whether an owner lives costs more
+            if alloc.ident is None and alloc.device == device and ptr < alloc.ptr + alloc.nbytes and alloc.ptr < end and alloc.alive():
                 return alloc
+        if len(self._live) >= 2 * self._pruned:  # forget dead allocations, in amortised constant time
+            self._live = [a for a in self._live if a.alive()]
+            self._pruned = max(64, len(self._live))
         return None
 
     def note_name(self, label: str, name: str) -> None:
