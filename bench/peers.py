@@ -27,7 +27,7 @@ miss only. The peers are installed, once, into ``bench/.peers-lib`` (git
 ignores it) and put on the path of the measuring processes only: they are
 never the project's dependencies.
 
-    python bench/peers.py [--quick] [--code DIR] [--only ROW,...]
+    python bench/peers.py [--quick] [--code DIR] [--only ROW,...] [--no-fail]
 
 ``--code DIR`` measures the tensortrace checked out at DIR (e.g. another
 worktree) with this environment, for before/after numbers in one run.
@@ -265,6 +265,7 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="fewer repetitions and sizes (CI)")
     parser.add_argument("--code", help="measure the tensortrace checked out in this folder")
     parser.add_argument("--only", help="comma-separated row groups: startup,render,steps,cli,growth,graph,mem,check")
+    parser.add_argument("--no-fail", action="store_true", help="print misses but exit 0 (while goals are still being worked on)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args, rest = parser.parse_known_args()
     if args.worker:
@@ -384,7 +385,7 @@ def main() -> int:
 
     if table.failed:
         print(f"FAILED (past the goal by more than {SLACK:g}x, or did not pass): {', '.join(table.failed)}")
-        return 1
+        return 0 if args.no_fail else 1
     return 0
 
 
