@@ -281,6 +281,7 @@ def main() -> int:
     tt = [py, "-m", "tensortrace"]
     table = Table()
     tmp = Path(tempfile.mkdtemp(prefix="tensortrace-peers-"))
+    os.chdir(tmp)  # 'python -m' and '-c' put the working folder first on the path: never a checkout's
 
     if want("startup") or want("render"):
         r = 3 if quick else 7
