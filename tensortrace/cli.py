@@ -15,7 +15,6 @@ import shutil
 import sys
 from contextlib import contextmanager, nullcontext
 from dataclasses import replace
-from importlib import metadata
 from pathlib import Path
 from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
@@ -23,6 +22,10 @@ import typer
 
 from . import __version__
 from .devices import DEVICE_CHOICES, is_device_name
+from .cli_options import (  # one definition for every command
+    CHANGES, CHECK_TARGETS, DEVICE, FORMAT, GRAPH, MEMORY, NO_VALUES, OPS, OUTPUT,
+    REQUIRE, SCENARIO_TIMEOUT, SHOW, STEP, STEPS, TARGETS, TIMEOUT, TRUST, WIDTH,
+)
 from .errors import TensorTraceError, UsageError
 from .model import Trace
 from .output import Output, format_for
@@ -67,6 +70,8 @@ def _version_callback(value: bool) -> None:
 
 
 def version_text() -> str:
+    from importlib import metadata  # here: importing it costs every command about 20 ms
+
     try:
         torch_version = metadata.version("torch")
     except metadata.PackageNotFoundError:
@@ -223,45 +228,6 @@ def _quiet_broken_pipe() -> None:
 
 # --- commands -------------------------------------------------------------------------
 
-TARGETS = typer.Argument(..., metavar="SCENARIO", help="Scenario files (.yaml, .py, .ipynb), or names of bundled scenarios (see 'tensortrace list').", show_default=False)
-CHECK_TARGETS = typer.Argument(
-    ..., metavar="SCENARIO", show_default=False,
-    help="Scenario files (.yaml, .py, .ipynb), folders (every .yaml file in them, sorted), or names of bundled scenarios.",
-)
-FORMAT = typer.Option(
-    None, "--format", "-f", metavar="FORMAT", show_default=False,
-    help="console, json, jsonl, markdown, html, svg, dot or mermaid. Default: what the -o file's suffix names "
-    "(.json, .jsonl, .md, .html, .svg, .dot, .mmd), else console.",
-)
-OUTPUT = typer.Option(None, "--output", "-o", metavar="FILE", help="Write to this file (atomically) instead of stdout.")
-DEVICE = typer.Option(None, "--device", metavar="DEVICE", help="Device for scenarios that do not name one: cpu, cuda, cuda:N, mps, auto.")
-TRUST = typer.Option(False, "--trust", help="Run steps as plain Python, without safe mode. Only for files you trust.")
-TIMEOUT = typer.Option(5.0, "--timeout", metavar="SECONDS", help="Wall-clock limit per step, in seconds (0: none).")
-MEMORY = typer.Option(4096, "--memory-limit", metavar="MIB", help="Memory a scenario may use in safe mode, in MiB (0: no cap).")
-SCENARIO_TIMEOUT = typer.Option(300.0, "--scenario-timeout", metavar="SECONDS", help="Wall-clock limit per scenario (each variant), in seconds (0: none).")
-REQUIRE = typer.Option(
-    False,
-    "--require-confinement",
-    envvar="TENSORTRACE_REQUIRE_CONFINEMENT",
-    help="Refuse to run in safe mode unless the kernel can confine the child (Landlock, seccomp). Also TENSORTRACE_REQUIRE_CONFINEMENT=1.",
-)
-STEP = typer.Option(None, "--step", metavar="N", help="Show only this step (0: the setup, when the scenario has one).")
-STEPS = typer.Option(None, "--steps", metavar="RANGE", help="Show only these steps, e.g. 2-5 or 1,3 (0: the setup).")
-CHANGES = typer.Option(False, "--changes-only", help="Show only the rows that changed in each step.")
-SHOW = typer.Option(None, "--show", metavar="NAMES", help="Names to show, comma-separated (e.g. a,b,lin.weight); a module or list stands for what it holds (lin: lin.weight, lin.bias), as in the scenario's show.")
-NO_VALUES = typer.Option(False, "--no-values", help="Leave out the values and grad columns.")
-WIDTH = typer.Option(None, "--width", metavar="COLUMNS", help="Width of console output in columns.")
-OPS = typer.Option(
-    "calls", "--ops", metavar="LEVEL",
-    help="What each step ran: none (not recorded), calls (the calls the code made; shown by default) or aten "
-    "(and the ATen operations under them). JSON holds both levels, and each backward call's gradient flow, unless none.",
-)
-GRAPH = typer.Option(
-    None, "--graph", metavar="NAMES",
-    help="Draw the autograd graph of these names (comma-separated) as it stands after the last step, "
-    "as a 'graph:' key on the last step would.",
-)
-
 
 @app.command(cls=_Command)
 def run(
@@ -367,7 +333,9 @@ def check(
 
         _check_ops(ops)
         passed = failed = unusable = 0
-        for target in expand_folders(targets):
+        files = expand_folders(targets)
+        _prepare_check(files, confine=not trust)
+        for target in files:
             verdicts = _check_one(
                 target, trust=trust, device=device, timeout=timeout, memory_limit=memory_limit,
                 scenario_timeout=scenario_timeout, require_confinement=require_confinement, ops=ops,
@@ -383,6 +351,21 @@ def check(
         return EXIT_FAILED if failed else EXIT_OK
 
     _guarded(body)
+
+
+def _prepare_check(targets: Sequence[str], confine: bool) -> None:
+    """Import once, up front, what some file's scenarios will need (a file that fails to load is reported later)."""
+    from .library import resolve_target
+    from .runner import prepare
+    from .scenario import load_scenario
+
+    scenarios = []
+    for target in targets:
+        try:
+            scenarios.append(load_scenario(resolve_target(target)))
+        except Exception:  # noqa: BLE001 - its own line says what is wrong, in order
+            continue
+    prepare(scenarios, confine=confine)
 
 
 def _check_one(target: str, **run_args) -> Optional[List[bool]]:

@@ -12,15 +12,19 @@ itself failed).
 The pipe's codec is JSON lines, never pickle: the child runs untrusted code,
 so the parent decodes data, not objects, and bounds what it accepts
 (``MAX_EVENT_BYTES`` for one event, ``MAX_TRACE_BYTES`` for one scenario).
+On the pipe, ``Encoder`` and ``Decoder`` send a tensor whose record is the
+very record of the previous step (the snapshot cache reuses it) as
+``{"$same": i}``, its index in that step, so that an unchanged tensor is
+neither encoded nor decoded again; the decoder checks every index.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from typing import Callable, List, Optional, Tuple, Union
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
-from .model import Environment, ScenarioInfo, Step, StorageInfo, Trace, record_from_dict, record_to_dict
+from .model import Environment, ScenarioInfo, Step, StorageInfo, TensorState, Trace, record_from_dict, record_to_dict
 
 MAX_EVENT_BYTES = 32 * 1024 * 1024  # one event from the child; a step is far smaller
 MAX_TRACE_BYTES = 256 * 1024 * 1024  # everything one scenario's child may send
@@ -98,23 +102,79 @@ def encode(event: ChildEvent) -> bytes:
 
 def decode(line: bytes) -> ChildEvent:
     """The event on one line from the child; ``EventError`` for anything else."""
-    try:
-        data = json.loads(line)
-        kind = data["event"]
-        if kind == "step":
-            return record_from_dict(Step, data["step"])
-        if kind == "start":
-            return Start(record_from_dict(ScenarioInfo, data["scenario"]), record_from_dict(Environment, data["environment"]))
-        if kind == "end":
-            storages = tuple(record_from_dict(StorageInfo, s) for s in data["storages"])
-            return End(storages=storages, notices=tuple(str(n) for n in data["notices"]), aborted=data["aborted"])
-        if kind == "ran":
-            return Ran(int(data["index"]))
-        if kind in ("unusable", "crashed"):
-            message = str(data["message"])
-            return Unusable(message) if kind == "unusable" else Crashed(message)
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise EventError(f"a malformed event: {type(exc).__name__}: {exc}") from None
+    return Decoder().decode(line)
+
+
+_SAME = "$same"
+
+
+class Encoder:
+    """``encode``, sending a tensor record that the previous step also sent as a reference to it."""
+
+    def __init__(self) -> None:
+        self._previous: Tuple[TensorState, ...] = ()  # held, so that ids stay unique
+        self._index: Dict[int, int] = {}
+
+    def encode(self, event: ChildEvent) -> bytes:
+        if not isinstance(event, Step):
+            return encode(event)
+        data = record_to_dict(replace(event, tensors=()))
+        data["tensors"] = [
+            {_SAME: self._index[id(t)]} if id(t) in self._index else record_to_dict(t) for t in event.tensors
+        ]
+        self._previous = event.tensors
+        self._index = {id(t): i for i, t in enumerate(event.tensors)}
+        return json.dumps({"event": "step", "step": data}, allow_nan=False, ensure_ascii=True).encode("ascii") + b"\n"
+
+
+class Decoder:
+    """``decode`` for one child's stream, resolving ``{"$same": i}`` against the previous step."""
+
+    def __init__(self) -> None:
+        self._previous: Tuple[TensorState, ...] = ()
+
+    def decode(self, line: bytes) -> ChildEvent:
+        try:
+            event = _decode(json.loads(line), self._tensors)
+        except EventError:
+            raise
+        except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
+            raise EventError(f"a malformed event: {type(exc).__name__}: {exc}") from None
+        if isinstance(event, Step):
+            self._previous = event.tensors
+        return event
+
+    def _tensors(self, items: Any) -> Tuple[TensorState, ...]:
+        if not isinstance(items, list):
+            raise TypeError(f"expected a list of tensors, got {type(items).__name__}")
+        out = []
+        for item in items:
+            if isinstance(item, dict) and _SAME in item:
+                at = item[_SAME]
+                if type(at) is not int or not 0 <= at < len(self._previous):
+                    raise ValueError(f"a reference to tensor {at!r} of a previous step that has {len(self._previous)}")
+                out.append(self._previous[at])
+            else:
+                out.append(record_from_dict(TensorState, item))
+        return tuple(out)
+
+
+def _decode(data: Any, tensors: Callable[[Any], Tuple[TensorState, ...]]) -> ChildEvent:
+    kind = data["event"]
+    if kind == "step":
+        body = dict(data["step"])
+        items = body.pop("tensors", [])
+        return replace(record_from_dict(Step, body), tensors=tensors(items))
+    if kind == "start":
+        return Start(record_from_dict(ScenarioInfo, data["scenario"]), record_from_dict(Environment, data["environment"]))
+    if kind == "end":
+        storages = tuple(record_from_dict(StorageInfo, s) for s in data["storages"])
+        return End(storages=storages, notices=tuple(str(n) for n in data["notices"]), aborted=data["aborted"])
+    if kind == "ran":
+        return Ran(int(data["index"]))
+    if kind in ("unusable", "crashed"):
+        message = str(data["message"])
+        return Unusable(message) if kind == "unusable" else Crashed(message)
     raise EventError(f"an unknown event {kind!r}")
 
 

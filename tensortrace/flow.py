@@ -143,7 +143,6 @@ class FlowRecorder:
 
     def _walk(self, armed: _Armed, tensors: List[Any]) -> None:
         index: Dict[int, int] = {}
-        pending: List[Any] = []
         for t in tensors:
             fn = t.grad_fn
             if fn is not None and id(fn) not in index:

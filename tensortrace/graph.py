@@ -41,18 +41,39 @@ def walk_graph(tensor_name: str, grad_fn: Any, names_by_id: Dict[int, str], *, m
     graph = _walk(tensor_name, grad_fn, names_by_id, max_nodes=min(max_nodes, INLINE_NODES), namer=namer)
     if not graph.truncated or max_nodes <= INLINE_NODES:
         return graph
-    walked = run_forked(lambda: _walk_plain(grad_fn, names_by_id, max_nodes, namer))
+    try:
+        walked = run_forked(lambda: _walk_plain(grad_fn, names_by_id, max_nodes, namer))
+    except ForkRefused:  # safe mode's wall: walking on here could crash when the chain is freed later
+        return graph  # the first INLINE_NODES nodes, marked truncated (``FORK_REFUSED`` says why)
     if walked is not None:
         return _assemble(tensor_name, walked)
     return _walk(tensor_name, grad_fn, names_by_id, max_nodes=max_nodes, namer=namer)
 
 
+FORK_REFUSED = (
+    "a graph of more than {n:,} nodes is drawn (and read for predictions) up to its first {n:,}: safe mode's wall "
+    "forbids the separate process that walks a larger one without disturbing it; use --trust to draw it whole"
+)
+
+
+class ForkRefused(Exception):
+    """The kernel refused the forked copy that walks a large graph (safe mode's wall)."""
+
+
 def run_forked(work: Any) -> Any:
-    """``work()``'s JSON-ready result, computed in a forked copy that exits without freeing; None if that failed."""
+    """``work()``'s JSON-ready result, computed in a forked copy that exits without freeing; None if that failed.
+
+    Raises ``ForkRefused`` where no new process may be made (safe mode's wall).
+    """
     if not hasattr(os, "fork"):
         return None
     read_fd, write_fd = os.pipe()
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError as exc:
+        os.close(read_fd)
+        os.close(write_fd)
+        raise ForkRefused(str(exc)) from None
     if pid == 0:  # pragma: no cover - runs in the forked copy
         try:
             gc.disable()  # nothing here is freed anyway; collecting would only cost time

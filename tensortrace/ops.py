@@ -29,7 +29,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import weakref
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 from torch.overrides import TorchFunctionMode, resolve_name

@@ -53,9 +53,6 @@ class _Allocation:
     def alive(self) -> bool:
         return any(ref() is not None for ref in self.owners)
 
-    def overlaps(self, device: str, ptr: int, nbytes: int) -> bool:
-        return self.ident is None and self.device == device and ptr < self.ptr + self.nbytes and self.ptr < ptr + nbytes
-
 
 class StorageRegistry:
     """Gives each storage allocation a label, S1, S2, ... in order of first sight.
@@ -76,6 +73,7 @@ class StorageRegistry:
     def __init__(self) -> None:
         self._by_key: Dict[Tuple[str, int], _Allocation] = {}
         self._live: List[_Allocation] = []
+        self._pruned = 64  # the size of _live after it was last pruned (at least 64)
         self.allocations: List[_Allocation] = []
 
     def label(self, device: str, ptr: int, nbytes: int, owner: Any, ident: Optional[int] = None) -> str:
@@ -101,10 +99,13 @@ class StorageRegistry:
             return alloc
         if ident is not None:
             return None
-        self._live = [a for a in self._live if a.alive()]
-        for alloc in self._live:
-            if alloc.overlaps(device, ptr, nbytes):
+        end = ptr + nbytes
+        for alloc in self._live:  # the byte ranges first: asking whether an owner lives costs more
+            if alloc.ident is None and alloc.device == device and ptr < alloc.ptr + alloc.nbytes and alloc.ptr < end and alloc.alive():
                 return alloc
+        if len(self._live) >= 2 * self._pruned:  # forget dead allocations, in amortised constant time
+            self._live = [a for a in self._live if a.alive()]
+            self._pruned = max(64, len(self._live))
         return None
 
     def lookup(self, device: str, ptr: int, nbytes: int) -> Optional[str]:
@@ -183,6 +184,7 @@ def probe_tensor(
     kind: str = "tensor",
     values: bool = True,
     cache: Optional[Dict[Any, Any]] = None,
+    memo: Any = None,
 ) -> TensorState:
     """The facts of tensor ``t`` right now, as a record.
 
@@ -221,7 +223,7 @@ def probe_tensor(
         if lazy is not None:
             recorded = Values(kind="unavailable", reason=lazy)
         elif values:
-            recorded = tensor_values(t, cache)
+            recorded = tensor_values(t, cache, memo)
         else:
             recorded = Values(kind="unavailable", reason="values not recorded")
         return TensorState(
@@ -241,7 +243,7 @@ def probe_tensor(
             is_leaf=is_leaf,
             retains_grad=retains_grad,
             grad_fn=node_name(grad_fn) if grad_fn is not None else None,
-            grad=r.read("grad", lambda: tensor_values(grad)) if (grad is not None and values) else None,
+            grad=r.read("grad", lambda: tensor_values(grad, cache, memo)) if (grad is not None and values) else None,
             is_view=is_view,
             base=names_by_id.get(id(base)) if base is not None else None,
             values=recorded,
@@ -302,11 +304,13 @@ def _storage_of(t: torch.Tensor, registry: StorageRegistry, r: _Reader) -> Tuple
     return registry.label(str(t.device), ptr, nbytes, storage, ident=ident), ptr, nbytes
 
 
-def tensor_values(t: torch.Tensor, cache: Optional[Dict[Any, Any]] = None) -> Values:
+def tensor_values(t: torch.Tensor, cache: Optional[Dict[Any, Any]] = None, memo: Any = None) -> Values:
     """Exact values of a small tensor, a summary of a large one.
 
     ``cache`` (one per snapshot) lets tensors over the same elements, such as
-    ``a`` and ``a.t()``, share one pass over their memory.
+    ``a`` and ``a.t()``, share one pass over their memory; ``memo`` (a
+    ``reuse.SnapshotCache``) reuses a summary across steps while the memory's
+    fingerprint holds.
     """
     try:
         if t.is_meta:
@@ -322,7 +326,7 @@ def tensor_values(t: torch.Tensor, cache: Optional[Dict[Any, Any]] = None) -> Va
         with torch.no_grad():
             if t.numel() <= EXACT_LIMIT:
                 return Values(kind="exact", data=freeze(encode_number_tree(t.detach().cpu().tolist())))
-            return Values(kind="summary", summary=_summarise(t.detach(), cache))
+            return Values(kind="summary", summary=_summarise(t.detach(), cache, memo))
     except Exception as exc:  # an exotic tensor: say so rather than fail the trace
         return Values(kind="unavailable", reason=f"{type(exc).__name__}: {exc}".splitlines()[0][:200])
 
@@ -388,7 +392,7 @@ def _distinct(t: torch.Tensor) -> Tuple[torch.Tensor, int]:
     return view, repeat
 
 
-def _summarise(t: torch.Tensor, cache: Optional[Dict[Any, Any]] = None) -> Summary:
+def _summarise(t: torch.Tensor, cache: Optional[Dict[Any, Any]] = None, memo: Any = None) -> Summary:
     numel = t.numel()
     head: List[Any] = []
     for chunk in iter_chunks(t, HEAD):
@@ -407,7 +411,10 @@ def _summarise(t: torch.Tensor, cache: Optional[Dict[Any, Any]] = None) -> Summa
             key = None
     stats = cache.get(key) if key is not None else None
     if stats is None:
-        stats = _moments(distinct)
+        if memo is not None and key is not None:
+            stats = memo.summary_stats(key, distinct, lambda: _moments(distinct))
+        else:
+            stats = _moments(distinct)
         if key is not None:
             cache[key] = stats
     count, mean, m2, lo, hi, nan_count, inf_count = stats
@@ -431,9 +438,23 @@ def _moments(t: torch.Tensor) -> Tuple[int, float, float, Optional[float], Optio
     count = 0
     mean = m2 = 0.0
     lo = hi = None
+    buffer = None  # one float64 buffer for every chunk: freeing and allocating 8 MiB per chunk made
+    # glibc raise its mmap threshold and keep freed chunks in the heap, a peak 5-10% higher at random
     for chunk in iter_chunks(t, CHUNK):
-        c = chunk.to(torch.float64) if chunk.dtype != torch.float64 else chunk
-        if c.is_floating_point():
+        if chunk.dtype != torch.float64:
+            if buffer is None:
+                buffer = torch.empty(min(CHUNK, t.numel()), dtype=torch.float64, device=t.device)
+            c = buffer[: chunk.numel()].view(chunk.shape)
+            c.copy_(chunk)
+        else:
+            c = chunk
+        extremes = None
+        if c.numel() and c.is_floating_point():  # min and max finite: so is every element, no mask needed
+            # read in the tensor's own dtype (exact in float64, and several times cheaper)
+            extremes = tuple(float(v) for v in torch.aminmax(chunk if chunk.is_floating_point() else c))
+            if not all(math.isfinite(v) for v in extremes):
+                extremes = None
+        if c.is_floating_point() and extremes is None:
             finite = torch.isfinite(c)
             n_finite = int(finite.sum())
             if n_finite != c.numel():
@@ -444,7 +465,7 @@ def _moments(t: torch.Tensor) -> Tuple[int, float, float, Optional[float], Optio
         n = c.numel()
         if not n:
             continue
-        c_min, c_max = (float(v) for v in torch.aminmax(c))
+        c_min, c_max = extremes if extremes is not None else (float(v) for v in torch.aminmax(c))
         lo = c_min if lo is None else min(lo, c_min)
         hi = c_max if hi is None else max(hi, c_max)
         var, c_mean_t = torch.var_mean(c, correction=0)

@@ -24,12 +24,14 @@ import signal
 import sys
 import time
 from dataclasses import dataclass, replace
-from typing import Callable, List, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, List, Optional, Sequence
 
 from .errors import TensorTraceError
-from .events import MAX_TRACE_BYTES, Assembler, Crashed, EventError, LineReader, Ran, Start, Unusable, decode, encode, size_text
+from .events import MAX_TRACE_BYTES, Assembler, Crashed, Decoder, Encoder, EventError, LineReader, Ran, Start, Unusable, encode, size_text
 from .model import Environment, ErrorInfo, Explanation, ScenarioInfo, Step, Trace
-from .scenario import Scenario
+
+if TYPE_CHECKING:  # pragma: no cover - the scenario module imports yaml, which rendering never needs
+    from .scenario import Scenario
 
 GRACE = 2.0  # seconds the parent waits past the step limit before killing the child
 DEFAULT_TIMEOUT = 5.0
@@ -115,6 +117,22 @@ def run_all(
         except KeyboardInterrupt:
             raise Interrupted(traces + [assembler.trace(aborted="interrupted (Ctrl-C)")]) from None
     return traces
+
+
+def prepare(scenarios: Sequence[Scenario], *, confine: bool = True) -> None:
+    """Pay, before the first of several ``run_all`` calls, what each would pay on its first run.
+
+    ``check`` runs its files one by one; without this, the file that first
+    needs ``torch._dynamo`` (an optimizer) is charged seconds of importing
+    that every later file then shares.
+    """
+    from . import tracer  # noqa: F401 - imports torch
+
+    _freeze_imported_objects()
+    if hasattr(os, "fork"):
+        _import_once_for_all([variant for scenario in scenarios for variant in scenario.resolved()])
+        if confine:
+            _prepare_lazy_imports()
 
 
 _frozen = False
@@ -213,8 +231,9 @@ def _child_main(write_fd: int, scenario: Scenario, safe: bool, device: Optional[
             report = _confine(write_fd, scenario, device)
         capped = (safe or confine) and limits.memory_mb
         ran = lambda index: _send(write_fd, encode(Ran(index)))  # noqa: E731 - the parent stops counting the step's time
+        encoder = Encoder()  # an unchanged tensor's record is sent as a reference to the previous step's
         for event in tracer.iter_trace(scenario, safe=safe, device=device, timeout=limits.timeout, confinement=report, checked=True, on_ran=ran, ops=ops):
-            _send(write_fd, encode(_blame_memory_limit(event, limits.memory_mb) if capped else event))
+            _send(write_fd, encoder.encode(_blame_memory_limit(event, limits.memory_mb) if capped else event))
     except TensorTraceError as exc:  # e.g. a device this machine lacks: the user's to fix
         _send(write_fd, encode(Unusable(str(exc))))
         code = 2
@@ -361,6 +380,7 @@ def _run_forked(scenario: Scenario, assembler: Assembler, *, safe, device, limit
         _child_main(write_fd, scenario, safe, device, limits, parent, confine, ops)
     os.close(write_fd)
     reader = LineReader()
+    decoder = Decoder()
     received = 0
     notes: dict = {}  # "unusable" / "crashed" messages from the child
     patience = (limits.timeout + GRACE) if limits.timeout else None
@@ -384,7 +404,7 @@ def _run_forked(scenario: Scenario, assembler: Assembler, *, safe, device, limit
             if received > MAX_TRACE_BYTES:
                 raise EventError(f"more than {size_text(MAX_TRACE_BYTES)} of trace")
             for line in reader.feed(chunk):
-                event = decode(line)
+                event = decoder.decode(line)
                 if isinstance(event, Ran):  # the step's code is done: recording is the tool's time
                     step_deadline = None
                     continue
@@ -399,7 +419,7 @@ def _run_forked(scenario: Scenario, assembler: Assembler, *, safe, device, limit
         return assembler.trace(aborted=_synthesise_stop(assembler, scenario, limits, f"sent {exc}; the tracer stopped reading it"))
     except KeyboardInterrupt:
         _kill(pid)
-        _drain(read_fd, reader, assembler)  # steps that finished before Ctrl-C count
+        _drain(read_fd, reader, decoder, assembler)  # steps that finished before Ctrl-C count
         raise
     finally:
         os.close(read_fd)
@@ -415,7 +435,7 @@ def _run_forked(scenario: Scenario, assembler: Assembler, *, safe, device, limit
     return assembler.trace(aborted=_synthesise_stop(assembler, scenario, limits, reason))
 
 
-def _drain(read_fd: int, reader: LineReader, assembler: Assembler) -> None:
+def _drain(read_fd: int, reader: LineReader, decoder: Decoder, assembler: Assembler) -> None:
     """Keep every complete event a stopped child had already sent."""
     try:
         while True:
@@ -423,7 +443,7 @@ def _drain(read_fd: int, reader: LineReader, assembler: Assembler) -> None:
             if not chunk:
                 break
             for line in reader.feed(chunk):
-                event = decode(line)
+                event = decoder.decode(line)
                 if not isinstance(event, (Ran, Unusable, Crashed)):
                     assembler.add(event)
     except (OSError, EventError):

@@ -445,6 +445,7 @@ class Predictor:
         self.versions: Dict[Tuple[str, Optional[str]], List[Tuple[int, int]]] = {}
         self.codes: Dict[int, str] = {}
         self.freed_since: Dict[int, int] = {}  # id of a node seen freed -> the step it was first seen so
+        self.refused = False  # safe mode's wall refused the forked walk of a large graph
 
     def note(self, index: int, code: str, states: Sequence[TensorState]) -> None:
         self.codes[index] = code
@@ -475,7 +476,7 @@ class Predictor:
         forked copy (as ``graph.walk_graph`` does), which makes each node's
         Python object once for both.
         """
-        from .graph import INLINE_NODES, MAX_NODES, _assemble, _walk, _walk_plain, run_forked
+        from .graph import INLINE_NODES, MAX_NODES, ForkRefused, _assemble, _walk, _walk_plain, run_forked
 
         targets = self._targets(states, objects)
         roots = [fn for _, fn in targets]
@@ -492,15 +493,19 @@ class Predictor:
                 return {"graphs": [_walk_plain(drawn[i][1], names_by_id, MAX_NODES, namer, reads) for i in large],
                         "scan": scan(roots, namer, MAX_NODES, reads) if rescan else None}
 
-            forked = run_forked(work)
-            if forked is None:  # no fork here: walk in this process after all
-                forked = work()
+            try:
+                forked = run_forked(work)
+            except ForkRefused:  # safe mode's wall: keep what was read inline (graph.FORK_REFUSED says so)
+                self.refused = True
             else:
-                inline = not rescan
-            for i, plain in zip(large, forked["graphs"]):
-                graphs[i] = _assemble(drawn[i][0], plain)
-            if rescan:
-                found = forked["scan"]
+                if forked is None:  # no fork here: walk in this process after all
+                    forked = work()
+                else:
+                    inline = not rescan
+                for i, plain in zip(large, forked["graphs"]):
+                    graphs[i] = _assemble(drawn[i][0], plain)
+                if rescan:
+                    found = forked["scan"]
         reads.clear()
         return tuple(graphs), self._predictions(index, targets, found, inline, states)
 

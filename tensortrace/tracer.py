@@ -28,7 +28,7 @@ from .events import Assembler, End, Event, Start
 from .expectations import declared_outcome, evaluate_expectation, first_line
 from .explain import name_the_saved_tensor
 from .helpers import base_namespace
-from .graph import proven_names, saved_suspects
+from .graph import FORK_REFUSED, INLINE_NODES, proven_names, saved_suspects
 from .names import covers as _covers
 from .ops import OpsSession
 from .model import (
@@ -47,6 +47,7 @@ from .model import (
 )
 from .saved import Namer, Predictor
 from .probe import StorageRegistry, is_ndarray, plain_reads, probe_ndarray, probe_tensor, reason_of
+from .reuse import SnapshotCache
 from .scenario import Code, Scenario, StepSpec
 from .stepenv import install_warning_filters, plain_stack_depth, scenario_warning_filters
 
@@ -277,6 +278,7 @@ class _Recorder:
         self.values = values
         self.registry = StorageRegistry()
         self.predictor = Predictor()  # what each step's saved tensors say about backward
+        self.memo = SnapshotCache()  # last snapshot's records, reused while a tensor is provably unchanged
         self.initial = base_namespace()
         if safe:
             from .sandbox import safe_globals
@@ -467,12 +469,15 @@ class _Recorder:
         states = []
         objects: Dict[str, Any] = {}
         summaries: Dict[Any, Any] = {}  # a and a.t() read their memory once per snapshot
-        for name, obj, kind in named:
+        for name, obj, kind in self.memo.snapshot_of(named):
             self.seen_names.add(name)
             if kind == "ndarray":
                 state = probe_ndarray(name, obj, self.registry, names_by_id, values=self.values)
             else:
-                state = probe_tensor(name, obj, self.registry, names_by_id, kind=kind, values=self.values, cache=summaries)
+                state = self.memo.reuse(name, obj, kind, names_by_id)
+                if state is None:
+                    state = probe_tensor(name, obj, self.registry, names_by_id, kind=kind, values=self.values, cache=summaries, memo=self.memo)
+                    self.memo.keep(obj, state)
             first = names_by_id.get(id(obj))
             if first != name:
                 state = replace(state, same_as=first)
@@ -535,7 +540,11 @@ class _Recorder:
         for name, obj in objects.items():
             names_by_id.setdefault(id(obj), name)
         self.predictor.note(index, code, tensors)
-        return self.predictor.observe(index, drawn, tensors, objects, Namer(objects, tensors, self.registry), names_by_id)
+        observed = self.predictor.observe(index, drawn, tensors, objects, Namer(objects, tensors, self.registry), names_by_id)
+        refused = FORK_REFUSED.format(n=INLINE_NODES)
+        if self.predictor.refused and refused not in self._notices:
+            self._notices.append(refused)
+        return observed
 
     def storages(self) -> Tuple[StorageInfo, ...]:
         return tuple(

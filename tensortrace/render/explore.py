@@ -12,7 +12,7 @@ explorer lets the reader select a row (to follow its storage).
 
 from __future__ import annotations
 
-from typing import Any, Iterable, List, Optional, Sequence, Tuple
+from typing import Iterable, List, Optional, Sequence, Tuple
 
 from rich.console import Group, RenderableType
 from rich.markdown import Markdown
@@ -202,6 +202,6 @@ def trace_title(trace: Trace, position: int, count: int) -> Text:
     return text
 
 
-__all__ = ["CELL_ROOM", "FOLLOW_MARK", "column_headers", "describe_record", "explorer_view",
+__all__ = ["CELL_ROOM", "FOLLOW_MARK", "column_headers", "explorer_view",
            "follow_line", "graphs", "tensor_card", "no_match", "outcome", "say_nothing", "step_head", "tensor_cells", "trace_title",
            "under_table"]

@@ -1,0 +1,228 @@
+"""Reuse what the previous snapshot read, while a tensor is provably unchanged.
+
+Most tensors are untouched by most steps, yet every step's snapshot used to
+read each one again, element by element. ``SnapshotCache`` keeps, per
+tensor, the record of the last snapshot and the facts it was read from: the
+tensor object itself (a weak reference, never keeping it alive), its
+version counter, address, shape, stride, offset, dtype, flags, ``grad_fn``,
+its storage (identity and label) and its ``grad`` (object, version, address).
+
+The version counter alone does not prove the values unchanged: ``x.data``,
+a NumPy array over the same memory, or ``torch.frombuffer`` write without
+counting. So the values are checked too, exactly: a small tensor's bytes are
+compared with the bytes read last time (at most ``EXACT_LIMIT`` elements),
+a large one's by a CRC-32 of each block of its memory, computed on a
+bounded number of threads. Only CPU tensors of plain ``torch.Tensor`` or
+``Parameter`` type qualify; anything else is read in full every time.
+
+The same fingerprints let a large tensor's summary be reused across steps
+and across tensors over the same memory (``a`` and ``c = a.detach()``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import warnings
+import weakref
+import zlib
+from dataclasses import replace
+from typing import Any, Callable, Dict, Iterable, Iterator, Optional, Tuple
+
+import torch
+
+from .model import TensorState
+
+SMALL = 64 * 16  # bytes compared directly (64 complex128 elements)
+BLOCK = 16 << 20  # bytes per CRC block of a large tensor
+THREADS = max(1, min(4, os.cpu_count() or 1))  # threads that checksum a large tensor's blocks
+
+_PLAIN_TYPES = (torch.Tensor, torch.nn.Parameter)
+_pool: Any = None
+
+
+def _threads() -> Any:
+    global _pool
+    if _pool is None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _pool = ThreadPoolExecutor(max_workers=THREADS, thread_name_prefix="tensortrace-crc")
+    return _pool
+
+
+def fingerprint(ptr: int, nbytes: int) -> Any:
+    """An exact copy of a small span of memory, or the CRC-32 of each block of a large one."""
+    if nbytes <= SMALL:
+        return ctypes.string_at(ptr, nbytes)
+    starts = range(0, nbytes, BLOCK)
+
+    def crc(start: int) -> int:  # zlib releases the GIL over large buffers
+        size = min(BLOCK, nbytes - start)
+        return zlib.crc32((ctypes.c_char * size).from_address(ptr + start))
+
+    if len(starts) == 1 or THREADS == 1:
+        return (nbytes, tuple(crc(s) for s in starts))
+    return (nbytes, tuple(_threads().map(crc, starts)))
+
+
+def _weak(obj: Any) -> Callable[[], Any]:
+    try:
+        return weakref.ref(obj)
+    except TypeError:
+        return lambda: None  # cannot be watched: never reused
+
+
+class _Entry:
+    __slots__ = ("ref", "key", "grad_ref", "values", "grad_values", "state")
+
+    def __init__(self, ref: Any, key: Tuple, grad_ref: Any, values: Any, grad_values: Any, state: TensorState) -> None:
+        self.ref, self.key, self.grad_ref = ref, key, grad_ref
+        self.values, self.grad_values, self.state = values, grad_values, state
+
+
+class SnapshotCache:
+    """Per run: the last snapshot's records and summaries, and this snapshot's fingerprints."""
+
+    def __init__(self) -> None:
+        self._records: Dict[int, _Entry] = {}
+        self._seen: Dict[int, _Entry] = {}
+        self._prints: Dict[Tuple[int, int], Any] = {}  # this snapshot's fingerprints by (address, bytes)
+        # (device, dtype, address, shape, stride) -> (fingerprint, statistics), kept while the memory is seen
+        self._summaries: Dict[Any, Tuple[Any, Any]] = {}
+        self._summaries_now: Dict[Any, Tuple[Any, Any]] = {}
+
+    def snapshot_of(self, items: Iterable[Any]) -> Iterator[Any]:
+        """``items``, read as one snapshot: the tool's own reads never warn, and what the
+        snapshot did not see is forgotten after it, so the cache never outgrows one snapshot."""
+        self._seen, self._prints, self._summaries_now = {}, {}, {}
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                yield from items
+        finally:
+            live = {ptr for ptr, _ in self._prints}  # memory this snapshot saw: its summaries may serve again
+            kept = {k: v for k, v in self._summaries.items() if k[2] in live}
+            kept.update(self._summaries_now)
+            self._records, self._summaries, self._prints = self._seen, kept, {}
+
+    def fingerprint_of(self, t: torch.Tensor) -> Any:
+        """The fingerprint of a CPU tensor's memory, computed once per snapshot; None when unsupported."""
+        if not t.is_cpu or t.layout != _STRIDED:
+            return None
+        return self._values_mark(t)
+
+    # summaries ----------------------------------------------------------------
+    def summary_stats(self, key: Any, distinct: torch.Tensor, compute: Callable[[], Any]) -> Any:
+        """Statistics of ``distinct`` (``compute()``), reused while its memory's fingerprint holds."""
+        try:
+            mark = self.fingerprint_of(distinct)
+        except Exception:
+            mark = None
+        if mark is None:
+            return compute()
+        for table in (self._summaries_now, self._summaries):
+            known = table.get(key)
+            if known is not None and known[0] == mark:
+                self._summaries_now[key] = known
+                return known[1]
+        stats = compute()
+        self._summaries_now[key] = (mark, stats)
+        return stats
+
+    # records ------------------------------------------------------------------
+    def reuse(self, name: str, t: Any, kind: str, names_by_id: Dict[int, str]) -> Optional[TensorState]:
+        """The last record of ``t`` when nothing about it changed (renamed as now), else None.
+
+        The storage label stands with the key: the key holds the storage's
+        identity, and the registry keeps a label while its storage lives.
+        """
+        try:
+            key, grad = _key(t)
+        except Exception:
+            return None
+        if key is None:
+            return None
+        entry = self._records.get(id(t))
+        if entry is None or entry.ref() is not t or entry.key != key:
+            return None
+        if (entry.grad_ref() if entry.grad_ref is not None else None) is not grad:
+            return None
+        try:
+            if self._mark(key[1], key[2], key[3], t) != entry.values:
+                return None
+            if grad is not None and self._mark(key[-1][1], key[-1][2], key[-1][3], grad) != entry.grad_values:
+                return None
+        except Exception:
+            return None
+        state = entry.state
+        base = t._base
+        base_name = names_by_id.get(id(base)) if base is not None else None
+        if state.name != name or state.kind != kind or state.base != base_name:
+            state = replace(state, name=name, kind=kind, base=base_name)
+            entry.state = state
+        self._seen[id(t)] = entry
+        return state
+
+    def keep(self, t: Any, state: TensorState) -> None:
+        """Remember ``state``, just read in full, for the next snapshot (when ``t`` qualifies)."""
+        if state.unavailable:
+            return
+        try:
+            key, grad = _key(t)
+            if key is None:
+                return
+            values = self._values_mark(t)
+            grad_values = self._values_mark(grad) if grad is not None else None
+        except Exception:
+            return
+        ref = _weak(t)
+        grad_ref = _weak(grad) if grad is not None else None
+        self._seen[id(t)] = _Entry(ref, key, grad_ref, values, grad_values, state)
+
+    def _values_mark(self, t: torch.Tensor) -> Any:
+        return self._mark(t.data_ptr(), tuple(t.shape), t.stride(), t)
+
+    def _mark(self, ptr: int, shape: Tuple[int, ...], stride: Tuple[int, ...], t: torch.Tensor) -> Any:
+        span = _span(ptr, shape, stride, t.element_size())
+        found = self._prints.get(span)
+        if found is None:
+            found = self._prints[span] = fingerprint(*span)
+        return found
+
+
+def _key(t: Any) -> Tuple[Optional[Tuple], Any]:
+    """What must be equal for a record to stand (None: never reuse), and the grad it names.
+
+    Cheap reads first: this runs for every tensor at every step.
+    """
+    if type(t) not in _PLAIN_TYPES or not t.is_cpu or t.layout != _STRIDED or t.is_quantized or t.is_nested:
+        return None, None
+    grad = t.grad
+    grad_key = None
+    if grad is not None:
+        if type(grad) is not torch.Tensor or not grad.is_cpu or grad.layout != _STRIDED or grad.is_quantized:
+            return None, None
+        grad_key = (grad._version, grad.data_ptr(), tuple(grad.shape), grad.stride(), grad.dtype, _bits(grad))
+    storage = t.untyped_storage()
+    grad_fn = t.grad_fn
+    base = t._base  # a view has a base, and only a view
+    key = (
+        t._version, t.data_ptr(), tuple(t.shape), t.stride(), t.storage_offset(), t.dtype,
+        t.requires_grad, t.is_leaf, t.retains_grad, id(grad_fn) if grad_fn is not None else None,
+        id(base) if base is not None else None, _bits(t), storage._cdata, storage.nbytes(), grad_key,
+    )
+    return key, grad
+
+
+_STRIDED = torch.strided
+
+
+def _bits(t: torch.Tensor) -> Any:
+    """The conjugate and negative bits, which only complex tensors carry."""
+    return (t.is_conj(), t.is_neg()) if t.dtype.is_complex else None
+
+
+def _span(ptr: int, shape: Tuple[int, ...], stride: Tuple[int, ...], itemsize: int) -> Tuple[int, int]:
+    if 0 in shape:
+        return ptr, 0
+    return ptr, (sum((n - 1) * s for n, s in zip(shape, stride)) + 1) * itemsize

@@ -1,0 +1,114 @@
+"""A record reused from the previous snapshot is exactly the record a fresh read gives.
+
+The snapshot cache (``tensortrace.reuse``) skips reading a tensor that is
+provably unchanged. These tests change tensors in every way that bypasses
+the version counter (``.data``, NumPy over the same memory, ``.grad.data``),
+small and large, and check that each change still shows; and they trace every
+bundled scenario with and without the cache and compare the traces whole.
+"""
+
+from __future__ import annotations
+
+from typing import Any, List
+
+import pytest
+import yaml
+
+from tensortrace import reuse
+from tensortrace.library import bundled_names, bundled_path
+from tensortrace.model import TensorState, Trace
+from tensortrace.scenario import load_scenario, loads_scenario
+from tensortrace.tracer import trace, trace_variants
+
+
+def run(steps: List[Any], setup: Any = None) -> Trace:
+    body: dict = {"title": "reuse", "steps": steps}
+    if setup:
+        body["setup"] = setup
+    result = trace(loads_scenario(yaml.safe_dump(body)), safe=False)
+    assert result.aborted is None and all(s.status == "ok" for s in result.steps), result
+    return result
+
+
+def at(result: Trace, step: int, name: str) -> TensorState:
+    return next(t for t in result.steps[step - 1].tensors if t.name == name)
+
+
+def test_an_unchanged_tensor_keeps_its_very_record():
+    result = run(["a = torch.arange(4.)", "b = torch.zeros(2)", "b.add_(1)"])
+    assert at(result, 2, "a") is at(result, 1, "a")  # reused, not read again
+    assert at(result, 3, "a") is at(result, 1, "a")
+    assert at(result, 3, "b").values.data == (1.0, 1.0) and at(result, 3, "b").version == 1
+
+
+def test_a_write_through_data_shows_though_the_version_does_not_move():
+    result = run(["x = torch.ones(3)", "x.data.mul_(2)"])
+    assert at(result, 2, "x").version == at(result, 1, "x").version == 0
+    assert at(result, 2, "x").values.data == (2.0, 2.0, 2.0)
+
+
+def test_a_write_through_numpy_shows():
+    result = run(["x = torch.zeros(2, 2)", "n = x.numpy()", "n += 1"])
+    assert at(result, 3, "x").values.data == ((1.0, 1.0), (1.0, 1.0))
+    assert at(result, 3, "x").version == 0
+
+
+@pytest.mark.parametrize("size", [100_000, 5_000_000])  # one CRC block, and several
+def test_a_large_tensor_changed_without_counting_gets_a_new_summary(size):
+    result = run([f"x = torch.zeros({size})", "y = x.detach()", "x.data[-1] = 4.0"])
+    first, same, changed = at(result, 1, "x"), at(result, 2, "x"), at(result, 3, "x")
+    assert same is first and at(result, 2, "y").values == first.values
+    assert changed.values.summary.max == 4.0 and first.values.summary.max == 0.0
+    assert changed.version == first.version
+
+
+def test_a_grad_changed_through_data_shows():
+    result = run(
+        ["y = (w * 2).sum()", "y.backward()", "w.grad.data.zero_()"],
+        setup="w = torch.ones(2, requires_grad=True)",
+    )
+    assert at(result, 2, "w").grad.data == (2.0, 2.0)
+    assert at(result, 3, "w").grad.data == (0.0, 0.0)
+
+
+def test_a_renamed_or_rebased_tensor_is_recorded_under_its_names_now():
+    result = run(["a = torch.ones(2)", "b = a", "del a", "c = b[:1]"])
+    assert at(result, 2, "b").same_as == "a"
+    assert at(result, 3, "b").name == "b" and at(result, 3, "b").same_as is None
+    assert at(result, 4, "c").base == "b"
+
+
+def test_nan_and_negative_zero_are_told_apart_from_what_they_replace():
+    result = run(["x = torch.zeros(2)", "x.data[0] = -0.0", "x.data[1] = float('nan')"])
+    assert str(at(result, 2, "x").values.data[0]) == "-0.0"
+    assert at(result, 3, "x").values.data[1] == "nan"
+
+
+@pytest.mark.parametrize("name", bundled_names())
+def test_every_bundled_scenario_traces_the_same_with_and_without_reuse(name, monkeypatch):
+    scenario = load_scenario(bundled_path(name))
+    cached = trace_variants(scenario, safe=False)
+    monkeypatch.setattr(reuse.SnapshotCache, "reuse", lambda self, *args: None)
+    fresh = trace_variants(scenario, safe=False)
+    assert [_comparable(t) for t in cached] == [_comparable(t) for t in fresh]
+
+
+def _comparable(result: Trace) -> dict:
+    """The trace, less what legitimately differs between two runs: addresses."""
+    body = result.to_dict()
+    body.pop("storages")
+    for step in ([body["setup"]] if body["setup"] else []) + body["steps"]:
+        for t in step["tensors"]:
+            t.pop("storage_ptr"), t.pop("data_ptr")
+    return body
+
+
+def test_the_json_document_is_byte_for_byte_what_dumping_the_whole_trace_writes():
+    from tensortrace.render.json import dumps, render_json
+
+    result = run(["a = torch.ones(2)", "print('\\x00x\\x00')", "b = [a, a * 2]"], setup="z = torch.zeros(70)")
+    assert at(result, 2, "a") is at(result, 1, "a")  # a shared record, written once and spliced in
+    assert render_json([result]) == dumps(result.to_dict(), indent=2) + "\n"
+    both = [result, result]
+    whole = {"format": "tensortrace.trace", "format_version": 2, "traces": [t.to_dict() for t in both]}
+    assert render_json(both) == dumps(whole, indent=2) + "\n"
