@@ -396,3 +396,32 @@ def test_kernel_interfaces_that_bypass_the_other_layers_are_refused(tmp_path: Pa
     assert trace.steps[0].status == "ok", trace.steps[0].error
     answers = eval(trace.steps[0].stdout)  # a dict literal the step printed
     assert answers == {name: "EPERM" for name in KERNEL_INTERFACES}
+
+
+LONG_CHAIN = """
+title: a long chain
+steps:
+  - run: |
+      x = torch.ones(1, requires_grad=True)
+      y = x
+      for i in range(3000):
+          y = y * 1.0
+    graph: [y]
+"""
+
+
+@needs_wall
+def test_a_graph_too_large_to_walk_in_process_is_drawn_up_to_its_limit_inside_the_wall(tmp_path: Path) -> None:
+    """docs/safety.md: inside the wall no copy may be forked to walk it, so the graph stops at 2,000 nodes and says so."""
+    from tensortrace.graph import FORK_REFUSED, INLINE_NODES
+
+    scenario = loads_scenario(LONG_CHAIN, path=str(tmp_path / "chain.yaml"))
+    [inside] = run_scenario(scenario, safe=True, confine=True, limits=Limits(timeout=60))
+    [graph] = inside.steps[-1].graphs
+    assert inside.steps[-1].status == "ok" and inside.aborted is None
+    assert graph.truncated and len(graph.nodes) == INLINE_NODES
+    assert FORK_REFUSED.format(n=INLINE_NODES) in inside.notices
+    [trusted] = run_scenario(scenario, safe=False, confine=False, limits=Limits(timeout=60))
+    [whole] = trusted.steps[-1].graphs
+    assert not whole.truncated and len(whole.nodes) == 3000 + 1  # every MulBackward0, and x's AccumulateGrad
+    assert not any("2,000" in notice for notice in trusted.notices)
