@@ -108,6 +108,12 @@ class StorageRegistry:
             self._pruned = max(64, len(self._live))
         return None
 
+    def live(self) -> List[_Allocation]:
+        """Every allocation with a live owner; the dead are forgotten here for good (they never come back)."""
+        self._live = [a for a in self._live if a.alive()]
+        self._pruned = max(64, len(self._live))
+        return self._live
+
     def lookup(self, device: str, ptr: int, nbytes: int) -> Optional[str]:
         """The label of the live allocation these bytes lie in, if one was seen; never makes one."""
         alloc = self._find(device, ptr, nbytes, None)

@@ -81,7 +81,7 @@ class Namer:
             state = by_name.get(name)
             if state is not None and state.kind != "ndarray" and state.data_ptr:
                 self.by_ptr.setdefault(state.data_ptr, []).append((state.shape, state.stride, state.version, name))
-        spans = sorted((a.ptr, a.ptr + a.nbytes, a.label) for a in getattr(registry, "allocations", ()) if a.alive() and a.ptr)
+        spans = sorted((a.ptr, a.ptr + a.nbytes, a.label) for a in registry.live() if a.ptr)  # not every label ever made
         self.starts = [start for start, _, _ in spans]
         self.spans = spans
 
