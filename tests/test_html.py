@@ -9,22 +9,19 @@ nothing from the network, nor does the SVG export.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import json
 import re
 import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
-from pathlib import Path
 
-import pytest
 
 from conftest import REPO, cli
 from render_fixtures import (_PTR, alternating_graph, chain_graph, detach_trace, graph_trace, ladder_graph,
                              recorded_traces, shared_graph, troubled_trace, variant_traces, wide_graph)
 from tensortrace.render import RenderOptions, render
 from tensortrace.render.facts import changed_fields, tensors_by_name
-from tensortrace.render.html import html_page
+from tensortrace.render.json import traces_from_dict
 
 VOID = {"meta", "br", "hr", "img", "input", "link", "source", "wbr", "col", "area", "base", "embed", "track"}
 HOSTILE = "</script><script>alert(1)</script><!-- \u2028\u2029 <img src=x onerror=alert(2)>"
@@ -232,42 +229,21 @@ def test_errors_show_their_explanation_and_warnings_and_output_show():
     assert 's2-step-1' in page  # the second scenario's steps have their own ids
 
 
-NEWER = {
-    "ops": [{"level": "aten", "name": "aten::zero_", "reads": [], "writes": ["S1"],
-             "tensors": {"in": ["b"], "out": ["b"]}, "version_bumps": [{"name": "b", "from": 0, "to": 1}]}],
-    "predictions": [{"kind": "stale-saved", "tensor": "a", "node": "N2", "saved": "self", "saved_version": 0,
-                     "version": 1, "storage": "S1", "changed_at_step": 3,
-                     "message": "backward through MulBackward0 will fail: a changed after it was saved"}],
-    "flow": {"root": "N1", "nodes": [{"id": "N1", "name": "SumBackward0", "grad_in": [[1.0]],
-                                      "grad_out": [[1.0, 1.0, 1.0]], "leaf": None},
-                                     {"id": "N3", "name": "AccumulateGrad", "grad_in": [[2.0, 2.0, 2.0]],
-                                      "grad_out": [], "leaf": "a"}]},
-}
-
-
-def newer_document() -> dict:
-    body = detach_trace().to_dict()
-    step = copy.deepcopy(body["steps"][4])
-    step.update(NEWER)
-    step["graphs"][0]["nodes"][1]["saved"] = [
-        {"attr": "self", "tensor": "a", "storage": "S1", "saved_version": 0, "version": 1, "stale": True,
-         "freed": False}]
-    body["steps"][4] = step
-    return body
-
-
-def test_newer_facts_are_drawn_when_the_trace_has_them():
-    body = newer_document()
-    page = html_page([detach_trace()], RenderOptions(), [body])
+def test_what_a_step_ran_its_gradient_flow_predictions_and_saved_tensors_are_drawn():
+    """From a real trace of backward-twice: the console's wording, inside the step's section."""
+    result = cli("run", "backward-twice", "--format", "json")
+    traces = traces_from_dict(json.loads(result.stdout))
+    page = render(traces, "html")
     parsed(page)
-    assert embedded(page) == body
-    section = re.search(r'<section class="tt-step" id="step-5".*?</section>', page, re.S).group(0)
-    assert "aten::zero_" in section and "b 0→1" in section
-    assert "a changed after it was saved" in section
-    assert "gradient flow from N1" in section and "AccumulateGrad → a.grad" in section
-    assert 'class="tt-g-node tt-g-stale"' in section and "stale, backward will fail" in section
-    plain = render([detach_trace()], "html")
-    assert 'tt-g-stale"' not in plain and "gradient flow" not in plain and "aten::" not in plain
+    section = re.search(r'<section class="tt-step" id="step-1".*?</section>', page, re.S).group(0)
+    first = traces[0].steps[0]
+    assert first.ops and first.flow and first.predictions  # what the section must show
+    assert "ran 4 calls" in section and "Tensor.backward(y)" in section and "aten::mul" in section
+    assert "gradient flow of Tensor.backward" in section and "x.grad: None → [2., 4., 6.]" in section
+    assert "⚠ predicted: backward through <code>y</code> a second time will fail" in section
+    assert "MulBackward0 · saved: other, self: freed by backward" in section
+    quiet = render(traces_from_dict(json.loads(cli("run", "backward-twice", "--format", "json", "--ops", "none").stdout)), "html")
+    assert "gradient flow" not in quiet and "aten::" not in quiet and "ran 4 calls" not in quiet
 
 
 # --- offline, small -------------------------------------------------------------------------

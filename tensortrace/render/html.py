@@ -14,15 +14,17 @@ The trace itself is embedded as the JSON renderer's document, in a
 scenario can close it. Every other piece of scenario text goes through
 ``html.escape``; nothing from the trace is ever parsed as markup.
 
-Facts added to the trace by newer recorders are drawn when present and
-skipped when absent: per step ``ops`` and ``predictions``, per backward step
-``flow``, per graph node ``saved``. They are read from the JSON document, not
-the model, so a page can be made from a document that carries them.
+What each step ran (``Step.ops``), each backward call's gradient flow
+(``Step.flow``), the backwards predicted to fail (``Step.predictions``) and
+what each graph node saved (``GraphNode.saved``) are drawn in the console's
+own words (``ops.py``, ``text.py``), from the records; a trace that lacks
+them (older, or ``--ops none``) simply shows none.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from html import escape
 from typing import Dict, List, Mapping, Optional, Sequence
 
@@ -40,8 +42,9 @@ from .layout import (
     variant_codes,
     variant_notes,
 )
+from .ops import flow_lines, ops_lines
 from .options import DEFAULT_OPTIONS, RenderOptions
-from .text import fact_text, one_line, outcome, visible, visible_traces
+from .text import fact_text, one_line, outcome, saved_text, visible, visible_traces
 
 
 def render_html(traces: Sequence[Trace], options: RenderOptions = DEFAULT_OPTIONS) -> str:
@@ -237,10 +240,10 @@ def _variant_body(step: Step, prev: Optional[Step], key: int, expectations, extr
             f"{escape(label)}</span> holds {escape(', '.join(group))}" for label, group in shared) + "</p>")
     for note in aliasing_notes(prev, step):
         out.append(f"<div class=\"tt-box\">{escape(note.describe())}</div>")
-    out.append(_predictions(extra.get("predictions")))
-    out.append(_ops(extra.get("ops")))
+    out.append(_predictions(step))
+    out.append(_ops(step))
     out.append(_graphs(step, extra, key))
-    out.append(_flow(extra.get("flow")))
+    out.append(_flows(step))
     return "".join(out)
 
 
@@ -313,37 +316,38 @@ def _names(value: object) -> str:
     return "—" if value is None else _text(value, 60)
 
 
-def _predictions(predictions: object) -> str:
-    if not isinstance(predictions, list) or not predictions:
+def _with_code(text: str) -> str:
+    """Escaped text with its `backticked` parts as code, as the messages write them."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", escape(visible(text)))
+
+
+def _predictions(step: Step) -> str:
+    """The backwards predicted to fail after this step (``Step.predictions``), as the console says them."""
+    items = [f"<li>⚠ predicted: {_with_code(p.message)}</li>" for p in step.predictions]
+    if not items:
         return ""
-    items = []
-    for item in predictions:
-        if not isinstance(item, dict):
-            continue
-        kind = _text(item.get("kind") or "prediction", 40)
-        items.append(f"<li><b>{escape(kind)}</b>: {escape(_text(item.get('message') or '', 400))}</li>")
     return "<div class=\"tt-box tt-warn tt-predictions\"><ul class=\"tt-list\">" + "".join(items) + "</ul></div>"
 
 
-def _ops(ops: object) -> str:
-    if not isinstance(ops, list) or not ops:
+def _ops(step: Step) -> str:
+    """What the step ran (``Step.ops``): each call, with the ATen operations under it, in the console's words."""
+    lines = ops_lines(step, "aten")
+    if not lines:
         return ""
-    rows = []
-    for op in ops:
-        if not isinstance(op, dict):
-            continue
-        tensors = op.get("tensors") if isinstance(op.get("tensors"), dict) else {}
-        bumps = ", ".join(f"{_text(b.get('name'), 30)} {_text(b.get('from'), 10)}→{_text(b.get('to'), 10)}"
-                          for b in op.get("version_bumps") or [] if isinstance(b, dict))
-        cells = [op.get("level"), op.get("name")]
-        rows.append("<tr>" + "".join(f"<td>{escape(_text(c or '', 60))}</td>" for c in cells)
-                    + f"<td>{escape(_names(op.get('reads')))}</td><td>{escape(_names(op.get('writes')))}</td>"
-                    + f"<td>{escape(_names(tensors.get('in')))} → {escape(_names(tensors.get('out')))}</td>"
-                    + f"<td>{escape(bumps or '—')}</td></tr>")
-    return ("<details class=\"tt-ops\"><summary>" + f"{len(rows)} operation{'s' if len(rows) != 1 else ''}"
-            + "</summary><div class=\"tt-table-wrap\"><table><thead><tr><th>level</th><th>op</th><th>reads</th>"
-            + "<th>writes</th><th>tensors</th><th>version</th></tr></thead><tbody>" + "".join(rows)
-            + "</tbody></table></div></details>")
+    calls = sum(1 for op in step.ops if op.level == "call") or len(step.ops)
+    more = f", and {step.ops_omitted:,} more operations not recorded" if step.ops_omitted else ""
+    return (f"<details class=\"tt-ops\"><summary>ran {calls} call{'s' if calls != 1 else ''}{more}</summary>"
+            f"<pre class=\"tt-code\">{escape(visible(chr(10).join(lines)))}</pre></details>")
+
+
+def _flows(step: Step) -> str:
+    """Each backward call's gradient flow (``Step.flow``) as the console's tree, values on the edges."""
+    out = []
+    for flow in step.flow:
+        head, *tree = flow_lines(flow)
+        out.append(f"<details class=\"tt-flow\" open><summary>{escape(visible(head))}</summary>"
+                   f"<pre class=\"tt-code\">{escape(visible(chr(10).join(tree)))}</pre></details>")
+    return "".join(out)
 
 
 def _saved_by_node(graph_body: object) -> Dict[str, list]:
@@ -365,39 +369,13 @@ def _graphs(step: Step, extra: Mapping, key: int) -> str:
         out.append(f"<figure class=\"tt-graph-wrap\"><figcaption>autograd graph of "
                    f"<code>{escape(graph.tensor)}</code></figcaption>"
                    f"{graph_svg(graph, f'{key}-{step.index}-{position}', saved)}")
-        lines = []
-        for node_id, items in saved.items():
-            for item in items:
-                stale = " tt-fail" if item.get("stale") else ""
-                what = (f"{node_id}: {_text(item.get('attr'), 40)} = {_text(item.get('tensor') or 'unnamed', 40)}"
-                        f" ({_text(item.get('storage') or 'no storage', 20)}), saved at version "
-                        f"{_text(item.get('saved_version'), 10)}, now {_text(item.get('version'), 10)}")
-                if item.get("stale"):
-                    what += ": stale, backward will fail"
-                if item.get("freed"):
-                    what += ": freed by backward"
-                lines.append(f"<li class=\"{stale.strip()}\">{escape(what)}</li>")
+        lines = [f"<li class=\"{'tt-fail' if any(x.stale or x.freed for x in node.saved) else ''}\">"
+                 f"{escape(node.id)} {escape(node.name)} · {escape(visible(saved_text(node.saved)))}</li>"
+                 for node in graph.nodes if node.saved]
         if lines:
-            out.append("<p class=\"tt-status\">saved for backward:</p><ul class=\"tt-list\">" + "".join(lines) + "</ul>")
+            out.append("<p class=\"tt-status\">what each node saved for backward:</p><ul class=\"tt-list\">" + "".join(lines) + "</ul>")
         out.append("</figure>")
     return "".join(out)
-
-
-def _flow(flow: object) -> str:
-    if not isinstance(flow, dict) or not isinstance(flow.get("nodes"), list):
-        return ""
-    rows = []
-    for node in flow["nodes"]:
-        if not isinstance(node, dict):
-            continue
-        name = _text(node.get("name") or "", 60) + (f" → {_text(node['leaf'], 40)}.grad" if node.get("leaf") else "")
-        rows.append(f"<tr><td>{escape(_text(node.get('id') or '', 12))}</td><td>{escape(name)}</td>"
-                    f"<td>{escape(_text(node.get('grad_in'), 120))}</td>"
-                    f"<td>{escape(_text(node.get('grad_out'), 120))}</td></tr>")
-    root = _text(flow.get("root") or "", 20)
-    return (f"<details class=\"tt-flow\" open><summary>gradient flow from {escape(root)}</summary>"
-            "<div class=\"tt-table-wrap\"><table><thead><tr><th>node</th><th>function</th><th>grad in</th>"
-            "<th>grad out</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table></div></details>")
 
 
 __all__ = ["html_page", "render_html", "step_id", "wrap"]
