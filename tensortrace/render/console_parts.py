@@ -104,7 +104,7 @@ def header_panel(trace: Trace, title: Text, *, safe: bool = True) -> Panel:
         body.append(Markdown(trace.scenario.description.strip()))
     body.append(Text(environment_line(trace), style="dim"))
     if not safe:
-        body.append(Text("safe mode was off: the scenario's code ran without restrictions",
+        body.append(Text("safe mode was off: the code ran without restrictions",
                          style="yellow"))
     return Panel(Group(*body), box=box.HEAVY, border_style="bright_blue", expand=True)
 

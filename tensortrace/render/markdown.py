@@ -141,7 +141,7 @@ def _environment(trace: Trace) -> str:
 LEGEND = ("Cells in **bold** changed in that step; *(new)* marks a name first bound in it. "
           "Tensors with the same storage label (`S1`) share memory; `S1+1` is a view "
           "starting one element in.")
-SAFE_OFF = "> **Safe mode was off:** the scenario's code ran without restrictions."
+SAFE_OFF = "> **Safe mode was off:** the code ran without restrictions."
 
 
 # --- one trace -------------------------------------------------------------------------
