@@ -488,3 +488,28 @@ def test_offline_svg_removes_the_web_fonts(saved, tmp_path):
         from tensortrace.tui.export import write_svg
 
         write_svg(shots[0], SCREENSHOT)
+
+
+def test_a_python_file_explores_as_its_scenario_does(monkeypatch):
+    """`tensortrace explore examples/detach.py`: the .py file is traced through run's loader, with its own lines."""
+    import tensortrace.cli as cli_module
+    import tensortrace.tui as tui
+
+    found = {}
+
+    def explorer(traces):
+        def check(app, pilot):
+            found["step"] = app.state.step
+            found["marked"] = followed_rows(app)
+
+        drive(ExplorerApp(traces), "right", "right", "s", check=check)
+        return 0
+
+    monkeypatch.setattr(cli_module, "_interactive", lambda: True)
+    monkeypatch.setattr(tui, "explore", explorer)
+    result = cli("explore", str(REPO / "examples" / "detach.py"))
+    assert result.returncode == 0, result.stderr
+    step = found["step"]
+    assert step.code.strip() == "b = a.detach()" and step.line == 12  # the file's own line
+    assert {t.name: t.storage for t in step.tensors} == {"a": "S1", "b": "S1"}
+    assert found["marked"] == ["a", "b"]  # following a's storage marks both
