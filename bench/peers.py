@@ -29,8 +29,8 @@ never the project's dependencies.
 
     python bench/peers.py [--quick] [--code DIR] [--only ROW,...] [--no-fail]
 
-``--code DIR`` measures the tensortrace checked out at DIR (e.g. another
-worktree) with this environment, for before/after numbers in one run.
+``--code DIR`` measures the tensortrace checked out at DIR (e.g. an older
+checkout) with this environment, for before/after numbers in one run.
 """
 
 from __future__ import annotations
