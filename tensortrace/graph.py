@@ -23,7 +23,7 @@ import gc
 import json
 import os
 import re
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .model import Graph, GraphNode
 from .saved import saved_records, saved_table
@@ -98,6 +98,49 @@ def run_forked(work: Any) -> Any:
     return json.loads(b"".join(chunks))
 
 
+def walk_nodes(roots: Sequence[Any], max_nodes: int) -> Tuple[List[Any], List[List[int]], List[int], bool]:
+    """Every node reachable from ``roots``, iteratively, each once however many paths reach it.
+
+    Returns the nodes in walk order (the list also keeps them alive, so their
+    ids stay unique), each node's ``next_functions`` as indexes into it, each
+    root's index (-1: beyond ``max_nodes``), and whether ``max_nodes`` cut the walk.
+    """
+    index: Dict[int, int] = {}
+    order: List[Any] = []
+    nexts: List[List[int]] = []
+    truncated = False
+    root_at: List[int] = []
+    for root in roots:
+        at = index.get(id(root))
+        if at is None:
+            if len(order) >= max_nodes:
+                truncated = True
+                root_at.append(-1)
+                continue
+            at = index[id(root)] = len(order)
+            order.append(root)
+            nexts.append([])
+            stack = [root]
+            while stack:
+                node = stack.pop()
+                children = nexts[index[id(node)]]
+                for nxt, _ in getattr(node, "next_functions", ()) or ():
+                    if nxt is None:
+                        continue
+                    j = index.get(id(nxt))
+                    if j is None:
+                        if len(order) >= max_nodes:
+                            truncated = True
+                            continue
+                        j = index[id(nxt)] = len(order)
+                        order.append(nxt)
+                        nexts.append([])
+                        stack.append(nxt)
+                    children.append(j)
+        root_at.append(at)
+    return order, nexts, root_at, truncated
+
+
 def _walk(tensor_name: str, grad_fn: Any, names_by_id: Dict[int, str], *, max_nodes: int, namer: Any = None,
           reads: Optional[Dict[int, Any]] = None) -> Graph:
     if grad_fn is None:
@@ -108,27 +151,7 @@ def _walk(tensor_name: str, grad_fn: Any, names_by_id: Dict[int, str], *, max_no
 def _walk_plain(grad_fn: Any, names_by_id: Dict[int, str], max_nodes: int, namer: Any = None,
                 reads: Optional[Dict[int, Any]] = None) -> Dict[str, Any]:
     """The graph as parallel lists indexed by walk order (cheap to send as JSON)."""
-    index: Dict[int, int] = {id(grad_fn): 0}
-    order: List[Any] = [grad_fn]  # also keeps node objects alive so their ids stay unique
-    nexts: List[List[int]] = [[]]
-    truncated = False
-    stack = [grad_fn]
-    while stack:
-        node = stack.pop()
-        children = nexts[index[id(node)]]
-        for nxt, _ in getattr(node, "next_functions", ()) or ():
-            if nxt is None:
-                continue
-            at = index.get(id(nxt))
-            if at is None:
-                if len(order) >= max_nodes:
-                    truncated = True
-                    continue
-                at = index[id(nxt)] = len(order)
-                order.append(nxt)
-                nexts.append([])
-                stack.append(nxt)
-            children.append(at)
+    order, nexts, _, truncated = walk_nodes([grad_fn], max_nodes)
     names = [node_name(node) for node in order]
     leaves = [_leaf_name(node, names_by_id) if name == "AccumulateGrad" else None for node, name in zip(order, names)]
     plain = {"names": names, "leaves": leaves, "next": nexts, "truncated": truncated}

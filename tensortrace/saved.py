@@ -281,39 +281,9 @@ def scan(roots: Sequence[Any], namer: Any, max_nodes: int, reads: Optional[Dict[
     ``{"stale": [...], "freed": [...], "truncated": bool}``, one
     ``[node name, entry, node id]`` or None per root.
     """
-    index: Dict[int, int] = {}
-    order: List[Any] = []
-    nexts: List[List[int]] = []
-    truncated = False
-    root_at: List[int] = []
-    for root in roots:
-        at = index.get(id(root))
-        if at is None:
-            if len(order) >= max_nodes:
-                truncated = True
-                root_at.append(-1)
-                continue
-            at = index[id(root)] = len(order)
-            order.append(root)
-            nexts.append([])
-            stack = [root]
-            while stack:
-                node = stack.pop()
-                children = nexts[index[id(node)]]
-                for nxt, _ in getattr(node, "next_functions", ()) or ():
-                    if nxt is None:
-                        continue
-                    j = index.get(id(nxt))
-                    if j is None:
-                        if len(order) >= max_nodes:
-                            truncated = True
-                            continue
-                        j = index[id(nxt)] = len(order)
-                        order.append(nxt)
-                        nexts.append([])
-                        stack.append(nxt)
-                    children.append(j)
-        root_at.append(at)
+    from .graph import walk_nodes
+
+    order, nexts, root_at, truncated = walk_nodes(roots, max_nodes)
     facts = _Facts(order, namer, reads)
     stale_out: List[Any] = []
     freed_out: List[Any] = []
