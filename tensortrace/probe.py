@@ -15,8 +15,8 @@ from __future__ import annotations
 import math
 import warnings
 import weakref
-from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -485,6 +485,40 @@ def _moments(t: torch.Tensor) -> Tuple[int, float, float, Optional[float], Optio
 
 
 # --- NumPy arrays --------------------------------------------------------------
+
+
+def probe_named(named: Sequence[Tuple[str, Any, str]], registry: StorageRegistry, *, values: bool = True,
+                memo: Any = None) -> Tuple[Tuple[TensorState, ...], Dict[str, Any]]:
+    """One snapshot of ``named`` ((name, object, kind), in binding order): each one's state, and name -> object.
+
+    A name bound to an object already named records ``same_as``; each storage
+    notes the names seen on it. ``memo`` (a ``reuse.SnapshotCache``) reuses the
+    record of a tensor provably unchanged since its previous snapshot.
+    """
+    names_by_id: Dict[int, str] = {}
+    for name, obj, _ in named:
+        names_by_id.setdefault(id(obj), name)
+    # a view's base may be unnamed under its own name but named elsewhere: fine, None
+    states: List[TensorState] = []
+    objects: Dict[str, Any] = {}
+    summaries: Dict[Any, Any] = {}  # a and a.t() read their memory once per snapshot
+    for name, obj, kind in (memo.snapshot_of(named) if memo is not None else named):
+        if kind == "ndarray":
+            state = probe_ndarray(name, obj, registry, names_by_id, values=values)
+        else:
+            state = memo.reuse(name, obj, kind, names_by_id) if memo is not None else None
+            if state is None:
+                state = probe_tensor(name, obj, registry, names_by_id, kind=kind, values=values, cache=summaries, memo=memo)
+                if memo is not None:
+                    memo.keep(obj, state)
+        first = names_by_id.get(id(obj))
+        if first != name:
+            state = replace(state, same_as=first)
+        if state.storage is not None:
+            registry.note_name(state.storage, name)
+        states.append(state)
+        objects[name] = obj
+    return tuple(states), objects
 
 
 def probe_ndarray(name: str, arr: Any, registry: StorageRegistry, names_by_id: Dict[int, str], *, values: bool = True) -> TensorState:

@@ -33,7 +33,6 @@ import sys
 import types
 import warnings
 from pathlib import Path
-from dataclasses import replace
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import torch
@@ -42,7 +41,7 @@ from . import __version__
 from .errors import TensorTraceError, UsageError
 from .model import Environment, ErrorInfo, Graph, ScenarioInfo, Step, StorageInfo, TensorState, Trace
 from .names import covers
-from .probe import StorageRegistry, plain_reads, probe_ndarray, probe_tensor
+from .probe import StorageRegistry, plain_reads, probe_named
 from .tracer import MAX_MESSAGE, MAX_NAMES, _expand, _exception_text, bounded
 
 DEFAULT_MAX_ITERATIONS = 10  # times one line is recorded before its later runs are only counted
@@ -167,23 +166,7 @@ class LineRecorder:
             if note not in self.notices:
                 self.notices.append(note)
         named = found[:MAX_NAMES]
-        names_by_id: Dict[int, str] = {}
-        for name, obj, _ in named:
-            names_by_id.setdefault(id(obj), name)
-        states, objects, cache = [], {}, {}
-        for name, obj, kind in named:
-            if kind == "ndarray":
-                state = probe_ndarray(name, obj, self.registry, names_by_id, values=self.values)
-            else:
-                state = probe_tensor(name, obj, self.registry, names_by_id, kind=kind, values=self.values, cache=cache)
-            first = names_by_id.get(id(obj))
-            if first != name:
-                state = replace(state, same_as=first)
-            if state.storage is not None:
-                self.registry.note_name(state.storage, name)
-            states.append(state)
-            objects[name] = obj
-        return tuple(states), objects
+        return probe_named(named, self.registry, values=self.values)
 
     def _graphs(self, tensors: Sequence[TensorState], objects: Dict[str, Any]) -> Tuple[Graph, ...]:
         """Graphs of the names asked for, at the steps where they are (re)bound to a tensor with a grad_fn."""

@@ -16,7 +16,6 @@ import sys
 import threading
 import types
 import warnings
-from dataclasses import replace
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import torch
@@ -46,7 +45,7 @@ from .model import (
     WarningInfo,
 )
 from .saved import Namer, Predictor
-from .probe import StorageRegistry, is_ndarray, plain_reads, probe_ndarray, probe_tensor, reason_of
+from .probe import StorageRegistry, is_ndarray, plain_reads, probe_named, reason_of
 from .reuse import SnapshotCache
 from .scenario import Code, Scenario, StepSpec
 from .stepenv import install_warning_filters, plain_stack_depth, scenario_warning_filters
@@ -462,30 +461,8 @@ class _Recorder:
     # observing -------------------------------------------------------------------
     def snapshot(self, spec: Optional[StepSpec]) -> Tuple[Tuple[TensorState, ...], Dict[str, Any]]:
         named = self.named_objects()
-        names_by_id: Dict[int, str] = {}
-        for name, obj, _ in named:
-            names_by_id.setdefault(id(obj), name)
-        # a view's base may be unnamed under its own name but named elsewhere: fine, None
-        states = []
-        objects: Dict[str, Any] = {}
-        summaries: Dict[Any, Any] = {}  # a and a.t() read their memory once per snapshot
-        for name, obj, kind in self.memo.snapshot_of(named):
-            self.seen_names.add(name)
-            if kind == "ndarray":
-                state = probe_ndarray(name, obj, self.registry, names_by_id, values=self.values)
-            else:
-                state = self.memo.reuse(name, obj, kind, names_by_id)
-                if state is None:
-                    state = probe_tensor(name, obj, self.registry, names_by_id, kind=kind, values=self.values, cache=summaries, memo=self.memo)
-                    self.memo.keep(obj, state)
-            first = names_by_id.get(id(obj))
-            if first != name:
-                state = replace(state, same_as=first)
-            if state.storage is not None:
-                self.registry.note_name(state.storage, name)
-            states.append(state)
-            objects[name] = obj
-        return tuple(states), objects
+        self.seen_names.update(name for name, _, _ in named)
+        return probe_named(named, self.registry, values=self.values, memo=self.memo)
 
     def named_objects(self) -> List[Tuple[str, Any, str]]:
         """Every tensor-valued name, expanded as the contract says, in binding order."""
