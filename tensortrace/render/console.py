@@ -26,7 +26,7 @@ Reading guide for the output:
 
 from __future__ import annotations
 
-from typing import Dict, FrozenSet, Iterable, List, Optional, Sequence
+from typing import Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple
 
 from rich import box
 from rich.console import Group, RenderableType
@@ -166,6 +166,17 @@ def ops_parts(step: Step, level: str) -> Iterable[RenderableType]:
             yield Padding(Text(line, style="bold" if i == 0 else ""), (0, 0, 0, 2))
 
 
+def shared_memory_line(shared: Sequence[Tuple[str, Sequence[str]]], view: View) -> Padding:
+    """"shared memory: S1 holds a, b; S3 holds c, d", each label in its storage's colour."""
+    text = Text("shared memory: ", style="dim")
+    for position, (label, group) in enumerate(shared):
+        if position:
+            text.append("; ", style="dim")
+        text.append(label, style=storage_colour(label, view))
+        text.append(" holds " + ", ".join(group), style="dim")
+    return Padding(text, (0, 0, 0, 2))
+
+
 def _state_parts(
     prev: Optional[Step], shown_prev: Optional[Step], step: Step, view: View,
     columns: Sequence[str],
@@ -183,13 +194,7 @@ def _state_parts(
     shared = shared_storages(step, names)
     # Said when it is new to the reader: at the first step drawn, or when it changed.
     if shared and (shown_prev is None or shared_storages(shown_prev, names) != shared):
-        text = Text("shared memory: ", style="dim")
-        for position, (label, group) in enumerate(shared):
-            if position:
-                text.append("; ", style="dim")
-            text.append(label, style=storage_colour(label, view))
-            text.append(" holds " + ", ".join(group), style="dim")
-        yield Padding(text, (0, 0, 0, 2))
+        yield shared_memory_line(shared, view)
 
 
 HEADERS = {"version": "ver", "requires_grad": "req_grad", "is_leaf": "leaf",

@@ -20,7 +20,7 @@ from rich.padding import Padding
 from rich.text import Text
 
 from ..model import Step, Trace
-from .console import HEADERS, ops_parts
+from .console import HEADERS, ops_parts, shared_memory_line
 from .console_parts import (
     CHANGED_MARK,
     CHANGED_STYLE,
@@ -130,13 +130,7 @@ def under_table(prev: Optional[Step], step: Step, names: Sequence[str], view: Vi
             parts.append(say("↳ " + note.describe(), style="cyan"))
     shared = shared_storages(step, names)
     if shared:
-        text = Text("shared memory: ", style="dim")
-        for position, (label, group) in enumerate(shared):
-            if position:
-                text.append("; ", style="dim")
-            text.append(label, style=storage_colour(label, view))
-            text.append(" holds " + ", ".join(group), style="dim")
-        parts.append(Padding(text, (0, 0, 0, 2)))
+        parts.append(shared_memory_line(shared, view))
     return Group(*parts)
 
 
