@@ -26,13 +26,12 @@ from .cli_options import (  # one definition for every command
     CHANGES, CHECK_TARGETS, DEVICE, FORMAT, GRAPH, MEMORY, NO_VALUES, OPS, OUTPUT,
     REQUIRE, SCENARIO_TIMEOUT, SHOW, STEP, STEPS, TARGETS, TIMEOUT, TRUST, WIDTH,
 )
-from .errors import TensorTraceError, UsageError
+from .errors import Interrupted, TensorTraceError, UsageError
 from .model import Trace
 from .output import Output, format_for
 from .render import FORMATS, RenderOptions, StreamRenderer, check_format, render, stream
 from .render.json import traces_from_dict
 from .render.text import visible
-from .runner import Interrupted
 from .selection import check_steps_exist, names_of, parse_steps
 
 EXIT_OK, EXIT_FAILED, EXIT_UNUSABLE, EXIT_INTERRUPTED = 0, 1, 2, 130

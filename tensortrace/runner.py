@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable, List, Optional, Sequence
 
-from .errors import TensorTraceError
+from .errors import Interrupted, TensorTraceError
 from .events import MAX_TRACE_BYTES, Assembler, Crashed, Decoder, Encoder, EventError, LineReader, Ran, Start, Unusable, encode, size_text
 from .model import Environment, ErrorInfo, Explanation, ScenarioInfo, Step, Trace
 
@@ -50,12 +50,6 @@ class Limits:
     scenario_timeout: Optional[float] = DEFAULT_SCENARIO_TIMEOUT  # seconds per scenario (each variant); None: no limit
 
 
-class Interrupted(Exception):
-    """Ctrl-C during a run; ``traces`` holds what was traced so far, the cut one last."""
-
-    def __init__(self, traces: List[Trace]) -> None:
-        super().__init__("interrupted")
-        self.traces = traces
 
 
 class ConfinementUnavailable(TensorTraceError):

@@ -14,7 +14,6 @@ time for a long trace.
 from __future__ import annotations
 
 import json
-import secrets
 from dataclasses import replace
 from typing import Any, Dict, List, Sequence
 
@@ -46,6 +45,8 @@ class _SharedTensors:
     """
 
     def __init__(self) -> None:
+        import secrets  # here: only streams need it, and importing it costs every render
+
         self.token = secrets.token_hex(8)
         self.texts: Dict[int, str] = {}
         self.keep: List[Any] = []  # the records, so that their ids stay unique while rendering
