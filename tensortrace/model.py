@@ -20,7 +20,7 @@ import math
 import sys
 import typing
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 FORMAT_NAME = "tensortrace.trace"
 FORMAT_VERSION = 2
@@ -477,11 +477,51 @@ def _field_keys(cls: type) -> Tuple[Tuple[str, str], ...]:
 
 def _to_plain(obj: Any) -> Any:
     cls = type(obj)
-    if cls in _FIELDS or dataclasses.is_dataclass(obj):
-        return {key: _to_plain(getattr(obj, name)) for name, key in _field_keys(cls)}
+    encoder = _ENCODERS.get(cls)
+    if encoder is not None:
+        return encoder(obj)
+    if cls is str or cls is int or cls is bool or obj is None:
+        return obj
+    if dataclasses.is_dataclass(obj):
+        return _record_encoder(cls)(obj)
     if cls is tuple or cls is list:
         return [_to_plain(v) for v in obj]
     return _encode_scalar(obj)
+
+
+# Encoders are made once per record type from its annotations: a field of plain
+# strings, integers or flags is taken as it is, and only floats, tuples, nested
+# records and ``Any`` are converted.
+_ENCODERS: Dict[type, Callable[[Any], Any]] = {}
+_PLAIN = (str, int, bool)
+
+
+def _record_encoder(cls: type) -> Callable[[Any], Any]:
+    hints = typing.get_type_hints(cls, vars(sys.modules[__name__]))
+    names: Dict[str, Any] = {"_to_plain": _to_plain, "_encode_scalar": _encode_scalar}
+    parts = []
+    for number, (name, key) in enumerate(_field_keys(cls)):
+        value = f"o.{name}"
+        tp = hints[name]
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        optional = typing.get_origin(tp) is typing.Union
+        inner = args[0] if optional and len(args) == 1 else tp
+        if inner in _PLAIN:
+            parts.append(f"{key!r}: {value}")
+            continue
+        if typing.get_origin(inner) in (tuple, Tuple) and typing.get_args(inner)[:1] and typing.get_args(inner)[0] in _PLAIN:
+            text = f"list({value})"
+        elif inner is float:
+            text = f"_encode_scalar({value})"
+        else:
+            text = f"_to_plain({value})"
+        if optional:
+            text = f"(None if {value} is None else {text})"
+        parts.append(f"{key!r}: {text}")
+    source = f"def encode(o):\n    return {{{', '.join(parts)}}}\n"
+    exec(source, names)  # noqa: S102 - code made here from the record's own field names
+    _ENCODERS[cls] = names["encode"]
+    return names["encode"]
 
 
 # Decoders are built once per type from the records' annotations, so loading a
@@ -500,41 +540,58 @@ def _decoder(tp: Any) -> Callable[[Any], Any]:
     return decoder
 
 
+def _identity(value: Any) -> Any:
+    return value
+
+
 def _make_decoder(tp: Any) -> Callable[[Any], Any]:
     origin = typing.get_origin(tp)
     if origin is typing.Union:  # Optional[X]
         inner_tp = [a for a in typing.get_args(tp) if a is not type(None)][0]
+        if inner_tp in _PLAIN:
+            return _identity
+        inner: List[Callable[[Any], Any]] = []  # bound on first use: a record type may refer to itself
 
         def optional(value: Any) -> Any:
-            return None if value is None else _decoder(inner_tp)(value)
+            if value is None:
+                return None
+            if not inner:
+                inner.append(_decoder(inner_tp))
+            return inner[0](value)
 
         return optional
     if dataclasses.is_dataclass(tp):
         hints = typing.get_type_hints(tp, vars(sys.modules[__name__]))
         names = {key: name for name, key in _field_keys(tp)}
+        fields: Dict[str, Tuple[str, Callable[[Any], Any]]] = {}
 
         def record(value: Any) -> Any:
-            if not isinstance(value, dict):
+            if type(value) is not dict:
                 raise TypeError(f"expected an object for {tp.__name__}, got {type(value).__name__}")
-            return tp(**{names[k]: _decoder(hints[names[k]])(v) for k, v in value.items() if k in names})
+            if not fields:  # built on first use: a record type may refer to itself
+                fields.update((key, (name, _decoder(hints[name]))) for key, name in names.items())
+            return tp(**{field[0]: field[1](v) for k, v in value.items() if (field := fields.get(k)) is not None})
 
         return record
     if origin in (tuple, Tuple):
         args = typing.get_args(tp)
         inner_tp = args[0] if args else Any
+        items: List[Callable[[Any], Any]] = []
 
         def sequence(value: Any) -> Any:
-            if not isinstance(value, (list, tuple)):
+            if type(value) is not list and type(value) is not tuple:
                 raise TypeError(f"expected a list, got {type(value).__name__}")
-            item = _decoder(inner_tp)
-            return tuple(item(v) for v in value)
+            if not items:
+                items.append(_decoder(inner_tp))
+            item = items[0]
+            return tuple(value) if item is _identity else tuple(map(item, value))
 
         return sequence
     if tp is float:
         return decode_number
     if tp is Any:
         return freeze
-    return lambda value: value
+    return _identity
 
 
 def freeze(value: Any) -> Any:
