@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import shutil
 import sys
 from contextlib import contextmanager, nullcontext
@@ -69,6 +68,7 @@ def _version_callback(value: bool) -> None:
 
 
 def version_text() -> str:
+    import platform
     from importlib import metadata  # here: importing it costs every command about 20 ms
 
     try:
