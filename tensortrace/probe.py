@@ -12,7 +12,6 @@ Storage labels follow allocations (overlapping byte ranges), not addresses.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import warnings
 import weakref
@@ -23,6 +22,7 @@ import torch
 
 from .graph import node_name
 from .model import Summary, TensorState, Values, encode_number_tree, freeze
+from .stats import moments
 
 EXACT_LIMIT = 64  # tensors with at most this many elements are recorded exactly
 HEAD = 8  # elements shown at the start of a summary
@@ -440,72 +440,8 @@ def _summarise(t: torch.Tensor, cache: Optional[Dict[Any, Any]] = None, memo: An
 
 
 def _moments(t: torch.Tensor) -> Tuple[int, float, float, Optional[float], Optional[float], int, int]:
-    """(count, mean, M2, min, max) of the finite elements, and the NaN and infinity counts, chunk by chunk.
-
-    Each chunk is copied once into one float64 buffer (freeing and allocating 8 MiB per chunk made glibc
-    raise its mmap threshold and keep freed chunks in the heap, a peak 5-10% higher at random) that stays
-    in cache for the passes over it: its sum, then the squares of its deviations from its own mean
-    (``dot``, exact in float64 where summing squares first would cancel). The chunks' parts are merged
-    as Chan et al. merge them. It runs on one thread (``_one_thread``).
-    """
-    nan_count = inf_count = 0
-    count = 0
-    mean = m2 = 0.0
-    lo = hi = None
-    buffer = None
-    with _one_thread():
-        for chunk in iter_chunks(t, CHUNK):
-            n = chunk.numel()
-            if buffer is None:
-                buffer = torch.empty(min(CHUNK, t.numel()), dtype=torch.float64, device=t.device)
-            c = buffer[:n]
-            c.view(chunk.shape).copy_(chunk)
-            floating = chunk.is_floating_point()
-            # read in the tensor's own dtype (exact in float64, and several times cheaper);
-            # min and max finite: so is every element, no mask needed
-            extremes = tuple(float(v) for v in torch.aminmax(chunk if floating else c))
-            if floating and not all(math.isfinite(v) for v in extremes):
-                finite = torch.isfinite(c)
-                n_finite = int(finite.sum())
-                nans = int(torch.isnan(c).sum())
-                nan_count += nans
-                inf_count += n - n_finite - nans
-                c = c[finite]
-                n = n_finite
-                if not n:
-                    continue
-                extremes = tuple(float(v) for v in torch.aminmax(c))
-            c_min, c_max = extremes
-            lo = c_min if lo is None else min(lo, c_min)
-            hi = c_max if hi is None else max(hi, c_max)
-            c_mean = float(c.sum()) / n
-            c.sub_(c_mean)
-            c_m2 = float(torch.dot(c, c))
-            total = count + n  # Chan et al.: merge (count, mean, M2) of two parts
-            delta = c_mean - mean
-            mean += delta * n / total
-            m2 += c_m2 + delta * delta * count * n / total
-            count = total
-    return count, mean, m2, lo, hi, nan_count, inf_count
-
-
-@contextlib.contextmanager
-def _one_thread() -> Iterator[None]:
-    """Run PyTorch's kernels on this thread alone, for a while.
-
-    A pass over a chunk that fits in cache is short; spread over the intra-op
-    threads, the threads cost more CPU waiting for work than the pass itself
-    (three to ten times over on a busy machine). The setting is restored after.
-    """
-    before = torch.get_num_threads()
-    if before == 1:
-        yield
-        return
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
+    """(count, mean, M2, min, max) of the finite elements, and the NaN and infinity counts (``stats.moments``)."""
+    return moments(t, iter_chunks(t, CHUNK), CHUNK)
 
 
 # --- NumPy arrays --------------------------------------------------------------

@@ -237,6 +237,7 @@ def test_every_bundled_scenario_traces_the_same_with_and_without_the_proof(name,
         lambda: torch.where(torch.rand(300_000) < 0.01, torch.tensor(float("nan")), torch.randn(300_000)),
         lambda: torch.tensor([float("inf"), -float("inf")] * 1000 + [2.0] * 300_000),
         lambda: torch.rand(300_000) < 0.5,
+        lambda: torch.cat([torch.ones(1 << 18), torch.full((1 << 18,), 2.0), torch.randn(1000)]),  # chunk by chunk
     ],
 )
 def test_summary_statistics_match_float64_references(make):
@@ -248,6 +249,14 @@ def test_summary_statistics_match_float64_references(make):
     assert (lo, hi) == (float(finite.min()), float(finite.max()))
     assert math.isclose(mean, float(finite.mean()), rel_tol=1e-12, abs_tol=1e-12)
     assert math.isclose(m2 / count, float(finite.var(correction=0)), rel_tol=1e-9, abs_tol=1e-15)
+
+
+def test_a_constant_tensor_has_its_value_as_mean_and_no_deviation_exactly():
+    value = float(torch.tensor(0.1))  # 0.1 in float32, which no float64 sum of copies need give back exactly
+    count, mean, m2, lo, hi, _, _ = probe._moments(torch.full((1_000_003,), 0.1))
+    assert (count, mean, m2, lo, hi) == (1_000_003, value, 0.0, value, value)
+    count, mean, m2, lo, hi, _, _ = probe._moments(torch.cat([torch.ones(1 << 18), torch.full((1 << 18,), 3.0)]))
+    assert (mean, m2 / count, lo, hi) == (2.0, 1.0, 1.0, 3.0)
 
 
 def test_summaries_leave_the_thread_count_as_they_found_it():
