@@ -10,6 +10,7 @@ memory nobody wrote is indeed not read again.
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any, List
 
@@ -23,6 +24,8 @@ from tensortrace.model import TensorState, Trace
 from tensortrace.scenario import load_scenario, loads_scenario
 from tensortrace.tracer import trace, trace_variants
 from tensortrace.writes import WriteWatch, code_reason
+
+from conftest import cli_process, write_scenario
 
 N = 100_000  # elements: a summary, and a span far over reuse.SMALL
 NUMPY = "import numpy as np"
@@ -166,6 +169,24 @@ def test_with_ops_off_writes_show(reads):
     result = run([f"x = torch.zeros({N})", "x.data[-1] = 4.0", "n = 1"], ops=False)
     assert maximum(result, 2, "x") == 4.0 and at(result, 3, "x") is at(result, 2, "x")
     assert big(reads)  # no proof without the recording: memory is fingerprinted
+
+
+@pytest.mark.parametrize("ops", ["none", "aten"])
+def test_from_the_command_line_writes_show_with_and_without_ops(tmp_path, ops):
+    path = write_scenario(tmp_path, f"""
+        title: cli
+        steps:
+          - x = torch.zeros({N})
+          - y = x.detach()
+          - x.data[-1] = 4.0
+          - y.data[0] = -1.0
+        """)
+    done = cli_process("run", str(path), "--format", "json", "--ops", ops)
+    assert done.returncode == 0, done.stderr
+    steps = json.loads(done.stdout)["steps"]
+    summary = [{t["name"]: t["values"]["summary"] for t in s["tensors"]} for s in steps]
+    assert [summary[i]["y"]["max"] for i in (1, 2, 3)] == [0.0, 4.0, 4.0]
+    assert [summary[i]["x"]["min"] for i in (1, 2, 3)] == [0.0, 0.0, -1.0]
 
 
 def test_under_inference_mode_writes_show():
