@@ -47,6 +47,7 @@ from .model import (
 from .saved import Namer, Predictor
 from .probe import StorageRegistry, is_ndarray, plain_reads, probe_named, reason_of
 from .reuse import SnapshotCache
+from .writes import WriteWatch
 from .scenario import Code, Scenario, StepSpec
 from .stepenv import install_warning_filters, plain_stack_depth, scenario_warning_filters
 
@@ -278,6 +279,7 @@ class _Recorder:
         self.registry = StorageRegistry()
         self.predictor = Predictor()  # what each step's saved tensors say about backward
         self.memo = SnapshotCache()  # last snapshot's records, reused while a tensor is provably unchanged
+        self.writes = WriteWatch(scenario, safe=safe)  # which storages each step provably did not write
         self.initial = base_namespace()
         if safe:
             from .sandbox import safe_globals
@@ -462,6 +464,7 @@ class _Recorder:
     def snapshot(self, spec: Optional[StepSpec]) -> Tuple[Tuple[TensorState, ...], Dict[str, Any]]:
         named = self.named_objects()
         self.seen_names.update(name for name, _, _ in named)
+        self.memo.window = self.writes.window(self.ops.level, self.ops.now, bool(spec is not None and spec.expect))
         return probe_named(named, self.registry, values=self.values, memo=self.memo)
 
     def named_objects(self) -> List[Tuple[str, Any, str]]:
