@@ -15,7 +15,7 @@ annotations (``Tensor(a!)``: ``alias_info.is_write``), read once per
 and version reads: no tensor is copied or kept alive, and no name, label or
 string is made. ``OpsRecorder.finish`` does that after the step: names come
 from the namespace at the start of the step (inputs) and at its end
-(results), storage labels from the run's ``probe.StorageRegistry``, so an
+(results), storage labels from the run's ``storages.StorageRegistry``, so an
 allocation first seen inside an operation keeps its label when a snapshot
 sees it later. A step records at most ``MAX_OPS`` operations, both levels
 together; the rest are only counted (``Step.ops_omitted``).
@@ -37,7 +37,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from .flow import FlowRecorder, is_backward
 from .model import Flow, OpRecord, OpTensors, VersionBump
-from .probe import StorageRegistry
+from .storages import StorageRegistry
 
 MAX_OPS = 2000  # operations (calls and ATen operations together) recorded per step; the rest are counted
 
@@ -314,13 +314,21 @@ class OpsSession:
         self.values = values
         self.names: Dict[int, Tuple[str, Any]] = {}
         self.now: Optional[OpsRecorder] = None
+        self._modes: Optional[_Both] = None  # one object of each mode for the run, pointed at each step's recorder
 
     def modes(self, caught: List[Any]) -> Any:
-        """The modes that record one step's code (one object of each), or nothing."""
+        """The modes that record one step's code, or nothing."""
         if self.level is None:
             return contextlib.nullcontext()
-        self.now = OpsRecorder(self.names, values=self.values, aten=self.level == "aten", caught=caught)
-        return self.now.modes()
+        rec = self.now = OpsRecorder(self.names, values=self.values, aten=self.level == "aten", caught=caught)
+        both = self._modes
+        if both is None:
+            both = self._modes = rec.modes()
+        else:
+            both.calls.rec = rec
+            if both.aten is not None:
+                both.aten.rec = rec
+        return both
 
     def finish(self, registry: StorageRegistry, objects: Dict[str, Any]) -> Tuple[Tuple[OpRecord, ...], int, Tuple[Flow, ...]]:
         """The step's operations and flows, named by the namespace now that the step is over."""
@@ -330,7 +338,10 @@ class OpsSession:
         self.names = name_index(objects)
         if recorder is None:
             return (), 0, ()
-        return recorder.finish(registry, self.names)
+        try:
+            return recorder.finish(registry, self.names)
+        finally:
+            recorder.flow.owner = None  # no cycle left for the garbage collector: the step's recording is freed now
 
 
 class OpsRecorder:
@@ -367,9 +378,10 @@ class OpsRecorder:
         if self.pending:
             self.settle()
         start, end = self.start_names, end_names
+        raw = self.raw
         labels: Dict[int, Optional[str]] = {}
         keys: Dict[int, Any] = {}  # weak reference's id → storage key, from the ATen operations' tensors
-        for entry in self.raw:
+        for entry in raw:
             if entry[0] == "aten":
                 for g in entry[3]:
                     if g[1] is not None and g[2] is not None:
@@ -391,15 +403,14 @@ class OpsRecorder:
                     if key is None:
                         return None
             sref = key[3]
-            memo = id(sref)
-            found = labels.get(memo)
+            found = labels.get(id(sref))
             if found is None:
                 owner = sref()
                 if owner is not None:
-                    found = registry.label(str(key[0]), key[1], key[2], owner, ident=key[4])
+                    found = registry.label(_device_name(key[0]), key[1], key[2], owner, ident=key[4])
                 else:
-                    found = registry.label_gone(str(key[0]), key[1], key[2])
-                labels[memo] = found
+                    found = registry.label_gone(_device_name(key[0]), key[1], key[2])
+                labels[id(sref)] = found
             return found
 
         def name(g: Grabbed, first: Dict[int, Tuple[str, Any]], second: Dict[int, Tuple[str, Any]]) -> Optional[str]:
@@ -411,7 +422,7 @@ class OpsRecorder:
 
         rows = []
         child_writes: Dict[int, List[str]] = {}
-        for level, what, parent, ins, written, outs, bumps in self.raw:
+        for level, what, parent, ins, written, outs, bumps in raw:
             in_names = tuple([name(g, start, end) for g in ins])
             reads: List[str] = []
             writes: List[str] = []
@@ -422,7 +433,10 @@ class OpsRecorder:
                     if found not in into:
                         into.append(found)
             if parent is not None and writes:
-                child_writes.setdefault(parent, []).extend(writes)
+                if parent in child_writes:
+                    child_writes[parent].extend(writes)
+                else:
+                    child_writes[parent] = list(writes)
             rows.append((level, what, parent, reads, writes, outs, in_names, bumps))
         records = []
         for index, (level, what, parent, reads, writes, outs, in_names, bumps) in enumerate(rows):
@@ -434,21 +448,25 @@ class OpsRecorder:
                     reads = [r for r in reads if r not in writes]
             else:
                 title, overload = what.name, what.overload
-            records.append(
-                OpRecord(
-                    level=level,
-                    name=title,
-                    overload=overload,
-                    parent=parent,
-                    reads=tuple(reads),
-                    writes=tuple(writes),
-                    outputs=tuple([label(g) for g in outs]),
-                    tensors=OpTensors(in_=in_names, out=tuple([name(g, end, start) for g in outs])),
-                    version_bumps=tuple([VersionBump(name=in_names[i], from_=b, to=a) for i, b, a in bumps]) if bumps else (),
-                )
-            )
-        flows = self.flow.finish(start, end, call_name)
+            records.append(OpRecord(
+                level=level, name=title, overload=overload, parent=parent, reads=tuple(reads), writes=tuple(writes),
+                outputs=tuple([label(g) for g in outs]),
+                tensors=OpTensors(in_=in_names, out=tuple([name(g, end, start) for g in outs])),
+                version_bumps=tuple([VersionBump(name=in_names[i], from_=b, to=a) for i, b, a in bumps]) if bumps else (),
+            ))
+        flows = self.flow.finish(start, end, call_name) if self.flow.calls else ()
         return tuple(records), max(0, self.count - len(records)), flows
+
+
+_DEVICE_NAMES: Dict[Any, str] = {}
+
+
+def _device_name(device: Any) -> str:
+    """``str(device)``, made once per device."""
+    found = _DEVICE_NAMES.get(device)
+    if found is None:
+        found = _DEVICE_NAMES[device] = str(device)
+    return found
 
 
 def _unique(labels: Any) -> Tuple[str, ...]:
@@ -523,9 +541,12 @@ def name_index(objects: Dict[str, Any]) -> Dict[int, Tuple[str, Any]]:
     """
     index: Dict[int, Tuple[str, Any]] = {}
     for name, obj in objects.items():
-        if not isinstance(obj, _Tensor):
+        if type(obj) is not _Tensor and not isinstance(obj, _Tensor):
             continue
-        ref = _ref(obj)
+        try:
+            ref = _weakref(obj)
+        except TypeError:
+            ref = None
         if ref is not None and id(ref) not in index:
             index[id(ref)] = (name, ref)
         try:

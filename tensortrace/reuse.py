@@ -73,11 +73,13 @@ def _weak(obj: Any) -> Callable[[], Any]:
 
 
 class _Entry:
-    __slots__ = ("ref", "key", "grad_ref", "values", "grad_values", "state")
+    __slots__ = ("ref", "key", "grad_ref", "values", "grad_values", "state", "span", "grad_span")
 
-    def __init__(self, ref: Any, key: Tuple, grad_ref: Any, values: Any, grad_values: Any, state: TensorState) -> None:
+    def __init__(self, ref: Any, key: Tuple, grad_ref: Any, values: Any, grad_values: Any, state: TensorState,
+                 span: Tuple[int, int], grad_span: Optional[Tuple[int, int]]) -> None:
         self.ref, self.key, self.grad_ref = ref, key, grad_ref
         self.values, self.grad_values, self.state = values, grad_values, state
+        self.span, self.grad_span = span, grad_span  # the bytes the fingerprints cover, fixed by the key
 
 
 class SnapshotCache:
@@ -135,27 +137,27 @@ class SnapshotCache:
 
         The storage label stands with the key: the key holds the storage's
         identity, and the registry keeps a label while its storage lives.
+        Only a tensor kept by the last snapshot is read here: it qualified
+        then, and a tensor whose storage, address and dtype are still the
+        ones it had is still the same kind of tensor, so the cheap facts of
+        the key are all this reads before comparing its memory.
         """
-        try:
-            key, grad = _key(t)
-        except Exception:
-            return None
-        if key is None:
-            return None
         entry = self._records.get(id(t))
-        if entry is None or entry.ref() is not t or entry.key != key:
-            return None
-        if (entry.grad_ref() if entry.grad_ref is not None else None) is not grad:
+        if entry is None or entry.ref() is not t or type(t) not in _PLAIN_TYPES:
             return None
         try:
-            if self._mark(key[1], key[2], key[3], t) != entry.values:
+            key, grad, base = _facts(t)
+            if key != entry.key:
                 return None
-            if grad is not None and self._mark(key[-1][1], key[-1][2], key[-1][3], grad) != entry.grad_values:
+            if (entry.grad_ref() if entry.grad_ref is not None else None) is not grad:
+                return None
+            if self._print(entry.span) != entry.values:
+                return None
+            if grad is not None and self._print(entry.grad_span) != entry.grad_values:
                 return None
         except Exception:
             return None
         state = entry.state
-        base = t._base
         base_name = names_by_id.get(id(base)) if base is not None else None
         if state.name != name or state.kind != kind or state.base != base_name:
             state = replace(state, name=name, kind=kind, base=base_name)
@@ -168,16 +170,26 @@ class SnapshotCache:
         if state.unavailable:
             return
         try:
-            key, grad = _key(t)
+            if not _qualifies(t):
+                return
+            key, grad, _ = _facts(t)
             if key is None:
                 return
-            values = self._values_mark(t)
-            grad_values = self._values_mark(grad) if grad is not None else None
+            span = _span(t.data_ptr(), tuple(t.shape), t.stride(), t.element_size())
+            grad_span = _span(grad.data_ptr(), tuple(grad.shape), grad.stride(), grad.element_size()) if grad is not None else None
+            values = self._print(span)
+            grad_values = self._print(grad_span) if grad_span is not None else None
         except Exception:
             return
         ref = _weak(t)
         grad_ref = _weak(grad) if grad is not None else None
-        self._seen[id(t)] = _Entry(ref, key, grad_ref, values, grad_values, state)
+        self._seen[id(t)] = _Entry(ref, key, grad_ref, values, grad_values, state, span, grad_span)
+
+    def _print(self, span: Tuple[int, int]) -> Any:
+        found = self._prints.get(span)
+        if found is None:
+            found = self._prints[span] = fingerprint(*span)
+        return found
 
     def _values_mark(self, t: torch.Tensor) -> Any:
         return self._mark(t.data_ptr(), tuple(t.shape), t.stride(), t)
@@ -190,28 +202,31 @@ class SnapshotCache:
         return found
 
 
-def _key(t: Any) -> Tuple[Optional[Tuple], Any]:
-    """What must be equal for a record to stand (None: never reuse), and the grad it names.
+def _qualifies(t: Any) -> bool:
+    """A plain dense CPU tensor, whose memory the fingerprints may read."""
+    return type(t) in _PLAIN_TYPES and t.is_cpu and t.layout == _STRIDED and not t.is_quantized and not t.is_nested
 
-    Cheap reads first: this runs for every tensor at every step.
+
+def _facts(t: Any) -> Tuple[Optional[Tuple], Any, Any]:
+    """What must be equal for a record to stand (None: never reuse), the grad it names, and the base.
+
+    Cheap reads only: this runs for every tensor at every step.
     """
-    if type(t) not in _PLAIN_TYPES or not t.is_cpu or t.layout != _STRIDED or t.is_quantized or t.is_nested:
-        return None, None
     grad = t.grad
     grad_key = None
     if grad is not None:
         if type(grad) is not torch.Tensor or not grad.is_cpu or grad.layout != _STRIDED or grad.is_quantized:
-            return None, None
-        grad_key = (grad._version, grad.data_ptr(), tuple(grad.shape), grad.stride(), grad.dtype, _bits(grad))
+            return None, None, None
+        grad_key = (grad._version, grad.data_ptr(), grad.shape, grad.stride(), grad.dtype, _bits(grad))
     storage = t.untyped_storage()
     grad_fn = t.grad_fn
     base = t._base  # a view has a base, and only a view
     key = (
-        t._version, t.data_ptr(), tuple(t.shape), t.stride(), t.storage_offset(), t.dtype,
+        t._version, t.data_ptr(), t.shape, t.stride(), t.storage_offset(), t.dtype,
         t.requires_grad, t.is_leaf, t.retains_grad, id(grad_fn) if grad_fn is not None else None,
         id(base) if base is not None else None, _bits(t), storage._cdata, storage.nbytes(), grad_key,
     )
-    return key, grad
+    return key, grad, base
 
 
 _STRIDED = torch.strided
