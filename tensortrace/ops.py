@@ -35,7 +35,7 @@ import torch
 from torch.overrides import TorchFunctionMode, resolve_name
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from .flow import FlowRecorder, is_backward
+from .flow import BACKWARD_CALLS, FlowRecorder
 from .model import Flow, OpRecord, OpTensors, VersionBump
 from .storages import StorageRegistry
 
@@ -177,7 +177,7 @@ class _Calls(TorchFunctionMode):
             kwargs = {}
         if rec.paused:
             return func(*args, **kwargs)
-        flow = rec.flow.arm(func, args, kwargs) if is_backward(func) else None
+        flow = rec.flow.arm(func, args, kwargs) if (func is _BACKWARD or func is _AUTOGRAD_BACKWARD or func is _GRAD) else None
         if rec.count >= MAX_OPS:
             rec.count += 1
             try:
@@ -198,8 +198,8 @@ class _Calls(TorchFunctionMode):
             for a in kwargs.values():
                 _tensors_in(a, tensors)
         grab = _light if rec.aten else _grab
-        before = [_version(t) for t in tensors]
-        entry: List[Any] = ["call", func, None, [grab(t) for t in tensors], (), [], []]
+        before = [_version(t) for t in tensors] if tensors else tensors
+        entry: List[Any] = ["call", func, None, [grab(t) for t in tensors] if tensors else [], (), [], []]
         index = len(rec.raw)
         rec.raw.append(entry)
         rec.parent = index
@@ -215,7 +215,12 @@ class _Calls(TorchFunctionMode):
                 rec.settle()
             if flow is not None:
                 rec.flow.disarm(flow)
-            entry[6] = [(i, b, a) for i, (b, a) in enumerate(zip(before, [_version(t) for t in tensors])) if a != b]
+            if tensors:
+                bumps = entry[6]
+                for i, t in enumerate(tensors):
+                    now = _version(t)
+                    if now != before[i]:
+                        bumps.append((i, before[i], now))
         if isinstance(out, _Tensor):
             entry[5] = [grab(out)]
         elif type(out) in _SEQUENCES:
@@ -226,6 +231,7 @@ class _Calls(TorchFunctionMode):
 
 
 _SEQUENCES = (list, tuple)
+_BACKWARD, _AUTOGRAD_BACKWARD, _GRAD = BACKWARD_CALLS  # flow.is_backward, compared inline
 
 
 class _Aten(TorchDispatchMode):
@@ -290,7 +296,9 @@ class _Aten(TorchDispatchMode):
             # The version counter moves above this mode (ADInplaceOrView), after this
             # function returns: the next operation, the end of the call or of the step reads it.
             # The tensor is held until then (a temporary view would otherwise be gone).
-            rec.pending.extend((entry, i, ins[i], _version(ins[i])) for i in written)
+            pending = rec.pending
+            for i in written:
+                pending.append((entry, i, ins[i], _version(ins[i])))
         out = func(*args, **kwargs)
         if isinstance(out, _Tensor):
             g = seen[id(out)] = _grab(out)
@@ -420,13 +428,16 @@ class OpsRecorder:
             hit = first.get(id(ref)) or second.get(id(ref))
             return hit[0] if hit is not None and hit[1] is ref else None
 
+        # Labels are made in this order (every input, then every output), so that
+        # storages first seen here are numbered in the order the step used them.
         rows = []
         child_writes: Dict[int, List[str]] = {}
         for level, what, parent, ins, written, outs, bumps in raw:
-            in_names = tuple([name(g, start, end) for g in ins])
+            in_names = []
             reads: List[str] = []
             writes: List[str] = []
             for i, g in enumerate(ins):
+                in_names.append(name(g, start, end))
                 found = label(g)
                 if found is not None:
                     into = writes if i in written else reads
@@ -437,21 +448,28 @@ class OpsRecorder:
                     child_writes[parent].extend(writes)
                 else:
                     child_writes[parent] = list(writes)
-            rows.append((level, what, parent, reads, writes, outs, in_names, bumps))
+            rows.append((level, what, reads, writes, tuple(in_names)))
         records = []
-        for index, (level, what, parent, reads, writes, outs, in_names, bumps) in enumerate(rows):
+        for index, entry in enumerate(raw):
+            level, what, reads, writes, in_names = rows[index]
             if level == "call":
                 title, overload = call_name(what), None
                 extra = child_writes.get(index)
                 if extra:  # a call writes what the ATen operations under it wrote
-                    writes = writes + [w for w in _unique(extra) if w not in writes]
+                    for w in extra:
+                        if w not in writes:
+                            writes.append(w)
                     reads = [r for r in reads if r not in writes]
             else:
                 title, overload = what.name, what.overload
+            outs, bumps = entry[5], entry[6]
+            if len(outs) == 1:
+                outputs, out_names = (label(outs[0]),), (name(outs[0], end, start),)
+            else:
+                outputs, out_names = tuple([label(g) for g in outs]), tuple([name(g, end, start) for g in outs])
             records.append(OpRecord(
-                level=level, name=title, overload=overload, parent=parent, reads=tuple(reads), writes=tuple(writes),
-                outputs=tuple([label(g) for g in outs]),
-                tensors=OpTensors(in_=in_names, out=tuple([name(g, end, start) for g in outs])),
+                level=level, name=title, overload=overload, parent=entry[2], reads=tuple(reads), writes=tuple(writes),
+                outputs=outputs, tensors=OpTensors(in_=in_names, out=out_names),
                 version_bumps=tuple([VersionBump(name=in_names[i], from_=b, to=a) for i, b, a in bumps]) if bumps else (),
             ))
         flows = self.flow.finish(start, end, call_name) if self.flow.calls else ()
@@ -467,14 +485,6 @@ def _device_name(device: Any) -> str:
     if found is None:
         found = _DEVICE_NAMES[device] = str(device)
     return found
-
-
-def _unique(labels: Any) -> Tuple[str, ...]:
-    out: List[str] = []
-    for lab in labels:
-        if lab is not None and lab not in out:
-            out.append(lab)
-    return tuple(out)
 
 
 _PLANS: Dict[Any, _Plan] = {}  # OpOverload → what its schema says, for the whole run

@@ -12,6 +12,7 @@ Storage labels come from ``storages.StorageRegistry`` (re-exported here).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import warnings
 from dataclasses import replace
@@ -156,6 +157,14 @@ def probe_tensor(
         )
 
 
+_NO_CONTEXT = contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
 _PLAIN = frozenset({torch.Tensor, torch.nn.Parameter})  # exact types: no __torch_function__ of a subclass, never lazy
 _STRIDED = torch.strided
 _DTYPES: Dict[torch.dtype, str] = {}
@@ -464,9 +473,8 @@ def probe_named(named: Sequence[Tuple[str, Any, str]], registry: StorageRegistry
     states: List[TensorState] = []
     objects: Dict[str, Any] = {}
     summaries: Dict[Any, Any] = {}  # a and a.t() read their memory once per snapshot
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the probe's own reads never count as the step's
-        for name, obj, kind in (memo.snapshot_of(named) if memo is not None else named):
+    with _quiet() if memo is None else _NO_CONTEXT:  # the probe's own reads never warn (the memo's snapshot_of
+        for name, obj, kind in (memo.snapshot_of(named) if memo is not None else named):  # makes them quiet too)
             if kind == "ndarray":
                 state = probe_ndarray(name, obj, registry, names_by_id, values=values)
             else:

@@ -92,6 +92,8 @@ class SnapshotCache:
         # (device, dtype, address, shape, stride) -> (fingerprint, statistics), kept while the memory is seen
         self._summaries: Dict[Any, Tuple[Any, Any]] = {}
         self._summaries_now: Dict[Any, Tuple[Any, Any]] = {}
+        self._facts_of: Any = None  # the tensor whose facts reuse() read last, and those facts
+        self._facts: Tuple[Any, Any, Any] = (None, None, None)
 
     def snapshot_of(self, items: Iterable[Any]) -> Iterator[Any]:
         """``items``, read as one snapshot: the tool's own reads never warn, and what the
@@ -102,6 +104,7 @@ class SnapshotCache:
                 warnings.simplefilter("ignore")
                 yield from items
         finally:
+            self._facts_of = self._facts = None  # never keeps a tensor alive past the snapshot
             live = {ptr for ptr, _ in self._prints}  # memory this snapshot saw: its summaries may serve again
             kept = {k: v for k, v in self._summaries.items() if k[2] in live}
             kept.update(self._summaries_now)
@@ -146,8 +149,9 @@ class SnapshotCache:
         if entry is None or entry.ref() is not t or type(t) not in _PLAIN_TYPES:
             return None
         try:
-            key, grad, base = _facts(t)
+            facts = key, grad, base = _facts(t)
             if key != entry.key:
+                self._facts_of, self._facts = t, facts  # keep() reads them again otherwise
                 return None
             if (entry.grad_ref() if entry.grad_ref is not None else None) is not grad:
                 return None
@@ -172,7 +176,8 @@ class SnapshotCache:
         try:
             if not _qualifies(t):
                 return
-            key, grad, _ = _facts(t)
+            # read by reuse() just before, for a tensor the last snapshot kept (the probe between only read)
+            key, grad, _ = self._facts if self._facts_of is t else _facts(t)
             if key is None:
                 return
             span = _span(t.data_ptr(), tuple(t.shape), t.stride(), t.element_size())
@@ -238,6 +243,9 @@ def _bits(t: torch.Tensor) -> Any:
 
 
 def _span(ptr: int, shape: Tuple[int, ...], stride: Tuple[int, ...], itemsize: int) -> Tuple[int, int]:
-    if 0 in shape:
-        return ptr, 0
-    return ptr, (sum((n - 1) * s for n, s in zip(shape, stride)) + 1) * itemsize
+    last = 0  # the offset of the last element, in elements
+    for n, s in zip(shape, stride):
+        if n == 0:
+            return ptr, 0
+        last += (n - 1) * s
+    return ptr, (last + 1) * itemsize

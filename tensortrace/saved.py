@@ -424,13 +424,17 @@ class Predictor:
         self.codes: Dict[int, str] = {}
         self.freed_since: Dict[int, int] = {}  # id of a node seen freed -> the step it was first seen so
         self.refused = False  # safe mode's wall refused the forked walk of a large graph
+        self._last: Dict[int, TensorState] = {}  # the last step's records, by identity
 
     def note(self, index: int, code: str, states: Sequence[TensorState]) -> None:
         """Step ``index``'s code, and each tensor's version where it differs from the one last noted
         (``changed_at`` looks for the first step past a version, which is always such a step)."""
         self.codes[index] = code
         versions = self.versions
-        for s in states:
+        last, self._last = self._last, {id(s): s for s in states}  # a record kept from the last step (the
+        for s in states:  # snapshot reuses the very record) has the name, storage and version noted then
+            if last.get(id(s)) is s:
+                continue
             version = s.version
             if version is not None:
                 seen = versions.get((s.name, s.storage))

@@ -168,6 +168,19 @@ def check_policy(scenario: Scenario) -> None:
             raise PolicyError(f"{first.message}", **scenario.place(code, line, column))
 
 
+def _compile_safe() -> Callable[..., types.CodeType]:
+    """``sandbox.compile_safe``, imported at its first use (once)."""
+    global _COMPILE_SAFE
+    if _COMPILE_SAFE is None:
+        from .sandbox import compile_safe
+
+        _COMPILE_SAFE = compile_safe
+    return _COMPILE_SAFE
+
+
+_COMPILE_SAFE: Optional[Callable[..., types.CodeType]] = None
+
+
 @contextlib.contextmanager
 def _deep_recursion(limit: int = 6000) -> Iterator[None]:
     """Room for the safe-mode checker's recursive walk of long expressions (a.abs().abs()...)."""
@@ -305,8 +318,7 @@ class _Recorder:
     def compile(self, code: Code, filename: str, mode: str) -> types.CodeType:
         text = code.source(mode)
         if self.safe:
-            from .sandbox import compile_safe
-
+            compile_safe = _compile_safe()
             try:  # known code comes from the checker's cache, at any depth
                 return compile_safe(text, filename, mode)
             except RecursionError:  # new code nested too deeply for this stack: checked again with room
@@ -350,9 +362,10 @@ class _Recorder:
 
     def run_step(self, spec: StepSpec) -> Step:
         status, error, warns, stdout, classes = self.execute([(spec.run, f"<step {spec.index}>")], spec.index)
-        expectations = tuple(self.expectation(code, spec.index) for code in spec.expect) if status != "timeout" else ()
+        expectations = tuple(self.expectation(code, spec.index) for code in spec.expect) if status != "timeout" and spec.expect else ()
         raised_ok, warned_ok, failures = declared_outcome(spec, status, error, warns, classes)
-        failures += [f"expectation failed: {e.expr}" for e in expectations if not e.passed]
+        if expectations:
+            failures += [f"expectation failed: {e.expr}" for e in expectations if not e.passed]
         self.on_ran(spec.index)
         with plain_reads():
             tensors, objects = self.snapshot(spec)
@@ -481,7 +494,10 @@ class _Recorder:
         found: List[Tuple[str, Any, str]] = []
         initial, seen, tensor = self.initial_ids, self.seen_names, torch.Tensor
         for name, value in list(self.ns.items()):
-            if initial.get(name) == id(value) or name.startswith("__"):
+            if name in initial:
+                if initial[name] == id(value):
+                    continue
+            if name.startswith("__"):
                 continue
             seen.add(name)
             if type(value) is tensor:  # the common case, without _expand's checks
