@@ -160,8 +160,10 @@ def _run_all(
     on_step=None,
     progress=None,
 ) -> List[Trace]:
+    from . import runner
     from .runner import Limits, run_all
 
+    runner.threads_unused_before_fork = True  # this process runs no tensor operation: children keep PyTorch's threads
     limits = Limits(
         timeout=timeout if timeout > 0 else None,
         memory_mb=memory_limit if memory_limit > 0 else None,

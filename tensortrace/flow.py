@@ -29,7 +29,8 @@ MAX_FLOW_NODES = 200  # nodes recorded per backward call; the rest are counted
 MAX_FLOWS = 20  # backward calls recorded per step; the rest are counted
 MAX_COUNTED = 100_000  # nodes counted beyond those, at most
 
-_backward_calls = (torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad)
+BACKWARD_CALLS = (torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad)  # the calls that run the engine
+_backward_calls = BACKWARD_CALLS
 _NOT_RECORDED = Values(kind="unavailable", reason="values not recorded")
 _STRIDED = torch.strided
 _FLOATS = frozenset({torch.float32, torch.float64, torch.float16, torch.bfloat16})
@@ -253,4 +254,4 @@ class FlowRecorder:
         return tuple(flows + flows_more)
 
 
-__all__ = ["MAX_FLOW_NODES", "FlowRecorder", "is_backward"]
+__all__ = ["BACKWARD_CALLS", "MAX_FLOW_NODES", "FlowRecorder", "is_backward"]

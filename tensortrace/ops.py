@@ -15,7 +15,7 @@ annotations (``Tensor(a!)``: ``alias_info.is_write``), read once per
 and version reads: no tensor is copied or kept alive, and no name, label or
 string is made. ``OpsRecorder.finish`` does that after the step: names come
 from the namespace at the start of the step (inputs) and at its end
-(results), storage labels from the run's ``probe.StorageRegistry``, so an
+(results), storage labels from the run's ``storages.StorageRegistry``, so an
 allocation first seen inside an operation keeps its label when a snapshot
 sees it later. A step records at most ``MAX_OPS`` operations, both levels
 together; the rest are only counted (``Step.ops_omitted``).
@@ -35,9 +35,9 @@ import torch
 from torch.overrides import TorchFunctionMode, resolve_name
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from .flow import FlowRecorder, is_backward
+from .flow import BACKWARD_CALLS, FlowRecorder
 from .model import Flow, OpRecord, OpTensors, VersionBump
-from .probe import StorageRegistry
+from .storages import StorageRegistry
 
 MAX_OPS = 2000  # operations (calls and ATen operations together) recorded per step; the rest are counted
 
@@ -177,7 +177,7 @@ class _Calls(TorchFunctionMode):
             kwargs = {}
         if rec.paused:
             return func(*args, **kwargs)
-        flow = rec.flow.arm(func, args, kwargs) if is_backward(func) else None
+        flow = rec.flow.arm(func, args, kwargs) if (func is _BACKWARD or func is _AUTOGRAD_BACKWARD or func is _GRAD) else None
         if rec.count >= MAX_OPS:
             rec.count += 1
             try:
@@ -198,8 +198,8 @@ class _Calls(TorchFunctionMode):
             for a in kwargs.values():
                 _tensors_in(a, tensors)
         grab = _light if rec.aten else _grab
-        before = [_version(t) for t in tensors]
-        entry: List[Any] = ["call", func, None, [grab(t) for t in tensors], (), [], []]
+        before = [_version(t) for t in tensors] if tensors else tensors
+        entry: List[Any] = ["call", func, None, [grab(t) for t in tensors] if tensors else [], (), [], []]
         index = len(rec.raw)
         rec.raw.append(entry)
         rec.parent = index
@@ -215,7 +215,12 @@ class _Calls(TorchFunctionMode):
                 rec.settle()
             if flow is not None:
                 rec.flow.disarm(flow)
-            entry[6] = [(i, b, a) for i, (b, a) in enumerate(zip(before, [_version(t) for t in tensors])) if a != b]
+            if tensors:
+                bumps = entry[6]
+                for i, t in enumerate(tensors):
+                    now = _version(t)
+                    if now != before[i]:
+                        bumps.append((i, before[i], now))
         if isinstance(out, _Tensor):
             entry[5] = [grab(out)]
         elif type(out) in _SEQUENCES:
@@ -226,6 +231,7 @@ class _Calls(TorchFunctionMode):
 
 
 _SEQUENCES = (list, tuple)
+_BACKWARD, _AUTOGRAD_BACKWARD, _GRAD = BACKWARD_CALLS  # flow.is_backward, compared inline
 
 
 class _Aten(TorchDispatchMode):
@@ -292,7 +298,9 @@ class _Aten(TorchDispatchMode):
             # The version counter moves above this mode (ADInplaceOrView), after this
             # function returns: the next operation, the end of the call or of the step reads it.
             # The tensor is held until then (a temporary view would otherwise be gone).
-            rec.pending.extend((entry, i, ins[i], _version(ins[i])) for i in written)
+            pending = rec.pending
+            for i in written:
+                pending.append((entry, i, ins[i], _version(ins[i])))
         out = func(*args, **kwargs)
         if isinstance(out, _Tensor):
             g = seen[id(out)] = _grab(out)
@@ -316,13 +324,21 @@ class OpsSession:
         self.values = values
         self.names: Dict[int, Tuple[str, Any]] = {}
         self.now: Optional[OpsRecorder] = None
+        self._modes: Optional[_Both] = None  # one object of each mode for the run, pointed at each step's recorder
 
     def modes(self, caught: List[Any]) -> Any:
-        """The modes that record one step's code (one object of each), or nothing."""
+        """The modes that record one step's code, or nothing."""
         if self.level is None:
             return contextlib.nullcontext()
-        self.now = OpsRecorder(self.names, values=self.values, aten=self.level == "aten", caught=caught)
-        return self.now.modes()
+        rec = self.now = OpsRecorder(self.names, values=self.values, aten=self.level == "aten", caught=caught)
+        both = self._modes
+        if both is None:
+            both = self._modes = rec.modes()
+        else:
+            both.calls.rec = rec
+            if both.aten is not None:
+                both.aten.rec = rec
+        return both
 
     def finish(self, registry: StorageRegistry, objects: Dict[str, Any]) -> Tuple[Tuple[OpRecord, ...], int, Tuple[Flow, ...]]:
         """The step's operations and flows, named by the namespace now that the step is over."""
@@ -332,7 +348,10 @@ class OpsSession:
         self.names = name_index(objects)
         if recorder is None:
             return (), 0, ()
-        return recorder.finish(registry, self.names)
+        try:
+            return recorder.finish(registry, self.names)
+        finally:
+            recorder.flow.owner = None  # no cycle left for the garbage collector: the step's recording is freed now
 
 
 class OpsRecorder:
@@ -369,9 +388,10 @@ class OpsRecorder:
         if self.pending:
             self.settle()
         start, end = self.start_names, end_names
+        raw = self.raw
         labels: Dict[int, Optional[str]] = {}
         keys: Dict[int, Any] = {}  # weak reference's id → storage key, from the ATen operations' tensors
-        for entry in self.raw:
+        for entry in raw:
             if entry[0] == "aten":
                 for g in entry[3]:
                     if g[1] is not None and g[2] is not None:
@@ -393,15 +413,14 @@ class OpsRecorder:
                     if key is None:
                         return None
             sref = key[3]
-            memo = id(sref)
-            found = labels.get(memo)
+            found = labels.get(id(sref))
             if found is None:
                 owner = sref()
                 if owner is not None:
-                    found = registry.label(str(key[0]), key[1], key[2], owner, ident=key[4])
+                    found = registry.label(_device_name(key[0]), key[1], key[2], owner, ident=key[4])
                 else:
-                    found = registry.label_gone(str(key[0]), key[1], key[2])
-                labels[memo] = found
+                    found = registry.label_gone(_device_name(key[0]), key[1], key[2])
+                labels[id(sref)] = found
             return found
 
         def name(g: Grabbed, first: Dict[int, Tuple[str, Any]], second: Dict[int, Tuple[str, Any]]) -> Optional[str]:
@@ -411,54 +430,63 @@ class OpsRecorder:
             hit = first.get(id(ref)) or second.get(id(ref))
             return hit[0] if hit is not None and hit[1] is ref else None
 
+        # Labels are made in this order (every input, then every output), so that
+        # storages first seen here are numbered in the order the step used them.
         rows = []
         child_writes: Dict[int, List[str]] = {}
-        for level, what, parent, ins, written, outs, bumps in self.raw:
-            in_names = tuple([name(g, start, end) for g in ins])
+        for level, what, parent, ins, written, outs, bumps in raw:
+            in_names = []
             reads: List[str] = []
             writes: List[str] = []
             for i, g in enumerate(ins):
+                in_names.append(name(g, start, end))
                 found = label(g)
                 if found is not None:
                     into = writes if i in written else reads
                     if found not in into:
                         into.append(found)
             if parent is not None and writes:
-                child_writes.setdefault(parent, []).extend(writes)
-            rows.append((level, what, parent, reads, writes, outs, in_names, bumps))
+                if parent in child_writes:
+                    child_writes[parent].extend(writes)
+                else:
+                    child_writes[parent] = list(writes)
+            rows.append((level, what, reads, writes, tuple(in_names)))
         records = []
-        for index, (level, what, parent, reads, writes, outs, in_names, bumps) in enumerate(rows):
+        for index, entry in enumerate(raw):
+            level, what, reads, writes, in_names = rows[index]
             if level == "call":
                 title, overload = call_name(what), None
                 extra = child_writes.get(index)
                 if extra:  # a call writes what the ATen operations under it wrote
-                    writes = writes + [w for w in _unique(extra) if w not in writes]
+                    for w in extra:
+                        if w not in writes:
+                            writes.append(w)
                     reads = [r for r in reads if r not in writes]
             else:
                 title, overload = what.name, what.overload
-            records.append(
-                OpRecord(
-                    level=level,
-                    name=title,
-                    overload=overload,
-                    parent=parent,
-                    reads=tuple(reads),
-                    writes=tuple(writes),
-                    outputs=tuple([label(g) for g in outs]),
-                    tensors=OpTensors(in_=in_names, out=tuple([name(g, end, start) for g in outs])),
-                    version_bumps=tuple([VersionBump(name=in_names[i], from_=b, to=a) for i, b, a in bumps]) if bumps else (),
-                )
-            )
-        flows = self.flow.finish(start, end, call_name)
+            outs, bumps = entry[5], entry[6]
+            if len(outs) == 1:
+                outputs, out_names = (label(outs[0]),), (name(outs[0], end, start),)
+            else:
+                outputs, out_names = tuple([label(g) for g in outs]), tuple([name(g, end, start) for g in outs])
+            records.append(OpRecord(
+                level=level, name=title, overload=overload, parent=entry[2], reads=tuple(reads), writes=tuple(writes),
+                outputs=outputs, tensors=OpTensors(in_=in_names, out=out_names),
+                version_bumps=tuple([VersionBump(name=in_names[i], from_=b, to=a) for i, b, a in bumps]) if bumps else (),
+            ))
+        flows = self.flow.finish(start, end, call_name) if self.flow.calls else ()
         return tuple(records), max(0, self.count - len(records)), flows
 
 
-def _unique(labels: Any) -> Tuple[str, ...]:
-    out: List[str] = []
-    for lab in labels:
-        if lab is not None and lab not in out:
-            out.append(lab)
-    return tuple(out)
+_DEVICE_NAMES: Dict[Any, str] = {}
+
+
+def _device_name(device: Any) -> str:
+    """``str(device)``, made once per device."""
+    found = _DEVICE_NAMES.get(device)
+    if found is None:
+        found = _DEVICE_NAMES[device] = str(device)
+    return found
 
 
 _PLANS: Dict[Any, _Plan] = {}  # OpOverload → what its schema says, for the whole run
@@ -525,9 +553,12 @@ def name_index(objects: Dict[str, Any]) -> Dict[int, Tuple[str, Any]]:
     """
     index: Dict[int, Tuple[str, Any]] = {}
     for name, obj in objects.items():
-        if not isinstance(obj, _Tensor):
+        if type(obj) is not _Tensor and not isinstance(obj, _Tensor):
             continue
-        ref = _ref(obj)
+        try:
+            ref = _weakref(obj)
+        except TypeError:
+            ref = None
         if ref is not None and id(ref) not in index:
             index[id(ref)] = (name, ref)
         try:

@@ -1,4 +1,4 @@
-"""Read one tensor's facts without disturbing it, and label storages stably.
+"""Read one tensor's facts without disturbing it.
 
 Nothing here keeps a tensor alive, hooks it, retains its grad or copies more
 than a few elements of it: values of large tensors are summarised chunk by
@@ -7,15 +7,15 @@ and at the cost of the distinct elements in memory order (an expanded
 tensor costs its storage). Each fact is read on its own, around any
 ``__torch_function__`` of a subclass: a fact PyTorch refuses to give is
 recorded as unavailable with PyTorch's reason, and the rest still are.
-Storage labels follow allocations (overlapping byte ranges), not addresses.
+Storage labels come from ``storages.StorageRegistry`` (re-exported here).
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import warnings
-import weakref
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import torch
@@ -23,6 +23,7 @@ import torch
 from .graph import node_name
 from .model import Summary, TensorState, Values, encode_number_tree, freeze
 from .stats import moments
+from .storages import StorageRegistry  # noqa: F401 (callers import it from here too)
 
 EXACT_LIMIT = 64  # tensors with at most this many elements are recorded exactly
 HEAD = 8  # elements shown at the start of a summary
@@ -36,110 +37,6 @@ except ImportError:  # pragma: no cover - exercised only without numpy
 
 def is_ndarray(obj: Any) -> bool:
     return _np is not None and isinstance(obj, _np.ndarray)
-
-
-# --- storage labels ------------------------------------------------------------
-
-
-@dataclass
-class _Allocation:
-    label: str
-    device: str
-    ptr: int
-    nbytes: int
-    owners: List[weakref.ref] = field(default_factory=list)
-    names: List[str] = field(default_factory=list)
-    ident: Optional[int] = None  # for storages without an address (meta): the storage's own identity
-
-    def alive(self) -> bool:
-        return any(ref() is not None for ref in self.owners)
-
-
-class StorageRegistry:
-    """Gives each storage allocation a label, S1, S2, ... in order of first sight.
-
-    A label is tied to the allocation, not the address: the registry keeps a
-    weak reference to each owner (the ``UntypedStorage``, or the NumPy array
-    that owns its memory), and when every owner seen at an address has died,
-    a new owner at that address is a new allocation with a new label.
-
-    Sharing is decided from byte ranges, never from a start address alone:
-    live allocations cannot overlap, so a storage whose bytes overlap a live
-    allocation's bytes is that allocation (a tensor made from a NumPy slice
-    that starts part-way into an array writes into the array's memory). A
-    storage without an address (a meta tensor's: every one reports 0) is told
-    apart by its identity, ``ident``.
-    """
-
-    def __init__(self) -> None:
-        self._by_key: Dict[Tuple[str, int], _Allocation] = {}
-        self._live: List[_Allocation] = []
-        self._pruned = 64  # the size of _live after it was last pruned (at least 64)
-        self.allocations: List[_Allocation] = []
-
-    def label(self, device: str, ptr: int, nbytes: int, owner: Any, ident: Optional[int] = None) -> str:
-        alloc = self._find(device, ptr, nbytes, ident)
-        if alloc is not None:
-            if not any(ref() is owner for ref in alloc.owners):
-                alloc.owners.append(_weak(owner))
-            if ident is None:  # widen to the union of the ranges seen
-                end = max(alloc.ptr + alloc.nbytes, ptr + nbytes)
-                alloc.ptr = min(alloc.ptr, ptr)
-                alloc.nbytes = end - alloc.ptr
-            return alloc.label
-        alloc = _Allocation(f"S{len(self.allocations) + 1}", device, ptr, nbytes, [_weak(owner)], ident=ident)
-        self.allocations.append(alloc)
-        self._live.append(alloc)
-        self._by_key[(device, ptr) if ident is None else (device + "#id", ident)] = alloc
-        return alloc.label
-
-    def _find(self, device: str, ptr: int, nbytes: int, ident: Optional[int]) -> Optional[_Allocation]:
-        key = (device, ptr) if ident is None else (device + "#id", ident)
-        alloc = self._by_key.get(key)
-        if alloc is not None and alloc.alive():
-            return alloc
-        if ident is not None:
-            return None
-        end = ptr + nbytes
-        for alloc in self._live:  # the byte ranges first: asking whether an owner lives costs more
-            if alloc.ident is None and alloc.device == device and ptr < alloc.ptr + alloc.nbytes and alloc.ptr < end and alloc.alive():
-                return alloc
-        if len(self._live) >= 2 * self._pruned:  # forget dead allocations, in amortised constant time
-            self._live = [a for a in self._live if a.alive()]
-            self._pruned = max(64, len(self._live))
-        return None
-
-    def live(self) -> List[_Allocation]:
-        """Every allocation with a live owner; the dead are forgotten here for good (they never come back)."""
-        self._live = [a for a in self._live if a.alive()]
-        self._pruned = max(64, len(self._live))
-        return self._live
-
-    def lookup(self, device: str, ptr: int, nbytes: int) -> Optional[str]:
-        """The label of the live allocation these bytes lie in, if one was seen; never makes one."""
-        alloc = self._find(device, ptr, nbytes, None)
-        return alloc.label if alloc is not None else None
-
-    def label_gone(self, device: str, ptr: int, nbytes: int) -> str:
-        """A new label for an allocation that lived and died between two snapshots.
-
-        It has no live owner, so no later storage at its address is taken for it.
-        """
-        alloc = _Allocation(f"S{len(self.allocations) + 1}", device, ptr, nbytes, [])
-        self.allocations.append(alloc)
-        return alloc.label
-
-    def note_name(self, label: str, name: str) -> None:
-        alloc = self.allocations[int(label[1:]) - 1]
-        if name not in alloc.names:
-            alloc.names.append(name)
-
-
-def _weak(owner: Any) -> weakref.ref:
-    try:
-        return weakref.ref(owner)
-    except TypeError:  # an owner that cannot be weakly referenced: treat as always alive
-        return lambda: owner  # type: ignore[return-value]
 
 
 # --- tensors -------------------------------------------------------------------
@@ -202,6 +99,9 @@ def probe_tensor(
     """
     with warnings.catch_warnings(), plain_reads():
         warnings.simplefilter("ignore")  # the probe's own reads never count as the step's
+        quick = _probe_plain(name, t, registry, names_by_id, kind, values, cache, memo) if type(t) in _PLAIN else None
+        if quick is not None:
+            return quick
         r = _Reader()
         lazy = _lazy_reason(t)
         if lazy is not None:
@@ -256,6 +156,77 @@ def probe_tensor(
             values=recorded,
             unavailable=tuple(r.unavailable),
         )
+
+
+_NO_CONTEXT = contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+_PLAIN = frozenset({torch.Tensor, torch.nn.Parameter})  # exact types: no __torch_function__ of a subclass, never lazy
+_STRIDED = torch.strided
+_DTYPES: Dict[torch.dtype, str] = {}
+
+
+def _probe_plain(name: str, t: torch.Tensor, registry: StorageRegistry, names_by_id: Dict[int, str], kind: str,
+                 values: bool, cache: Optional[Dict[Any, Any]], memo: Any) -> Optional[TensorState]:
+    """``probe_tensor``'s record of a plain dense CPU tensor, its facts read in one go; None when that is
+    not such a tensor or PyTorch refuses any fact (the caller then reads them one by one, with reasons).
+    Call with warnings ignored (``.grad`` of a non-leaf warns)."""
+    try:
+        if not t.is_cpu or t.layout is not _STRIDED or t.is_quantized or t.is_nested:
+            return None
+        shape = tuple(t.shape)
+        stride = t.stride()
+        storage = t.untyped_storage()
+        ptr, nbytes = storage.data_ptr(), storage.nbytes()
+        empty = t.numel() == 0
+        offset, data_ptr, version = t.storage_offset(), t.data_ptr(), t._version
+        requires_grad, is_leaf, retains_grad = t.requires_grad, t.is_leaf, t.retains_grad
+        grad_fn, grad, base, is_view = t.grad_fn, t.grad, t._base, t._is_view()
+        dtype = t.dtype
+    except Exception:
+        return None
+    if grad is not None and type(grad) not in _PLAIN:  # read under plain_reads(), by probe_tensor
+        return None
+    label = None if nbytes == 0 or empty else registry.label("cpu", ptr, nbytes, storage, ident=None if ptr else storage._cdata)
+    dtype_name = _DTYPES.get(dtype)
+    if dtype_name is None:
+        dtype_name = _DTYPES[dtype] = _dtype_name(dtype)
+    no_values = None if values else Values(kind="unavailable", reason="values not recorded")
+    return TensorState(
+        name=name, kind=kind, shape=shape, stride=stride, dtype=dtype_name, device="cpu", storage=label,
+        storage_ptr=ptr, storage_nbytes=nbytes, storage_offset=offset, data_ptr=data_ptr, version=version,
+        requires_grad=requires_grad, is_leaf=is_leaf, retains_grad=retains_grad,
+        grad_fn=node_name(grad_fn) if grad_fn is not None else None,
+        grad=(_quick_values(grad) or tensor_values(grad, cache, memo)) if (grad is not None and values) else None,
+        is_view=is_view, base=names_by_id.get(id(base)) if base is not None else None,
+        values=no_values or _quick_values(t) or tensor_values(t, cache, memo),
+    )
+
+
+def _quick_values(t: torch.Tensor) -> Optional[Values]:
+    """``tensor_values`` of a small plain dense real CPU tensor of at most one dimension, read directly;
+    None: take the general path (the same record, with checks for every other kind of tensor)."""
+    try:
+        if type(t) not in _PLAIN or not t.is_cpu or t.layout is not _STRIDED or t.dim() > 1 or t.numel() > EXACT_LIMIT:
+            return None
+        dtype = t.dtype
+        if dtype.is_complex or t.is_quantized:
+            return None
+        data = t.tolist()
+    except Exception:
+        return None
+    if dtype.is_floating_point:  # NaN and infinities are spelled out by the general path
+        if t.dim() == 0:
+            return Values(kind="exact", data=data) if math.isfinite(data) else None
+        for x in data:
+            if not math.isfinite(x):
+                return None
+    return Values(kind="exact", data=tuple(data) if type(data) is list else data)
 
 
 def _lazy_reason(t: torch.Tensor) -> Optional[str]:
@@ -462,22 +433,26 @@ def probe_named(named: Sequence[Tuple[str, Any, str]], registry: StorageRegistry
     states: List[TensorState] = []
     objects: Dict[str, Any] = {}
     summaries: Dict[Any, Any] = {}  # a and a.t() read their memory once per snapshot
-    for name, obj, kind in (memo.snapshot_of(named) if memo is not None else named):
-        if kind == "ndarray":
-            state = probe_ndarray(name, obj, registry, names_by_id, values=values)
-        else:
-            state = memo.reuse(name, obj, kind, names_by_id) if memo is not None else None
-            if state is None:
-                state = probe_tensor(name, obj, registry, names_by_id, kind=kind, values=values, cache=summaries, memo=memo)
-                if memo is not None:
-                    memo.keep(obj, state)
-        first = names_by_id.get(id(obj))
-        if first != name:
-            state = replace(state, same_as=first)
-        if state.storage is not None:
-            registry.note_name(state.storage, name)
-        states.append(state)
-        objects[name] = obj
+    with _quiet() if memo is None else _NO_CONTEXT:  # the probe's own reads never warn (the memo's snapshot_of
+        for name, obj, kind in (memo.snapshot_of(named) if memo is not None else named):  # makes them quiet too)
+            if kind == "ndarray":
+                state = probe_ndarray(name, obj, registry, names_by_id, values=values)
+            else:
+                state = memo.reuse(name, obj, kind, names_by_id) if memo is not None else None
+                if state is None:
+                    if type(obj) in _PLAIN:
+                        state = _probe_plain(name, obj, registry, names_by_id, kind, values, summaries, memo)
+                    if state is None:
+                        state = probe_tensor(name, obj, registry, names_by_id, kind=kind, values=values, cache=summaries, memo=memo)
+                    if memo is not None:
+                        memo.keep(obj, state)
+            first = names_by_id.get(id(obj))
+            if first != name:
+                state = replace(state, same_as=first)
+            if state.storage is not None:
+                registry.note_name(state.storage, name)
+            states.append(state)
+            objects[name] = obj
     return tuple(states), objects
 
 

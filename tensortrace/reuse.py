@@ -88,11 +88,13 @@ def _weak(obj: Any) -> Callable[[], Any]:
 
 
 class _Entry:
-    __slots__ = ("ref", "key", "grad_ref", "values", "grad_values", "state")
+    __slots__ = ("ref", "key", "grad_ref", "values", "grad_values", "state", "span", "grad_span")
 
-    def __init__(self, ref: Any, key: Tuple, grad_ref: Any, values: Any, grad_values: Any, state: TensorState) -> None:
+    def __init__(self, ref: Any, key: Tuple, grad_ref: Any, values: Any, grad_values: Any, state: TensorState,
+                 span: Tuple[int, int], grad_span: Optional[Tuple[int, int]]) -> None:
         self.ref, self.key, self.grad_ref = ref, key, grad_ref
         self.values, self.grad_values, self.state = values, grad_values, state
+        self.span, self.grad_span = span, grad_span  # the bytes the fingerprints cover, fixed by the key
 
 
 class SnapshotCache:
@@ -108,6 +110,8 @@ class SnapshotCache:
         # (device, dtype, address, shape, stride) -> (fingerprint, statistics), kept while the memory is seen
         self._summaries: Dict[Any, Tuple[Any, Any]] = {}
         self._summaries_now: Dict[Any, Tuple[Any, Any]] = {}
+        self._facts_of: Any = None  # the tensor whose facts reuse() read last, and those facts
+        self._facts: Tuple[Any, Any, Any] = (None, None, None)
 
     def snapshot_of(self, items: Iterable[Any]) -> Iterator[Any]:
         """``items``, read as one snapshot: the tool's own reads never warn, and what the
@@ -118,6 +122,7 @@ class SnapshotCache:
                 warnings.simplefilter("ignore")
                 yield from items
         finally:
+            self._facts_of = self._facts = None  # never keeps a tensor alive past the snapshot
             live = {ptr for ptr, _ in self._prints}  # memory this snapshot saw: its summaries may serve again
             kept = {k: v for k, v in self._summaries.items() if k[2] in live}
             kept.update(self._summaries_now)
@@ -154,27 +159,28 @@ class SnapshotCache:
 
         The storage label stands with the key: the key holds the storage's
         identity, and the registry keeps a label while its storage lives.
+        Only a tensor kept by the last snapshot is read here: it qualified
+        then, and a tensor whose storage, address and dtype are still the
+        ones it had is still the same kind of tensor, so the cheap facts of
+        the key are all this reads before comparing its memory.
         """
-        try:
-            key, grad = _key(t)
-        except Exception:
-            return None
-        if key is None:
-            return None
         entry = self._records.get(id(t))
-        if entry is None or entry.ref() is not t or entry.key != key:
-            return None
-        if (entry.grad_ref() if entry.grad_ref is not None else None) is not grad:
+        if entry is None or entry.ref() is not t or type(t) not in _PLAIN_TYPES:
             return None
         try:
-            if self._mark(key[1], key[2], key[3], t) != entry.values:
+            facts = key, grad, base = _facts(t)
+            if key != entry.key:
+                self._facts_of, self._facts = t, facts  # keep() reads them again otherwise
                 return None
-            if grad is not None and self._mark(key[-1][1], key[-1][2], key[-1][3], grad) != entry.grad_values:
+            if (entry.grad_ref() if entry.grad_ref is not None else None) is not grad:
+                return None
+            if self._print(entry.span, t) != entry.values:
+                return None
+            if grad is not None and self._print(entry.grad_span, grad) != entry.grad_values:
                 return None
         except Exception:
             return None
         state = entry.state
-        base = t._base
         base_name = names_by_id.get(id(base)) if base is not None else None
         if state.name != name or state.kind != kind or state.base != base_name:
             state = replace(state, name=name, kind=kind, base=base_name)
@@ -187,26 +193,34 @@ class SnapshotCache:
         if state.unavailable:
             return
         try:
-            key, grad = _key(t)
+            if not _qualifies(t):
+                return
+            # read by reuse() just before, for a tensor the last snapshot kept (the probe between only read)
+            key, grad, _ = self._facts if self._facts_of is t else _facts(t)
             if key is None:
                 return
-            values = self._values_mark(t)
-            grad_values = self._values_mark(grad) if grad is not None else None
+            span = _span(t.data_ptr(), tuple(t.shape), t.stride(), t.element_size())
+            grad_span = _span(grad.data_ptr(), tuple(grad.shape), grad.stride(), grad.element_size()) if grad is not None else None
+            values = self._print(span, t)
+            grad_values = self._print(grad_span, grad) if grad_span is not None else None
         except Exception:
             return
         ref = _weak(t)
         grad_ref = _weak(grad) if grad is not None else None
-        self._seen[id(t)] = _Entry(ref, key, grad_ref, values, grad_values, state)
+        self._seen[id(t)] = _Entry(ref, key, grad_ref, values, grad_values, state, span, grad_span)
+
+    def _print(self, span: Tuple[int, int], t: torch.Tensor) -> Any:
+        """The mark of ``t``'s memory ``span``, made once per snapshot."""
+        found = self._prints.get(span)
+        if found is None:
+            found = self._prints[span] = self._read_mark(span, t)
+        return found
 
     def _values_mark(self, t: torch.Tensor) -> Any:
         return self._mark(t.data_ptr(), tuple(t.shape), t.stride(), t)
 
     def _mark(self, ptr: int, shape: Tuple[int, ...], stride: Tuple[int, ...], t: torch.Tensor) -> Any:
-        span = _span(ptr, shape, stride, t.element_size())
-        found = self._prints.get(span)
-        if found is None:
-            found = self._prints[span] = self._read_mark(span, t)
-        return found
+        return self._print(_span(ptr, shape, stride, t.element_size()), t)
 
     def _read_mark(self, span: Tuple[int, int], t: torch.Tensor) -> Any:
         """The mark of a span's memory now: kept, fresh or read (see the module's docstring)."""
@@ -226,28 +240,31 @@ class SnapshotCache:
         return _Fresh()
 
 
-def _key(t: Any) -> Tuple[Optional[Tuple], Any]:
-    """What must be equal for a record to stand (None: never reuse), and the grad it names.
+def _qualifies(t: Any) -> bool:
+    """A plain dense CPU tensor, whose memory the fingerprints may read."""
+    return type(t) in _PLAIN_TYPES and t.is_cpu and t.layout == _STRIDED and not t.is_quantized and not t.is_nested
 
-    Cheap reads first: this runs for every tensor at every step.
+
+def _facts(t: Any) -> Tuple[Optional[Tuple], Any, Any]:
+    """What must be equal for a record to stand (None: never reuse), the grad it names, and the base.
+
+    Cheap reads only: this runs for every tensor at every step.
     """
-    if type(t) not in _PLAIN_TYPES or not t.is_cpu or t.layout != _STRIDED or t.is_quantized or t.is_nested:
-        return None, None
     grad = t.grad
     grad_key = None
     if grad is not None:
         if type(grad) is not torch.Tensor or not grad.is_cpu or grad.layout != _STRIDED or grad.is_quantized:
-            return None, None
-        grad_key = (grad._version, grad.data_ptr(), tuple(grad.shape), grad.stride(), grad.dtype, _bits(grad))
+            return None, None, None
+        grad_key = (grad._version, grad.data_ptr(), grad.shape, grad.stride(), grad.dtype, _bits(grad))
     storage = t.untyped_storage()
     grad_fn = t.grad_fn
     base = t._base  # a view has a base, and only a view
     key = (
-        t._version, t.data_ptr(), tuple(t.shape), t.stride(), t.storage_offset(), t.dtype,
+        t._version, t.data_ptr(), t.shape, t.stride(), t.storage_offset(), t.dtype,
         t.requires_grad, t.is_leaf, t.retains_grad, id(grad_fn) if grad_fn is not None else None,
         id(base) if base is not None else None, _bits(t), storage._cdata, storage.nbytes(), grad_key,
     )
-    return key, grad
+    return key, grad, base
 
 
 _STRIDED = torch.strided
@@ -259,6 +276,9 @@ def _bits(t: torch.Tensor) -> Any:
 
 
 def _span(ptr: int, shape: Tuple[int, ...], stride: Tuple[int, ...], itemsize: int) -> Tuple[int, int]:
-    if 0 in shape:
-        return ptr, 0
-    return ptr, (sum((n - 1) * s for n, s in zip(shape, stride)) + 1) * itemsize
+    last = 0  # the offset of the last element, in elements
+    for n, s in zip(shape, stride):
+        if n == 0:
+            return ptr, 0
+        last += (n - 1) * s
+    return ptr, (last + 1) * itemsize

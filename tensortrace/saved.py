@@ -73,6 +73,12 @@ class Namer:
     """
 
     def __init__(self, objects: Dict[str, Any], states: Sequence[TensorState], registry: Any) -> None:
+        self._made_from: Optional[Tuple[Any, ...]] = (objects, states, registry)  # indexed at the first question:
+        # a step whose tensors have no graph asks none
+
+    def _index(self) -> None:
+        objects, states, registry = self._made_from
+        self._made_from = None
         self.by_id: Dict[int, str] = {}
         self.by_ptr: Dict[int, List[Tuple[Tuple[int, ...], Tuple[int, ...], Optional[int], str]]] = {}
         by_name = {s.name: s for s in states}
@@ -86,6 +92,8 @@ class Namer:
         self.spans = spans
 
     def __call__(self, t: Any) -> Tuple[Optional[str], Optional[str]]:
+        if self._made_from is not None:
+            self._index()
         name = self.by_id.get(id(t))
         try:
             ptr = int(t.data_ptr())
@@ -416,12 +424,24 @@ class Predictor:
         self.codes: Dict[int, str] = {}
         self.freed_since: Dict[int, int] = {}  # id of a node seen freed -> the step it was first seen so
         self.refused = False  # safe mode's wall refused the forked walk of a large graph
+        self._last: Dict[int, TensorState] = {}  # the last step's records, by identity
 
     def note(self, index: int, code: str, states: Sequence[TensorState]) -> None:
+        """Step ``index``'s code, and each tensor's version where it differs from the one last noted
+        (``changed_at`` looks for the first step past a version, which is always such a step)."""
         self.codes[index] = code
-        for s in states:
-            if s.version is not None:
-                self.versions.setdefault((s.name, s.storage), []).append((index, s.version))
+        versions = self.versions
+        last, self._last = self._last, {id(s): s for s in states}  # a record kept from the last step (the
+        for s in states:  # snapshot reuses the very record) has the name, storage and version noted then
+            if last.get(id(s)) is s:
+                continue
+            version = s.version
+            if version is not None:
+                seen = versions.get((s.name, s.storage))
+                if seen is None:
+                    versions[(s.name, s.storage)] = [(index, version)]
+                elif seen[-1][1] != version:
+                    seen.append((index, version))
 
     def changed_at(self, name: Optional[str], storage: Optional[str], saved_version: int, version: int,
                    states: Sequence[TensorState]) -> Optional[int]:
@@ -446,9 +466,12 @@ class Predictor:
         forked copy (as ``graph.walk_graph`` does), which makes each node's
         Python object once for both.
         """
+        targets = self._targets(states, objects)
+        if not targets and not drawn:  # no graph behind any named tensor: nothing saved, nothing to predict
+            self.freed_since = {}
+            return (), ()
         from .graph import INLINE_NODES, MAX_NODES, ForkRefused, _assemble, _walk, _walk_plain, run_forked
 
-        targets = self._targets(states, objects)
         roots = [fn for _, fn in targets]
         reads: Dict[int, Any] = {}  # each node's saved tensors, read once for drawing and predicting
         graphs = [_walk(name, fn, names_by_id, max_nodes=INLINE_NODES, namer=namer, reads=reads) for name, fn in drawn]

@@ -8,10 +8,9 @@ stack frames, and the warning filters the scenario itself has set so far
 
 from __future__ import annotations
 
-import contextlib
 import sys
 import warnings
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, List, Optional
 
 # Rule 6: every warning is recorded, repeats included, unless the scenario's
 # own filters (which come first) say otherwise.
@@ -26,7 +25,7 @@ def _filters_mutated() -> None:
 
 # Frames between the probe's count and the step's code, so that the step's code
 # gets what the module level of a plain script gets (measured, see the tests).
-_PROBE_FRAMES = 4
+_PROBE_FRAMES = 3
 
 
 def _free_depth() -> int:
@@ -46,8 +45,7 @@ def _free_depth() -> int:
     return down(0)
 
 
-@contextlib.contextmanager
-def plain_stack_depth(memo: Optional[Dict[str, int]] = None) -> Iterator[None]:
+class PlainStackDepth:
     """As many frames for the step's code as a plain script's top level has.
 
     The step runs below the tool's own frames (runner, recorder, exec); the
@@ -60,21 +58,30 @@ def plain_stack_depth(memo: Optional[Dict[str, int]] = None) -> Iterator[None]:
     code is always reached through the same calls: probing it costs about a
     quarter of a millisecond, once instead of once per step.
     """
-    previous = sys.getrecursionlimit()
-    if memo is not None and "used" in memo:
-        used = memo["used"]
-    else:
-        used = previous - _free_depth()
-        if memo is not None:
-            memo["used"] = used
-    ours = max(0, used - _PROBE_FRAMES)
-    raised = previous + ours
-    sys.setrecursionlimit(raised)
-    try:
-        yield
-    finally:
-        if sys.getrecursionlimit() == raised:  # else the step set a limit of its own: keep it
-            sys.setrecursionlimit(previous)
+
+    __slots__ = ("memo", "previous", "raised")
+
+    def __init__(self, memo: Optional[Dict[str, int]] = None) -> None:
+        self.memo = memo
+
+    def __enter__(self) -> None:
+        memo = self.memo
+        previous = self.previous = sys.getrecursionlimit()
+        if memo is not None and "used" in memo:
+            used = memo["used"]
+        else:
+            used = previous - _free_depth()
+            if memo is not None:
+                memo["used"] = used
+        self.raised = previous + max(0, used - _PROBE_FRAMES)
+        sys.setrecursionlimit(self.raised)
+
+    def __exit__(self, *exc: Any) -> None:
+        if sys.getrecursionlimit() == self.raised:  # else the step set a limit of its own: keep it
+            sys.setrecursionlimit(self.previous)
+
+
+plain_stack_depth = PlainStackDepth
 
 
 def install_warning_filters(scenario_filters: List[Any]) -> None:

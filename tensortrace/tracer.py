@@ -49,12 +49,13 @@ from .probe import StorageRegistry, is_ndarray, plain_reads, probe_named, reason
 from .reuse import SnapshotCache
 from .writes import WriteWatch
 from .scenario import Code, Scenario, StepSpec
-from .stepenv import install_warning_filters, plain_stack_depth, scenario_warning_filters
+from .stepenv import PlainStackDepth, install_warning_filters, scenario_warning_filters
 
 MAX_STDOUT = 64 * 1024
 MAX_NAMES = 500  # tensors recorded per step; a scenario binding more gets a notice
 MAX_MESSAGE = 64 * 1024  # characters of one exception or warning message
 MAX_WARNINGS = 200  # warnings recorded per step; the rest are counted
+_NO_LIMIT = contextlib.nullcontext()
 
 
 def bounded(text: str, limit: int) -> str:
@@ -166,6 +167,19 @@ def check_policy(scenario: Scenario) -> None:
             first = refusals[0]
             line, column = code.locate_source(mode, first.line, first.column)
             raise PolicyError(f"{first.message}", **scenario.place(code, line, column))
+
+
+def _compile_safe() -> Callable[..., types.CodeType]:
+    """``sandbox.compile_safe``, imported at its first use (once)."""
+    global _COMPILE_SAFE
+    if _COMPILE_SAFE is None:
+        from .sandbox import compile_safe
+
+        _COMPILE_SAFE = compile_safe
+    return _COMPILE_SAFE
+
+
+_COMPILE_SAFE: Optional[Callable[..., types.CodeType]] = None
 
 
 @contextlib.contextmanager
@@ -306,8 +320,11 @@ class _Recorder:
     def compile(self, code: Code, filename: str, mode: str) -> types.CodeType:
         text = code.source(mode)
         if self.safe:
-            from .sandbox import compile_safe
-
+            compile_safe = _compile_safe()
+            try:  # known code comes from the checker's cache, at any depth
+                return compile_safe(text, filename, mode)
+            except RecursionError:  # new code nested too deeply for this stack: checked again with room
+                pass
             with _deep_recursion():
                 return compile_safe(text, filename, mode)
         return compile(text, filename, mode, dont_inherit=True)
@@ -347,9 +364,10 @@ class _Recorder:
 
     def run_step(self, spec: StepSpec) -> Step:
         status, error, warns, stdout, classes = self.execute([(spec.run, f"<step {spec.index}>")], spec.index)
-        expectations = tuple(self.expectation(code, spec.index) for code in spec.expect) if status != "timeout" else ()
+        expectations = tuple(self.expectation(code, spec.index) for code in spec.expect) if status != "timeout" and spec.expect else ()
         raised_ok, warned_ok, failures = declared_outcome(spec, status, error, warns, classes)
-        failures += [f"expectation failed: {e.expr}" for e in expectations if not e.passed]
+        if expectations:
+            failures += [f"expectation failed: {e.expr}" for e in expectations if not e.passed]
         self.on_ran(spec.index)
         with plain_reads():
             tensors, objects = self.snapshot(spec)
@@ -393,12 +411,16 @@ class _Recorder:
         lines = {filename: code for code, filename in pieces}
         with warnings.catch_warnings(record=True) as caught:
             self._install_warning_filters()
+            streams = sys.stdout, sys.stderr  # as contextlib.redirect_stdout and redirect_stderr do
+            sys.stdout = sys.stderr = out
             try:
-                with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+                try:
                     compiled = [self.compile(code, filename, "exec") for code, filename in pieces]
-                    with self._time_limit(index), plain_stack_depth(self.stack_memo), self.ops.modes(caught):
+                    with self._time_limit(index), PlainStackDepth(self.stack_memo), self.ops.modes(caught):
                         for each in compiled:
                             exec(each, self.ns)
+                finally:
+                    sys.stdout, sys.stderr = streams
             except StepTimeout:
                 status = "timeout"
                 error = ErrorInfo(
@@ -439,11 +461,13 @@ class _Recorder:
         """Filters set by the step persist to the next step, as they would in plain Python."""
         self.warning_filters = scenario_warning_filters()
 
-    @contextlib.contextmanager
-    def _time_limit(self, index: int) -> Iterator[None]:
+    def _time_limit(self, index: int) -> Any:
         if not self.timeout or threading.current_thread() is not threading.main_thread():
-            yield
-            return
+            return _NO_LIMIT
+        return self._alarm()
+
+    @contextlib.contextmanager
+    def _alarm(self) -> Iterator[None]:
 
         def expire(signum: int, frame: Any) -> None:
             raise StepTimeout()
@@ -463,17 +487,25 @@ class _Recorder:
     # observing -------------------------------------------------------------------
     def snapshot(self, spec: Optional[StepSpec]) -> Tuple[Tuple[TensorState, ...], Dict[str, Any]]:
         named = self.named_objects()
-        self.seen_names.update(name for name, _, _ in named)
+        if self.asked:  # only the names that show or graph ask for are checked against what was seen
+            self.seen_names.update(name for name, _, _ in named)
         self.memo.window = self.writes.window(self.ops.level, self.ops.now, bool(spec is not None and spec.expect))
         return probe_named(named, self.registry, values=self.values, memo=self.memo)
 
     def named_objects(self) -> List[Tuple[str, Any, str]]:
         """Every tensor-valued name, expanded as the contract says, in binding order."""
         found: List[Tuple[str, Any, str]] = []
+        initial, seen, tensor = self.initial_ids, self.seen_names, torch.Tensor
         for name, value in list(self.ns.items()):
-            if name.startswith("__") or self.initial_ids.get(name) == id(value):
+            if name in initial:
+                if initial[name] == id(value):
+                    continue
+            if name.startswith("__"):
                 continue
-            self.seen_names.add(name)
+            seen.add(name)
+            if type(value) is tensor:  # the common case, without _expand's checks
+                found.append((name, value, "tensor"))
+                continue
             notes: List[str] = []
             _expand(name, value, found, depth=0, notes=notes)
             for note in notes:
@@ -517,13 +549,14 @@ class _Recorder:
         """The graphs the step draws, with what each node saved, and the backwards that will fail (``saved.py``)."""
         drawn = self.graphs(spec, tensors, objects) if spec is not None else []
         names_by_id: Dict[int, str] = {}
-        for name, obj in objects.items():
+        for name, obj in objects.items() if drawn else ():  # names only a drawing uses
             names_by_id.setdefault(id(obj), name)
         self.predictor.note(index, code, tensors)
         observed = self.predictor.observe(index, drawn, tensors, objects, Namer(objects, tensors, self.registry), names_by_id)
-        refused = FORK_REFUSED.format(n=INLINE_NODES)
-        if self.predictor.refused and refused not in self._notices:
-            self._notices.append(refused)
+        if self.predictor.refused:
+            refused = FORK_REFUSED.format(n=INLINE_NODES)
+            if refused not in self._notices:
+                self._notices.append(refused)
         return observed
 
     def storages(self) -> Tuple[StorageInfo, ...]:
@@ -549,7 +582,7 @@ def _expand(name: str, value: Any, found: List[Tuple[str, Any, str]], depth: int
     count or log, never run on the tool's behalf.
     """
     if isinstance(value, torch.Tensor):
-        kind = "parameter" if isinstance(value, torch.nn.Parameter) else "tensor"
+        kind = "tensor" if type(value) is torch.Tensor else "parameter" if isinstance(value, torch.nn.Parameter) else "tensor"
         found.append((name, value, kind))
     elif is_ndarray(value):
         found.append((name, value, "ndarray"))
