@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
+from itertools import chain
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from .collector import paused_gc
@@ -227,9 +228,10 @@ _NODES = "$nodes"
 def graph_columns(graph: Graph) -> Dict[str, Any]:
     """A graph as the pipe sends it; the plain record where its ids are not "N1", "N2", ... in order."""
     nodes = graph.nodes
-    index = {node.id: i for i, node in enumerate(nodes)}
-    if any(node.id != f"N{i + 1}" for i, node in enumerate(nodes)):
+    ids = _ids(len(nodes))
+    if [node.id for node in nodes] != ids:
         return record_to_dict(graph)
+    index = dict(zip(ids, range(len(ids))))
     names: Dict[str, int] = {}
     saved: Dict[SavedTensor, int] = {}
     sets: Dict[int, int] = {}  # by the id of a node's saved tuple (the walk shares equal ones): its index
@@ -241,7 +243,8 @@ def graph_columns(graph: Graph) -> Dict[str, Any]:
         for node in nodes:
             at = names.get(node.name)
             name_at.append(at if at is not None else names.setdefault(node.name, len(names)))
-            nexts.append([index[n] for n in node.next])
+            nxt = node.next
+            nexts.append([index[nxt[0]]] if len(nxt) == 1 else [index[n] for n in nxt])
             k = sets.get(id(node.saved))
             if k is None:
                 k = sets[id(node.saved)] = len(kept_sets)
@@ -281,17 +284,20 @@ def graph_from_columns(data: Any) -> Graph:
     for group in _list(columns["sets"], "saved-tensor sets"):
         _check_list(group, int, len(saved), "a saved-tensor set")
         sets.append(tuple(saved[i] for i in group))
-    ids = [f"N{i}" for i in range(1, n + 1)]
-    nodes = []
-    for i, nxt in enumerate(_list(nexts, "next nodes")):
-        if type(nxt) is not list:
-            raise TypeError("expected a list of next nodes")
-        for j in nxt:
-            if type(j) is not int or not 0 <= j < n:
-                raise ValueError(f"a next node {j!r} of a graph of {n} nodes")
-        nodes.append(graph_node(ids[i], names[name_at[i]], leaves[i], tuple([ids[j] for j in nxt]), sets[kept[i]]))
+    _list(nexts, "next nodes")
+    if not set(map(type, nexts)) <= {list}:
+        raise TypeError("expected lists of next nodes")
+    _check_list(list(chain.from_iterable(nexts)), int, n, "next nodes")
+    ids = _ids(n)
+    named = [names[i] for i in name_at]
+    nodes = [graph_node(ids[i], named[i], leaves[i], (ids[nxt[0]],) if len(nxt) == 1 else tuple([ids[j] for j in nxt]),
+                        sets[kept[i]]) for i, nxt in enumerate(nexts)]
     return Graph(tensor=str(data["tensor"]), root=data["root"] if data["root"] is None else str(data["root"]),
                  nodes=tuple(nodes), truncated=bool(data["truncated"]))
+
+
+def _ids(n: int) -> List[str]:
+    return [f"N{i}" for i in range(1, n + 1)]
 
 
 def _list(value: Any, what: str) -> list:
@@ -303,8 +309,8 @@ def _list(value: Any, what: str) -> list:
 def _check_list(value: Any, kind: Any, bound: Optional[int], what: str) -> None:
     """A list of ``kind`` (exactly: no bool for int), each below ``bound`` and not negative when given."""
     _list(value, what)
-    kinds = kind if isinstance(kind, tuple) else (kind,)
-    if not all(type(v) in kinds for v in value):
+    kinds = set(kind) if isinstance(kind, tuple) else {kind}
+    if not set(map(type, value)) <= kinds:
         raise TypeError(f"expected {what}")
     if bound is not None and value and not (0 <= min(value) and max(value) < bound):
         raise ValueError(f"{what} out of range")

@@ -197,7 +197,12 @@ _new = object.__new__
 def graph_node(id: str, name: str, leaf: Optional[str], next: Tuple[str, ...], saved: Tuple[SavedTensor, ...]) -> GraphNode:
     """``GraphNode(id, name, leaf, next, saved)``, made at a third of the cost (a 100,000-node graph is made twice per run)."""
     node = _new(GraphNode)
-    node.__dict__.update(id=id, name=name, leaf=leaf, next=next, saved=saved)
+    fields = node.__dict__
+    fields["id"] = id
+    fields["name"] = name
+    fields["leaf"] = leaf
+    fields["next"] = next
+    fields["saved"] = saved
     return node
 
 
