@@ -88,7 +88,9 @@ class Namer:
     def __call__(self, t: Any) -> Tuple[Optional[str], Optional[str]]:
         name = self.by_id.get(id(t))
         try:
-            ptr = int(t.data_ptr())
+            ptr = t.data_ptr()
+            if type(ptr) is not int:
+                ptr = int(ptr)
         except Exception:
             return name, None
         if name is None:
@@ -138,7 +140,6 @@ def read_node(node: Any, namer: Any) -> List[Entry]:
     """What ``node`` saved, one plain entry per tensor."""
     out: List[Entry] = []
     listed = False
-    items: List[Item] = []
     for attr, raw_name, prop in saved_attributes(node):
         try:
             raw = getattr(node, raw_name)
@@ -147,14 +148,10 @@ def read_node(node: Any, namer: Any) -> List[Entry]:
         if type(raw) is tuple or type(raw) is list:
             listed = True
             for i, element in enumerate(raw):
-                item: Item = (f"{attr}[{i}]", element, None, None)
-                items.append(item)
-                entry = _read_one(item, namer)
+                entry = _read_one((f"{attr}[{i}]", element, None, None), namer)
                 if entry is not None:
                     out.append(entry)
             continue
-        item = (attr, raw, node, prop)
-        items.append(item)
         if getattr(raw, "unpack_hook", None) is None:  # the common case, as ``_read_one`` reads it, inline
             try:
                 data = getattr(node, prop)
@@ -170,11 +167,11 @@ def read_node(node: Any, namer: Any) -> List[Entry]:
                 name, storage = namer(data) if namer is not None else (None, None)
                 out.append([attr, name, storage, version, version, False, False])
                 continue
-        entry = _read_one(item, namer)
+        entry = _read_one((attr, raw, node, prop), namer)
         if entry is not None:
             out.append(entry)
     if listed:  # a list was saved
-        _whole_list(node, items, out)
+        _whole_list(node, _saved_items(node), out)
     return out
 
 
