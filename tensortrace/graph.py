@@ -1,9 +1,9 @@
 """Walk an autograd graph into plain ``GraphNode`` records, iteratively, in this process.
 
 The walk follows ``grad_fn.next_functions`` with an explicit stack, so a
-100,000-node graph neither hits Python's recursion limit nor takes long. Node
-objects are held only for the duration of the walk (identity by ``id`` is
-only valid while they are alive) and dropped before returning.
+100,000-node graph neither hits Python's recursion limit nor takes long. The
+walk holds node objects only while it runs (identity by ``id`` is only valid
+while they are alive); what outlives it is each node's anchor (below).
 
 Observing must not disturb, and reading ``next_functions`` gives every node it
 reaches a Python object. Since PyTorch 2.13 that object lives as long as its
@@ -69,9 +69,10 @@ class Walk(NamedTuple):
 
 
 def next_nodes(node: Any) -> Any:
-    """``node.next_functions``, once ``node`` anchors them (the module's docstring says why); every walk goes through this.
+    """``node.next_functions``, once ``node`` anchors them (the module's docstring says why).
 
-    A node without ``metadata`` anchors nothing: the caller bounds how many such nodes it walks.
+    For walks other than ``walk_nodes`` (which does the same inline). A node
+    without ``metadata`` anchors nothing: the caller bounds how many nodes it walks.
     """
     pairs = node.next_functions
     if pairs:
@@ -82,7 +83,7 @@ def next_nodes(node: Any) -> Any:
     return pairs
 
 
-_SEVERAL = object()  # a node with more than one next node (or none at all)
+_SEVERAL = object()  # a node with more than one next node
 
 
 def walk_nodes(roots: Sequence[Any], max_nodes: int) -> Walk:
