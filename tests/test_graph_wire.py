@@ -1,4 +1,4 @@
-"""A graph as the pipe carries it (columns) and as ``--format json`` writes it (a template)."""
+"""A graph as the pipe carries it (columns) and as ``--format json`` writes it (a template, one line per node)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from render_fixtures import detach_trace
 from tensortrace.events import Decoder, Encoder, EventError, graph_columns, graph_from_columns
 from tensortrace.model import FORMAT_NAME, FORMAT_VERSION, Graph, GraphNode, SavedTensor, record_to_dict
-from tensortrace.render.json import dumps, nodes_text, render_json
+from tensortrace.render.json import _compact, node_lines, render_json
 
 OTHER = SavedTensor("other", None, "S1", 0, 0, False, False)
 ODD = SavedTensor("self", 'x\u202e"\\', None, None, 3, True, False)  # a bidi control, a quote, a backslash
@@ -89,10 +89,18 @@ def test_a_malformed_graph_from_the_child_is_refused(change):
 
 
 @pytest.mark.parametrize("graph", GRAPHS, ids=["dag", "no-grad-fn", "one", "other-ids", "missing-next"])
-def test_the_json_document_is_what_json_dumps_writes(graph):
-    nodes = record_to_dict(graph.nodes)
-    assert nodes_text(graph.nodes) == dumps(nodes, indent=2)
+def test_the_json_document_holds_the_graph_with_one_line_per_node(graph):
+    assert node_lines(graph.nodes) == [_compact(record_to_dict(node)) for node in graph.nodes]
     trace = _step_with(graph, copy.copy(graph))
-    assert render_json([trace]) == dumps(trace.to_dict(), indent=2) + "\n"
+    text = render_json([trace])
+    assert json.loads(text) == json.loads(json.dumps(trace.to_dict()))
     both = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, "traces": [trace.to_dict(), detach_trace().to_dict()]}
-    assert render_json([trace, detach_trace()]) == dumps(both, indent=2) + "\n"
+    assert json.loads(render_json([trace, detach_trace()])) == json.loads(json.dumps(both))
+    lines = [json.loads(line.strip().rstrip(",")) for line in text.splitlines() if line.lstrip().startswith('{"id": ')]
+    assert all(lines.count(node) == 2 for node in record_to_dict(graph.nodes))  # the graph and its copy: a line a node
+
+
+def test_equal_saved_tuples_that_are_not_shared_are_written_alike():
+    one, other = (OTHER, ODD), (dataclasses.replace(OTHER), dataclasses.replace(ODD))
+    nodes = (GraphNode("N1", "A", None, ("N2",), one), GraphNode("N2", "B", None, (), other))
+    assert node_lines(nodes) == [_compact(record_to_dict(node)) for node in nodes]
