@@ -355,7 +355,7 @@ def main() -> int:
         got = worker("graph", 800, 5 if quick else 15)
         table.row("graph-800", got["ours"], got["peer"], 0.5, note="walk + dot vs torchviz.make_dot(y).source")
         big = tmp / "graph.yaml"
-        code = "y = x\nfor _ in range(99_999):\n    y = y * 1.0"
+        code = "y = x\nfor _ in range(100_000):\n    y = y * 1.0"
         big.write_text("title: big graph\nsetup: x = torch.ones(1, requires_grad=True)\nsteps:\n  - run: |\n"
                        + textwrap.indent(code, "      ") + "\n    graph: [y]\n")
         plain = f"import torch\nx = torch.ones(1, requires_grad=True)\n{code}\n"

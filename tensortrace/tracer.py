@@ -27,7 +27,7 @@ from .events import Assembler, End, Event, Start
 from .expectations import declared_outcome, evaluate_expectation, first_line
 from .explain import name_the_saved_tensor
 from .helpers import base_namespace
-from .graph import FORK_REFUSED, INLINE_NODES, proven_names, saved_suspects
+from .graph import UNANCHORED, UNANCHORED_NODES, proven_names, saved_suspects
 from .names import covers as _covers
 from .ops import OpsSession
 from .model import (
@@ -553,10 +553,9 @@ class _Recorder:
             names_by_id.setdefault(id(obj), name)
         self.predictor.note(index, code, tensors)
         observed = self.predictor.observe(index, drawn, tensors, objects, Namer(objects, tensors, self.registry), names_by_id)
-        if self.predictor.refused:
-            refused = FORK_REFUSED.format(n=INLINE_NODES)
-            if refused not in self._notices:
-                self._notices.append(refused)
+        stopped = UNANCHORED.format(n=UNANCHORED_NODES)
+        if self.predictor.unanchored and stopped not in self._notices:
+            self._notices.append(stopped)
         return observed
 
     def storages(self) -> Tuple[StorageInfo, ...]:

@@ -9,17 +9,20 @@ in a step's lists (a tensor, an operation, a graph node, a prediction...) is
 one line, written by the json module's C encoder: a person can still read and
 grep it, and a long trace is written many times faster than by indenting every
 number on a line of its own. A tensor whose record several steps share (the
-recorder reuses the record of a tensor no step changed) is encoded once.
+recorder reuses the record of a tensor no step changed) is encoded once; a
+graph's nodes are written by a template, each distinct tuple of saved tensors
+encoded once (a graph may have 250,000 nodes).
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import replace
-from typing import Any, Dict, List, Sequence
+from dataclasses import fields, replace
+from typing import Any, Dict, List, Sequence, Tuple
 
+from ..collector import paused_gc
 from ..errors import TraceFormatError
-from ..model import FORMAT_NAME, FORMAT_VERSION, Step, Trace, check_format, record_to_dict
+from ..model import FORMAT_NAME, FORMAT_VERSION, Graph, GraphNode, Step, Trace, check_format, record_to_dict
 from .options import DEFAULT_OPTIONS, RenderOptions
 
 # Dicts this deep (the trace is 0, a step 2, a step's tensor 4) are one line each,
@@ -38,17 +41,18 @@ def render_json(traces: Sequence[Trace], options: RenderOptions = DEFAULT_OPTION
     """One document: a trace object, or ``{"format", "format_version", "traces": [...]}`` for several."""
     shared = _SharedTensors()
     out: List[str] = []
-    if len(traces) == 1:
-        _write(shared.trace(traces[0]), 0, "", out)
-    else:
-        body = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, "traces": [shared.trace(t) for t in traces]}
-        _write(body, -2, "", out)
-    out.append("\n")
-    return "".join(out)
+    with paused_gc():  # a large graph's text is many objects, all kept until the document is joined
+        if len(traces) == 1:
+            _write(shared.trace(traces[0]), 0, "", out)
+        else:
+            body = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, "traces": [shared.trace(t) for t in traces]}
+            _write(body, -2, "", out)
+        out.append("\n")
+        return "".join(out)
 
 
 class _Text(str):
-    """JSON text already encoded (a shared tensor record), written as it is."""
+    """JSON text already encoded (a shared tensor record, a graph node), written as it is."""
 
 
 def _write(value: Any, depth: int, indent: str, out: List[str]) -> None:
@@ -86,7 +90,7 @@ def _write(value: Any, depth: int, indent: str, out: List[str]) -> None:
 
 
 def _is_record_list(value: Any) -> bool:
-    return type(value) is list and bool(value) and type(value[0]) is dict
+    return type(value) is list and bool(value) and (type(value[0]) is dict or type(value[0]) is _Text)
 
 
 class _SharedTensors:
@@ -104,8 +108,15 @@ class _SharedTensors:
         return body
 
     def step(self, step: Step) -> dict:
-        data = record_to_dict(replace(step, tensors=()))
+        data = record_to_dict(replace(step, tensors=(), graphs=()))
         data["tensors"] = [self.tensor(t) for t in step.tensors]
+        data["graphs"] = [self.graph(g) for g in step.graphs]
+        return data
+
+    @staticmethod
+    def graph(graph: Graph) -> dict:
+        data = record_to_dict(replace(graph, nodes=()))
+        data["nodes"] = node_lines(graph.nodes)
         return data
 
     def tensor(self, record: Any) -> _Text:
@@ -115,6 +126,33 @@ class _SharedTensors:
             self.keep.append(record)
             text = self.texts[key] = _Text(_compact(record_to_dict(record)))
         return text
+
+
+_NODE_FIELDS = ("id", "name", "leaf", "next", "saved")
+_string = json.encoder.encode_basestring  # what ``_compact`` writes for a string
+
+
+def node_lines(nodes: Tuple[GraphNode, ...]) -> List[_Text]:
+    """Each node as ``_compact(record_to_dict(node))`` writes it, by a template; each saved tuple encoded once."""
+    if tuple(f.name for f in fields(GraphNode)) != _NODE_FIELDS:  # the template spells these fields only
+        return [_Text(_compact(record_to_dict(node))) for node in nodes]
+    by_id: Dict[int, str] = {}  # the walk shares equal tuples
+    by_value: Dict[Any, str] = {}  # a loaded trace has equal ones
+    out = []
+    for node in nodes:
+        saved = node.saved
+        kept = by_id.get(id(saved))
+        if kept is None:
+            kept = by_value.get(saved)
+            if kept is None:
+                kept = by_value[saved] = _compact(record_to_dict(saved))
+            by_id[id(saved)] = kept
+        nxt = node.next
+        following = f"[{_string(nxt[0])}]" if len(nxt) == 1 else "[" + ", ".join(map(_string, nxt)) + "]"
+        leaf = "null" if node.leaf is None else _string(node.leaf)
+        out.append(_Text(f'{{"id": {_string(node.id)}, "name": {_string(node.name)}, "leaf": {leaf}, '
+                         f'"next": {following}, "saved": {kept}}}'))
+    return out
 
 
 def traces_from_dict(data: object) -> List[Trace]:
