@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import shutil
 import sys
 from contextlib import contextmanager, nullcontext
@@ -26,13 +25,12 @@ from .cli_options import (  # one definition for every command
     CHANGES, CHECK_TARGETS, DEVICE, FORMAT, GRAPH, MEMORY, NO_VALUES, OPS, OUTPUT,
     REQUIRE, SCENARIO_TIMEOUT, SHOW, STEP, STEPS, TARGETS, TIMEOUT, TRUST, WIDTH,
 )
-from .errors import TensorTraceError, UsageError
+from .errors import Interrupted, TensorTraceError, UsageError
 from .model import Trace
 from .output import Output, format_for
 from .render import FORMATS, RenderOptions, StreamRenderer, check_format, render, stream
 from .render.json import traces_from_dict
 from .render.text import visible
-from .runner import Interrupted
 from .selection import check_steps_exist, names_of, parse_steps
 
 EXIT_OK, EXIT_FAILED, EXIT_UNUSABLE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -70,6 +68,7 @@ def _version_callback(value: bool) -> None:
 
 
 def version_text() -> str:
+    import platform
     from importlib import metadata  # here: importing it costs every command about 20 ms
 
     try:
@@ -161,8 +160,10 @@ def _run_all(
     on_step=None,
     progress=None,
 ) -> List[Trace]:
+    from . import runner
     from .runner import Limits, run_all
 
+    runner.threads_unused_before_fork = True  # this process runs no tensor operation: children keep PyTorch's threads
     limits = Limits(
         timeout=timeout if timeout > 0 else None,
         memory_mb=memory_limit if memory_limit > 0 else None,

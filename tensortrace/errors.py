@@ -7,7 +7,7 @@ scenario's own code* is not one of these: it is recorded in the trace.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, List, Optional
 
 
 class TensorTraceError(Exception):
@@ -70,3 +70,14 @@ class StepTimeout(BaseException):
     never reaches the user. A ``BaseException``, so that a scenario's own
     ``except Exception`` cannot swallow it.
     """
+
+
+class Interrupted(Exception):
+    """Ctrl-C during a run; ``traces`` holds what was traced so far, the cut one last.
+
+    Not a ``TensorTraceError``: the CLI prints what was traced, then exits 130.
+    """
+
+    def __init__(self, traces: List[Any]) -> None:
+        super().__init__("interrupted")
+        self.traces = traces

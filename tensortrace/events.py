@@ -15,16 +15,22 @@ so the parent decodes data, not objects, and bounds what it accepts
 On the pipe, ``Encoder`` and ``Decoder`` send a tensor whose record is the
 very record of the previous step (the snapshot cache reuses it) as
 ``{"$same": i}``, its index in that step, so that an unchanged tensor is
-neither encoded nor decoded again; the decoder checks every index.
+neither encoded nor decoded again; the decoder checks every index. A graph
+travels as columns (``graph_columns``): node names and saved-tensor records
+once each, and per node only small indexes, so that a 100,000-node graph costs
+one pass to send and one to receive.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
+from itertools import chain
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
-from .model import Environment, ScenarioInfo, Step, StorageInfo, TensorState, Trace, record_from_dict, record_to_dict
+from .collector import paused_gc
+from .model import (Environment, Graph, SavedTensor, ScenarioInfo, Step, StorageInfo, TensorState, Trace, graph_node,
+                    record_from_dict, record_to_dict)
 
 MAX_EVENT_BYTES = 32 * 1024 * 1024  # one event from the child; a step is far smaller
 MAX_TRACE_BYTES = 256 * 1024 * 1024  # everything one scenario's child may send
@@ -118,7 +124,12 @@ class Encoder:
     def encode(self, event: ChildEvent) -> bytes:
         if not isinstance(event, Step):
             return encode(event)
-        data = record_to_dict(replace(event, tensors=()))
+        with paused_gc():  # a large graph makes many objects, all kept until the line is written
+            return self._step(event)
+
+    def _step(self, event: Step) -> bytes:
+        data = record_to_dict(replace(event, tensors=(), graphs=()))
+        data["graphs"] = [graph_columns(g) for g in event.graphs]
         data["tensors"] = [
             {_SAME: self._index[id(t)]} if id(t) in self._index else record_to_dict(t) for t in event.tensors
         ]
@@ -135,7 +146,8 @@ class Decoder:
 
     def decode(self, line: bytes) -> ChildEvent:
         try:
-            event = _decode(json.loads(line), self._tensors)
+            with paused_gc():  # a large graph makes many objects, all kept in the event
+                event = _decode(json.loads(line), self._tensors)
         except EventError:
             raise
         except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
@@ -164,7 +176,10 @@ def _decode(data: Any, tensors: Callable[[Any], Tuple[TensorState, ...]]) -> Chi
     if kind == "step":
         body = dict(data["step"])
         items = body.pop("tensors", [])
-        return replace(record_from_dict(Step, body), tensors=tensors(items))
+        graphs = body.pop("graphs", [])
+        if not isinstance(graphs, list):
+            raise TypeError(f"expected a list of graphs, got {type(graphs).__name__}")
+        return replace(record_from_dict(Step, body), tensors=tensors(items), graphs=tuple(graph_from_columns(g) for g in graphs))
     if kind == "start":
         return Start(record_from_dict(ScenarioInfo, data["scenario"]), record_from_dict(Environment, data["environment"]))
     if kind == "end":
@@ -203,6 +218,102 @@ class LineReader:
         if self.scanned > self.max_line:
             raise EventError(f"an event larger than {size_text(self.max_line)}")
         return lines
+
+
+# --- graphs as columns ----------------------------------------------------------------
+
+_NODES = "$nodes"
+
+
+def graph_columns(graph: Graph) -> Dict[str, Any]:
+    """A graph as the pipe sends it; the plain record where its ids are not "N1", "N2", ... in order."""
+    nodes = graph.nodes
+    ids = _ids(len(nodes))
+    if [node.id for node in nodes] != ids:
+        return record_to_dict(graph)
+    index = dict(zip(ids, range(len(ids))))
+    names: Dict[str, int] = {}
+    saved: Dict[SavedTensor, int] = {}
+    sets: Dict[int, int] = {}  # by the id of a node's saved tuple (the walk shares equal ones): its index
+    kept_sets: List[Any] = []  # those tuples, alive while their ids are keys
+    name_at: List[int] = []
+    nexts: List[List[int]] = []
+    kept: List[int] = []
+    try:
+        for node in nodes:
+            at = names.get(node.name)
+            name_at.append(at if at is not None else names.setdefault(node.name, len(names)))
+            nxt = node.next
+            nexts.append([index[nxt[0]]] if len(nxt) == 1 else [index[n] for n in nxt])
+            k = sets.get(id(node.saved))
+            if k is None:
+                k = sets[id(node.saved)] = len(kept_sets)
+                kept_sets.append(node.saved)
+            kept.append(k)
+    except KeyError:  # a next node that is not in the graph: only the plain record says it
+        return record_to_dict(graph)
+    for group in kept_sets:
+        for record in group:
+            saved.setdefault(record, len(saved))
+    return {
+        "tensor": graph.tensor, "root": graph.root, "truncated": graph.truncated,
+        _NODES: {
+            "names": list(names), "name": name_at, "leaf": [node.leaf for node in nodes], "next": nexts,
+            "saved": [record_to_dict(s) for s in saved], "sets": [[saved[s] for s in group] for group in kept_sets],
+            "kept": kept,
+        },
+    }
+
+
+def graph_from_columns(data: Any) -> Graph:
+    """The graph ``graph_columns`` sent, every index checked (the child is not trusted)."""
+    if not isinstance(data, dict) or _NODES not in data:
+        return record_from_dict(Graph, data)
+    columns = data[_NODES]
+    names, name_at, leaves, nexts = columns["names"], columns["name"], columns["leaf"], columns["next"]
+    kept = columns["kept"]
+    n = len(name_at)
+    _check_list(names, str, None, "node names")
+    _check_list(name_at, int, len(names), "node name indexes")
+    _check_list(kept, int, len(columns["sets"]), "saved-tensor sets")
+    if not (len(leaves) == len(nexts) == len(kept) == n):
+        raise ValueError("graph columns of different lengths")
+    _check_list(leaves, (str, type(None)), None, "leaf names")
+    saved = [record_from_dict(SavedTensor, s) for s in _list(columns["saved"], "saved tensors")]
+    sets = []
+    for group in _list(columns["sets"], "saved-tensor sets"):
+        _check_list(group, int, len(saved), "a saved-tensor set")
+        sets.append(tuple(saved[i] for i in group))
+    _list(nexts, "next nodes")
+    if not set(map(type, nexts)) <= {list}:
+        raise TypeError("expected lists of next nodes")
+    _check_list(list(chain.from_iterable(nexts)), int, n, "next nodes")
+    ids = _ids(n)
+    named = [names[i] for i in name_at]
+    nodes = [graph_node(ids[i], named[i], leaves[i], (ids[nxt[0]],) if len(nxt) == 1 else tuple([ids[j] for j in nxt]),
+                        sets[kept[i]]) for i, nxt in enumerate(nexts)]
+    return Graph(tensor=str(data["tensor"]), root=data["root"] if data["root"] is None else str(data["root"]),
+                 nodes=tuple(nodes), truncated=bool(data["truncated"]))
+
+
+def _ids(n: int) -> List[str]:
+    return [f"N{i}" for i in range(1, n + 1)]
+
+
+def _list(value: Any, what: str) -> list:
+    if type(value) is not list:
+        raise TypeError(f"expected a list of {what}, got {type(value).__name__}")
+    return value
+
+
+def _check_list(value: Any, kind: Any, bound: Optional[int], what: str) -> None:
+    """A list of ``kind`` (exactly: no bool for int), each below ``bound`` and not negative when given."""
+    _list(value, what)
+    kinds = set(kind) if isinstance(kind, tuple) else {kind}
+    if not set(map(type, value)) <= kinds:
+        raise TypeError(f"expected {what}")
+    if bound is not None and value and not (0 <= min(value) and max(value) < bound):
+        raise ValueError(f"{what} out of range")
 
 
 # --- the assembler --------------------------------------------------------------------

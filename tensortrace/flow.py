@@ -21,7 +21,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
-from .graph import node_name
+from .graph import next_nodes, node_name
 from .model import Flow, FlowNode, Values
 from .probe import EXACT_LIMIT, tensor_values
 
@@ -155,7 +155,7 @@ class FlowRecorder:
         while at < len(armed.nodes):
             entry = armed.nodes[at]
             at += 1
-            for nxt, _ in entry.node.next_functions:
+            for nxt, _ in next_nodes(entry.node):  # anchored: freeing the graph later stays iterative
                 if nxt is None:
                     entry.next.append(None)
                     continue
@@ -178,7 +178,7 @@ class FlowRecorder:
         stack = list(beyond.values())
         while stack and len(seen) < MAX_COUNTED:
             node = stack.pop()
-            for nxt, _ in node.next_functions:
+            for nxt, _ in next_nodes(node):
                 if nxt is not None and id(nxt) not in seen and id(nxt) not in index:
                     seen.add(id(nxt))
                     stack.append(nxt)

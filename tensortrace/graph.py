@@ -1,16 +1,27 @@
-"""Walk an autograd graph into plain ``GraphNode`` records, iteratively.
+"""Walk an autograd graph into plain ``GraphNode`` records, iteratively, in this process.
 
 The walk follows ``grad_fn.next_functions`` with an explicit stack, so a
-100,000-node graph neither hits Python's recursion limit nor takes long. Node
-objects are held only for the duration of the walk (identity by ``id`` is
-only valid while they are alive) and dropped before returning.
+100,000-node graph neither hits Python's recursion limit nor takes long. The
+walk holds node objects only while it runs (identity by ``id`` is only valid
+while they are alive); what outlives it is each node's anchor (below).
 
-Observing must not disturb: in PyTorch, once a Python object has been made
-for an autograd node, it lives as long as the node, and freeing a long chain
-of such nodes later recurses once per node and can overflow the C stack (a
-crash the untraced program would not have). So only small graphs are walked
-in this process; a larger one is walked in a forked copy of the process,
-which sends the records back and exits without freeing anything.
+Observing must not disturb, and reading ``next_functions`` gives every node it
+reaches a Python object. Since PyTorch 2.13 that object lives as long as its
+node does (it holds the node, and the node keeps it alive while anything else
+holds the node), and it changes how the graph is freed: PyTorch frees a chain
+of nodes iteratively only while each next node is held by its edge alone;
+a node that has a Python object is freed through that object instead, one
+nested call per node, so freeing a chain of some 45,000 walked nodes
+overflows an 8 MiB C stack (a crash the untraced program would not have).
+So each walked node *anchors* its next nodes: its ``metadata`` dictionary (the
+one anomaly mode uses, owned by the node) holds them under ``ANCHOR``. Then a
+next node's object outlives the edge and goes with the dictionary, after the
+node's edges, and Python frees nested dictionaries iteratively (its
+"trashcan" defers those more than a few dozen levels deep), so freeing a
+walked graph of any length takes a bounded stack. Nothing lives longer than
+it did: the anchored nodes were held by the anchoring node's edges anyway.
+Where a node cannot anchor (no ``metadata``), the walk stops after
+``UNANCHORED_NODES`` such nodes, and says so (``UNANCHORED``).
 
 It also finds, for a backward that failed on a changed saved tensor, the
 saved tensors themselves, so that the explanation names one of the
@@ -19,17 +30,23 @@ scenario's tensors only when identity proves it (``saved_suspects``).
 
 from __future__ import annotations
 
-import gc
-import json
 import os
 import re
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
-from .model import Graph, GraphNode
-from .saved import saved_records, saved_table
+from .collector import paused_gc
+from .model import Graph, graph_node
+from .saved import saved_attributes, saved_records, saved_table
 
 MAX_NODES = 250_000
-INLINE_NODES = 2_000  # a chain this long of node objects frees safely
+UNANCHORED_NODES = 2_000  # a chain this long of nodes with Python objects frees safely without anchors
+ANCHOR = "tensortrace: next nodes"  # the key in each walked node's metadata: its next node, or a tuple of them
+
+UNANCHORED = (
+    "a graph is drawn (and read for predictions) only up to {n:,} nodes that could not keep their next "
+    "nodes for a safe release (PyTorch gave no node metadata): walking on could make freeing the graph "
+    "overflow the stack"
+)
 
 
 def walk_graph(tensor_name: str, grad_fn: Any, names_by_id: Dict[int, str], *, max_nodes: int = MAX_NODES,
@@ -38,135 +55,163 @@ def walk_graph(tensor_name: str, grad_fn: Any, names_by_id: Dict[int, str], *, m
 
     With ``namer`` (a ``saved.Namer``), each node also records what it saved for backward.
     """
-    graph = _walk(tensor_name, grad_fn, names_by_id, max_nodes=min(max_nodes, INLINE_NODES), namer=namer)
-    if not graph.truncated or max_nodes <= INLINE_NODES:
-        return graph
-    try:
-        walked = run_forked(lambda: _walk_plain(grad_fn, names_by_id, max_nodes, namer))
-    except ForkRefused:  # safe mode's wall: walking on here could crash when the chain is freed later
-        return graph  # the first INLINE_NODES nodes, marked truncated (``FORK_REFUSED`` says why)
-    if walked is not None:
-        return _assemble(tensor_name, walked)
     return _walk(tensor_name, grad_fn, names_by_id, max_nodes=max_nodes, namer=namer)
 
 
-FORK_REFUSED = (
-    "a graph of more than {n:,} nodes is drawn (and read for predictions) up to its first {n:,}: safe mode's wall "
-    "forbids the separate process that walks a larger one without disturbing it; use --trust to draw it whole"
-)
+class Walk(NamedTuple):
+    """Every node reachable from some roots, in walk order (the list also keeps them alive, so their ids stay unique)."""
+
+    order: List[Any]
+    nexts: List[List[int]]  # each node's next_functions, as indexes into ``order``
+    root_at: List[int]  # each root's index (-1: beyond ``max_nodes``)
+    truncated: bool  # ``max_nodes`` (or ``UNANCHORED_NODES``) cut the walk
+    unanchored: bool  # the walk stopped because too many nodes could not anchor their next nodes
 
 
-class ForkRefused(Exception):
-    """The kernel refused the forked copy that walks a large graph (safe mode's wall)."""
+def next_nodes(node: Any) -> Any:
+    """``node.next_functions``, once ``node`` anchors them (the module's docstring says why).
 
-
-def run_forked(work: Any) -> Any:
-    """``work()``'s JSON-ready result, computed in a forked copy that exits without freeing; None if that failed.
-
-    Raises ``ForkRefused`` where no new process may be made (safe mode's wall).
+    For walks other than ``walk_nodes`` (which does the same inline). A node
+    without ``metadata`` anchors nothing: the caller bounds how many nodes it walks.
     """
-    if not hasattr(os, "fork"):
-        return None
-    read_fd, write_fd = os.pipe()
-    try:
-        pid = os.fork()
-    except OSError as exc:
-        os.close(read_fd)
-        os.close(write_fd)
-        raise ForkRefused(str(exc)) from None
-    if pid == 0:  # pragma: no cover - runs in the forked copy
+    pairs = node.next_functions
+    if pairs:
         try:
-            gc.disable()  # nothing here is freed anyway; collecting would only cost time
-            os.close(read_fd)
-            data = json.dumps(work()).encode()
-            view = memoryview(data)
-            while view:
-                view = view[os.write(write_fd, view):]
-        finally:
-            os._exit(0)  # leave without freeing the nodes this copy touched
-    os.close(write_fd)
-    chunks = []
-    with os.fdopen(read_fd, "rb") as pipe:
-        while True:
-            chunk = pipe.read(1 << 20)
-            if not chunk:
-                break
-            chunks.append(chunk)
-    _, status = os.waitpid(pid, 0)
-    if status != 0 or not chunks:
-        return None
-    return json.loads(b"".join(chunks))
+            node.metadata[ANCHOR] = pairs[0][0] if len(pairs) == 1 else tuple(p[0] for p in pairs)
+        except Exception:
+            pass
+    return pairs
 
 
-def walk_nodes(roots: Sequence[Any], max_nodes: int) -> Tuple[List[Any], List[List[int]], List[int], bool]:
-    """Every node reachable from ``roots``, iteratively, each once however many paths reach it.
+_SEVERAL = object()  # a node with more than one next node
 
-    Returns the nodes in walk order (the list also keeps them alive, so their
-    ids stay unique), each node's ``next_functions`` as indexes into it, each
-    root's index (-1: beyond ``max_nodes``), and whether ``max_nodes`` cut the walk.
-    """
+
+def walk_nodes(roots: Sequence[Any], max_nodes: int) -> Walk:
+    """Every node reachable from ``roots``, iteratively, each once however many paths reach it; each anchors its next nodes."""
     index: Dict[int, int] = {}
     order: List[Any] = []
-    nexts: List[List[int]] = []
-    truncated = False
+    nexts: List[Any] = []  # None until the node's next nodes are known
+    truncated = stopped = False
+    unanchored = 0
     root_at: List[int] = []
-    for root in roots:
-        at = index.get(id(root))
-        if at is None:
-            if len(order) >= max_nodes:
-                truncated = True
-                root_at.append(-1)
-                continue
-            at = index[id(root)] = len(order)
-            order.append(root)
-            nexts.append([])
-            stack = [root]
-            while stack:
-                node = stack.pop()
-                children = nexts[index[id(node)]]
-                for nxt, _ in getattr(node, "next_functions", ()) or ():
-                    if nxt is None:
-                        continue
-                    j = index.get(id(nxt))
-                    if j is None:
-                        if len(order) >= max_nodes:
-                            truncated = True
-                            continue
-                        j = index[id(nxt)] = len(order)
-                        order.append(nxt)
-                        nexts.append([])
-                        stack.append(nxt)
-                    children.append(j)
-        root_at.append(at)
-    return order, nexts, root_at, truncated
+    with paused_gc():  # the walk allocates only what it keeps until it returns: collecting meanwhile finds nothing
+        for root in roots:
+            at = index.get(id(root))
+            if at is None:
+                if len(order) >= max_nodes or stopped:
+                    truncated = True
+                    root_at.append(-1)
+                    continue
+                at = index[id(root)] = len(order)
+                order.append(root)
+                nexts.append(None)
+                stack = [at]
+                while stack:
+                    i = stack.pop()
+                    node = order[i]
+                    while True:  # along a chain, straight on: the same order as pushing the one next node and popping it
+                        try:
+                            pairs = node.next_functions
+                        except Exception:
+                            break
+                        if not pairs:
+                            break
+                        if len(pairs) == 1:
+                            nxt = pairs[0][0]
+                        elif len(pairs) == 2 and (pairs[0][0] is None or pairs[1][0] is None):
+                            nxt = pairs[1][0] if pairs[0][0] is None else pairs[0][0]  # e.g. y * 2: one next node
+                        else:
+                            nxt = _SEVERAL
+                        try:
+                            node.metadata[ANCHOR] = nxt if nxt is not _SEVERAL else tuple(p[0] for p in pairs)
+                        except Exception:
+                            unanchored += 1
+                            if unanchored > UNANCHORED_NODES:
+                                truncated = stopped = True
+                                stack.clear()
+                                break
+                        if nxt is not _SEVERAL:
+                            if nxt is None:
+                                break
+                            j = index.get(id(nxt))
+                            if j is None:
+                                j = len(order)
+                                if j >= max_nodes:
+                                    truncated = True
+                                    break
+                                index[id(nxt)] = j
+                                order.append(nxt)
+                                nexts.append(None)
+                                nexts[i] = [j]
+                                i, node = j, nxt
+                                continue
+                            nexts[i] = [j]
+                            break
+                        children = nexts[i] = []
+                        for nxt, _ in pairs:
+                            if nxt is None:
+                                continue
+                            j = index.get(id(nxt))
+                            if j is None:
+                                if len(order) >= max_nodes:
+                                    truncated = True
+                                    continue
+                                j = index[id(nxt)] = len(order)
+                                order.append(nxt)
+                                nexts.append(None)
+                                stack.append(j)
+                            children.append(j)
+                        break
+            root_at.append(at)
+    return Walk(order, [n if n is not None else [] for n in nexts], root_at, truncated, stopped)
 
 
 def _walk(tensor_name: str, grad_fn: Any, names_by_id: Dict[int, str], *, max_nodes: int, namer: Any = None,
           reads: Optional[Dict[int, Any]] = None) -> Graph:
+    return graph_of(tensor_name, grad_fn, names_by_id, max_nodes=max_nodes, namer=namer, reads=reads)[0]
+
+
+def graph_of(tensor_name: str, grad_fn: Any, names_by_id: Dict[int, str], *, max_nodes: int, namer: Any = None,
+             reads: Optional[Dict[int, Any]] = None, walks: Optional[Dict[int, Walk]] = None) -> Tuple[Graph, bool]:
+    """The graph behind ``grad_fn``, and whether its walk stopped at nodes that could not anchor (``UNANCHORED``).
+
+    With ``namer``, each node records what it saved (read once per node into ``reads``, when given).
+    ``walks``, when given, keeps the walk under the root's id.
+    """
     if grad_fn is None:
-        return Graph(tensor=tensor_name, root=None)
-    return _assemble(tensor_name, _walk_plain(grad_fn, names_by_id, max_nodes, namer, reads))
+        return Graph(tensor=tensor_name, root=None), False
+    walk = walk_nodes([grad_fn], max_nodes)
+    if walks is not None:
+        walks[id(grad_fn)] = walk
+    order = walk.order
+    ids = [f"N{i}" for i in range(1, len(order) + 1)]
+    names = _names(order)
+    saved = saved_records(*saved_table(order, namer, reads)) if namer is not None else None
+    nodes = []
+    for i, nxt in enumerate(walk.nexts):
+        name = names[i]
+        leaf = _leaf_name(order[i], names_by_id) if name == "AccumulateGrad" else None
+        nodes.append(graph_node(ids[i], name, leaf, (ids[nxt[0]],) if len(nxt) == 1 else tuple([ids[j] for j in nxt]),
+                               saved[i] if saved is not None else ()))
+    return Graph(tensor=tensor_name, root="N1", nodes=tuple(nodes), truncated=walk.truncated), walk.unanchored
 
 
-def _walk_plain(grad_fn: Any, names_by_id: Dict[int, str], max_nodes: int, namer: Any = None,
-                reads: Optional[Dict[int, Any]] = None) -> Dict[str, Any]:
-    """The graph as parallel lists indexed by walk order (cheap to send as JSON)."""
-    order, nexts, _, truncated = walk_nodes([grad_fn], max_nodes)
-    names = [node_name(node) for node in order]
-    leaves = [_leaf_name(node, names_by_id) if name == "AccumulateGrad" else None for node, name in zip(order, names)]
-    plain = {"names": names, "leaves": leaves, "next": nexts, "truncated": truncated}
-    if namer is not None:
-        plain["saved_table"], plain["saved"] = saved_table(order, namer, reads)
-    return plain
+# A node's name per kind of node, where its Python type stands for one kind (PyTorch gives each
+# generated kind its own type; kinds without one share "CppFunction", and those are asked each time).
+_NAMES: Dict[type, str] = {}
 
 
-def _assemble(tensor_name: str, plain: Dict[str, Any]) -> Graph:
-    saved = saved_records(plain.get("saved_table"), plain.get("saved")) or [()] * len(plain["names"])
-    nodes = tuple(
-        GraphNode(id=f"N{i + 1}", name=name, leaf=leaf, next=tuple(f"N{j + 1}" for j in nxt), saved=kept)
-        for i, (name, leaf, nxt, kept) in enumerate(zip(plain["names"], plain["leaves"], plain["next"], saved))
-    )
-    return Graph(tensor=tensor_name, root="N1", nodes=nodes, truncated=bool(plain["truncated"]))
+def _names(order: Sequence[Any]) -> List[str]:
+    names = []
+    for node in order:
+        cls = type(node)
+        name = _NAMES.get(cls)
+        if name is None:
+            name = node_name(node)
+            if name == cls.__name__:
+                _NAMES[cls] = name
+        names.append(name)
+    return names
 
 
 def node_name(node: Any) -> str:
@@ -187,8 +232,6 @@ def _leaf_name(node: Any, names_by_id: Dict[int, str]) -> Optional[str]:
 
 # --- which tensors a failed backward had saved -----------------------------------
 
-SUSPECT_NODES = INLINE_NODES  # nodes searched for saved tensors (a chain this long frees safely)
-
 
 def saved_tensors_of_failed_backward(exc: BaseException, version: int) -> List[Any]:
     """The tensors saved in the graph a failed backward ran on, now at ``version``.
@@ -202,15 +245,9 @@ def saved_tensors_of_failed_backward(exc: BaseException, version: int) -> List[A
     scenario's tensors only when identity proves it. Call only while the
     exception is alive; keep the result no longer than the step's snapshot.
     """
-    roots = _backward_roots(exc)
+    roots = [fn for fn in (_grad_fn(t) for t in _backward_roots(exc)) if fn is not None]
     found: List[Any] = []
-    seen: Dict[int, Any] = {}
-    stack = [fn for fn in (_grad_fn(t) for t in roots) if fn is not None]
-    while stack and len(seen) < SUSPECT_NODES:
-        node = stack.pop()
-        if id(node) in seen:
-            continue
-        seen[id(node)] = node
+    for node in walk_nodes(roots, MAX_NODES).order:
         for saved in _raw_saved(node):
             try:
                 data = saved.data
@@ -218,9 +255,6 @@ def saved_tensors_of_failed_backward(exc: BaseException, version: int) -> List[A
                     found.append(data)
             except Exception:  # released, or not a tensor: not a suspect
                 continue
-        for nxt, _ in getattr(node, "next_functions", ()) or ():
-            if nxt is not None and id(nxt) not in seen:
-                stack.append(nxt)
     return found
 
 
@@ -248,11 +282,9 @@ def _grad_fn(t: Any) -> Any:
 
 def _raw_saved(node: Any) -> List[Any]:
     out: List[Any] = []
-    for attr in dir(node):
-        if not attr.startswith("_raw_saved_"):
-            continue
+    for _, raw_name, _ in saved_attributes(node):
         try:
-            value = getattr(node, attr)
+            value = getattr(node, raw_name)
         except Exception:
             continue
         out.extend(value if isinstance(value, (tuple, list)) else (value,))

@@ -15,20 +15,23 @@ Format history (``FORMAT_VERSION``):
 
 from __future__ import annotations
 
-import dataclasses
-import math
-import sys
-import typing
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Optional, Tuple
+
+from .codec import (  # noqa: F401 - encode_number_tree, decode_number and freeze are used from here too
+    _from_plain,
+    _to_plain,
+    decode_number,
+    encode_number_tree,
+    freeze,
+    quick_init,
+)
 
 FORMAT_NAME = "tensortrace.trace"
 FORMAT_VERSION = 2
 #: Versions whose trace document ``Trace.from_dict`` reads (1 differs only in the JSON-lines events).
 READABLE_VERSIONS = (1, 2)
 
-# Non-finite floats have no JSON spelling; they travel as these strings.
-_FLOAT_SPELLINGS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 
 
 @dataclass(frozen=True)
@@ -189,6 +192,21 @@ class GraphNode:
     leaf: Optional[str] = None  # AccumulateGrad: the name of its leaf tensor
     next: Tuple[str, ...] = ()  # ids of next_functions, in order
     saved: Tuple[SavedTensor, ...] = ()  # what it saved for backward
+
+
+_new = object.__new__
+
+
+def graph_node(id: str, name: str, leaf: Optional[str], next: Tuple[str, ...], saved: Tuple[SavedTensor, ...]) -> GraphNode:
+    """``GraphNode(id, name, leaf, next, saved)``, made at a third of the cost (a 100,000-node graph is made twice per run)."""
+    node = _new(GraphNode)
+    fields = node.__dict__
+    fields["id"] = id
+    fields["name"] = name
+    fields["leaf"] = leaf
+    fields["next"] = next
+    fields["saved"] = saved
+    return node
 
 
 @dataclass(frozen=True)
@@ -398,28 +416,8 @@ class Trace:
             raise TraceFormatError(f"the trace is malformed: {exc}") from None
 
 
-def _quick_init(cls: type) -> type:
-    """Give a frozen record an ``__init__`` that fills the instance's ``__dict__`` directly.
-
-    The one ``dataclass`` writes calls ``object.__setattr__`` once per field, to get
-    past the freezing; the recorder makes several of these records per step, and
-    this is a third of the cost. Same signature, same defaults, same fields: the
-    records are built, compared, hashed and printed exactly as before.
-    """
-    fields = dataclasses.fields(cls)
-    defaults = {f"_d_{f.name}": f.default for f in fields if f.default is not dataclasses.MISSING}
-    assert all(f.default_factory is dataclasses.MISSING for f in fields) and not hasattr(cls, "__post_init__")
-    params = ", ".join(f.name + (f"=_d_{f.name}" if f"_d_{f.name}" in defaults else "") for f in fields)
-    body = "".join(f"\n    d[{f.name!r}] = {f.name}" for f in fields)
-    namespace: Dict[str, Any] = {}
-    exec(f"def __init__(self, {params}):\n    d = self.__dict__{body}", defaults, namespace)
-    namespace["__init__"].__qualname__ = f"{cls.__qualname__}.__init__"
-    cls.__init__ = namespace["__init__"]  # type: ignore[misc]
-    return cls
-
-
 for _record in (Summary, Values, TensorState, OpTensors, VersionBump, OpRecord, FlowNode, Step):
-    _quick_init(_record)
+    quick_init(_record)
 
 
 def check_format(data: Any) -> None:
@@ -452,120 +450,6 @@ def record_from_dict(cls: type, data: Any) -> Any:
 
 def record_to_dict(record: Any) -> Any:
     return _to_plain(record)
-
-
-# --- generic conversion -------------------------------------------------------
-
-
-def _encode_scalar(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
-    return value
-
-
-def encode_number_tree(value: Any) -> Any:
-    """Nested lists of numbers with NaN/Inf spelled as strings (JSON-safe)."""
-    if isinstance(value, (list, tuple)):
-        return [encode_number_tree(v) for v in value]
-    if isinstance(value, complex):
-        return str(value)
-    return _encode_scalar(value)
-
-
-def decode_number(value: Any) -> Any:
-    if isinstance(value, str) and value in _FLOAT_SPELLINGS:
-        return _FLOAT_SPELLINGS[value]
-    return value
-
-
-_FIELDS: dict = {}
-
-
-def _field_names(cls: type) -> Tuple[str, ...]:
-    names = _FIELDS.get(cls)
-    if names is None:
-        names = _FIELDS[cls] = tuple(f.name for f in dataclasses.fields(cls))
-    return names
-
-
-# A field named after a Python keyword (``in_``, ``from_``) has the keyword as its JSON key.
-_KEYS: dict = {}
-
-
-def _field_keys(cls: type) -> Tuple[Tuple[str, str], ...]:
-    pairs = _KEYS.get(cls)
-    if pairs is None:
-        pairs = _KEYS[cls] = tuple((n, n[:-1] if n.endswith("_") else n) for n in _field_names(cls))
-    return pairs
-
-
-def _to_plain(obj: Any) -> Any:
-    cls = type(obj)
-    if cls in _FIELDS or dataclasses.is_dataclass(obj):
-        return {key: _to_plain(getattr(obj, name)) for name, key in _field_keys(cls)}
-    if cls is tuple or cls is list:
-        return [_to_plain(v) for v in obj]
-    return _encode_scalar(obj)
-
-
-# Decoders are built once per type from the records' annotations, so loading a
-# trace of a 100,000-node graph costs one function call per value.
-_DECODERS: Dict[Any, Callable[[Any], Any]] = {}
-
-
-def _from_plain(tp: Any, value: Any) -> Any:
-    return _decoder(tp)(value)
-
-
-def _decoder(tp: Any) -> Callable[[Any], Any]:
-    decoder = _DECODERS.get(tp)
-    if decoder is None:
-        decoder = _DECODERS[tp] = _make_decoder(tp)
-    return decoder
-
-
-def _make_decoder(tp: Any) -> Callable[[Any], Any]:
-    origin = typing.get_origin(tp)
-    if origin is typing.Union:  # Optional[X]
-        inner_tp = [a for a in typing.get_args(tp) if a is not type(None)][0]
-
-        def optional(value: Any) -> Any:
-            return None if value is None else _decoder(inner_tp)(value)
-
-        return optional
-    if dataclasses.is_dataclass(tp):
-        hints = typing.get_type_hints(tp, vars(sys.modules[__name__]))
-        names = {key: name for name, key in _field_keys(tp)}
-
-        def record(value: Any) -> Any:
-            if not isinstance(value, dict):
-                raise TypeError(f"expected an object for {tp.__name__}, got {type(value).__name__}")
-            return tp(**{names[k]: _decoder(hints[names[k]])(v) for k, v in value.items() if k in names})
-
-        return record
-    if origin in (tuple, Tuple):
-        args = typing.get_args(tp)
-        inner_tp = args[0] if args else Any
-
-        def sequence(value: Any) -> Any:
-            if not isinstance(value, (list, tuple)):
-                raise TypeError(f"expected a list, got {type(value).__name__}")
-            item = _decoder(inner_tp)
-            return tuple(item(v) for v in value)
-
-        return sequence
-    if tp is float:
-        return decode_number
-    if tp is Any:
-        return freeze
-    return lambda value: value
-
-
-def freeze(value: Any) -> Any:
-    """Lists become tuples so that loaded traces compare equal to recorded ones."""
-    if isinstance(value, list):
-        return tuple(freeze(v) for v in value)
-    return value
 
 
 __all__ = [

@@ -283,6 +283,8 @@ class _Aten(TorchDispatchMode):
                     written.extend(range(start, len(ins)))
         seen = rec.seen
         grabbed = []
+        for i in written:  # what is written is read afresh: `x.data = y` gives x y's storage without any operation
+            seen.pop(id(ins[i]), None)
         for t in ins:  # a tensor seen before in this step (an earlier result) is not read again
             g = seen.get(id(t))
             if g is None or g[1] is None or g[1]() is not t:

@@ -22,11 +22,12 @@ import torch
 
 from .graph import node_name
 from .model import Summary, TensorState, Values, encode_number_tree, freeze
+from .stats import moments
 from .storages import StorageRegistry  # noqa: F401 (callers import it from here too)
 
 EXACT_LIMIT = 64  # tensors with at most this many elements are recorded exactly
 HEAD = 8  # elements shown at the start of a summary
-CHUNK = 1 << 20  # elements summarised at a time for large tensors (bounds the extra memory: 8 MiB)
+CHUNK = 1 << 18  # elements summarised at a time for large tensors (bounds the extra memory: 2 MiB, in cache)
 
 try:  # NumPy is optional: torch works without it
     import numpy as _np
@@ -410,49 +411,8 @@ def _summarise(t: torch.Tensor, cache: Optional[Dict[Any, Any]] = None, memo: An
 
 
 def _moments(t: torch.Tensor) -> Tuple[int, float, float, Optional[float], Optional[float], int, int]:
-    """(count, mean, M2, min, max) of the finite elements, and the NaN and infinity counts, chunk by chunk."""
-    nan_count = inf_count = 0
-    count = 0
-    mean = m2 = 0.0
-    lo = hi = None
-    buffer = None  # one float64 buffer for every chunk: freeing and allocating 8 MiB per chunk made
-    # glibc raise its mmap threshold and keep freed chunks in the heap, a peak 5-10% higher at random
-    for chunk in iter_chunks(t, CHUNK):
-        if chunk.dtype != torch.float64:
-            if buffer is None:
-                buffer = torch.empty(min(CHUNK, t.numel()), dtype=torch.float64, device=t.device)
-            c = buffer[: chunk.numel()].view(chunk.shape)
-            c.copy_(chunk)
-        else:
-            c = chunk
-        extremes = None
-        if c.numel() and c.is_floating_point():  # min and max finite: so is every element, no mask needed
-            # read in the tensor's own dtype (exact in float64, and several times cheaper)
-            extremes = tuple(float(v) for v in torch.aminmax(chunk if chunk.is_floating_point() else c))
-            if not all(math.isfinite(v) for v in extremes):
-                extremes = None
-        if c.is_floating_point() and extremes is None:
-            finite = torch.isfinite(c)
-            n_finite = int(finite.sum())
-            if n_finite != c.numel():
-                nans = int(torch.isnan(c).sum())
-                nan_count += nans
-                inf_count += c.numel() - n_finite - nans
-                c = c[finite]
-        n = c.numel()
-        if not n:
-            continue
-        c_min, c_max = extremes if extremes is not None else (float(v) for v in torch.aminmax(c))
-        lo = c_min if lo is None else min(lo, c_min)
-        hi = c_max if hi is None else max(hi, c_max)
-        var, c_mean_t = torch.var_mean(c, correction=0)
-        c_mean, c_m2 = float(c_mean_t), float(var) * n
-        total = count + n  # Chan et al.: merge (count, mean, M2) of two parts
-        delta = c_mean - mean
-        mean += delta * n / total
-        m2 += c_m2 + delta * delta * count * n / total
-        count = total
-    return count, mean, m2, lo, hi, nan_count, inf_count
+    """(count, mean, M2, min, max) of the finite elements, and the NaN and infinity counts (``stats.moments``)."""
+    return moments(t, iter_chunks(t, CHUNK), CHUNK)
 
 
 # --- NumPy arrays --------------------------------------------------------------

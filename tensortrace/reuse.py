@@ -17,6 +17,14 @@ bounded number of threads. Only CPU tensors of plain ``torch.Tensor`` or
 
 The same fingerprints let a large tensor's summary be reused across steps
 and across tensors over the same memory (``a`` and ``c = a.detach()``).
+
+Reading memory to fingerprint it still costs its size. When the tracer
+proves, from the operations a step ran, that a storage was not written since
+the previous snapshot (``writes.Window``, set as ``window`` before a
+snapshot), a span of it larger than ``SMALL`` keeps the mark it had then, unread;
+a span written, or seen for the first time, in such a window gets a fresh
+mark (``_Fresh``, equal only to itself) without being read: its records and
+summaries are read again. Without a window every span is fingerprinted.
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, Optional, Tuple
 import torch
 
 from .model import TensorState
+from .writes import UNWRITTEN
 
 SMALL = 64 * 16  # bytes compared directly (64 complex128 elements)
 BLOCK = 16 << 20  # bytes per CRC block of a large tensor
@@ -65,6 +74,12 @@ def fingerprint(ptr: int, nbytes: int) -> Any:
     return (nbytes, tuple(_threads().map(crc, starts)))
 
 
+class _Fresh:
+    """The mark of memory read afresh in this snapshot: equal to itself only."""
+
+    __slots__ = ()
+
+
 def _weak(obj: Any) -> Callable[[], Any]:
     try:
         return weakref.ref(obj)
@@ -88,7 +103,10 @@ class SnapshotCache:
     def __init__(self) -> None:
         self._records: Dict[int, _Entry] = {}
         self._seen: Dict[int, _Entry] = {}
-        self._prints: Dict[Tuple[int, int], Any] = {}  # this snapshot's fingerprints by (address, bytes)
+        self._prints: Dict[Tuple[int, int], Any] = {}  # this snapshot's marks by (address, bytes)
+        self._owners: Dict[Tuple[int, int], Any] = {}  # this snapshot's spans -> weak reference to their storage
+        self._last: Dict[Tuple[int, int], Tuple[Any, Any]] = {}  # the previous snapshot's (mark, storage reference)
+        self.window: Any = None  # the next snapshot's proof of what was not written (writes.Window), or None
         # (device, dtype, address, shape, stride) -> (fingerprint, statistics), kept while the memory is seen
         self._summaries: Dict[Any, Tuple[Any, Any]] = {}
         self._summaries_now: Dict[Any, Tuple[Any, Any]] = {}
@@ -98,7 +116,7 @@ class SnapshotCache:
     def snapshot_of(self, items: Iterable[Any]) -> Iterator[Any]:
         """``items``, read as one snapshot: the tool's own reads never warn, and what the
         snapshot did not see is forgotten after it, so the cache never outgrows one snapshot."""
-        self._seen, self._prints, self._summaries_now = {}, {}, {}
+        self._seen, self._prints, self._owners, self._summaries_now = {}, {}, {}, {}
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -108,7 +126,8 @@ class SnapshotCache:
             live = {ptr for ptr, _ in self._prints}  # memory this snapshot saw: its summaries may serve again
             kept = {k: v for k, v in self._summaries.items() if k[2] in live}
             kept.update(self._summaries_now)
-            self._records, self._summaries, self._prints = self._seen, kept, {}
+            self._last = {span: (mark, self._owners.get(span)) for span, mark in self._prints.items() if span[1] > SMALL}
+            self._records, self._summaries, self._prints, self._owners, self.window = self._seen, kept, {}, {}, None
 
     def fingerprint_of(self, t: torch.Tensor) -> Any:
         """The fingerprint of a CPU tensor's memory, computed once per snapshot; None when unsupported."""
@@ -155,9 +174,9 @@ class SnapshotCache:
                 return None
             if (entry.grad_ref() if entry.grad_ref is not None else None) is not grad:
                 return None
-            if self._print(entry.span) != entry.values:
+            if self._print(entry.span, t) != entry.values:
                 return None
-            if grad is not None and self._print(entry.grad_span) != entry.grad_values:
+            if grad is not None and self._print(entry.grad_span, grad) != entry.grad_values:
                 return None
         except Exception:
             return None
@@ -182,29 +201,43 @@ class SnapshotCache:
                 return
             span = _span(t.data_ptr(), tuple(t.shape), t.stride(), t.element_size())
             grad_span = _span(grad.data_ptr(), tuple(grad.shape), grad.stride(), grad.element_size()) if grad is not None else None
-            values = self._print(span)
-            grad_values = self._print(grad_span) if grad_span is not None else None
+            values = self._print(span, t)
+            grad_values = self._print(grad_span, grad) if grad_span is not None else None
         except Exception:
             return
         ref = _weak(t)
         grad_ref = _weak(grad) if grad is not None else None
         self._seen[id(t)] = _Entry(ref, key, grad_ref, values, grad_values, state, span, grad_span)
 
-    def _print(self, span: Tuple[int, int]) -> Any:
+    def _print(self, span: Tuple[int, int], t: torch.Tensor) -> Any:
+        """The mark of ``t``'s memory ``span``, made once per snapshot."""
         found = self._prints.get(span)
         if found is None:
-            found = self._prints[span] = fingerprint(*span)
+            found = self._prints[span] = self._read_mark(span, t)
         return found
 
     def _values_mark(self, t: torch.Tensor) -> Any:
         return self._mark(t.data_ptr(), tuple(t.shape), t.stride(), t)
 
     def _mark(self, ptr: int, shape: Tuple[int, ...], stride: Tuple[int, ...], t: torch.Tensor) -> Any:
-        span = _span(ptr, shape, stride, t.element_size())
-        found = self._prints.get(span)
-        if found is None:
-            found = self._prints[span] = fingerprint(*span)
-        return found
+        return self._print(_span(ptr, shape, stride, t.element_size()), t)
+
+    def _read_mark(self, span: Tuple[int, int], t: torch.Tensor) -> Any:
+        """The mark of a span's memory now: kept, fresh or read (see the module's docstring)."""
+        window = self.window
+        if window is None or span[1] <= SMALL:
+            return fingerprint(*span)
+        storage = t.untyped_storage()
+        state = window.state(storage)
+        if not state:
+            return fingerprint(*span)
+        ref = _weak(storage)
+        self._owners[span] = ref
+        if state == UNWRITTEN:
+            last = self._last.get(span)
+            if last is not None and last[1] is not None and last[1]() is storage:
+                return last[0]
+        return _Fresh()
 
 
 def _qualifies(t: Any) -> bool:

@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable, List, Optional, Sequence
 
-from .errors import TensorTraceError
+from .errors import Interrupted, TensorTraceError
 from .events import MAX_TRACE_BYTES, Assembler, Crashed, Decoder, Encoder, EventError, LineReader, Ran, Start, Unusable, encode, size_text
 from .model import Environment, ErrorInfo, Explanation, ScenarioInfo, Step, Trace
 
@@ -50,12 +50,6 @@ class Limits:
     scenario_timeout: Optional[float] = DEFAULT_SCENARIO_TIMEOUT  # seconds per scenario (each variant); None: no limit
 
 
-class Interrupted(Exception):
-    """Ctrl-C during a run; ``traces`` holds what was traced so far, the cut one last."""
-
-    def __init__(self, traces: List[Trace]) -> None:
-        super().__init__("interrupted")
-        self.traces = traces
 
 
 class ConfinementUnavailable(TensorTraceError):
@@ -211,6 +205,13 @@ def _run_inline(scenario: Scenario, assembler: Assembler, *, safe, device, limit
 # --- the child -------------------------------------------------------------------
 
 
+# The command line's process runs no tensor operation before it forks, so its
+# children keep PyTorch's threads; a process that may have (the Python API, a
+# notebook) gives its children one thread, since OpenMP's pool does not survive
+# fork and the child's first parallel operation would wait for it forever.
+threads_unused_before_fork = False
+
+
 def _child_main(write_fd: int, scenario: Scenario, safe: bool, device: Optional[str], limits: Limits, parent: int, confine: bool, ops: bool = True) -> None:
     """Runs in the forked child; never returns."""
     code = 0
@@ -223,6 +224,11 @@ def _child_main(write_fd: int, scenario: Scenario, safe: bool, device: Optional[
             os.dup2(devnull, fd)
         os.close(devnull)
         from . import tracer  # torch, imported in the parent already
+
+        if not threads_unused_before_fork:
+            import torch
+
+            torch.set_num_threads(1)  # OpenMP's threads do not survive fork: a parallel operation would hang
 
         report = None
         if safe or confine:

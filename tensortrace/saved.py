@@ -20,8 +20,8 @@ Reading changes no version, grad or graph (``tests/test_saved.py`` and the
 differential tests check it). Backward is never run to find anything out.
 
 After each step, ``Predictor.observe`` walks the graphs behind every named
-tensor that requires grad (one walk for all of them, in a forked copy of the
-process when large, like ``graph.walk_graph``), and says which backward will
+tensor that requires grad (one walk for all of them, in this process, which
+``graph.walk_nodes`` makes safe for any length), and says which backward will
 fail and why, naming the step that changed the saved tensor from the versions
 recorded after each step.
 """
@@ -96,7 +96,9 @@ class Namer:
             self._index()
         name = self.by_id.get(id(t))
         try:
-            ptr = int(t.data_ptr())
+            ptr = t.data_ptr()
+            if type(ptr) is not int:
+                ptr = int(ptr)
         except Exception:
             return name, None
         if name is None:
@@ -145,13 +147,39 @@ def _saved_items(node: Any) -> List[Item]:
 def read_node(node: Any, namer: Any) -> List[Entry]:
     """What ``node`` saved, one plain entry per tensor."""
     out: List[Entry] = []
-    items = _saved_items(node)
-    for item in items:
-        entry = _read_one(item, namer)
+    listed = False
+    for attr, raw_name, prop in saved_attributes(node):
+        try:
+            raw = getattr(node, raw_name)
+        except Exception:
+            continue
+        if type(raw) is tuple or type(raw) is list:
+            listed = True
+            for i, element in enumerate(raw):
+                entry = _read_one((f"{attr}[{i}]", element, None, None), namer)
+                if entry is not None:
+                    out.append(entry)
+            continue
+        if getattr(raw, "unpack_hook", None) is None:  # the common case, as ``_read_one`` reads it, inline
+            try:
+                data = getattr(node, prop)
+            except Exception:
+                data = raw  # unpacking refused: ``_read_one`` says why
+            if data is None:  # nothing was saved under this attribute
+                continue
+            if data is not raw:
+                try:
+                    version: Optional[int] = int(data._version)
+                except Exception:
+                    version = None
+                name, storage = namer(data) if namer is not None else (None, None)
+                out.append([attr, name, storage, version, version, False, False])
+                continue
+        entry = _read_one((attr, raw, node, prop), namer)
         if entry is not None:
             out.append(entry)
-    if any(item[2] is None for item in items):  # a list was saved
-        _whole_list(node, items, out)
+    if listed:  # a list was saved
+        _whole_list(node, _saved_items(node), out)
     return out
 
 
@@ -277,21 +305,26 @@ def saved_records(table: Optional[Sequence[Entry]], per_node: Optional[Sequence[
 # --- the combined walk behind every named tensor -----------------------------------
 
 
-def scan(roots: Sequence[Any], namer: Any, max_nodes: int, reads: Optional[Dict[int, Any]] = None) -> Dict[str, Any]:
+def scan(roots: Sequence[Any], namer: Any, max_nodes: int, reads: Optional[Dict[int, Any]] = None,
+         walked: Any = None) -> Dict[str, Any]:
     """For each root ``grad_fn``, the first stale and the first freed saved tensor it reaches.
 
-    One walk gives every root's nodes (shared nodes once). Then each root is
+    One walk gives every root's nodes (shared nodes once; ``walked``, when
+    given, is that walk, already made). Then each root is
     searched in walk order, reading a node's saved tensors only while that root
     still lacks an answer, and asking PyTorch's unpacking (whose errors are
     costly) only where the cheap facts allow the answer: a tensor at version 0
     cannot be stale, and one whose data is still there cannot be freed. Nodes
-    the drawing walk read (``reads``) are not read again. Returns plain data:
-    ``{"stale": [...], "freed": [...], "truncated": bool}``, one
+    the drawing walk read (``reads``) are not read again; when it read them all
+    and none is stale or freed, no root has an answer. Returns plain data:
+    ``{"stale": [...], "freed": [...], "truncated": bool, "unanchored": bool}``, one
     ``[node name, entry, node id]`` or None per root.
     """
     from .graph import walk_nodes
 
-    order, nexts, root_at, truncated = walk_nodes(roots, max_nodes)
+    order, nexts, root_at, truncated, unanchored = walked if walked is not None else walk_nodes(roots, max_nodes)
+    if reads and _all_read_and_fine(order, reads):
+        return {"stale": [None] * len(root_at), "freed": [None] * len(root_at), "truncated": truncated, "unanchored": unanchored}
     facts = _Facts(order, namer, reads)
     stale_out: List[Any] = []
     freed_out: List[Any] = []
@@ -313,7 +346,19 @@ def scan(roots: Sequence[Any], namer: Any, max_nodes: int, reads: Optional[Dict[
                         stack.append(j)
         stale_out.append(stale)
         freed_out.append(freed)
-    return {"stale": stale_out, "freed": freed_out, "truncated": truncated}
+    return {"stale": stale_out, "freed": freed_out, "truncated": truncated, "unanchored": unanchored}
+
+
+def _all_read_and_fine(order: Sequence[Any], reads: Dict[int, Any]) -> bool:
+    """Every node was read already, and none saved a stale or a freed tensor."""
+    for node in order:
+        got = reads.get(id(node))
+        if got is None:
+            return False
+        for entry in got[1]:
+            if entry[5] or entry[6]:
+                return False
+    return True
 
 
 class _Facts:
@@ -423,7 +468,7 @@ class Predictor:
         self.versions: Dict[Tuple[str, Optional[str]], List[Tuple[int, int]]] = {}
         self.codes: Dict[int, str] = {}
         self.freed_since: Dict[int, int] = {}  # id of a node seen freed -> the step it was first seen so
-        self.refused = False  # safe mode's wall refused the forked walk of a large graph
+        self.unanchored = False  # a walk stopped at nodes that could not anchor their next ones (graph.UNANCHORED)
         self._last: Dict[int, TensorState] = {}  # the last step's records, by identity
 
     def note(self, index: int, code: str, states: Sequence[TensorState]) -> None:
@@ -459,48 +504,28 @@ class Predictor:
 
     def observe(self, index: int, drawn: Sequence[Tuple[str, Any]], states: Sequence[TensorState],
                 objects: Dict[str, Any], namer: Any, names_by_id: Dict[int, str]) -> Tuple[Tuple[Any, ...], Tuple[Prediction, ...]]:
-        """The graphs to draw (``(name, grad_fn)`` each) and the step's predictions, from one walk.
-
-        Small graphs are walked here; when any is larger than ``graph.INLINE_NODES``
-        nodes, the large ones and the scan for predictions run together in one
-        forked copy (as ``graph.walk_graph`` does), which makes each node's
-        Python object once for both.
-        """
+        """The graphs to draw (``(name, grad_fn)`` each) and the step's predictions, each node read once for both."""
         targets = self._targets(states, objects)
         if not targets and not drawn:  # no graph behind any named tensor: nothing saved, nothing to predict
             self.freed_since = {}
             return (), ()
-        from .graph import INLINE_NODES, MAX_NODES, ForkRefused, _assemble, _walk, _walk_plain, run_forked
+        from .collector import paused_gc
+        from .graph import MAX_NODES, graph_of
 
         roots = [fn for _, fn in targets]
         reads: Dict[int, Any] = {}  # each node's saved tensors, read once for drawing and predicting
-        graphs = [_walk(name, fn, names_by_id, max_nodes=INLINE_NODES, namer=namer, reads=reads) for name, fn in drawn]
-        found = scan(roots, namer, INLINE_NODES, reads) if roots else None
-        inline = True
-        large = [i for i, g in enumerate(graphs) if g.truncated]
-        if large or (found is not None and found["truncated"]):
-            rescan = found is not None and found["truncated"]
-
-            def work() -> Dict[str, Any]:
-                reads.clear()
-                return {"graphs": [_walk_plain(drawn[i][1], names_by_id, MAX_NODES, namer, reads) for i in large],
-                        "scan": scan(roots, namer, MAX_NODES, reads) if rescan else None}
-
-            try:
-                forked = run_forked(work)
-            except ForkRefused:  # safe mode's wall: keep what was read inline (graph.FORK_REFUSED says so)
-                self.refused = True
-            else:
-                if forked is None:  # no fork here: walk in this process after all
-                    forked = work()
-                else:
-                    inline = not rescan
-                for i, plain in zip(large, forked["graphs"]):
-                    graphs[i] = _assemble(drawn[i][0], plain)
-                if rescan:
-                    found = forked["scan"]
-        reads.clear()
-        return tuple(graphs), self._predictions(index, targets, found, inline, states)
+        walks: Dict[int, Any] = {}  # each drawn graph's walk, by its root's id: the scan of that root alone reuses it
+        try:
+            with paused_gc():  # what is made here lives until it returns: collecting meanwhile would find nothing
+                walked = [graph_of(name, fn, names_by_id, max_nodes=MAX_NODES, namer=namer, reads=reads, walks=walks)
+                          for name, fn in drawn]
+                again = walks.get(id(roots[0])) if len(roots) == 1 else None
+                found = scan(roots, namer, MAX_NODES, reads, again) if roots else None
+        finally:
+            reads.clear()
+        if any(stopped for _, stopped in walked) or (found is not None and found["unanchored"]):
+            self.unanchored = True
+        return tuple(graph for graph, _ in walked), self._predictions(index, targets, found, states)
 
     @staticmethod
     def _targets(states: Sequence[TensorState], objects: Dict[str, Any]) -> List[Tuple[str, Any]]:
@@ -523,7 +548,7 @@ class Predictor:
         return targets
 
     def _predictions(self, index: int, targets: Sequence[Tuple[str, Any]], found: Optional[Dict[str, Any]],
-                     inline: bool, states: Sequence[TensorState]) -> Tuple[Prediction, ...]:
+                     states: Sequence[TensorState]) -> Tuple[Prediction, ...]:
         freed_now: Dict[int, int] = {}
         out: List[Prediction] = []
         for (name, _), stale, freed in zip(targets, (found or {}).get("stale", ()), (found or {}).get("freed", ())):
@@ -531,9 +556,7 @@ class Predictor:
                 out.append(self._stale(name, stale, states))
             if freed is not None:
                 node, entry, node_id = freed
-                step = None
-                if inline:  # node ids are only comparable between walks made in this process
-                    step = freed_now[node_id] = self.freed_since.get(node_id, index)
+                step = freed_now[node_id] = self.freed_since.get(node_id, index)
                 out.append(self._freed(name, node, entry[0], step))
         self.freed_since = freed_now
         return tuple(out)

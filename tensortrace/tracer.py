@@ -27,7 +27,7 @@ from .events import Assembler, End, Event, Start
 from .expectations import declared_outcome, evaluate_expectation, first_line
 from .explain import name_the_saved_tensor
 from .helpers import base_namespace
-from .graph import FORK_REFUSED, INLINE_NODES, proven_names, saved_suspects
+from .graph import UNANCHORED, UNANCHORED_NODES, proven_names, saved_suspects
 from .names import covers as _covers
 from .ops import OpsSession
 from .model import (
@@ -47,6 +47,7 @@ from .model import (
 from .saved import Namer, Predictor
 from .probe import StorageRegistry, is_ndarray, plain_reads, probe_named, reason_of
 from .reuse import SnapshotCache
+from .writes import WriteWatch
 from .scenario import Code, Scenario, StepSpec
 from .stepenv import PlainStackDepth, install_warning_filters, scenario_warning_filters
 
@@ -292,6 +293,7 @@ class _Recorder:
         self.registry = StorageRegistry()
         self.predictor = Predictor()  # what each step's saved tensors say about backward
         self.memo = SnapshotCache()  # last snapshot's records, reused while a tensor is provably unchanged
+        self.writes = WriteWatch(scenario, safe=safe)  # which storages each step provably did not write
         self.initial = base_namespace()
         if safe:
             from .sandbox import safe_globals
@@ -487,6 +489,7 @@ class _Recorder:
         named = self.named_objects()
         if self.asked:  # only the names that show or graph ask for are checked against what was seen
             self.seen_names.update(name for name, _, _ in named)
+        self.memo.window = self.writes.window(self.ops.level, self.ops.now, bool(spec is not None and spec.expect))
         return probe_named(named, self.registry, values=self.values, memo=self.memo)
 
     def named_objects(self) -> List[Tuple[str, Any, str]]:
@@ -550,10 +553,9 @@ class _Recorder:
             names_by_id.setdefault(id(obj), name)
         self.predictor.note(index, code, tensors)
         observed = self.predictor.observe(index, drawn, tensors, objects, Namer(objects, tensors, self.registry), names_by_id)
-        if self.predictor.refused:
-            refused = FORK_REFUSED.format(n=INLINE_NODES)
-            if refused not in self._notices:
-                self._notices.append(refused)
+        stopped = UNANCHORED.format(n=UNANCHORED_NODES)
+        if self.predictor.unanchored and stopped not in self._notices:
+            self._notices.append(stopped)
         return observed
 
     def storages(self) -> Tuple[StorageInfo, ...]:

@@ -328,3 +328,13 @@ def test_a_subclass_never_sees_the_recording_reads():
     step = step_of(result, 1)
     assert step.behaved and step_of(plain, 1).behaved, step.expectations
     assert [op.name for op in _calls(step)][:3] == ["torch.Tensor.mul", "torch.Tensor.sum", "torch.Tensor.backward"]
+
+
+def test_a_write_after_data_is_reassigned_names_the_storage_it_landed_in():
+    import yaml
+
+    body = {"title": "t", "setup": "x = torch.ones(3)\ny = torch.zeros(3)", "steps": ["x.add_(0)\nx.data = y\nx.add_(1)"]}
+    step = trace(loads_scenario(yaml.safe_dump(body)), safe=True).steps[0]
+    y = next(t for t in step.tensors if t.name == "y")
+    first, second = [op for op in step.ops if op.name == "aten::add_"]
+    assert second.writes == (y.storage,) and first.writes != (y.storage,)

@@ -103,15 +103,22 @@ def _comparable(result: Trace) -> dict:
     return body
 
 
-def test_the_json_document_is_byte_for_byte_what_dumping_the_whole_trace_writes():
-    from tensortrace.render.json import dumps, render_json
+def test_the_json_document_holds_exactly_the_trace_with_one_line_per_record():
+    import json
+
+    from tensortrace.render.json import render_json
 
     result = run(["a = torch.ones(2)", "print('\\x00x\\x00')", "b = [a, a * 2]"], setup="z = torch.zeros(70)")
-    assert at(result, 2, "a") is at(result, 1, "a")  # a shared record, written once and spliced in
-    assert render_json([result]) == dumps(result.to_dict(), indent=2) + "\n"
+    assert at(result, 2, "a") is at(result, 1, "a")  # a shared record, encoded once
+    text = render_json([result])
+    assert json.loads(text) == json.loads(json.dumps(result.to_dict()))
     both = [result, result]
     whole = {"format": "tensortrace.trace", "format_version": 2, "traces": [t.to_dict() for t in both]}
-    assert render_json(both) == dumps(whole, indent=2) + "\n"
+    assert json.loads(render_json(both)) == json.loads(json.dumps(whole))
+    # each tensor record is one line of its own, indented under its step's "tensors"
+    lines = [line for line in text.splitlines() if line.lstrip().startswith('{"name": "a"')]
+    assert len(lines) == 3 and all(json.loads(line.strip().rstrip(",")) ["name"] == "a" for line in lines)
+    assert '"stdout": "\\u0000x\\u0000\\n"' in text  # control characters escaped, as JSON spells them
 
 
 def test_a_change_that_moves_no_version_still_shows():

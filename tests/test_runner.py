@@ -6,6 +6,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 
 def test_an_optimizer_scenario_imports_dynamo_once_in_the_parent() -> None:
     """Children share what the parent imported, so a step's limit never pays torch._dynamo's import."""
@@ -86,3 +88,21 @@ def test_a_compiling_scenario_has_dynamo_and_inductor_imported_by_the_parent() -
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "True True"
+
+
+def test_a_process_that_ran_parallel_work_can_still_trace_in_a_child():
+    """OpenMP's threads do not survive fork: the child of a process that used them runs on one."""
+    import torch
+
+    if torch.get_num_threads() < 2:
+        pytest.skip("PyTorch runs on one thread here: nothing to hang")
+    code = textwrap.dedent(
+        """
+        import torch, tensortrace
+        a = torch.rand(10**7); a.sum(); torch.aminmax(a)  # the intra-op threads start here
+        tr = tensortrace.trace("title: t\\nsteps:\\n  - b = torch.rand(10**7)\\n  - m = torch.aminmax(b)\\n", timeout=30)
+        print(tr.passed, tr.aborted)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.split() == ["True", "None"], out.stderr[-2000:]

@@ -30,11 +30,11 @@ from typing import Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple
 
 from rich import box
 from rich.console import Group, RenderableType
-from rich.markdown import Markdown
 from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
+from .prose import prose
 from ..model import Step, TensorState, Trace
 from .compare import group_traces
 from .console_parts import (
@@ -140,9 +140,9 @@ def _step_parts(
     yield Text("")
     yield step_title(step)
     if step.code.strip():
-        yield code_syntax(step.code, step.line)
+        yield code_syntax(step.code, step.line, view.color)
     if step.note:
-        yield Padding(Markdown(step.note.strip()), (0, 0, 0, 2))
+        yield Padding(prose(step.note.strip()), (0, 0, 0, 2))
     yield from _state_parts(prev, shown_prev, step, view, columns)
     yield from ops_parts(step, view.options.ops)
     yield from outcome_parts(step)

@@ -14,7 +14,6 @@ from typing import Dict, FrozenSet, Iterable, List, Optional
 
 from rich import box
 from rich.console import Console, Group, RenderableType
-from rich.markdown import Markdown
 from rich.padding import Padding
 from rich.panel import Panel
 from rich.rule import Rule
@@ -22,6 +21,7 @@ from rich.syntax import Syntax
 from rich.text import Text
 from rich.tree import Tree
 
+from .prose import prose
 from ..model import ErrorInfo, ExpectationResult, Graph, Step, TensorState, Trace
 from .layout import summary_parts, unshown_failures
 from .options import RenderOptions
@@ -101,7 +101,7 @@ def header_panel(trace: Trace, title: Text, *, safe: bool = True) -> Panel:
     """The scenario's title (as the caller styled it), description and environment, framed."""
     body: List[RenderableType] = [title]
     if trace.scenario.description:
-        body.append(Markdown(trace.scenario.description.strip()))
+        body.append(prose(trace.scenario.description.strip()))
     body.append(Text(environment_line(trace), style="dim"))
     if not safe:
         body.append(Text("safe mode was off: the code ran without restrictions",
@@ -152,10 +152,12 @@ def step_title(step: Step, extra: str = "") -> Rule:
     return Rule(Text(title + extra, style="bold"), align="left", style="bright_blue")
 
 
-def code_syntax(code: str, line: Optional[int]) -> Syntax:
+def code_syntax(code: str, line: Optional[int], color: bool = True) -> Syntax:
+    """The step's code, highlighted as Python where colour is shown (without colour,
+    the plain-text lexer gives the same characters and skips compiling Python's lexer)."""
     return Syntax(
         code.rstrip("\n"),
-        "python",
+        "python" if color else "text",
         theme=SYNTAX_THEME,
         line_numbers=line is not None,
         start_line=line or 1,
@@ -220,9 +222,9 @@ def error_panel(error: ErrorInfo, *, declared: bool, label: str = "") -> Padding
         body.append(Text(""))
         body.append(Text(ex.title, style="bold"))
         if ex.what:
-            body.append(Markdown(ex.what.strip()))
+            body.append(prose(ex.what.strip()))
         if ex.fix:
-            body.append(Markdown("**Fix:** " + ex.fix.strip()))
+            body.append(prose(ex.fix.strip(), lead="Fix:"))
     title = error.type
     if label:
         title = f"{label}: {title}"

@@ -12,11 +12,11 @@ from typing import FrozenSet, Iterable, List, Optional, Sequence
 
 from rich import box
 from rich.console import Group, RenderableType
-from rich.markdown import Markdown
 from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
+from .prose import prose
 from ..model import Step, TensorState, Trace
 from .compare import (
     differing_fields,
@@ -101,12 +101,12 @@ def _variant_step(shown: Step, steps: Sequence[Optional[Step]], prevs: Sequence[
     common, codes = variant_codes(steps)
     if common is not None:
         if common.strip():
-            yield code_syntax(common, shown.line)
+            yield code_syntax(common, shown.line, view.color)
     else:
         yield _variant_codes(codes, names, view)
     for name, note in variant_notes(steps, names):
-        text = f"*{name}:* " + note.strip() if name else note.strip()
-        yield Padding(Markdown(text), (0, 0, 0, 2))
+        drawn = prose(note.strip(), lead=f"{name}:", lead_style="em") if name else prose(note.strip())
+        yield Padding(drawn, (0, 0, 0, 2))
     yield _variant_table(steps, prevs, names, view, first, extras)
     for name, step, prev in zip(names, steps, prevs):
         if step is None:
@@ -138,13 +138,13 @@ def _variant_codes(codes: Sequence[Optional[str]], names: Sequence[str], view: V
         table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, expand=True)
         for name in names:
             table.add_column(name, header_style="bold cyan", ratio=1)
-        table.add_row(*[code_syntax(c, None) if c is not None else Text("(not run)", style="dim")
+        table.add_row(*[code_syntax(c, None, view.color) if c is not None else Text("(not run)", style="dim")
                         for c in codes])
         return Padding(table, (0, 0, 0, 2))
     blocks: List[RenderableType] = []
     for name, code in zip(names, codes):
         blocks.append(Padding(Text(name + ":", style="bold cyan"), (0, 0, 0, 2)))
-        body = code_syntax(code, None) if code is not None else Text("(not run)", style="dim")
+        body = code_syntax(code, None, view.color) if code is not None else Text("(not run)", style="dim")
         blocks.append(Padding(body, (0, 0, 0, 4)))
     return Group(*blocks)
 

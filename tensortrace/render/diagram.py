@@ -11,14 +11,14 @@ never a slow one.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, Iterator, List, Sequence, Tuple
+from typing import Dict, Iterator, List, NamedTuple, Sequence, Tuple
 
 from ..model import Graph, Step, Trace
 from .compare import group_traces
 from .facts import all_steps
 from .options import DEFAULT_OPTIONS, RenderOptions
 from .outline import NO_GRAD_FN
-from .text import saved_tensor_text, visible_traces
+from .text import saved_tensor_text, visible
 
 LEAF_FILL = "#d7ecff"
 ROOT_FILL = "#ffe8c2"
@@ -27,9 +27,8 @@ NOTE_FILL = "#fff6d6"
 STALE_LINE = "#c53030"  # a node whose saved tensor was changed or freed
 
 
-@dataclass(frozen=True)
-class _Item:
-    """One diagram element, independent of the syntax that will spell it."""
+class _Item(NamedTuple):
+    """One diagram element, independent of the syntax that will spell it (its label already ``visible``)."""
 
     kind: str  # "tensor", "node", "stale" (a node whose saved tensor breaks backward), "leaf", "note", "missing"
     key: str
@@ -45,15 +44,18 @@ class _Cluster:
 
 
 def _graph_cluster(graph: Graph, key: str, label: str) -> _Cluster:
-    """Items and edges of one graph; node keys are positions, so ids never need escaping."""
+    """Items and edges of one graph; node keys are positions, so ids never need escaping.
+
+    Every label is made ``visible`` here, the one place text from the trace enters a diagram.
+    """
     tensor_key = f"{key}t"
     items: List[_Item] = []
     edges: List[Tuple[str, str]] = []
     if graph.root is None:
-        items.append(_Item("note", tensor_key, f"{graph.tensor}: {NO_GRAD_FN}"))
-        return _Cluster(key, label, tuple(items), ())
-    items.append(_Item("tensor", tensor_key, graph.tensor))
-    keys: Dict[str, str] = {node.id: f"{key}n{i + 1}" for i, node in enumerate(graph.nodes)}
+        items.append(_Item("note", tensor_key, visible(f"{graph.tensor}: {NO_GRAD_FN}")))
+        return _Cluster(key, visible(label), tuple(items), ())
+    items.append(_Item("tensor", tensor_key, visible(graph.tensor)))
+    keys: Dict[str, str] = {node.id: f"{key}n{i}" for i, node in enumerate(graph.nodes, start=1)}
     missing: Dict[str, str] = {}
 
     def key_of(node_id: str) -> str:
@@ -61,26 +63,35 @@ def _graph_cluster(graph: Graph, key: str, label: str) -> _Cluster:
             return keys[node_id]
         if node_id not in missing:
             missing[node_id] = f"{key}m{len(missing) + 1}"
-            items.append(_Item("missing", missing[node_id], f"{node_id} (not recorded)"))
+            items.append(_Item("missing", missing[node_id], visible(f"{node_id} (not recorded)")))
         return missing[node_id]
 
     edges.append((tensor_key, key_of(graph.root)))
+    saved_labels: Dict[int, Tuple[str, bool]] = {}  # by the id of a node's saved tuple (a long chain shares a few)
+    labels: Dict[str, str] = {}  # each distinct label, made visible once
     for node in graph.nodes:
-        saved = "".join("\n" + saved_tensor_text(s) for s in node.saved)
+        saved = saved_labels.get(id(node.saved))
+        if saved is None:
+            saved = saved_labels[id(node.saved)] = (
+                "".join("\n" + saved_tensor_text(s) for s in node.saved), any(s.stale or s.freed for s in node.saved))
+        own = keys[node.id]
         if node.leaf is not None:
-            items.append(_Item("leaf", keys[node.id], f"{node.name}\n{node.leaf}.grad{saved}"))
+            kind, text = "leaf", f"{node.name}\n{node.leaf}.grad{saved[0]}"
         else:
-            items.append(_Item("stale" if any(s.stale or s.freed for s in node.saved) else "node",
-                               keys[node.id], node.name + saved))
+            kind, text = "stale" if saved[1] else "node", node.name + saved[0]
+        shown = labels.get(text)
+        if shown is None:
+            shown = labels[text] = visible(text)
+        items.append(_Item(kind, own, shown))
         for child in node.next:
-            edges.append((keys[node.id], key_of(child)))
+            edges.append((own, keys[child] if child in keys else key_of(child)))
     if graph.truncated:
         items.append(_Item("note", f"{key}x", "… the recording stopped here"))
-    return _Cluster(key, label, tuple(items), tuple(edges))
+    return _Cluster(key, visible(label), tuple(items), tuple(edges))
 
 
 def _clusters(traces: Sequence[Trace], options: RenderOptions) -> Iterator[_Cluster]:
-    ordered = [t for group in group_traces(visible_traces(traces)) for t in group]
+    ordered = [t for group in group_traces(traces) for t in group]
     several = len(ordered) > 1
     for ti, trace in enumerate(ordered, start=1):
         prefix = ""
@@ -136,9 +147,12 @@ def render_dot(traces: Sequence[Trace], options: RenderOptions = DEFAULT_OPTIONS
         empty = False
         lines.append(f"  subgraph cluster_{cluster.key} {{")
         lines.append(f"    label={_dot_string(cluster.label)};")
+        spelled: Dict[Tuple[str, str], str] = {}  # each distinct (label, kind) as its attributes, once
         for item in cluster.items:
-            label = _dot_string(item.label)
-            lines.append(f"    {item.key} [label={label}, {_DOT_STYLE[item.kind]}];")
+            attributes = spelled.get((item.label, item.kind))
+            if attributes is None:
+                attributes = spelled[item.label, item.kind] = f"[label={_dot_string(item.label)}, {_DOT_STYLE[item.kind]}];"
+            lines.append(f"    {item.key} {attributes}")
         for source, target in cluster.edges:
             lines.append(f"    {source} -> {target};")
         lines.append("  }")

@@ -15,10 +15,10 @@ from __future__ import annotations
 from typing import Iterable, List, Optional, Sequence, Tuple
 
 from rich.console import Group, RenderableType
-from rich.markdown import Markdown
 from rich.padding import Padding
 from rich.text import Text
 
+from .prose import prose
 from ..model import Step, Trace
 from .console import HEADERS, ops_parts, shared_memory_line
 from .console_parts import (
@@ -57,7 +57,7 @@ def step_head(step: Step, view: View) -> RenderableType:
     if step.code.strip():
         parts.append(code_syntax(step.code, step.line))
     if step.note:
-        parts.append(Padding(Markdown(step.note.strip()), (0, 0, 0, 2)))
+        parts.append(Padding(prose(step.note.strip()), (0, 0, 0, 2)))
     return Group(*parts)
 
 

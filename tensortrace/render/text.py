@@ -15,9 +15,9 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import fields, is_dataclass, replace
-from typing import Any, List, Optional, Sequence, TypeVar
+from typing import Any, Dict, List, Optional, Sequence, Tuple, TypeVar
 
-from ..model import ErrorInfo, SavedTensor, Step, Summary, TensorState, Trace, Values
+from ..model import ErrorInfo, GraphNode, SavedTensor, Step, Summary, TensorState, Trace, Values
 from .facts import is_contiguous
 
 # A row or a dimension longer than this is shown as its first and last items.
@@ -62,35 +62,90 @@ def visible_record(value: _T) -> _T:
     forgotten; parts without such characters are returned as they are, so the
     copy costs little. JSON renders the original: it escapes control characters itself.
     """
-    return _visible_value(value)
+    return _visible_value(value, {})
 
 
-def _visible_value(value: Any) -> Any:
-    if isinstance(value, str):
+_PLAIN = (int, float, bool, type(None))
+_FLAT = frozenset((str,) + _PLAIN)
+_INIT_FIELDS: Dict[type, Tuple[str, ...]] = {}  # per record type, the fields its constructor takes
+
+
+def _visible_value(value: Any, seen: Dict[int, Any]) -> Any:
+    """``value`` made visible; ``seen`` maps the id of each tuple already done (records share them) to its result."""
+    cls = type(value)
+    if cls is str:
         return visible(value)
-    if isinstance(value, (int, float, bool)) or value is None:
+    if cls in _PLAIN:
         return value
-    if isinstance(value, tuple):
-        items = tuple(_visible_value(v) for v in value)
-        return value if all(a is b for a, b in zip(items, value)) else items
-    if isinstance(value, list):
-        items = [_visible_value(v) for v in value]
-        return value if all(a is b for a, b in zip(items, value)) else items
-    if isinstance(value, dict):
-        pairs = [(_visible_value(k), _visible_value(v)) for k, v in value.items()]
-        same = all(a is k and b is v for (a, b), (k, v) in zip(pairs, value.items()))
-        return value if same else dict(pairs)
-    if is_dataclass(value) and not isinstance(value, type):
-        changes = {}
-        for field in fields(value):
-            if not field.init:
-                continue
-            old = getattr(value, field.name)
-            new = _visible_value(old)
-            if new is not old:
-                changes[field.name] = new
-        return replace(value, **changes) if changes else value
-    return value
+    if cls is tuple:
+        done = seen.get(id(value))
+        if done is not None:
+            return done[1]
+        items = value
+        for i, v in enumerate(value):
+            new = _visible_value(v, seen)
+            if new is not v:
+                items = value[:i] + (new,) + tuple(_visible_value(w, seen) for w in value[i + 1:])
+                break
+        seen[id(value)] = (value, items)  # the tuple is kept alive with its result, so its id stays its own
+        return items
+    if cls is GraphNode:
+        return _visible_node(value, seen)
+    names = _INIT_FIELDS.get(cls)
+    if names is None:
+        if isinstance(value, str):
+            return visible(value)
+        if isinstance(value, (int, float, bool)):
+            return value
+        if isinstance(value, tuple):
+            items = tuple(_visible_value(v, seen) for v in value)
+            return value if all(a is b for a, b in zip(items, value)) else items
+        if isinstance(value, list):
+            items = [_visible_value(v, seen) for v in value]
+            return value if all(a is b for a, b in zip(items, value)) else items
+        if isinstance(value, dict):
+            pairs = [(_visible_value(k, seen), _visible_value(v, seen)) for k, v in value.items()]
+            same = all(a is k and b is v for (a, b), (k, v) in zip(pairs, value.items()))
+            return value if same else dict(pairs)
+        if not (is_dataclass(value) and not isinstance(value, type)):
+            return value
+        names = _INIT_FIELDS[cls] = tuple(f.name for f in fields(value) if f.init)
+    done = seen.get(id(value))
+    if done is not None:
+        return done[1]
+    values = [getattr(value, name) for name in names]
+    if all(type(v) in _FLAT for v in values):  # a flat record (a saved tensor, ...): its strings checked at once
+        if _INVISIBLE.search("".join([v for v in values if type(v) is str])) is None:
+            return value
+    changes = {}
+    for name in names:
+        old = getattr(value, name)
+        new = _visible_value(old, seen)
+        if new is not old:
+            changes[name] = new
+    result = replace(value, **changes) if changes else value
+    seen[id(value)] = (value, result)  # a record the snapshots share is made visible once
+    return result
+
+
+def _visible_node(node: GraphNode, seen: Dict[int, Any]) -> GraphNode:
+    """A graph node made visible: its own strings checked at once (a large graph has 100,000 nodes)."""
+    saved = _visible_value(node.saved, seen)
+    try:
+        text = node.id + node.name + (node.leaf or "") + "".join(node.next)
+    except TypeError:  # not all strings (a hand-made record): field by field
+        text = "\x00"
+    if _INVISIBLE.search(text) is None:
+        return node if saved is node.saved else replace(node, saved=saved)
+    changes = {}
+    for name in ("id", "name", "leaf", "next"):
+        old = getattr(node, name)
+        new = _visible_value(old, seen)
+        if new is not old:
+            changes[name] = new
+    if saved is not node.saved:
+        changes["saved"] = saved
+    return replace(node, **changes) if changes else node
 
 
 def visible_traces(traces: Sequence[Trace]) -> List[Trace]:
