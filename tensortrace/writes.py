@@ -43,6 +43,7 @@ PyTorch, not taken from NumPy, a buffer or DLPack). Otherwise it is
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 import weakref
 from typing import Any, Dict, Optional
@@ -78,23 +79,32 @@ _ASSIGNABLE: Optional[frozenset] = None
 
 def code_reason(sources: Any) -> Optional[str]:
     """Why code in ``sources`` could run while the tool reads, or reach memory around dispatch; None if it cannot."""
+    for source, mode in sources:
+        reason = _piece_reason(source, mode)
+        if reason is not None:
+            return reason
+    return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _piece_reason(source: str, mode: str) -> Optional[str]:
+    """``code_reason`` of one piece of code, parsed once per text (a run, its variants and re-runs share them)."""
     global _ASSIGNABLE
     if _ASSIGNABLE is None:
         _ASSIGNABLE = _data_descriptors()
-    for source, mode in sources:
-        if "dlpack" in source:
-            return "the scenario names dlpack"
-        try:
-            tree = ast.parse(source, mode=mode)
-        except SyntaxError:
-            continue  # never runs
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ClassDef):
-                return "the scenario defines a class"
-            if isinstance(node, (ast.Yield, ast.YieldFrom, ast.AsyncFunctionDef, ast.Await, ast.AsyncFor, ast.AsyncWith)):
-                return "the scenario defines a generator or coroutine"
-            if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) and node.attr not in _ASSIGNABLE:
-                return f"the scenario assigns the attribute {node.attr!r}"
+    if "dlpack" in source:
+        return "the scenario names dlpack"
+    try:
+        tree = ast.parse(source, mode=mode)
+    except SyntaxError:
+        return None  # never runs
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            return "the scenario defines a class"
+        if isinstance(node, (ast.Yield, ast.YieldFrom, ast.AsyncFunctionDef, ast.Await, ast.AsyncFor, ast.AsyncWith)):
+            return "the scenario defines a generator or coroutine"
+        if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) and node.attr not in _ASSIGNABLE:
+            return f"the scenario assigns the attribute {node.attr!r}"
     return None
 
 
