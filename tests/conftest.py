@@ -53,6 +53,16 @@ def state(step: Step, name: str) -> TensorState:
     raise KeyError(f"{name!r} not recorded at step {step.index}: {[t.name for t in step.tensors]}")
 
 
+def comparable(result: Trace) -> dict:
+    """The trace as JSON-ready data, less what legitimately differs between two runs: addresses."""
+    body = result.to_dict()
+    body.pop("storages")
+    for step in ([body["setup"]] if body["setup"] else []) + body["steps"]:
+        for t in step["tensors"]:
+            t.pop("storage_ptr"), t.pop("data_ptr")
+    return body
+
+
 def step_of(trace: Trace, index: int) -> Step:
     return trace.steps[index - 1]
 

@@ -20,6 +20,8 @@ from tensortrace.model import TensorState, Trace
 from tensortrace.scenario import load_scenario, loads_scenario
 from tensortrace.tracer import trace, trace_variants
 
+from conftest import comparable
+
 
 def run(steps: List[Any], setup: Any = None) -> Trace:
     body: dict = {"title": "reuse", "steps": steps}
@@ -90,17 +92,7 @@ def test_every_bundled_scenario_traces_the_same_with_and_without_reuse(name, mon
     cached = trace_variants(scenario, safe=False)
     monkeypatch.setattr(reuse.SnapshotCache, "reuse", lambda self, *args: None)
     fresh = trace_variants(scenario, safe=False)
-    assert [_comparable(t) for t in cached] == [_comparable(t) for t in fresh]
-
-
-def _comparable(result: Trace) -> dict:
-    """The trace, less what legitimately differs between two runs: addresses."""
-    body = result.to_dict()
-    body.pop("storages")
-    for step in ([body["setup"]] if body["setup"] else []) + body["steps"]:
-        for t in step["tensors"]:
-            t.pop("storage_ptr"), t.pop("data_ptr")
-    return body
+    assert [comparable(t) for t in cached] == [comparable(t) for t in fresh]
 
 
 def test_the_json_document_holds_exactly_the_trace_with_one_line_per_record():
@@ -144,7 +136,7 @@ def test_every_bundled_scenario_reads_the_same_through_the_plain_tensor_path(nam
     quick = trace_variants(scenario, safe=False)
     monkeypatch.setattr(probe, "_probe_plain", lambda *args: None)
     careful = trace_variants(scenario, safe=False)
-    assert [_comparable(t) for t in quick] == [_comparable(t) for t in careful]
+    assert [comparable(t) for t in quick] == [comparable(t) for t in careful]
 
 
 def test_the_plain_tensor_path_gives_the_careful_readers_record(monkeypatch):

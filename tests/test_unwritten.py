@@ -25,7 +25,7 @@ from tensortrace.scenario import load_scenario, loads_scenario
 from tensortrace.tracer import trace, trace_variants
 from tensortrace.writes import WriteWatch, code_reason
 
-from conftest import cli_process, write_scenario
+from conftest import cli_process, comparable, write_scenario
 
 N = 100_000  # elements: a summary, and a span far over reuse.SMALL
 NUMPY = "import numpy as np"
@@ -227,22 +227,13 @@ def test_a_scenario_with_a_class_is_fingerprinted_and_shows_writes(reads):
     assert maximum(result, 3, "x") == 4.0 and big(reads)
 
 
-def _comparable(result: Trace) -> dict:
-    body = result.to_dict()
-    body.pop("storages")
-    for step in ([body["setup"]] if body["setup"] else []) + body["steps"]:
-        for t in step["tensors"]:
-            t.pop("storage_ptr"), t.pop("data_ptr")
-    return body
-
-
 @pytest.mark.parametrize("name", bundled_names())
 def test_every_bundled_scenario_traces_the_same_with_and_without_the_proof(name, monkeypatch):
     scenario = load_scenario(bundled_path(name))
     proven = trace_variants(scenario, safe=True)
     monkeypatch.setattr(WriteWatch, "window", lambda self, *args: None)
     read = trace_variants(scenario, safe=True)
-    assert [_comparable(t) for t in proven] == [_comparable(t) for t in read]
+    assert [comparable(t) for t in proven] == [comparable(t) for t in read]
 
 
 # --- the statistics of a summary --------------------------------------------------------
