@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import bisect
 import re
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from .model import Prediction, SavedTensor, TensorState
 
@@ -132,11 +132,7 @@ def _saved_items(node: Any) -> List[Item]:
     detached in place). An element of a saved list is unpacked on its own.
     """
     out: List[Item] = []
-    for attr, raw_name, prop in saved_attributes(node):
-        try:
-            raw = getattr(node, raw_name)
-        except Exception:
-            continue
+    for attr, raw, prop in _raw_saved(node):
         if type(raw) is tuple or type(raw) is list:
             out.extend((f"{attr}[{i}]", item, None, None) for i, item in enumerate(raw))
         else:
@@ -144,15 +140,21 @@ def _saved_items(node: Any) -> List[Item]:
     return out
 
 
-def read_node(node: Any, namer: Any) -> List[Entry]:
-    """What ``node`` saved, one plain entry per tensor."""
-    out: List[Entry] = []
-    listed = False
+def _raw_saved(node: Any) -> Iterator[Tuple[str, Any, str]]:
+    """Each saved attribute of ``node`` that can be read: (name, its raw saved value, its ``_saved_`` property)."""
     for attr, raw_name, prop in saved_attributes(node):
         try:
             raw = getattr(node, raw_name)
         except Exception:
             continue
+        yield attr, raw, prop
+
+
+def read_node(node: Any, namer: Any) -> List[Entry]:
+    """What ``node`` saved, one plain entry per tensor."""
+    out: List[Entry] = []
+    listed = False
+    for attr, raw, prop in _raw_saved(node):
         if type(raw) is tuple or type(raw) is list:
             listed = True
             for i, element in enumerate(raw):
