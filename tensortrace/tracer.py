@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import io
 import platform
-import signal
 import sys
 import threading
 import types
@@ -49,7 +48,7 @@ from .probe import StorageRegistry, is_ndarray, plain_reads, probe_named, reason
 from .reuse import SnapshotCache
 from .writes import WriteWatch
 from .scenario import Code, Scenario, StepSpec
-from .stepenv import PlainStackDepth, install_warning_filters, scenario_warning_filters
+from .stepenv import PlainStackDepth, StepAlarm, install_warning_filters, scenario_warning_filters
 
 MAX_STDOUT = 64 * 1024
 MAX_NAMES = 500  # tensors recorded per step; a scenario binding more gets a notice
@@ -180,6 +179,16 @@ def _compile_safe() -> Callable[..., types.CodeType]:
 
 
 _COMPILE_SAFE: Optional[Callable[..., types.CodeType]] = None
+_MAX_COMPILED = 4096  # code objects a run keeps by text, for steps that repeat a text
+
+
+def _relabel(code: types.CodeType, filename: str) -> types.CodeType:
+    """``code`` under another file name, its nested functions' code too: a
+    traceback's file name says which step (or setup piece) the line is in."""
+    consts = code.co_consts
+    if any(isinstance(c, types.CodeType) for c in consts):
+        consts = tuple(_relabel(c, filename) if isinstance(c, types.CodeType) else c for c in consts)
+    return code.replace(co_filename=filename, co_consts=consts)
 
 
 @contextlib.contextmanager
@@ -287,6 +296,7 @@ class _Recorder:
         self.scenario = scenario
         self.on_ran = on_ran or (lambda index: None)  # the user's code of a step is done; recording begins
         self.stack_memo: Dict[str, int] = {}  # the depth the tool's own frames use, probed at the first step
+        self._compiled: Dict[Tuple[str, str], types.CodeType] = {}  # (text, mode) -> code, compiled once a run
         self.safe = safe
         self.timeout = timeout
         self.values = values
@@ -318,16 +328,23 @@ class _Recorder:
 
     # compiling and running -------------------------------------------------
     def compile(self, code: Code, filename: str, mode: str) -> types.CodeType:
+        """``code`` compiled under ``filename``; text compiled before is only re-labelled (``_relabel``)."""
         text = code.source(mode)
+        known = self._compiled.get((text, mode))
+        if known is not None:
+            return known if known.co_filename == filename else _relabel(known, filename)
         if self.safe:
             compile_safe = _compile_safe()
             try:  # known code comes from the checker's cache, at any depth
-                return compile_safe(text, filename, mode)
+                compiled = compile_safe(text, filename, mode)
             except RecursionError:  # new code nested too deeply for this stack: checked again with room
-                pass
-            with _deep_recursion():
-                return compile_safe(text, filename, mode)
-        return compile(text, filename, mode, dont_inherit=True)
+                with _deep_recursion():
+                    compiled = compile_safe(text, filename, mode)
+        else:
+            compiled = compile(text, filename, mode, dont_inherit=True)
+        if len(self._compiled) < _MAX_COMPILED:
+            self._compiled[(text, mode)] = compiled
+        return compiled
 
     def run_setup(self) -> Step:
         text = "\n".join(c.text for c in self.scenario.setup)
@@ -464,21 +481,7 @@ class _Recorder:
     def _time_limit(self, index: int) -> Any:
         if not self.timeout or threading.current_thread() is not threading.main_thread():
             return _NO_LIMIT
-        return self._alarm()
-
-    @contextlib.contextmanager
-    def _alarm(self) -> Iterator[None]:
-
-        def expire(signum: int, frame: Any) -> None:
-            raise StepTimeout()
-
-        previous = signal.signal(signal.SIGALRM, expire)
-        signal.setitimer(signal.ITIMER_REAL, self.timeout)
-        try:
-            yield
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, previous)
+        return StepAlarm(self.timeout)
 
     # expectations and declarations --------------------------------------------
     def expectation(self, code: Code, index: int) -> ExpectationResult:

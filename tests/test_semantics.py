@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from conftest import state, step_of
 
 
@@ -391,6 +393,29 @@ def test_partial_step_keeps_names_bound_before_the_error(trace_yaml):
     s = step_of(t, 1)
     assert [x.name for x in s.tensors] == ["a"]
     assert s.error.line == 5  # the line in the file where the error happened
+
+
+@pytest.mark.parametrize("safe", [True, False])
+def test_a_repeated_step_text_reports_the_line_of_its_own_step(trace_yaml, safe):
+    """Steps with the same text share one compiled code object, re-labelled per
+    step: an error inside a function the second copy defines names its own line."""
+    t = trace_yaml(
+        """
+        title: repeated text
+        steps:
+          - run: |
+              f = lambda: undefined_name
+              f()
+            raises: NameError
+          - run: |
+              f = lambda: undefined_name
+              f()
+            raises: NameError
+        """,
+        safe=safe,
+    )
+    assert [step_of(t, i).error.line for i in (1, 2)] == [4, 8]
+    assert all(step_of(t, i).raised_as_declared for i in (1, 2))
 
 
 def test_step_output_is_recorded(trace_yaml):
