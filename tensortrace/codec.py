@@ -79,12 +79,33 @@ def _to_plain(obj: Any) -> Any:
 # Encoders are made once per record type from its annotations: a field of plain
 # strings, integers or flags is taken as it is, and only floats, tuples, nested
 # records and ``Any`` are converted.
+
+
+_EVALUATED: Dict[Tuple[str, str], Any] = {}  # (module, annotation text) -> its type
+
+
+def _hints(cls: type) -> Dict[str, Any]:
+    """``typing.get_type_hints(cls)`` for records whose annotations are strings
+    (``from __future__ import annotations``): each distinct text is evaluated once
+    in its module, where ``get_type_hints`` compiled every field's anew."""
+    out: Dict[str, Any] = {}
+    for klass in reversed(cls.__mro__):
+        module = getattr(klass, "__module__", None)
+        for name, annotation in vars(klass).get("__annotations__", {}).items():
+            if isinstance(annotation, str):
+                key = (module, annotation)
+                evaluated = _EVALUATED.get(key)
+                if evaluated is None:
+                    evaluated = _EVALUATED[key] = eval(annotation, vars(sys.modules[module]))  # noqa: S307 - our own annotations
+                annotation = evaluated
+            out[name] = annotation
+    return out
 _ENCODERS: Dict[type, Callable[[Any], Any]] = {}
 _PLAIN = (str, int, bool)
 
 
 def _record_encoder(cls: type) -> Callable[[Any], Any]:
-    hints = typing.get_type_hints(cls, vars(sys.modules[cls.__module__]))
+    hints = _hints(cls)
     names: Dict[str, Any] = {"_to_plain": _to_plain, "_encode_scalar": _encode_scalar}
     parts = []
     for number, (name, key) in enumerate(_field_keys(cls)):
@@ -148,7 +169,7 @@ def _make_decoder(tp: Any) -> Callable[[Any], Any]:
 
         return optional
     if dataclasses.is_dataclass(tp):
-        hints = typing.get_type_hints(tp, vars(sys.modules[tp.__module__]))
+        hints = _hints(tp)
         names = {key: name for name, key in _field_keys(tp)}
         fields: Dict[str, Tuple[str, Callable[[Any], Any]]] = {}
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import stat
 import sys
-import tempfile
 from pathlib import Path
 from typing import IO, Optional
 
@@ -57,6 +56,8 @@ class Output:
             if not folder.is_dir():
                 raise UsageError(f"cannot write {self.path}: the folder {folder} does not exist")
             try:
+                import tempfile  # only when writing a file: printing to the terminal does not need it (nor random)
+
                 fd, self._tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=folder)
             except OSError as exc:
                 raise UsageError(f"cannot write {self.path}: {exc.strerror or exc}") from None

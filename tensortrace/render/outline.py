@@ -55,6 +55,8 @@ class OutlineLine:
 
 @dataclass(frozen=True)
 class Outline:
+    """A graph as outline lines, with the number of nodes reachable from its root."""
+
     lines: Tuple[OutlineLine, ...]
     total: int  # nodes reachable from the root
     truncated: bool  # the recording itself stopped early
