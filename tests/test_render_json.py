@@ -128,3 +128,20 @@ def test_several_traces_come_in_a_wrapper_that_says_its_format(tmp_path):
     data = json.loads(render_json(traces))
     assert data["format"] == FORMAT_NAME and data["format_version"] == FORMAT_VERSION
     assert [t.scenario.variant for t in traces_from_dict(data)] == ["detach", "data"]
+
+
+@pytest.mark.parametrize("value", [
+    "", "x", "naïve ☃", "tab\tquote\"back\\slash\nnew", "\x00\x1f", "\ud800 lone", 0, -7, 10**30, True, False, None,
+])
+def test_a_fields_value_is_spelled_as_the_compact_encoder_spells_it(value):
+    """The renderer writes a step's plain fields itself; the bytes must be the encoder's."""
+    from tensortrace.render.json import _compact, _scalar
+
+    assert _scalar(value) == _compact(value)
+
+
+@pytest.mark.parametrize("value", [1.5, float("1e300"), [1], {"a": 1}, (), 3 + 0j])
+def test_values_it_does_not_spell_are_left_to_the_encoder(value):
+    from tensortrace.render.json import _scalar
+
+    assert _scalar(value) is None

@@ -30,6 +30,7 @@ from .options import DEFAULT_OPTIONS, RenderOptions
 RECORD_DEPTH = 4
 
 _compact = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(", ", ": ")).encode
+_string = json.encoder.encode_basestring  # what ``_compact`` writes for a string
 
 
 def dumps(data: object, **kwargs: object) -> str:
@@ -67,8 +68,13 @@ def _write(value: Any, depth: int, indent: str, out: List[str]) -> None:
         inner = indent + "  "
         separator = "{\n"
         for key, item in value.items():
-            out.append(separator + inner + _compact(key) + ": ")
-            _write(item, depth + 1, inner, out)
+            head = separator + inner + _string(key) + ": "
+            spelled = _scalar(item)
+            if spelled is not None:  # most of a step's fields: one line, without a call per value
+                out.append(head + spelled)
+            else:
+                out.append(head)
+                _write(item, depth + 1, inner, out)
             separator = ",\n"
         out.append("\n" + indent + "}")
     elif kind is list:
@@ -87,6 +93,20 @@ def _write(value: Any, depth: int, indent: str, out: List[str]) -> None:
         out.append("\n" + indent + "]")
     else:
         out.append(_compact(value))
+
+
+def _scalar(value: Any) -> Any:
+    """``value`` as ``_compact`` spells it when it is a string, flag, null or integer, else None."""
+    kind = type(value)
+    if kind is str:
+        return _string(value)
+    if value is None:
+        return "null"
+    if kind is bool:
+        return "true" if value else "false"
+    if kind is int:
+        return int.__repr__(value)
+    return None
 
 
 def _is_record_list(value: Any) -> bool:
@@ -129,7 +149,6 @@ class _SharedTensors:
 
 
 _NODE_FIELDS = ("id", "name", "leaf", "next", "saved")
-_string = json.encoder.encode_basestring  # what ``_compact`` writes for a string
 
 
 def node_lines(nodes: Tuple[GraphNode, ...]) -> List[_Text]:
