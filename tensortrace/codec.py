@@ -76,11 +76,6 @@ def _to_plain(obj: Any) -> Any:
     return _encode_scalar(obj)
 
 
-# Encoders are made once per record type from its annotations: a field of plain
-# strings, integers or flags is taken as it is, and only floats, tuples, nested
-# records and ``Any`` are converted.
-
-
 _EVALUATED: Dict[Tuple[str, str], Any] = {}  # (module, annotation text) -> its type
 
 
@@ -100,6 +95,11 @@ def _hints(cls: type) -> Dict[str, Any]:
                 annotation = evaluated
             out[name] = annotation
     return out
+
+
+# Encoders are made once per record type from its annotations: a field of plain
+# strings, integers or flags is taken as it is, and only floats, tuples, nested
+# records and ``Any`` are converted.
 _ENCODERS: Dict[type, Callable[[Any], Any]] = {}
 _PLAIN = (str, int, bool)
 
@@ -108,7 +108,7 @@ def _record_encoder(cls: type) -> Callable[[Any], Any]:
     hints = _hints(cls)
     names: Dict[str, Any] = {"_to_plain": _to_plain, "_encode_scalar": _encode_scalar}
     parts = []
-    for number, (name, key) in enumerate(_field_keys(cls)):
+    for name, key in _field_keys(cls):
         value = f"o.{name}"
         tp = hints[name]
         args = [a for a in typing.get_args(tp) if a is not type(None)]

@@ -30,7 +30,6 @@ MAX_FLOWS = 20  # backward calls recorded per step; the rest are counted
 MAX_COUNTED = 100_000  # nodes counted beyond those, at most
 
 BACKWARD_CALLS = (torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad)  # the calls that run the engine
-_backward_calls = BACKWARD_CALLS
 _NOT_RECORDED = Values(kind="unavailable", reason="values not recorded")
 _STRIDED = torch.strided
 _FLOATS = frozenset({torch.float32, torch.float64, torch.float16, torch.bfloat16})
@@ -57,11 +56,11 @@ def _small_values(g: Any) -> Optional[Values]:
 
 def is_backward(func: Any) -> bool:
     """Whether ``func`` is one of the calls that run the autograd engine."""
-    return func is _backward_calls[0] or func is _backward_calls[1] or func is _backward_calls[2]
+    return func is BACKWARD_CALLS[0] or func is BACKWARD_CALLS[1] or func is BACKWARD_CALLS[2]
 
 
 def _roots(func: Any, args: Sequence[Any], kwargs: Dict[str, Any]) -> List[Any]:
-    first = args[0] if args else kwargs.get("tensors" if func is _backward_calls[1] else "outputs", kwargs.get("self"))
+    first = args[0] if args else kwargs.get("tensors" if func is BACKWARD_CALLS[1] else "outputs", kwargs.get("self"))
     if isinstance(first, torch.Tensor):
         return [first]
     if isinstance(first, (list, tuple)):

@@ -55,7 +55,7 @@ def walk_graph(tensor_name: str, grad_fn: Any, names_by_id: Dict[int, str], *, m
 
     With ``namer`` (a ``saved.Namer``), each node also records what it saved for backward.
     """
-    return _walk(tensor_name, grad_fn, names_by_id, max_nodes=max_nodes, namer=namer)
+    return graph_of(tensor_name, grad_fn, names_by_id, max_nodes=max_nodes, namer=namer)[0]
 
 
 class Walk(NamedTuple):
@@ -164,11 +164,6 @@ def walk_nodes(roots: Sequence[Any], max_nodes: int) -> Walk:
                         break
             root_at.append(at)
     return Walk(order, [n if n is not None else [] for n in nexts], root_at, truncated, stopped)
-
-
-def _walk(tensor_name: str, grad_fn: Any, names_by_id: Dict[int, str], *, max_nodes: int, namer: Any = None,
-          reads: Optional[Dict[int, Any]] = None) -> Graph:
-    return graph_of(tensor_name, grad_fn, names_by_id, max_nodes=max_nodes, namer=namer, reads=reads)[0]
 
 
 def graph_of(tensor_name: str, grad_fn: Any, names_by_id: Dict[int, str], *, max_nodes: int, namer: Any = None,

@@ -39,7 +39,6 @@ def record(cls: type) -> type:
     return quick_init(dataclass(frozen=True, init=False)(cls))
 
 
-
 @record
 class Summary:
     """Statistics of a tensor too large to record element by element.

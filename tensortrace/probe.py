@@ -166,6 +166,8 @@ def _quiet() -> Iterator[None]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         yield
+
+
 _PLAIN = frozenset({torch.Tensor, torch.nn.Parameter})  # exact types: no __torch_function__ of a subclass, never lazy
 _STRIDED = torch.strided
 _DTYPES: Dict[torch.dtype, str] = {}

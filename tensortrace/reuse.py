@@ -217,10 +217,7 @@ class SnapshotCache:
         return found
 
     def _values_mark(self, t: torch.Tensor) -> Any:
-        return self._mark(t.data_ptr(), tuple(t.shape), t.stride(), t)
-
-    def _mark(self, ptr: int, shape: Tuple[int, ...], stride: Tuple[int, ...], t: torch.Tensor) -> Any:
-        return self._print(_span(ptr, shape, stride, t.element_size()), t)
+        return self._print(_span(t.data_ptr(), tuple(t.shape), t.stride(), t.element_size()), t)
 
     def _read_mark(self, span: Tuple[int, int], t: torch.Tensor) -> Any:
         """The mark of a span's memory now: kept, fresh or read (see the module's docstring)."""

@@ -50,8 +50,6 @@ class Limits:
     scenario_timeout: Optional[float] = DEFAULT_SCENARIO_TIMEOUT  # seconds per scenario (each variant); None: no limit
 
 
-
-
 class ConfinementUnavailable(TensorTraceError):
     """The kernel's wall was required and cannot be built on this machine."""
 

@@ -90,8 +90,6 @@ class PlainStackDepth:
             sys.setrecursionlimit(self.previous)
 
 
-plain_stack_depth = PlainStackDepth
-
 
 def install_warning_filters(scenario_filters: List[Any]) -> None:
     """The filters the scenario's code set so far, above rule 6's "always" for everything else."""
