@@ -36,7 +36,7 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from .collector import paused_gc
 from .model import Graph, graph_node
-from .saved import saved_attributes, saved_records, saved_table
+from .saved import raw_saved, saved_records, saved_table
 
 MAX_NODES = 250_000
 UNANCHORED_NODES = 2_000  # a chain this long of nodes with Python objects frees safely without anchors
@@ -276,12 +276,9 @@ def _grad_fn(t: Any) -> Any:
 
 
 def _raw_saved(node: Any) -> List[Any]:
+    """Every raw saved tensor of ``node``, the elements of a saved list one by one."""
     out: List[Any] = []
-    for _, raw_name, _ in saved_attributes(node):
-        try:
-            value = getattr(node, raw_name)
-        except Exception:
-            continue
+    for _, value, _ in raw_saved(node):
         out.extend(value if isinstance(value, (tuple, list)) else (value,))
     return out
 

@@ -132,7 +132,7 @@ def _saved_items(node: Any) -> List[Item]:
     detached in place). An element of a saved list is unpacked on its own.
     """
     out: List[Item] = []
-    for attr, raw, prop in _raw_saved(node):
+    for attr, raw, prop in raw_saved(node):
         if type(raw) is tuple or type(raw) is list:
             out.extend((f"{attr}[{i}]", item, None, None) for i, item in enumerate(raw))
         else:
@@ -140,7 +140,7 @@ def _saved_items(node: Any) -> List[Item]:
     return out
 
 
-def _raw_saved(node: Any) -> Iterator[Tuple[str, Any, str]]:
+def raw_saved(node: Any) -> Iterator[Tuple[str, Any, str]]:
     """Each saved attribute of ``node`` that can be read: (name, its raw saved value, its ``_saved_`` property)."""
     for attr, raw_name, prop in saved_attributes(node):
         try:
@@ -153,35 +153,13 @@ def _raw_saved(node: Any) -> Iterator[Tuple[str, Any, str]]:
 def read_node(node: Any, namer: Any) -> List[Entry]:
     """What ``node`` saved, one plain entry per tensor."""
     out: List[Entry] = []
-    listed = False
-    for attr, raw, prop in _raw_saved(node):
-        if type(raw) is tuple or type(raw) is list:
-            listed = True
-            for i, element in enumerate(raw):
-                entry = _read_one((f"{attr}[{i}]", element, None, None), namer)
-                if entry is not None:
-                    out.append(entry)
-            continue
-        if getattr(raw, "unpack_hook", None) is None:  # the common case, as ``_read_one`` reads it, inline
-            try:
-                data = getattr(node, prop)
-            except Exception:
-                data = raw  # unpacking refused: ``_read_one`` says why
-            if data is None:  # nothing was saved under this attribute
-                continue
-            if data is not raw:
-                try:
-                    version: Optional[int] = int(data._version)
-                except Exception:
-                    version = None
-                name, storage = namer(data) if namer is not None else (None, None)
-                out.append([attr, name, storage, version, version, False, False])
-                continue
-        entry = _read_one((attr, raw, node, prop), namer)
+    items = _saved_items(node)
+    for item in items:
+        entry = _read_one(item, namer)
         if entry is not None:
             out.append(entry)
-    if listed:  # a list was saved
-        _whole_list(node, _saved_items(node), out)
+    if any(item[2] is None for item in items):  # a list was saved
+        _whole_list(node, items, out)
     return out
 
 
