@@ -29,7 +29,7 @@ from itertools import chain
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from .collector import paused_gc
-from .model import (Environment, Graph, SavedTensor, ScenarioInfo, Step, StorageInfo, TensorState, Trace, graph_node,
+from .model import (Environment, Graph, SavedTensor, ScenarioInfo, Step, StorageInfo, TensorState, Trace, graph_nodes, node_ids,
                     record_from_dict, record_to_dict)
 
 MAX_EVENT_BYTES = 32 * 1024 * 1024  # one event from the child; a step is far smaller
@@ -228,7 +228,7 @@ _NODES = "$nodes"
 def graph_columns(graph: Graph) -> Dict[str, Any]:
     """A graph as the pipe sends it; the plain record where its ids are not "N1", "N2", ... in order."""
     nodes = graph.nodes
-    ids = _ids(len(nodes))
+    ids = node_ids(len(nodes))
     if [node.id for node in nodes] != ids:
         return record_to_dict(graph)
     index = dict(zip(ids, range(len(ids))))
@@ -288,16 +288,9 @@ def graph_from_columns(data: Any) -> Graph:
     if not set(map(type, nexts)) <= {list}:
         raise TypeError("expected lists of next nodes")
     _check_list(list(chain.from_iterable(nexts)), int, n, "next nodes")
-    ids = _ids(n)
-    named = [names[i] for i in name_at]
-    nodes = [graph_node(ids[i], named[i], leaves[i], (ids[nxt[0]],) if len(nxt) == 1 else tuple([ids[j] for j in nxt]),
-                        sets[kept[i]]) for i, nxt in enumerate(nexts)]
+    nodes = graph_nodes([names[i] for i in name_at], leaves, nexts, [sets[k] for k in kept])
     return Graph(tensor=str(data["tensor"]), root=data["root"] if data["root"] is None else str(data["root"]),
-                 nodes=tuple(nodes), truncated=bool(data["truncated"]))
-
-
-def _ids(n: int) -> List[str]:
-    return [f"N{i}" for i in range(1, n + 1)]
+                 nodes=nodes, truncated=bool(data["truncated"]))
 
 
 def _list(value: Any, what: str) -> list:

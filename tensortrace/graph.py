@@ -35,7 +35,7 @@ import re
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from .collector import paused_gc
-from .model import Graph, graph_node
+from .model import Graph, graph_nodes
 from .saved import raw_saved, saved_records, saved_table
 
 MAX_NODES = 250_000
@@ -179,16 +179,11 @@ def graph_of(tensor_name: str, grad_fn: Any, names_by_id: Dict[int, str], *, max
     if walks is not None:
         walks[id(grad_fn)] = walk
     order = walk.order
-    ids = [f"N{i}" for i in range(1, len(order) + 1)]
     names = _names(order)
-    saved = saved_records(*saved_table(order, namer, reads)) if namer is not None else None
-    nodes = []
-    for i, nxt in enumerate(walk.nexts):
-        name = names[i]
-        leaf = _leaf_name(order[i], names_by_id) if name == "AccumulateGrad" else None
-        nodes.append(graph_node(ids[i], name, leaf, (ids[nxt[0]],) if len(nxt) == 1 else tuple([ids[j] for j in nxt]),
-                               saved[i] if saved is not None else ()))
-    return Graph(tensor=tensor_name, root="N1", nodes=tuple(nodes), truncated=walk.truncated), walk.unanchored
+    leaves = [_leaf_name(node, names_by_id) if name == "AccumulateGrad" else None for node, name in zip(order, names)]
+    saved = saved_records(*saved_table(order, namer, reads)) if namer is not None else [()] * len(order)
+    nodes = graph_nodes(names, leaves, walk.nexts, saved)
+    return Graph(tensor=tensor_name, root="N1", nodes=nodes, truncated=walk.truncated), walk.unanchored
 
 
 # A node's name per kind of node, where its Python type stands for one kind (PyTorch gives each
