@@ -553,12 +553,9 @@ def name_index(objects: Dict[str, Any]) -> Dict[int, Tuple[str, Any]]:
     """
     index: Dict[int, Tuple[str, Any]] = {}
     for name, obj in objects.items():
-        if type(obj) is not _Tensor and not isinstance(obj, _Tensor):
+        if not isinstance(obj, _Tensor):
             continue
-        try:
-            ref = _weakref(obj)
-        except TypeError:
-            ref = None
+        ref = _ref(obj)
         if ref is not None and id(ref) not in index:
             index[id(ref)] = (name, ref)
         try:

@@ -584,7 +584,7 @@ def _expand(name: str, value: Any, found: List[Tuple[str, Any, str]], depth: int
     count or log, never run on the tool's behalf.
     """
     if isinstance(value, torch.Tensor):
-        kind = "tensor" if type(value) is torch.Tensor else "parameter" if isinstance(value, torch.nn.Parameter) else "tensor"
+        kind = "parameter" if isinstance(value, torch.nn.Parameter) else "tensor"
         found.append((name, value, kind))
     elif is_ndarray(value):
         found.append((name, value, "ndarray"))
