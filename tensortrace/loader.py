@@ -116,6 +116,11 @@ def _compose(text: str, path: str) -> yaml.Node:
             problem = "YAML tags such as !!python/... are not allowed in scenario files (they could run code)"
         elif mark is not None and str(exc.problem).startswith("expected <block end>"):
             problem = _indentation_problem(text, mark, exc.context, exc.context_mark)
+        elif mark is not None and "found character '\\t'" in str(exc.problem):
+            lines = text.splitlines()
+            indenting = mark.line < len(lines) and not lines[mark.line][:mark.column].strip()
+            where = "a tab indents this line" if indenting else "a tab stands where YAML takes spaces"
+            problem = f"{where}; YAML indents and separates with spaces only: replace the tab with spaces"
         else:
             problem = f"invalid YAML: {problem}"
             if exc.context and exc.problem:

@@ -41,6 +41,8 @@ EXPECTED = {
     "unknown-step-key.yaml": ":4:5: unknown key 'expects' in step 1; did you mean 'expect'?",
     "variant-number.yaml": ":3:11: the value of 'lr' in variant 'a' must be a string, not a number; quote it",
     "variant-reserved.yaml": ":3:3: a variant cannot be named 'type'",
+    "tab-after-key.yaml": ":3:9: a tab stands where YAML takes spaces; YAML indents and separates with spaces only: replace the tab with spaces",
+    "tab-indent.yaml": ":3:1: a tab indents this line; YAML indents and separates with spaces only: replace the tab with spaces",
     "yaml-syntax.yaml": ":5:1: invalid YAML: expected ',' or ']', but got '<stream end>' (while parsing a flow sequence that starts at line 4, column 5)",
     "yaml-indentation.yaml": ":5:3: bad indentation: the line 'raises: RuntimeError' does not line up with the list that starts at line 3, column 3",
     "raises-misspelled.yaml": ":4:13: 'raises' of step 1: 'RunTimeError' is not an exception class of Python or torch; did you mean 'RuntimeError'?",
