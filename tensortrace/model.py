@@ -324,7 +324,7 @@ class Step:
     graphs: Tuple[Graph, ...] = ()
     predictions: Tuple[Prediction, ...] = ()  # backwards that will fail, read after the step
     ops: Tuple[OpRecord, ...] = ()  # what the step ran (``--ops``); empty when not recorded
-    ops_omitted: int = 0  # operations beyond the recorded ones (the bound is tensortrace.ops.MAX_OPS)
+    ops_omitted: int = 0  # operations counted beyond the recorded ones (the bound is tensortrace.ops.MAX_OPS)
     flow: Tuple[Flow, ...] = ()  # one per backward call the step made
 
 

@@ -18,7 +18,11 @@ from the namespace at the start of the step (inputs) and at its end
 (results), storage labels from the run's ``storages.StorageRegistry``, so an
 allocation first seen inside an operation keeps its label when a snapshot
 sees it later. A step records at most ``MAX_OPS`` operations, both levels
-together; the rest are only counted (``Step.ops_omitted``).
+together; the rest are only counted (``Step.ops_omitted``). Past that limit a
+call runs with the dispatch mode stepped around (``_around``), so its ATen
+operations are neither recorded nor counted: passing each one through a
+Python dispatch mode costs about 20 µs, which a loop of 100,000 operations
+would pay for nothing but a count.
 
 A step calling ``.backward()``, ``torch.autograd.backward`` or
 ``torch.autograd.grad`` arms ``flow.FlowRecorder`` around that call.
@@ -170,6 +174,7 @@ class _Calls(TorchFunctionMode):
     def __init__(self, rec: "OpsRecorder") -> None:
         super().__init__()
         self.rec = rec
+        self.aten: Optional[_Aten] = None  # the dispatch mode entered with it (``_Both``)
 
     def __torch_function__(self, func: Any, types: Any, args: Sequence[Any] = (), kwargs: Optional[dict] = None) -> Any:
         rec = self.rec
@@ -181,7 +186,7 @@ class _Calls(TorchFunctionMode):
         if rec.count >= MAX_OPS:
             rec.count += 1
             try:
-                return func(*args, **kwargs)
+                return _around(self.aten, func, args, kwargs)
             finally:
                 if flow is not None:
                     rec.flow.disarm(flow)
@@ -230,6 +235,24 @@ class _Calls(TorchFunctionMode):
         return out
 
 
+def _around(aten: Optional["_Aten"], func: Any, args: Sequence[Any], kwargs: dict) -> Any:
+    """Run a call past the limit with the dispatch mode ``aten`` off the stack, then put it back.
+
+    Only when it is the top of the stack: a mode the scenario entered above it
+    stays, and the ATen operations then reach both and are counted as before.
+    """
+    n = _stack_len()
+    if aten is None or not n or _stack_at(n - 1) is not aten:
+        return func(*args, **kwargs)
+    _stack_pop(None)
+    try:
+        return func(*args, **kwargs)
+    finally:
+        _stack_push(aten)
+
+
+_stack_len, _stack_at = torch._C._len_torch_dispatch_stack, torch._C._get_dispatch_stack_at
+_stack_pop, _stack_push = torch._C._pop_torch_dispatch_stack, torch._C._push_on_torch_dispatch_stack
 _SEQUENCES = (list, tuple)
 _BACKWARD, _AUTOGRAD_BACKWARD, _GRAD = BACKWARD_CALLS  # flow.is_backward, compared inline
 
@@ -523,6 +546,7 @@ class _Both:
 
     def __init__(self, calls: _Calls, aten: Optional[_Aten]) -> None:
         self.calls, self.aten = calls, aten
+        calls.aten = aten
 
     def __enter__(self) -> None:
         self.calls.__enter__()

@@ -340,7 +340,7 @@ def trace_schema() -> Dict[str, Any]:
             "graphs": _d(_list(graph), "the autograd graphs the step asked for with 'graph'"),
             "predictions": _d(_list(prediction), "backwards through named tensors that will fail, read from the saved tensors after the step, before any backward runs"),
             "ops": _d(_list(op), "what the step ran, calls and ATen operations in order (at most 2000); empty under --ops none"),
-            "ops_omitted": _d(_INT, "operations the step ran beyond the recorded ones"),
+            "ops_omitted": _d(_INT, "operations the step ran beyond the recorded ones and still counted: every call, but not the ATen operations of a call beyond them"),
             "flow": _d(_list(flow), "for each backward call the step made, the gradient through every node"),
         }
     )

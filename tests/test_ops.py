@@ -6,6 +6,7 @@ import json
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from tensortrace.errors import PolicyError
 from tensortrace.model import Trace
@@ -155,9 +156,69 @@ def test_the_number_of_recorded_operations_is_bounded_and_the_rest_counted():
     )
     step = step_of(result, 1)
     assert len(step.ops) == MAX_OPS
-    assert step.ops_omitted == 2 + 2 * 3000 - MAX_OPS  # a call and an ATen operation each
+    recorded_calls = len(_calls(step))
+    assert recorded_calls == MAX_OPS // 2  # torch.zeros and add_, a call and an ATen operation each
+    # past the limit each call counts once: its ATen operation runs without the dispatch mode
+    assert step.ops_omitted == 1 + 3000 - recorded_calls
     assert state(step, "x").values.data == (3000.0, 3000.0) and state(step, "x").version == 3000
-    assert ops_lines(step, "calls")[-1] == f"… and {step.ops_omitted:,} more operations not recorded"
+    assert ops_lines(step, "calls")[-1] == f"… and at least {step.ops_omitted:,} more operations not recorded"
+
+
+class _Count(TorchDispatchMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.count += 1
+        return func(*args, **(kwargs or {}))
+
+
+def test_the_aten_operations_of_the_call_that_crosses_the_limit_are_all_counted():
+    """A backward() recorded just before the limit runs its ATen operations past it: each is counted, none lost."""
+    chain = MAX_OPS // 2 - 4  # y = y * 1.0 is a call and an ATen operation; the backward call crosses the limit
+    code = f"w = torch.ones(2, requires_grad=True)\ny = w\nfor _ in range({chain}):\n    y = y * 1.0\ns = y.sum()\ns.backward()\n"
+    result = _trace("title: cross\nsteps:\n  - run: |\n" + "".join(f"      {line}\n" for line in code.splitlines()))
+    step = step_of(result, 1)
+    backward = [i for i, op in enumerate(step.ops) if op.level == "call" and op.name == "torch.Tensor.backward"]
+    assert len(backward) == 1 and len(step.ops) == MAX_OPS
+    under = sum(1 for op in step.ops if op.parent == backward[0])
+    # what an independent dispatch mode sees the same backward run
+    w = torch.ones(2, requires_grad=True)
+    y = w
+    for _ in range(chain):
+        y = y * 1.0
+    s = y.sum()
+    with _Count() as counter:
+        s.backward()
+    assert counter.count > under > 0
+    assert step.ops_omitted == counter.count - under
+    assert state(step, "w").grad.data == (1.0, 1.0)
+
+
+def test_past_the_limit_a_backward_still_records_its_flow_and_the_next_step_its_aten_operations():
+    result = _trace(
+        """
+        title: loop then backward
+        steps:
+          - run: |
+              w = torch.ones(2, requires_grad=True)
+              y = w
+              for _ in range(3000):
+                  y = y * 1.0
+              try:
+                  torch.ones(2) + torch.ones(3)
+              except RuntimeError:
+                  pass
+              y.sum().backward()
+          - z = w.detach()
+        """
+    )
+    capped, after = step_of(result, 1), step_of(result, 2)
+    assert capped.ops_omitted > 0 and len(capped.flow) == 1 and capped.flow[0].nodes
+    assert state(capped, "w").grad.data == (1.0, 1.0)
+    assert [op.name for op in _aten(after)] == ["aten::detach"]  # the dispatch mode is back on the stack
+    assert torch._C._len_torch_dispatch_stack() == 0
 
 
 def test_ops_none_records_nothing():

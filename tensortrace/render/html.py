@@ -335,7 +335,7 @@ def _ops(step: Step) -> str:
     if not lines:
         return ""
     calls = sum(1 for op in step.ops if op.level == "call") or len(step.ops)
-    more = f", and {step.ops_omitted:,} more operations not recorded" if step.ops_omitted else ""
+    more = f", and at least {step.ops_omitted:,} more operations not recorded" if step.ops_omitted else ""
     return (f"<details class=\"tt-ops\"><summary>ran {calls} call{'s' if calls != 1 else ''}{more}</summary>"
             f"<pre class=\"tt-code\">{escape(visible(chr(10).join(lines)))}</pre></details>")
 

@@ -100,7 +100,8 @@ def ops_lines(step: Step, level: str) -> List[str]:
     if hidden:
         lines.append(f"… and {plural(hidden, 'more operation')} (the JSON trace holds them)")
     if step.ops_omitted:
-        lines.append(f"… and {plural(step.ops_omitted, 'more operation')} not recorded")
+        # at least: past the limit a call counts once, its ATen operations uncounted (tensortrace.ops._around)
+        lines.append(f"… and at least {plural(step.ops_omitted, 'more operation')} not recorded")
     return lines
 
 
