@@ -109,9 +109,19 @@ def alternate(a: Callable[[], float], b: Callable[[], float], repeat: int) -> Tu
 
 def steps_yaml(tensors: int, steps: int) -> str:
     """A scenario binding ``tensors`` small tensors, then changing one of them per step."""
-    setup = "\n".join(f"    t{i} = torch.zeros(4)" for i in range(tensors))
     body = "".join(f"  - t{k % tensors}.add_(1)\n" for k in range(steps))
-    return f"title: steps\nsetup: |\n{setup}\nsteps:\n{body}"
+    return f"title: steps\nsetup: |\n    {binding(tensors)}\nsteps:\n{body}"
+
+
+def binding(tensors: int) -> str:
+    """One line binding ``tensors`` small tensors, each its own storage.
+
+    One line, so that torchsnooper reports it once: at 400 tensors, a line
+    each cost it seconds a run, and the noise of those seconds swamped the
+    difference the step rows measure.
+    """
+    names = ", ".join(f"t{i}" for i in range(tensors))
+    return f"{names}{',' if tensors == 1 else ''} = " + ", ".join(["torch.zeros(4)"] * tensors)
 
 
 # --- workers: each prints one JSON line ---------------------------------------------------
@@ -141,7 +151,7 @@ def w_steps(tensors: str, steps: str, repeat: str) -> dict:
 
     def prepare(count: int) -> Dict[str, Callable[[], float]]:
         scenario = tensortrace.loads_scenario(steps_yaml(n, count), path="steps.yaml")
-        code = [f"t{i} = torch.zeros(4)" for i in range(n)] + [f"t{j % n}.add_(1)" for j in range(count)]
+        code = [binding(n)] + [f"t{j % n}.add_(1)" for j in range(count)]
         compiled = [compile(line, "<step>", "exec") for line in code]
         source = "def f():\n" + "".join(f"    {line}\n" for line in code)
         plain_ns: dict = {"torch": torch}
@@ -328,7 +338,7 @@ def main() -> int:
     per_line: Dict[int, float] = {}
     if want("steps") or want("cli"):
         for n in (4, 40, 400):
-            got = worker("steps", n, (40 if quick else 100) * (1 if n >= 400 else 5), 5 if quick else 9)  # a cheap step needs more of them to rise above the noise
+            got = worker("steps", n, (40 if quick else 100) * (2 if n >= 400 else 5), 5 if quick else 9)  # a cheap step needs more of them to rise above the noise
             per_line[n] = got["peer_per_line"]
             if want("steps"):
                 table.row(f"step{n}", got["ours_per_step"], got["peer_per_line"], 0.5, note="per step vs torchsnooper per line")
