@@ -17,10 +17,10 @@ from rich.console import Console, Group, RenderableType
 from rich.padding import Padding
 from rich.panel import Panel
 from rich.rule import Rule
-from rich.syntax import Syntax
 from rich.text import Text
 from rich.tree import Tree
 
+from .plaincode import plain_code
 from .prose import prose
 from ..model import ErrorInfo, ExpectationResult, Graph, Step, TensorState, Trace
 from .layout import summary_parts, unshown_failures
@@ -152,11 +152,18 @@ def step_title(step: Step, extra: str = "") -> Rule:
     return Rule(Text(title + extra, style="bold"), align="left", style="bright_blue")
 
 
-def code_syntax(code: str, line: Optional[int], color: bool = True) -> Syntax:
-    """The step's code, highlighted as Python where colour is shown (without colour,
-    the plain-text lexer gives the same characters and skips compiling Python's lexer)."""
+def code_syntax(code: str, line: Optional[int], color: bool = True) -> RenderableType:
+    """The step's code, highlighted as Python where colour is shown; without colour, the
+    same characters drawn without pygments (``plaincode``), or by ``Syntax``'s plain-text lexer."""
+    code = code.rstrip("\n")
+    if not color:
+        plain = plain_code(code, line)
+        if plain is not None:
+            return plain
+    from rich.syntax import Syntax  # pygments: imported only where it is drawn
+
     return Syntax(
-        code.rstrip("\n"),
+        code,
         "python" if color else "text",
         theme=SYNTAX_THEME,
         line_numbers=line is not None,

@@ -1,0 +1,81 @@
+"""A step's code drawn without colour, as rich's ``Syntax`` draws it with the plain-text lexer.
+
+Without colour the code is ``Syntax(code, "text", word_wrap=True, ...)``:
+the same characters as highlighted Python, but importing ``rich.syntax``
+(pygments with it) and building its theme cost a ``render`` about a
+twentieth of its time. ``PlainCode`` draws the same lines itself: the same
+``Text`` split and wrapped by the same console calls, the same gutter and the
+same measurement, so the output is byte-identical, which
+``tests/test_render_plaincode.py`` checks. Code that pygments' lexer would
+first rewrite (carriage returns, a leading byte-order mark) goes to
+``Syntax`` itself.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
+from rich.measure import Measurement
+from rich.segment import Segment
+from rich.style import Style
+from rich.text import Text
+
+TAB_SIZE = 4  # Syntax's default
+_GUTTER_PADDING = 2  # rich.syntax.NUMBERS_COLUMN_DEFAULT_PADDING
+
+
+def plain_code(code: str, line: Optional[int]) -> Optional[RenderableType]:
+    """``code`` drawn as ``Syntax`` would without colour, or None where only ``Syntax`` draws it right."""
+    if "\r" in code or code.startswith("\ufeff"):
+        return None
+    return PlainCode(code, line)
+
+
+class PlainCode:
+    """``Syntax(code, "text", line_numbers=line is not None, start_line=line or 1, word_wrap=True,
+    background_color="default")`` on a console without colour."""
+
+    def __init__(self, code: str, line: Optional[int]) -> None:
+        self.code = code
+        self.line_numbers = line is not None
+        self.start_line = line or 1
+
+    def _gutter(self) -> int:
+        if not self.line_numbers:
+            return 0
+        return len(str(self.start_line + self.code.count("\n"))) + _GUTTER_PADDING
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        lines = self.code.splitlines()
+        width = self._gutter() + (max(cell_len(line) for line in lines) if lines else 0)
+        if self.line_numbers:
+            width += 1
+        return Measurement(self._gutter(), width)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        gutter = self._gutter()
+        code_width = max(0, options.max_width - gutter - 1 if self.line_numbers else options.max_width)
+        # What the lexer hands Syntax back: the code, tabs expanded, ending in a newline.
+        ends_on_newline = self.code.endswith("\n")
+        source = (self.code if ends_on_newline else self.code + "\n").expandtabs(TAB_SIZE)
+        text = Text(justify="default", tab_size=TAB_SIZE, no_wrap=False)
+        text.append(source)
+        wrap_options = options.update(width=code_width).update(height=None, justify="left")
+        new_line = Segment("\n")
+        blank = Style.null()
+        for line_no, line in enumerate(text.split("\n", allow_blank=ends_on_newline), self.start_line):
+            wrapped = console.render_lines(line, wrap_options, style=blank, pad=False)
+            for first, row in enumerate(wrapped):
+                if self.line_numbers:
+                    if first == 0:
+                        yield Segment("  ")
+                        yield Segment(str(line_no).rjust(gutter - 2) + " ")
+                    else:
+                        yield Segment(" " * gutter + " ")
+                yield from row
+                yield new_line
+
+
+__all__ = ["PlainCode", "plain_code"]
