@@ -9,7 +9,6 @@ expectations), autograd trees, and the closing summary. ``console.py`` and
 from __future__ import annotations
 
 import io
-from dataclasses import dataclass
 from typing import Dict, FrozenSet, Iterable, List, Optional
 
 from rich import box
@@ -22,7 +21,7 @@ from rich.tree import Tree
 
 from .plaincode import plain_code
 from .prose import prose
-from ..model import ErrorInfo, ExpectationResult, Graph, Step, TensorState, Trace
+from ..model import ErrorInfo, ExpectationResult, Graph, Step, TensorState, Trace, record
 from .layout import summary_parts, unshown_failures
 from .options import RenderOptions
 from .outline import NO_GRAD_FN, TRUNCATED, OutlineLine, graph_outline, line_text
@@ -76,7 +75,7 @@ def make_console(width: int, color: bool, *, record: bool = False) -> Console:
     )
 
 
-@dataclass(frozen=True)
+@record
 class View:
     """What the renderer was asked for, with the width and colour resolved once."""
 

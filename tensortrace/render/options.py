@@ -8,13 +8,12 @@ anywhere.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import FrozenSet, Optional, Protocol, Sequence, Tuple
 
-from ..model import Step, Trace
+from ..model import Step, Trace, record
 
 
-@dataclass(frozen=True)
+@record
 class RenderOptions:
     """What to show. The defaults show everything the trace holds."""
 

@@ -15,10 +15,9 @@ the outline keeps what is drawn small and shallow:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
-from ..model import Graph, GraphNode, SavedTensor
+from ..model import Graph, GraphNode, SavedTensor, record
 from .text import saved_text
 
 # A run of at least this many repetitions of a pattern of names is drawn as one line.
@@ -29,7 +28,7 @@ DEFAULT_MAX_DEPTH = 40
 DEFAULT_MAX_LINES = 500
 
 
-@dataclass(frozen=True)
+@record
 class OutlineLine:
     """One line of the outline.
 
@@ -53,7 +52,7 @@ class OutlineLine:
     saved: Tuple[SavedTensor, ...] = ()  # for ``node``: what it saved for backward
 
 
-@dataclass(frozen=True)
+@record
 class Outline:
     """A graph as outline lines, with the number of nodes reachable from its root."""
 
