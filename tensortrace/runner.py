@@ -98,6 +98,7 @@ def run_all(
     forked = isolate and hasattr(os, "fork")
     if forked:
         _import_once_for_all(variants)
+        _warm_for_children(variants)
         if confine:
             _prepare_lazy_imports()
     traces: List[Trace] = []
@@ -122,7 +123,9 @@ def prepare(scenarios: Sequence[Scenario], *, confine: bool = True) -> None:
 
     _freeze_imported_objects()
     if hasattr(os, "fork"):
-        _import_once_for_all([variant for scenario in scenarios for variant in scenario.resolved()])
+        variants = [variant for scenario in scenarios for variant in scenario.resolved()]
+        _import_once_for_all(variants)
+        _warm_for_children(variants)
         if confine:
             _prepare_lazy_imports()
 
@@ -172,6 +175,27 @@ def _import_once_for_all(variants: Sequence[Scenario]) -> None:
                     importlib.import_module(module)
             except Exception:  # an older torch without it: the child imports what it needs itself
                 pass
+
+
+def _warm_for_children(variants: Sequence[Scenario]) -> None:
+    """Fill, in the parent, the caches that every forked child would otherwise fill on its first step.
+
+    torch builds its tables of function names on the first ``resolve_name``
+    (about 16 ms), and ``writes`` reads a tensor's data descriptors and parses
+    each step's code once per text; in the parent, that is paid once per
+    command instead of once per variant. Only caches: a failure here is met
+    again, and reported, in the child.
+    """
+    from . import ops, writes
+
+    try:
+        import torch
+
+        ops.call_name(torch.Tensor.add)
+        for variant in variants:
+            writes.code_reason((code.source(mode), mode) for _, code, mode in variant.all_code())
+    except Exception:  # noqa: BLE001 - see above
+        pass
 
 
 def run_scenario(scenario: Scenario, **options) -> List[Trace]:
