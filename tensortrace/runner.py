@@ -98,7 +98,7 @@ def run_all(
     forked = isolate and hasattr(os, "fork")
     if forked:
         _import_once_for_all(variants)
-        _warm_for_children(variants)
+        _warm_for_children(variants, explanations=len(variants) > 1)
         if confine:
             _prepare_lazy_imports()
     traces: List[Trace] = []
@@ -125,7 +125,7 @@ def prepare(scenarios: Sequence[Scenario], *, confine: bool = True) -> None:
     if hasattr(os, "fork"):
         variants = [variant for scenario in scenarios for variant in scenario.resolved()]
         _import_once_for_all(variants)
-        _warm_for_children(variants)
+        _warm_for_children(variants, explanations=True)
         if confine:
             _prepare_lazy_imports()
 
@@ -177,14 +177,17 @@ def _import_once_for_all(variants: Sequence[Scenario]) -> None:
                 pass
 
 
-def _warm_for_children(variants: Sequence[Scenario]) -> None:
+def _warm_for_children(variants: Sequence[Scenario], *, explanations: bool) -> None:
     """Fill, in the parent, the caches that every forked child would otherwise fill on its first step.
 
     torch builds its tables of function names on the first ``resolve_name``
     (about 16 ms), and ``writes`` reads a tensor's data descriptors and parses
     each step's code once per text; in the parent, that is paid once per
-    command instead of once per variant. Only caches: a failure here is met
-    again, and reported, in the child.
+    command instead of once per variant. ``explanations`` also reads the
+    catalogue of explained errors (about 25 ms, compiling its patterns), which
+    a child reads on its first error: worth it where several children may
+    each meet one. Only caches: a failure here is met again, and reported, in
+    the child.
     """
     from . import ops, writes
 
@@ -194,6 +197,10 @@ def _warm_for_children(variants: Sequence[Scenario]) -> None:
         ops.call_name(torch.Tensor.add)
         for variant in variants:
             writes.code_reason((code.source(mode), mode) for _, code, mode in variant.all_code())
+        if explanations:
+            from .explain import load_rules
+
+            load_rules()
     except Exception:  # noqa: BLE001 - see above
         pass
 
