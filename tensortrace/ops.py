@@ -18,9 +18,10 @@ from the namespace at the start of the step (inputs) and at its end
 (results), storage labels from the run's ``storages.StorageRegistry``, so an
 allocation first seen inside an operation keeps its label when a snapshot
 sees it later. A step records at most ``MAX_OPS`` operations, both levels
-together; the rest are only counted (``Step.ops_omitted``). Past that limit a
-call runs with the dispatch mode stepped around (``_around``), so its ATen
-operations are neither recorded nor counted: passing each one through a
+together; the rest are only counted (``Step.ops_omitted``). At the first call
+past that limit the dispatch mode leaves the stack for the rest of the step
+(``_take_off``; ``_Both.__exit__`` puts it back), so the ATen operations of
+later calls are neither recorded nor counted: passing each one through a
 Python dispatch mode costs about 20 µs, which a loop of 100,000 operations
 would pay for nothing but a count.
 
@@ -185,8 +186,10 @@ class _Calls(TorchFunctionMode):
         flow = rec.flow.arm(func, args, kwargs) if (func is _BACKWARD or func is _AUTOGRAD_BACKWARD or func is _GRAD) else None
         if rec.count >= MAX_OPS:
             rec.count += 1
+            if not rec.aten_off and self.aten is not None:
+                rec.aten_off = _take_off(self.aten)
             try:
-                return _around(self.aten, func, args, kwargs)
+                return func(*args, **kwargs)
             finally:
                 if flow is not None:
                     rec.flow.disarm(flow)
@@ -235,20 +238,18 @@ class _Calls(TorchFunctionMode):
         return out
 
 
-def _around(aten: Optional["_Aten"], func: Any, args: Sequence[Any], kwargs: dict) -> Any:
-    """Run a call past the limit with the dispatch mode ``aten`` off the stack, then put it back.
+def _take_off(aten: "_Aten") -> bool:
+    """Take the dispatch mode ``aten`` off the stack if it is the top; whether it was.
 
-    Only when it is the top of the stack: a mode the scenario entered above it
-    stays, and the ATen operations then reach both and are counted as before.
+    Called between calls, where the stack is the step's own. A mode the
+    scenario entered above it stays, and the ATen operations then reach both
+    and are counted as before.
     """
     n = _stack_len()
-    if aten is None or not n or _stack_at(n - 1) is not aten:
-        return func(*args, **kwargs)
+    if not n or _stack_at(n - 1) is not aten:
+        return False
     _stack_pop(None)
-    try:
-        return func(*args, **kwargs)
-    finally:
-        _stack_push(aten)
+    return True
 
 
 _stack_len, _stack_at = torch._C._len_torch_dispatch_stack, torch._C._get_dispatch_stack_at
@@ -388,6 +389,7 @@ class OpsRecorder:
         self.start_names = start_names
         self.raw: List[List[Any]] = []
         self.count = 0
+        self.aten_off = False  # the dispatch mode left the stack past the limit (``_take_off``)
         self.parent: Optional[int] = None
         self.paused = False
         self.pending: List[Tuple[List[Any], int, Any, Optional[int]]] = []  # written tensors until the next operation
@@ -560,6 +562,9 @@ class _Both:
     def __exit__(self, *exc: Any) -> None:
         try:
             if self.aten is not None:
+                if self.calls.rec.aten_off:  # back on the stack, for its own __exit__ to take off
+                    self.calls.rec.aten_off = False
+                    _stack_push(self.aten)
                 self.aten.__exit__(*exc)
         finally:
             self.calls.__exit__(*exc)

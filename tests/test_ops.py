@@ -399,3 +399,38 @@ def test_a_write_after_data_is_reassigned_names_the_storage_it_landed_in():
     y = next(t for t in step.tensors if t.name == "y")
     first, second = [op for op in step.ops if op.name == "aten::add_"]
     assert second.writes == (y.storage,) and first.writes != (y.storage,)
+
+
+def test_past_the_limit_a_dispatch_mode_of_the_scenarios_own_keeps_ours_counting_below_it():
+    """Ours leaves the stack only when it is the top: under the scenario's own mode it goes on counting."""
+    result = _trace(
+        """
+        title: a mode of the scenario's own
+        steps:
+          - run: |
+              from torch.utils._python_dispatch import TorchDispatchMode
+              class Counting(TorchDispatchMode):
+                  seen = 0
+                  def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                      Counting.seen += 1
+                      return func(*args, **(kwargs or {}))
+              x = torch.zeros(2)
+              with Counting():
+                  for _ in range(3000):
+                      x.add_(1)
+              for _ in range(10):
+                  x.add_(1)
+            expect:
+              - Counting.seen == 3000
+          - y = x.detach()
+        """,
+        safe=False,
+    )
+    step, after = step_of(result, 1), step_of(result, 2)
+    assert step.status == "ok" and step.behaved, step.failures
+    assert state(step, "x").values.data == (3010.0, 3010.0)
+    recorded_calls = len(_calls(step))
+    # under Counting every add_ past the limit is a call and an ATen operation; after it, a call alone
+    assert step.ops_omitted == 2 * (3000 - (recorded_calls - 1)) + 10
+    assert [op.name for op in _aten(after)] == ["aten::detach"]
+    assert torch._C._len_torch_dispatch_stack() == 0

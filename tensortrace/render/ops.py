@@ -100,7 +100,7 @@ def ops_lines(step: Step, level: str) -> List[str]:
     if hidden:
         lines.append(f"… and {plural(hidden, 'more operation')} (the JSON trace holds them)")
     if step.ops_omitted:
-        # at least: past the limit a call counts once, its ATen operations uncounted (tensortrace.ops._around)
+        # at least: past the limit a call counts once, its ATen operations uncounted (tensortrace.ops._take_off)
         lines.append(f"… and at least {plural(step.ops_omitted, 'more operation')} not recorded")
     return lines
 
