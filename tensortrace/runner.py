@@ -34,6 +34,10 @@ if TYPE_CHECKING:  # pragma: no cover - the scenario module imports yaml, which 
     from .scenario import Scenario
 
 GRACE = 2.0  # seconds the parent waits past the step limit before killing the child
+# The longest the parent blocks in select at a time. A Ctrl-C that lands after
+# Python last checked for signals but before select starts does not interrupt
+# it; Python handles it once select returns, so within this much.
+TICK = 0.25
 DEFAULT_TIMEOUT = 5.0
 DEFAULT_SCENARIO_TIMEOUT = 300.0
 DEFAULT_MEMORY_MB = 4096
@@ -425,8 +429,10 @@ def _run_forked(scenario: Scenario, assembler: Assembler, *, safe, device, limit
     try:
         while True:
             deadlines = [d for d in (step_deadline, scenario_deadline) if d is not None]
-            wait = max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
-            ready, _, _ = select.select([read_fd], [], [], wait)
+            wait = max(0.0, min(deadlines) - time.monotonic()) if deadlines else TICK
+            ready, _, _ = select.select([read_fd], [], [], min(wait, TICK))
+            if not ready and (not deadlines or time.monotonic() < min(deadlines)):
+                continue  # only the tick passed
             if not ready:  # a limit passed and the child did not end the step itself
                 _kill(pid)
                 over_scenario = scenario_deadline is not None and time.monotonic() >= scenario_deadline

@@ -597,3 +597,26 @@ def test_a_child_that_exits_is_that_steps_error(tmp_path):
     steps = json.loads(result.stdout)["steps"]
     assert [s["status"] for s in steps] == ["ok", "killed"]
     assert "exit status 0" in steps[1]["error"]["message"]
+
+
+def test_the_parent_never_blocks_in_select_for_more_than_a_tick(monkeypatch):
+    """A Ctrl-C that lands after Python last checked for signals but before select
+    starts is handled only when select returns: so select never waits past TICK."""
+    import types
+
+    from tensortrace import runner
+    from tensortrace.scenario import loads_scenario
+
+    waits = []
+    real = runner.select.select
+
+    def recording(rlist, wlist, xlist, timeout=None):
+        waits.append(timeout)
+        return real(rlist, wlist, xlist, timeout)
+
+    monkeypatch.setattr(runner, "select", types.SimpleNamespace(select=recording))
+    scenario = loads_scenario("title: a slow step\nsteps:\n  - |\n    import time\n    time.sleep(1)\n")
+    [trace] = runner.run_all([scenario], safe=False, limits=runner.Limits(timeout=60))
+    assert trace.aborted is None and trace.steps[0].status == "ok"
+    assert len(waits) >= 4  # the second's sleep spanned several ticks
+    assert all(w is not None and w <= runner.TICK for w in waits), waits
