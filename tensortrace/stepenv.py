@@ -90,7 +90,6 @@ class PlainStackDepth:
             sys.setrecursionlimit(self.previous)
 
 
-
 def install_warning_filters(scenario_filters: List[Any]) -> None:
     """The filters the scenario's code set so far, above rule 6's "always" for everything else."""
     warnings.filters[:] = list(scenario_filters) + [_ALWAYS]
