@@ -1,6 +1,19 @@
-"""``python -m tensortrace``: the same as the ``tensortrace`` command."""
+"""The ``tensortrace`` command's entry point, and ``python -m tensortrace``.
 
-from .cli import main
+The command's modules are imported as long-lived objects (``collector.long_lived``):
+the garbage collector never walks them again in this process.
+"""
+
+from . import collector
+
+
+def main() -> None:
+    """Entry point of the ``tensortrace`` command and ``python -m tensortrace``."""
+    collector.own_process()
+    with collector.long_lived():
+        from .cli import main as cli_main
+    cli_main()
+
 
 if __name__ == "__main__":
     main()

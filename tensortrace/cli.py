@@ -620,7 +620,7 @@ def _terminated(signum: int, frame: object) -> None:
 
 
 def main() -> None:
-    """Entry point of the ``tensortrace`` command and ``python -m tensortrace``."""
+    """Parse the command line and run the command (``tensortrace.__main__.main`` imports and calls this)."""
     import signal
 
     for name in ("SIGTERM", "SIGHUP"):

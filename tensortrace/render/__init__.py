@@ -17,6 +17,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Dict, Optional, Sequence, Tuple
 
+from ..collector import long_lived
 from ..errors import UsageError
 from ..model import Trace
 from .options import DEFAULT_OPTIONS, RenderOptions, Renderer, StreamRenderer
@@ -51,7 +52,8 @@ def renderer(fmt: str) -> Renderer:
         module, function = _RENDERERS[fmt]
     except KeyError:
         raise UsageError(f"unknown format {fmt!r}; choose one of: {', '.join(FORMATS)}") from None
-    return getattr(import_module(f".{module}", __name__), function)
+    with long_lived():  # a renderer's modules (rich's) live as long as the process
+        return getattr(import_module(f".{module}", __name__), function)
 
 
 def stream(fmt: str) -> Optional[StreamRenderer]:
