@@ -4,9 +4,11 @@ Nothing here knows how tracing or rendering works. Library errors
 (``TensorTraceError``) are printed as one line on stderr with exit status 2;
 a scenario that did not behave as declared exits 1; Ctrl-C exits 130 after
 printing what was traced so far.
-"""
 
-from __future__ import annotations
+The annotations here are objects, not strings (no ``from __future__ import
+annotations``): typer reads every command's signature at every start, and
+string annotations would be compiled and evaluated anew each time.
+"""
 
 import json
 import os
