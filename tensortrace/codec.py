@@ -71,10 +71,10 @@ def _to_plain(obj: Any) -> Any:
         return encoder(obj)
     if cls is str or cls is int or cls is bool or obj is None:
         return obj
+    if cls is tuple or cls is list:  # before is_dataclass, which a tuple of records would ask at every step
+        return [_to_plain(v) for v in obj]
     if dataclasses.is_dataclass(obj):
         return _record_encoder(cls)(obj)
-    if cls is tuple or cls is list:
-        return [_to_plain(v) for v in obj]
     return _encode_scalar(obj)
 
 

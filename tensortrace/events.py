@@ -112,6 +112,7 @@ def decode(line: bytes) -> ChildEvent:
 
 
 _SAME = "$same"
+_RECORD = object()  # an item of a step's tensors that is a record, not a reference
 
 
 class Encoder:
@@ -160,14 +161,16 @@ class Decoder:
         if not isinstance(items, list):
             raise TypeError(f"expected a list of tensors, got {type(items).__name__}")
         out = []
+        previous = self._previous
+        count = len(previous)
         for item in items:
-            if isinstance(item, dict) and _SAME in item:
-                at = item[_SAME]
-                if type(at) is not int or not 0 <= at < len(self._previous):
-                    raise ValueError(f"a reference to tensor {at!r} of a previous step that has {len(self._previous)}")
-                out.append(self._previous[at])
-            else:
+            at = item.get(_SAME, _RECORD) if type(item) is dict else _RECORD
+            if at is _RECORD:
                 out.append(record_from_dict(TensorState, item))
+            elif type(at) is int and 0 <= at < count:
+                out.append(previous[at])
+            else:
+                raise ValueError(f"a reference to tensor {at!r} of a previous step that has {count}")
         return tuple(out)
 
 

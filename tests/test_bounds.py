@@ -102,6 +102,27 @@ def test_events_round_trip_through_the_codec() -> None:
     assert json.loads(events.encode(events.Unusable("x\x1b"))) == {"event": "unusable", "message": "x\x1b"}
 
 
+def test_an_unchanged_tensor_crosses_as_a_reference_and_a_bad_reference_is_refused() -> None:
+    from render_fixtures import tensor
+
+    from tensortrace.model import record_to_dict
+
+    a, b = tensor("a", [1.0, 2.0]), tensor("b", [3.0])
+    first, second = Step(index=1, code="a", line=1, status="ok", tensors=(a, b)), Step(index=2, code="b", line=2, status="ok", tensors=(a, b))
+    encoder, decoder = events.Encoder(), events.Decoder()
+    lines = [encoder.encode(first), encoder.encode(second)]
+    assert json.loads(lines[1])["step"]["tensors"] == [{"$same": 0}, {"$same": 1}]
+    got = [decoder.decode(line) for line in lines]
+    assert [record_to_dict(s) for s in got] == [record_to_dict(first), record_to_dict(second)]
+    assert got[1].tensors[0] is got[0].tensors[0] and got[1].tensors[1] is got[0].tensors[1]
+    for bad in (2, -1, None, True, "0", 0.0):
+        line = lines[1].replace(b'{"$same": 1}', b'{"$same": ' + json.dumps(bad).encode() + b"}")
+        replay = events.Decoder()
+        replay.decode(lines[0])
+        with pytest.raises(events.EventError, match="reference to tensor"):
+            replay.decode(line)
+
+
 def test_the_scenario_has_a_wall_clock_limit_beside_the_steps(tmp_path: Path) -> None:
     steps = "".join("  - time.sleep(0.4)\n" for _ in range(20))
     trace = trace_of(f"title: t\nsetup: import time\nsteps:\n{steps}", tmp_path, safe=False, scenario_timeout=1.5)

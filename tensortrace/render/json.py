@@ -29,8 +29,27 @@ from .options import DEFAULT_OPTIONS, RenderOptions
 # unless they hold a list of records themselves (a graph's nodes).
 RECORD_DEPTH = 4
 
-_compact = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(", ", ": ")).encode
 _string = json.encoder.encode_basestring  # what ``_compact`` writes for a string
+
+
+def _compact_encoder() -> Any:
+    """One line of JSON for a value, as ``json.dumps(ensure_ascii=False, allow_nan=False,
+    separators=(", ", ": "))`` writes it. The C encoder is made once, not once per call as
+    ``JSONEncoder.encode`` makes it (a few microseconds, paid per record); without a
+    circularity check, which records, being trees, never need."""
+    plain = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(", ", ": "))
+    make = json.encoder.c_make_encoder
+    if make is None:  # a Python without the json module's C accelerator
+        return plain.encode
+    chunks = make(None, plain.default, _string, None, ": ", ", ", False, False, False)
+
+    def compact(value: Any) -> str:
+        return "".join(chunks(value, 0))
+
+    return compact
+
+
+_compact = _compact_encoder()
 
 
 def dumps(data: object, **kwargs: object) -> str:
@@ -96,7 +115,7 @@ def _write(value: Any, depth: int, indent: str, out: List[str]) -> None:
 
 
 def _scalar(value: Any) -> Any:
-    """``value`` as ``_compact`` spells it when it is a string, flag, null or integer, else None."""
+    """``value`` as ``_compact`` spells it when it is a string, flag, null, integer or empty list, else None."""
     kind = type(value)
     if kind is str:
         return _string(value)
@@ -106,6 +125,8 @@ def _scalar(value: Any) -> Any:
         return "true" if value else "false"
     if kind is int:
         return int.__repr__(value)
+    if kind is list and not value:
+        return "[]"
     return None
 
 
