@@ -13,9 +13,10 @@ The pipe's codec is JSON lines, never pickle: the child runs untrusted code,
 so the parent decodes data, not objects, and bounds what it accepts
 (``MAX_EVENT_BYTES`` for one event, ``MAX_TRACE_BYTES`` for one scenario).
 On the pipe, ``Encoder`` and ``Decoder`` send a tensor whose record is the
-very record of the previous step (the snapshot cache reuses it) as
-``{"$same": i}``, its index in that step, so that an unchanged tensor is
-neither encoded nor decoded again; the decoder checks every index. A graph
+very record of the previous step (the snapshot cache reuses it) as its
+index in that step, a bare integer where a record is an object, so that an
+unchanged tensor is neither encoded nor decoded again, and costs the JSON
+parser a number; the decoder checks every index. A graph
 travels as columns (``graph_columns``): node names and saved-tensor records
 once each, and per node only small indexes, so that a 100,000-node graph costs
 one pass to send and one to receive.
@@ -111,8 +112,6 @@ def decode(line: bytes) -> ChildEvent:
     return Decoder().decode(line)
 
 
-_SAME = "$same"
-_RECORD = object()  # an item of a step's tensors that is a record, not a reference
 
 
 class Encoder:
@@ -131,16 +130,15 @@ class Encoder:
     def _step(self, event: Step) -> bytes:
         data = record_to_dict(replace(event, tensors=(), graphs=()))
         data["graphs"] = [graph_columns(g) for g in event.graphs]
-        data["tensors"] = [
-            {_SAME: self._index[id(t)]} if id(t) in self._index else record_to_dict(t) for t in event.tensors
-        ]
+        known = self._index.get
+        data["tensors"] = [at if (at := known(id(t))) is not None else record_to_dict(t) for t in event.tensors]
         self._previous = event.tensors
         self._index = {id(t): i for i, t in enumerate(event.tensors)}
         return json.dumps({"event": "step", "step": data}, allow_nan=False, ensure_ascii=True).encode("ascii") + b"\n"
 
 
 class Decoder:
-    """``decode`` for one child's stream, resolving ``{"$same": i}`` against the previous step."""
+    """``decode`` for one child's stream, resolving a tensor sent as an index against the previous step."""
 
     def __init__(self) -> None:
         self._previous: Tuple[TensorState, ...] = ()
@@ -164,13 +162,12 @@ class Decoder:
         previous = self._previous
         count = len(previous)
         for item in items:
-            at = item.get(_SAME, _RECORD) if type(item) is dict else _RECORD
-            if at is _RECORD:
+            if type(item) is not int:  # a record (the codec refuses anything but an object)
                 out.append(record_from_dict(TensorState, item))
-            elif type(at) is int and 0 <= at < count:
-                out.append(previous[at])
+            elif 0 <= item < count:
+                out.append(previous[item])
             else:
-                raise ValueError(f"a reference to tensor {at!r} of a previous step that has {count}")
+                raise ValueError(f"a reference to tensor {item!r} of a previous step that has {count}")
         return tuple(out)
 
 
