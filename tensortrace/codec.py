@@ -119,8 +119,10 @@ def _record_encoder(cls: type) -> Callable[[Any], Any]:
         if inner in _PLAIN:
             parts.append(f"{key!r}: {value}")
             continue
-        if typing.get_origin(inner) in (tuple, Tuple) and typing.get_args(inner)[:1] and typing.get_args(inner)[0] in _PLAIN:
+        if typing.get_origin(inner) in (tuple, Tuple) and typing.get_args(inner)[:1] and _plain_or_none(typing.get_args(inner)[0]):
             text = f"list({value})"
+        elif typing.get_origin(inner) in (tuple, Tuple):
+            text = f"[_to_plain(v) for v in {value}]"
         elif inner is float:
             text = f"_encode_scalar({value})"
         else:
@@ -132,6 +134,15 @@ def _record_encoder(cls: type) -> Callable[[Any], Any]:
     exec(source, names)  # noqa: S102 - code made here from the record's own field names
     _ENCODERS[cls] = names["encode"]
     return names["encode"]
+
+
+def _plain_or_none(tp: Any) -> bool:
+    """Whether values of ``tp`` are JSON as they are: a string, integer or flag, or ``Optional`` of one."""
+    if tp in _PLAIN:
+        return True
+    args = typing.get_args(tp)
+    return typing.get_origin(tp) is typing.Union and len(args) == 2 and type(None) in args and all(
+        a in _PLAIN or a is type(None) for a in args)
 
 
 # Decoders are built once per type from the records' annotations, so loading a
