@@ -12,6 +12,7 @@ from render_fixtures import GOLD, detach_trace, variant_traces
 from tensortrace.errors import TraceFormatError
 from tensortrace.model import FORMAT_NAME, FORMAT_VERSION, Trace
 from tensortrace.render import render
+from tensortrace.render.json import traces_from_dict
 from tensortrace.render.jsonl import JsonlStream
 from tensortrace.schemas import trace_schema
 
@@ -131,7 +132,7 @@ def test_several_traces_come_in_a_wrapper_that_says_its_format(tmp_path):
 
 
 @pytest.mark.parametrize("value", [
-    "", "x", "naïve ☃", "tab\tquote\"back\\slash\nnew", "\x00\x1f", "\ud800 lone", 0, -7, 10**30, True, False, None,
+    "", "x", "naïve ☃", "tab\tquote\"back\\slash\nnew", "\x00\x1f", "\ud800 lone", 0, -7, 10**30, True, False, None, [],
 ])
 def test_a_fields_value_is_spelled_as_the_compact_encoder_spells_it(value):
     """The renderer writes a step's plain fields itself; the bytes must be the encoder's."""
@@ -145,3 +146,46 @@ def test_values_it_does_not_spell_are_left_to_the_encoder(value):
     from tensortrace.render.json import _scalar
 
     assert _scalar(value) is None
+
+
+@pytest.mark.parametrize("value", [
+    "naïve ☃ \ud800", 1.5, -0.0, 1e300, 10**30, [1, [2.5, None], {"a": "b"}], {"k": {"in": ["x", None]}, "n": []}, [], {},
+])
+def test_the_compact_encoder_writes_what_json_dumps_writes(value):
+    from tensortrace.render.json import _compact
+
+    assert _compact(value) == json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(", ", ": "))
+
+
+def test_the_compact_encoder_refuses_what_json_cannot_spell():
+    from tensortrace.render.json import _compact
+
+    for value in (float("nan"), [float("inf")], {"x": -float("inf")}):
+        with pytest.raises(ValueError):
+            _compact(value)
+
+
+def test_every_record_in_a_steps_lists_is_one_line_and_nodes_one_line_each():
+    """docs/json.md: every record in a step's lists (the setup's too) is one line; a graph's
+    and a flow's nodes are one line each."""
+    from tensortrace.render.json import _compact
+
+    traces = traces_from_dict(json.loads((GOLD / "trace_detach-vs-data.json").read_text(encoding="utf-8")))
+    traces = [dataclasses.replace(t, setup=dataclasses.replace(t.steps[0], index=0)) for t in traces]  # a setup with records
+    text = render(traces, "json")
+    data = json.loads(text)
+    lines = {line.strip().rstrip(",") for line in text.splitlines()}
+    records = nodes = 0
+    for trace in data["traces"]:
+        assert trace["setup"]["expectations"]
+        for step in [trace["setup"], *trace["steps"]]:
+            for key in ("tensors", "ops", "expectations", "warnings", "predictions"):
+                for record in step[key]:
+                    assert _compact(record) in lines, (key, record)
+                    records += 1
+            for holder in step["graphs"] + step["flow"]:
+                assert _compact(holder) not in lines  # expanded: its nodes are the lines
+                for node in holder["nodes"]:
+                    assert _compact(node) in lines
+                    nodes += 1
+    assert records > 20 and nodes > 5

@@ -4,9 +4,10 @@
 Strings are kept exactly as recorded: JSON escapes control characters itself.
 ``traces_from_dict`` reads any document this or an earlier version wrote.
 
-Layout: the document is indented down to each step's fields, and every record
-in a step's lists (a tensor, an operation, a graph node, a prediction...) is
-one line, written by the json module's C encoder: a person can still read and
+Layout: the document is indented down to each step's fields (the setup's
+too), and every record in a step's lists (a tensor, an operation, a
+prediction...) is one line, and so is each node of a graph or a gradient
+flow, written by the json module's C encoder: a person can still read and
 grep it, and a long trace is written many times faster than by indenting every
 number on a line of its own. A tensor whose record several steps share (the
 recorder reuses the record of a tensor no step changed) is encoded once; a
@@ -25,9 +26,11 @@ from ..errors import TraceFormatError
 from ..model import FORMAT_NAME, FORMAT_VERSION, Graph, GraphNode, Step, Trace, check_format, record_to_dict
 from .options import DEFAULT_OPTIONS, RenderOptions
 
-# Dicts this deep (the trace is 0, a step 2, a step's tensor 4) are one line each,
-# unless they hold a list of records themselves (a graph's nodes).
+# Dicts this deep (the trace is 0, a step and the setup 2, a step's tensor or
+# operation 4) are one line each, unless they hold a graph's or a flow's nodes,
+# which are then one line each in turn.
 RECORD_DEPTH = 4
+STEP_DEPTH = 2
 
 _string = json.encoder.encode_basestring  # what ``_compact`` writes for a string
 
@@ -81,7 +84,7 @@ def _write(value: Any, depth: int, indent: str, out: List[str]) -> None:
     if kind is _Text:
         out.append(value)
     elif kind is dict:
-        if not value or (depth >= RECORD_DEPTH and not any(_is_record_list(v) for v in value.values())):
+        if not value or (depth >= RECORD_DEPTH and not _is_record_list(value.get("nodes"))):
             out.append(_compact(value))
             return
         inner = indent + "  "
@@ -93,7 +96,7 @@ def _write(value: Any, depth: int, indent: str, out: List[str]) -> None:
                 out.append(head + spelled)
             else:
                 out.append(head)
-                _write(item, depth + 1, inner, out)
+                _write(item, depth + 1 if depth or key != "setup" else STEP_DEPTH, inner, out)  # the setup is step 0
             separator = ",\n"
         out.append("\n" + indent + "}")
     elif kind is list:
