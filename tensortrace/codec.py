@@ -16,7 +16,7 @@ import operator
 import reprlib
 import sys
 import typing
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 # Non-finite floats have no JSON spelling; they travel as these strings.
 _FLOAT_SPELLINGS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
@@ -106,11 +106,27 @@ _ENCODERS: Dict[type, Callable[[Any], Any]] = {}
 _PLAIN = (str, int, bool)
 
 
-def _record_encoder(cls: type) -> Callable[[Any], Any]:
+_ENCODERS_LEAVING: Dict[Tuple[type, Tuple[str, ...]], Callable[[Any], Any]] = {}
+
+
+def to_plain_leaving(record: Any, left: Tuple[str, ...]) -> Dict[str, Any]:
+    """``_to_plain(record)`` with the fields ``left`` not converted: each is None, in its place,
+    for the caller to fill (a step's tensors, which the pipe and the document write their own way)."""
+    key = (type(record), left)
+    encoder = _ENCODERS_LEAVING.get(key)
+    if encoder is None:
+        encoder = _ENCODERS_LEAVING[key] = _record_encoder(type(record), left, register=False)
+    return encoder(record)
+
+
+def _record_encoder(cls: type, left: Tuple[str, ...] = (), register: bool = True) -> Callable[[Any], Any]:
     hints = _hints(cls)
     names: Dict[str, Any] = {"_to_plain": _to_plain, "_encode_scalar": _encode_scalar}
     parts = []
     for name, key in _field_keys(cls):
+        if name in left:
+            parts.append(f"{key!r}: None")
+            continue
         value = f"o.{name}"
         tp = hints[name]
         args = [a for a in typing.get_args(tp) if a is not type(None)]
@@ -132,7 +148,8 @@ def _record_encoder(cls: type) -> Callable[[Any], Any]:
         parts.append(f"{key!r}: {text}")
     source = f"def encode(o):\n    return {{{', '.join(parts)}}}\n"
     exec(source, names)  # noqa: S102 - code made here from the record's own field names
-    _ENCODERS[cls] = names["encode"]
+    if register:
+        _ENCODERS[cls] = names["encode"]
     return names["encode"]
 
 
@@ -186,12 +203,16 @@ def _make_decoder(tp: Any) -> Callable[[Any], Any]:
         names = {key: name for name, key in _field_keys(tp)}
         fields: Dict[str, Tuple[str, Callable[[Any], Any]]] = {}
 
-        def record(value: Any) -> Any:
+        def record(value: Any, given: Optional[Dict[str, Any]] = None) -> Any:
             if type(value) is not dict:
                 raise TypeError(f"expected an object for {tp.__name__}, got {type(value).__name__}")
             if not fields:  # built on first use: a record type may refer to itself
                 fields.update((key, (name, _decoder(hints[name]))) for key, name in names.items())
-            return tp(**{field[0]: field[1](v) for k, v in value.items() if (field := fields.get(k)) is not None})
+            if given is None:
+                return tp(**{field[0]: field[1](v) for k, v in value.items() if (field := fields.get(k)) is not None})
+            kwargs = {field[0]: field[1](v) for k, v in value.items() if (field := fields.get(k)) is not None and field[0] not in given}
+            kwargs.update(given)
+            return tp(**kwargs)
 
         return record
     if origin in (tuple, Tuple):

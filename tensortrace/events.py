@@ -25,7 +25,7 @@ one pass to send and one to receive.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from itertools import chain
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
@@ -114,6 +114,9 @@ def decode(line: bytes) -> ChildEvent:
 
 
 
+_STEP_OWN = ("tensors", "graphs")  # a step's fields that the pipe writes its own way
+
+
 class Encoder:
     """``encode``, sending a tensor record that the previous step also sent as a reference to it."""
 
@@ -128,7 +131,7 @@ class Encoder:
             return self._step(event)
 
     def _step(self, event: Step) -> bytes:
-        data = record_to_dict(replace(event, tensors=(), graphs=()))
+        data = record_to_dict(event, leaving=_STEP_OWN)
         data["graphs"] = [graph_columns(g) for g in event.graphs]
         known = self._index.get
         data["tensors"] = [at if (at := known(id(t))) is not None else record_to_dict(t) for t in event.tensors]
@@ -174,12 +177,14 @@ class Decoder:
 def _decode(data: Any, tensors: Callable[[Any], Tuple[TensorState, ...]]) -> ChildEvent:
     kind = data["event"]
     if kind == "step":
-        body = dict(data["step"])
-        items = body.pop("tensors", [])
-        graphs = body.pop("graphs", [])
+        body = data["step"]
+        if type(body) is not dict:
+            raise TypeError(f"expected an object for the step, got {type(body).__name__}")
+        items = body.get("tensors", [])
+        graphs = body.get("graphs", [])
         if not isinstance(graphs, list):
             raise TypeError(f"expected a list of graphs, got {type(graphs).__name__}")
-        return replace(record_from_dict(Step, body), tensors=tensors(items), graphs=tuple(graph_from_columns(g) for g in graphs))
+        return record_from_dict(Step, body, given={"tensors": tensors(items), "graphs": tuple(graph_from_columns(g) for g in graphs)})
     if kind == "start":
         return Start(record_from_dict(ScenarioInfo, data["scenario"]), record_from_dict(Environment, data["environment"]))
     if kind == "end":

@@ -16,9 +16,10 @@ Format history (``FORMAT_VERSION``):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .codec import (  # noqa: F401 - encode_number_tree, decode_number and freeze are used from here too
+    _decoder,
     _from_plain,
     _to_plain,
     decode_number,
@@ -26,6 +27,7 @@ from .codec import (  # noqa: F401 - encode_number_tree, decode_number and freez
     freeze,
     frozen_methods,
     quick_init,
+    to_plain_leaving,
 )
 
 FORMAT_NAME = "tensortrace.trace"
@@ -460,13 +462,17 @@ def step_from_dict(data: dict) -> Step:
     return _from_plain(Step, data)
 
 
-def record_from_dict(cls: type, data: Any) -> Any:
-    """Any record type from its ``to_dict`` form (used for streamed events)."""
-    return _from_plain(cls, data)
+def record_from_dict(cls: type, data: Any, given: Optional[Dict[str, Any]] = None) -> Any:
+    """Any record type from its ``to_dict`` form (used for streamed events); the fields in
+    ``given`` are taken as they are, already records, and not read from ``data``."""
+    if given is None:
+        return _from_plain(cls, data)
+    return _decoder(cls)(data, given)
 
 
-def record_to_dict(record: Any) -> Any:
-    return _to_plain(record)
+def record_to_dict(record: Any, leaving: Tuple[str, ...] = ()) -> Any:
+    """A record as JSON-ready data; the fields named in ``leaving`` are None, in their place, to be filled."""
+    return to_plain_leaving(record, leaving) if leaving else _to_plain(record)
 
 
 __all__ = [

@@ -89,3 +89,20 @@ def test_a_record_holding_itself_prints_without_recursing():
     loop.__dict__["name"] = loop  # only a test can make one: records are frozen
     assert repr(loop) == "VersionBump(name=..., from_=0, to=1)"
     assert repr(note) == "VersionBump(name='x', from_=0, to=1)"
+
+
+def test_a_record_converts_leaving_fields_in_place_and_loads_with_fields_given():
+    from render_fixtures import detach_trace
+
+    step = next(s for s in detach_trace().steps if s.tensors and s.expectations)
+    whole = model.record_to_dict(step)
+    left = model.record_to_dict(step, leaving=("tensors", "graphs"))
+    assert list(left) == list(whole)  # same keys, same order
+    assert left["tensors"] is None and left["graphs"] is None
+    assert {k: v for k, v in left.items() if k not in ("tensors", "graphs")} == {
+        k: v for k, v in whole.items() if k not in ("tensors", "graphs")}
+    assert model.record_to_dict(step) == whole  # the plain encoder is unchanged by the other
+    mine = step.tensors[:1]
+    loaded = model.record_from_dict(model.Step, whole, given={"tensors": mine, "graphs": ()})
+    assert loaded.tensors is mine and loaded.graphs == ()
+    assert model.record_to_dict(loaded, leaving=("tensors", "graphs")) == left

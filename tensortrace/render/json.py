@@ -152,7 +152,7 @@ class _SharedTensors:
         return body
 
     def step(self, step: Step) -> dict:
-        data = record_to_dict(replace(step, tensors=(), graphs=()))
+        data = record_to_dict(step, leaving=("tensors", "graphs"))
         data["tensors"] = [self.tensor(t) for t in step.tensors]
         data["graphs"] = [self.graph(g) for g in step.graphs]
         return data
