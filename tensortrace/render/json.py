@@ -78,11 +78,21 @@ class _Text(str):
     """JSON text already encoded (a shared tensor record, a graph node), written as it is."""
 
 
+class _Lines(list):
+    """A list of ``_Text`` records (a step's tensors, a graph's nodes), written one per line."""
+
+
 def _write(value: Any, depth: int, indent: str, out: List[str]) -> None:
     """``value`` as JSON into ``out``: containers indented, records at ``RECORD_DEPTH`` on one line."""
     kind = type(value)
     if kind is _Text:
         out.append(value)
+    elif kind is _Lines:
+        if not value:
+            out.append("[]")
+            return
+        inner = indent + "  "
+        out.append("[\n" + inner + (",\n" + inner).join(value) + "\n" + indent + "]")
     elif kind is dict:
         if not value or (depth >= RECORD_DEPTH and not _is_record_list(value.get("nodes"))):
             out.append(_compact(value))
@@ -104,9 +114,6 @@ def _write(value: Any, depth: int, indent: str, out: List[str]) -> None:
             out.append(_compact(value))  # numbers, flags: one line
             return
         inner = indent + "  "
-        if all(type(v) is _Text for v in value):  # a step's tensors: already encoded
-            out.append("[\n" + inner + (",\n" + inner).join(value) + "\n" + indent + "]")
-            return
         separator = "[\n"
         for item in value:
             out.append(separator + inner)
@@ -134,7 +141,7 @@ def _scalar(value: Any) -> Any:
 
 
 def _is_record_list(value: Any) -> bool:
-    return type(value) is list and bool(value) and (type(value[0]) is dict or type(value[0]) is _Text)
+    return (type(value) is _Lines or type(value) is list) and bool(value) and (type(value[0]) is dict or type(value[0]) is _Text)
 
 
 class _SharedTensors:
@@ -153,7 +160,8 @@ class _SharedTensors:
 
     def step(self, step: Step) -> dict:
         data = record_to_dict(step, leaving=("tensors", "graphs"))
-        data["tensors"] = [self.tensor(t) for t in step.tensors]
+        known = self.texts.get
+        data["tensors"] = _Lines([known(id(t)) or self.tensor(t) for t in step.tensors])
         data["graphs"] = [self.graph(g) for g in step.graphs]
         return data
 
@@ -175,13 +183,13 @@ class _SharedTensors:
 _NODE_FIELDS = ("id", "name", "leaf", "next", "saved")
 
 
-def node_lines(nodes: Tuple[GraphNode, ...]) -> List[_Text]:
+def node_lines(nodes: Tuple[GraphNode, ...]) -> "_Lines":
     """Each node as ``_compact(record_to_dict(node))`` writes it, by a template; each saved tuple encoded once."""
     if tuple(f.name for f in fields(GraphNode)) != _NODE_FIELDS:  # the template spells these fields only
-        return [_Text(_compact(record_to_dict(node))) for node in nodes]
+        return _Lines(_Text(_compact(record_to_dict(node))) for node in nodes)
     by_id: Dict[int, str] = {}  # the walk shares equal tuples
     by_value: Dict[Any, str] = {}  # a loaded trace has equal ones
-    out = []
+    out = _Lines()
     for node in nodes:
         saved = node.saved
         kept = by_id.get(id(saved))
