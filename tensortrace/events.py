@@ -112,8 +112,6 @@ def decode(line: bytes) -> ChildEvent:
     return Decoder().decode(line)
 
 
-
-
 _STEP_OWN = ("tensors", "graphs")  # a step's fields that the pipe writes its own way
 
 
