@@ -179,3 +179,71 @@ def test_unreadable_file(tmp_path):
     path.write_text("title: x\nsteps: [a = 1]\n")
     path.chmod(0)
     assert_one_clear_line(cli("run", str(path)), "cannot be read")
+
+
+_ROOT = Path(__file__).resolve().parent.parent
+_YAML_FILES = sorted(p for folder in ("scenarios", "tests") for p in (_ROOT / folder).rglob("*.yaml"))
+
+
+def _outcome(path: Path):
+    try:
+        return load_scenario(str(path))
+    except ScenarioError as exc:
+        return ("refused", str(exc))
+
+
+@pytest.mark.parametrize("path", _YAML_FILES, ids=lambda p: str(p.relative_to(_ROOT)))
+def test_libyaml_and_the_pure_python_reader_load_every_file_alike(path, monkeypatch):
+    """The loader composes with libyaml when it can; what it reads, and what it refuses and
+    where, is what the pure-Python reader (whose messages it words) gives."""
+    from tensortrace import loader
+
+    fast = _outcome(path)
+    monkeypatch.setattr(loader, "_FAST_LOADER", None)
+    assert _outcome(path) == fast
+
+
+@pytest.mark.parametrize("text", [
+    "title: deep\nsteps: " + "[" * 100_000 + "]" * 100_000,
+    "title: deep\nsteps:\n  " + "- " * 60_000 + "x",
+    "title: deep\nsteps: " + "{a: " * 60_000 + "1" + "}" * 60_000,
+])
+def test_nesting_too_deep_for_libyaml_is_refused_in_words_not_a_crash(text):
+    with pytest.raises(ScenarioError, match="nested too deeply"):
+        loads_scenario(text, path="deep.yaml")
+
+
+def _texts():
+    from hypothesis import strategies as st
+
+    pieces = st.sampled_from([
+        "title: t\n", "steps:\n", "  - ", "- ", "run: ", "a = 1", "x", "'q'", '"d"', ": ", ":", "? ", "[", "]", "{", "}",
+        ", ", "|\n", ">\n", "    ", "  ", "\n", "#c", "&a ", "*a", "!!str ", "!!python/name:os.system ", "<<: ", "---\n",
+        "...\n", "%YAML 1.1\n", "é", "\u2028", "\ufeff", "\r\n", "@", "`", "expect: ", "note: ", "variants:\n", "1.5",
+        "null", "yes", "~", "0x1F", "-", "%",
+    ])
+    return st.lists(pieces, max_size=30).map("".join)
+
+
+def test_libyaml_and_the_pure_python_reader_agree_on_generated_texts():
+    from hypothesis import HealthCheck, given, settings
+
+    from tensortrace import loader
+
+    def outcome(text: str):
+        try:
+            return loads_scenario(text, path="gen.yaml")
+        except ScenarioError as exc:
+            return ("refused", str(exc))
+
+    @settings(max_examples=int(__import__("os").environ.get("TT_FUZZ", "400")), deadline=None, suppress_health_check=list(HealthCheck))
+    @given(_texts())
+    def check(text):
+        fast = outcome(text)
+        kept, loader._FAST_LOADER = loader._FAST_LOADER, None
+        try:
+            assert outcome(text) == fast, text
+        finally:
+            loader._FAST_LOADER = kept
+
+    check()
