@@ -22,6 +22,7 @@ from .devices import DEVICE_RE as _DEVICE_RE
 from .errors import ScenarioError
 from .model import Declared
 from .scenario import Code, Declaration, Expectations, Scenario, StepSpec, _position, placeholders_in
+from .yamlread import MERGE_TAG, compose, compose_fast, refuse_tags
 
 MAX_FILE_BYTES = 1024 * 1024
 MAX_VARIANTS = 32  # side by side, more are unreadable; each is traced in a child of its own
@@ -68,14 +69,14 @@ def loads_scenario(data: Union[str, bytes], path: str = "<string>") -> Scenario:
     text = _decode(data, path)
     if not text.strip():
         raise ScenarioError("the file is empty; a scenario needs at least 'title' and 'steps'", path=path)
-    root = _compose_fast(text)
+    root = compose_fast(text)
     if root is not None:
         try:
-            _refuse_tags(root, path)
+            refuse_tags(root, path)
             return _Builder(path, text).scenario(root)
         except ScenarioError:
             pass  # refused: read again below, so that every refusal is worded and placed as the pure-Python reader sees it
-    root = _compose(text, path)
+    root = compose(text, path)
     return _Builder(path, text).scenario(root)
 
 
@@ -98,131 +99,6 @@ def _decode(data: Union[str, bytes], path: str) -> str:
     if "\x00" in text:
         raise ScenarioError("this is a binary file, not a YAML scenario", path=path)
     return text
-
-
-_FAST_LOADER = getattr(yaml, "CSafeLoader", None)  # libyaml, where PyYAML was built with it
-# libyaml composes nested nodes by recursing in C, past Python's recursion limit:
-# 100,000 nested brackets crash the process. Only a text that cannot nest deeper
-# than this goes to it (10,000 levels were measured to compose safely).
-_FAST_DEPTH = 5000
-# Where libyaml and the pure-Python reader were found to differ: libyaml takes a
-# tab after a key and a byte-order mark inside the text, which the other refuses.
-_UNLIKE = re.compile("[\t\ufeff]")
-
-
-def _deepest(text: str) -> int:
-    """A bound on how deep the text's nodes can nest: every level opens with a bracket,
-    a brace, an indicator (``-``, ``?``, ``:``) or more indentation than the last."""
-    indicators = sum(text.count(c) for c in "[{-?:")
-    return indicators + max(map(len, text.splitlines()), default=0) + 1
-
-
-def _compose_fast(text: str) -> Optional[yaml.Node]:
-    """The nodes as libyaml composes them, or None where the pure-Python reader must speak.
-
-    libyaml composes the same nodes, marks and styles about ten times faster,
-    says what is wrong in other words, places some empty nodes elsewhere, and
-    takes some texts the other refuses (``_UNLIKE``). So a text it refuses,
-    a text holding such a character or one the pure-Python reader refuses,
-    and any scenario the builder refuses, is read again by ``_compose``
-    (``yaml.SafeLoader``), whose words and places every refusal uses.
-    """
-    if _FAST_LOADER is None or _UNLIKE.search(text) or yaml.reader.Reader.NON_PRINTABLE.search(text) or _deepest(text) > _FAST_DEPTH:
-        return None
-    loader = _FAST_LOADER(text)
-    try:
-        return loader.get_single_node()
-    except (yaml.YAMLError, RecursionError):
-        return None
-    finally:
-        loader.dispose()
-
-
-def _compose(text: str, path: str) -> yaml.Node:
-    loader = None
-    try:
-        loader = yaml.SafeLoader(text)
-        node = loader.get_single_node()
-    except yaml.reader.ReaderError as exc:
-        line, column = _position(text, exc.position) if isinstance(exc.position, int) else (None, None)
-        char = exc.character if isinstance(exc.character, str) else chr(exc.character)
-        raise ScenarioError(
-            f"the file contains the character {char!r} (U+{ord(char):04X}), which YAML does not allow; remove it",
-            path=path,
-            line=line,
-            column=column,
-        ) from None
-    except RecursionError:
-        raise ScenarioError("the YAML is nested too deeply to read; flatten it", path=path) from None
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        problem = exc.problem or exc.context or "invalid YAML"
-        if "python/" in str(problem) or "!!python" in str(problem):
-            problem = "YAML tags such as !!python/... are not allowed in scenario files (they could run code)"
-        elif mark is not None and str(exc.problem).startswith("expected <block end>"):
-            problem = _indentation_problem(text, mark, exc.context, exc.context_mark)
-        elif mark is not None and "found character '\\t'" in str(exc.problem):
-            lines = text.splitlines()
-            indenting = mark.line < len(lines) and not lines[mark.line][:mark.column].strip()
-            where = "a tab indents this line" if indenting else "a tab stands where YAML takes spaces"
-            problem = f"{where}; YAML indents and separates with spaces only: replace the tab with spaces"
-        else:
-            problem = f"invalid YAML: {problem}"
-            if exc.context and exc.problem:
-                started = exc.context_mark
-                if started is not None and mark is not None and started.line != mark.line:
-                    problem += f" ({exc.context} that starts at line {started.line + 1}, column {started.column + 1})"
-                else:
-                    problem += f" ({exc.context})"
-        raise ScenarioError(problem, path=path, line=mark.line + 1 if mark else None, column=mark.column + 1 if mark else None) from None
-    except yaml.YAMLError as exc:
-        raise ScenarioError(f"invalid YAML: {exc}", path=path) from None
-    finally:
-        if loader is not None:
-            loader.dispose()
-    if node is None:
-        raise ScenarioError("the file is empty; a scenario needs at least 'title' and 'steps'", path=path)
-    _refuse_tags(node, path)
-    return node
-
-
-def _indentation_problem(text: str, mark: yaml.Mark, context: Optional[str], started: Optional[yaml.Mark]) -> str:
-    """PyYAML's "expected <block end>" said as what it is: a line indented out of step."""
-    lines = text.splitlines()
-    shown = lines[mark.line].strip() if mark.line < len(lines) else ""
-    block = "list" if context and "collection" in context else "mapping"
-    where = f" that starts at line {started.line + 1}, column {started.column + 1}" if started is not None else ""
-    return (
-        f"bad indentation: the line {shown!r} does not line up with the {block}{where}; "
-        "indent it exactly as far as the keys or '- ' items it belongs with"
-    )
-
-
-_PLAIN_TAGS = {f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "seq", "map")}
-#: The tag of a merge key (``<<: *defaults``), allowed as a mapping key only.
-_MERGE_TAG = "tag:yaml.org,2002:merge"
-
-
-def _refuse_tags(root: yaml.Node, path: str) -> None:
-    """Only plain YAML data: a ``!!python/...`` or custom tag is refused wherever it is."""
-    stack = [root]
-    seen = set()  # aliases make the node graph a DAG, or even cyclic: visit each node once
-    while stack:
-        node = stack.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        if node.tag not in _PLAIN_TAGS:
-            if "python/" in node.tag:
-                message = "YAML tags such as !!python/... are not allowed in scenario files (they could run code)"
-            else:
-                message = f"the YAML tag {node.tag!r} is not allowed in scenario files; write plain strings, numbers, lists and mappings"
-            raise ScenarioError(message, path=path, line=node.start_mark.line + 1, column=node.start_mark.column + 1)
-        if isinstance(node, yaml.MappingNode):
-            for key, value in node.value:
-                stack.extend((value,) if key.tag == _MERGE_TAG else (key, value))
-        elif isinstance(node, yaml.SequenceNode):
-            stack.extend(node.value)
 
 
 class _Builder:
@@ -303,7 +179,7 @@ class _Builder:
         result: Dict[str, Tuple[yaml.Node, yaml.Node]] = {}
         merged: List[Dict[str, Tuple[yaml.Node, yaml.Node]]] = []
         for key_node, value_node in node.value:
-            if key_node.tag == _MERGE_TAG:
+            if key_node.tag == MERGE_TAG:
                 merged.extend(self.merged(value_node, what))
                 continue
             key = self.scalar(key_node)

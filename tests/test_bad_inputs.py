@@ -196,10 +196,10 @@ def _outcome(path: Path):
 def test_libyaml_and_the_pure_python_reader_load_every_file_alike(path, monkeypatch):
     """The loader composes with libyaml when it can; what it reads, and what it refuses and
     where, is what the pure-Python reader (whose messages it words) gives."""
-    from tensortrace import loader
+    from tensortrace import yamlread
 
     fast = _outcome(path)
-    monkeypatch.setattr(loader, "_FAST_LOADER", None)
+    monkeypatch.setattr(yamlread, "_FAST_LOADER", None)
     assert _outcome(path) == fast
 
 
@@ -228,7 +228,7 @@ def _texts():
 def test_libyaml_and_the_pure_python_reader_agree_on_generated_texts():
     from hypothesis import HealthCheck, given, settings
 
-    from tensortrace import loader
+    from tensortrace import yamlread
 
     def outcome(text: str):
         try:
@@ -240,10 +240,10 @@ def test_libyaml_and_the_pure_python_reader_agree_on_generated_texts():
     @given(_texts())
     def check(text):
         fast = outcome(text)
-        kept, loader._FAST_LOADER = loader._FAST_LOADER, None
+        kept, yamlread._FAST_LOADER = yamlread._FAST_LOADER, None
         try:
             assert outcome(text) == fast, text
         finally:
-            loader._FAST_LOADER = kept
+            yamlread._FAST_LOADER = kept
 
     check()
