@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from itertools import chain
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
+from .codec import one_line_encoder
 from .collector import paused_gc
 from .model import (Environment, Graph, SavedTensor, ScenarioInfo, Step, StorageInfo, TensorState, Trace, graph_nodes, node_ids,
                     record_from_dict, record_to_dict)
@@ -90,6 +91,9 @@ class EventError(ValueError):
 # --- the codec ----------------------------------------------------------------------
 
 
+_wire = one_line_encoder(ensure_ascii=True)  # the pipe's JSON, ASCII only; its C encoder made once
+
+
 def encode(event: ChildEvent) -> bytes:
     """One event as one line of JSON (the wire form between child and parent)."""
     if isinstance(event, Step):
@@ -104,7 +108,7 @@ def encode(event: ChildEvent) -> bytes:
         data = {"event": type(event).__name__.lower(), "message": event.message}
     else:  # pragma: no cover - a programming error
         raise TypeError(f"not an event: {event!r}")
-    return json.dumps(data, allow_nan=False, ensure_ascii=True).encode("ascii") + b"\n"
+    return _wire(data).encode("ascii") + b"\n"
 
 
 def decode(line: bytes) -> ChildEvent:
@@ -135,7 +139,7 @@ class Encoder:
         data["tensors"] = [at if (at := known(id(t))) is not None else record_to_dict(t) for t in event.tensors]
         self._previous = event.tensors
         self._index = {id(t): i for i, t in enumerate(event.tensors)}
-        return json.dumps({"event": "step", "step": data}, allow_nan=False, ensure_ascii=True).encode("ascii") + b"\n"
+        return _wire({"event": "step", "step": data}).encode("ascii") + b"\n"
 
 
 class Decoder:

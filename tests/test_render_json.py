@@ -152,17 +152,22 @@ def test_values_it_does_not_spell_are_left_to_the_encoder(value):
     "naïve ☃ \ud800", 1.5, -0.0, 1e300, 10**30, [1, [2.5, None], {"a": "b"}], {"k": {"in": ["x", None]}, "n": []}, [], {},
 ])
 def test_the_compact_encoder_writes_what_json_dumps_writes(value):
+    from tensortrace.codec import one_line_encoder
     from tensortrace.render.json import _compact
 
     assert _compact(value) == json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(", ", ": "))
+    assert one_line_encoder(ensure_ascii=True)(value) == json.dumps(value, allow_nan=False)  # the pipe's
 
 
 def test_the_compact_encoder_refuses_what_json_cannot_spell():
     from tensortrace.render.json import _compact
 
+    from tensortrace.codec import one_line_encoder
+
     for value in (float("nan"), [float("inf")], {"x": -float("inf")}):
-        with pytest.raises(ValueError):
-            _compact(value)
+        for encode in (_compact, one_line_encoder(ensure_ascii=True)):
+            with pytest.raises(ValueError):
+                encode(value)
 
 
 def test_every_record_in_a_steps_lists_is_one_line_and_nodes_one_line_each():

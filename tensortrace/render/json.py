@@ -21,6 +21,7 @@ import json
 from dataclasses import fields, replace
 from typing import Any, Dict, List, Sequence, Tuple
 
+from ..codec import one_line_encoder
 from ..collector import paused_gc
 from ..errors import TraceFormatError
 from ..model import FORMAT_NAME, FORMAT_VERSION, Graph, GraphNode, Step, Trace, check_format, record_to_dict
@@ -35,24 +36,7 @@ STEP_DEPTH = 2
 _string = json.encoder.encode_basestring  # what ``_compact`` writes for a string
 
 
-def _compact_encoder() -> Any:
-    """One line of JSON for a value, as ``json.dumps(ensure_ascii=False, allow_nan=False,
-    separators=(", ", ": "))`` writes it. The C encoder is made once, not once per call as
-    ``JSONEncoder.encode`` makes it (a few microseconds, paid per record); without a
-    circularity check, which records, being trees, never need."""
-    plain = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(", ", ": "))
-    make = json.encoder.c_make_encoder
-    if make is None:  # a Python without the json module's C accelerator
-        return plain.encode
-    chunks = make(None, plain.default, _string, None, ": ", ", ", False, False, False)
-
-    def compact(value: Any) -> str:
-        return "".join(chunks(value, 0))
-
-    return compact
-
-
-_compact = _compact_encoder()
+_compact = one_line_encoder(ensure_ascii=False)  # the C encoder, made once
 
 
 def dumps(data: object, **kwargs: object) -> str:
