@@ -225,13 +225,18 @@ def _make_decoder(tp: Any) -> Callable[[Any], Any]:
         hints = _hints(tp)
         names = {key: name for name, key in _field_keys(tp)}
         fields: Dict[str, Tuple[str, Callable[[Any], Any]]] = {}
+        every = frozenset(names)
+        whole: List[Callable[[Any], Any]] = []  # the decoder of an object holding every field and no other
 
         def record(value: Any, given: Optional[Dict[str, Any]] = None) -> Any:
             if type(value) is not dict:
                 raise TypeError(f"expected an object for {tp.__name__}, got {type(value).__name__}")
             if not fields:  # built on first use: a record type may refer to itself
                 fields.update((key, (name, _decoder(hints[name]))) for key, name in names.items())
+                whole.append(_whole_decoder(tp, fields))
             if given is None:
+                if value.keys() == every:  # as to_dict writes it: one call, no lookups
+                    return whole[0](value)
                 return tp(**{field[0]: field[1](v) for k, v in value.items() if (field := fields.get(k)) is not None})
             kwargs = {field[0]: field[1](v) for k, v in value.items() if (field := fields.get(k)) is not None and field[0] not in given}
             kwargs.update(given)
@@ -257,6 +262,21 @@ def _make_decoder(tp: Any) -> Callable[[Any], Any]:
     if tp is Any:
         return freeze
     return _identity
+
+
+def _whole_decoder(tp: type, fields: Dict[str, Tuple[str, Callable[[Any], Any]]]) -> Callable[[Any], Any]:
+    """A record from an object holding exactly its fields: ``tp(name=convert(value[key]), ...)``,
+    made from the record's own field names once; what it makes is what the general path makes."""
+    names: Dict[str, Any] = {"tp": tp}
+    parts = []
+    for i, (key, (name, convert)) in enumerate(fields.items()):
+        if convert is _identity:
+            parts.append(f"{name}=value[{key!r}]")
+        else:
+            names[f"c{i}"] = convert
+            parts.append(f"{name}=c{i}(value[{key!r}])")
+    exec(f"def whole(value):\n    return tp({', '.join(parts)})\n", names)  # noqa: S102 - from the record's own field names
+    return names["whole"]
 
 
 def freeze(value: Any) -> Any:
