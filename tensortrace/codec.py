@@ -138,11 +138,12 @@ def to_plain_leaving(record: Any, left: Tuple[str, ...]) -> Dict[str, Any]:
     key = (type(record), left)
     encoder = _ENCODERS_LEAVING.get(key)
     if encoder is None:
-        encoder = _ENCODERS_LEAVING[key] = _record_encoder(type(record), left, register=False)
+        encoder = _ENCODERS_LEAVING[key] = _record_encoder(type(record), left)
     return encoder(record)
 
 
-def _record_encoder(cls: type, left: Tuple[str, ...] = (), register: bool = True) -> Callable[[Any], Any]:
+def _record_encoder(cls: type, left: Tuple[str, ...] = ()) -> Callable[[Any], Any]:
+    """The encoder of ``cls``, registered as its own unless it leaves fields out (``to_plain_leaving``)."""
     hints = _hints(cls)
     names: Dict[str, Any] = {"_to_plain": _to_plain, "_encode_scalar": _encode_scalar}
     parts = []
@@ -171,7 +172,7 @@ def _record_encoder(cls: type, left: Tuple[str, ...] = (), register: bool = True
         parts.append(f"{key!r}: {text}")
     source = f"def encode(o):\n    return {{{', '.join(parts)}}}\n"
     exec(source, names)  # noqa: S102 - code made here from the record's own field names
-    if register:
+    if not left:
         _ENCODERS[cls] = names["encode"]
     return names["encode"]
 
