@@ -66,3 +66,19 @@ def test_the_command_freezes_its_modules_and_still_collects_garbage():
         print(gc.get_freeze_count() > 1000, gc.isenabled(), gone() is None, "tensortrace.cli" in sys.modules)
     """)
     assert out.splitlines()[-1] == "True True True True"
+
+
+def test_a_renderer_is_imported_long_lived_once_and_later_calls_freeze_nothing():
+    out = _in_a_process("""
+        import gc
+        from tensortrace import collector
+        from tensortrace.render import renderer
+        collector.own_process()
+        before = gc.get_freeze_count()
+        renderer("console")
+        first = gc.get_freeze_count()
+        kept = [[n] for n in range(1000)]  # the caller's objects, made after the import
+        renderer("console")
+        print(first > before + 1000, gc.get_freeze_count() == first, gc.is_tracked(kept[0]))
+    """)
+    assert out == "True True True"

@@ -14,6 +14,7 @@ rendered side by side; traces of different scenarios one after another.
 
 from __future__ import annotations
 
+import sys
 from importlib import import_module
 from typing import Dict, Optional, Sequence, Tuple
 
@@ -52,8 +53,11 @@ def renderer(fmt: str) -> Renderer:
         module, function = _RENDERERS[fmt]
     except KeyError:
         raise UsageError(f"unknown format {fmt!r}; choose one of: {', '.join(FORMATS)}") from None
-    with long_lived():  # a renderer's modules (rich's) live as long as the process
-        return getattr(import_module(f".{module}", __name__), function)
+    loaded = sys.modules.get(f"{__name__}.{module}")
+    if loaded is None:
+        with long_lived():  # a renderer's modules (rich's) live as long as the process
+            loaded = import_module(f".{module}", __name__)
+    return getattr(loaded, function)
 
 
 def stream(fmt: str) -> Optional[StreamRenderer]:
