@@ -19,6 +19,7 @@ import yaml
 
 from tensortrace.helpers import base_namespace
 from tensortrace.model import Trace
+from tensortrace import runner
 from tensortrace.runner import Limits, run_scenario
 from tensortrace.scenario import loads_scenario
 from tensortrace.tracer import trace
@@ -45,7 +46,10 @@ def plain_stdout(steps: List[str]) -> str:
     return out.getvalue()
 
 
-def test_the_child_keeps_the_users_thread_count():
+def test_the_child_keeps_the_users_thread_count(monkeypatch):
+    # as the command line sets it: its process runs no tensor operation before it forks
+    # (a library caller's children get one thread: OpenMP's pool does not survive fork)
+    monkeypatch.setattr(runner, "threads_unused_before_fork", True)
     (result,) = run_scenario(scenario(["n = torch.get_num_threads()\nprint(n)"]), safe=False)
     assert result.steps[0].stdout == f"{torch.get_num_threads()}\n"
 
