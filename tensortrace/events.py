@@ -59,13 +59,6 @@ class Unusable:
 
 
 @dataclass(frozen=True)
-class Ran:
-    """Step ``index``'s own code is done; what follows is the tool's recording, not the step's time."""
-
-    index: int
-
-
-@dataclass(frozen=True)
 class Crashed:
     """The tool failed in the child; the message says how."""
 
@@ -73,7 +66,7 @@ class Crashed:
 
 
 Event = Union[Start, Step, End]
-ChildEvent = Union[Start, Step, End, Ran, Unusable, Crashed]
+ChildEvent = Union[Start, Step, End, Unusable, Crashed]
 
 
 def size_text(nbytes: int) -> str:
@@ -102,8 +95,6 @@ def encode(event: ChildEvent) -> bytes:
         data = {"event": "start", "scenario": record_to_dict(event.scenario), "environment": record_to_dict(event.environment)}
     elif isinstance(event, End):
         data = {"event": "end", "storages": record_to_dict(event.storages), "notices": list(event.notices), "aborted": event.aborted}
-    elif isinstance(event, Ran):
-        data = {"event": "ran", "index": event.index}
     elif isinstance(event, (Unusable, Crashed)):
         data = {"event": type(event).__name__.lower(), "message": event.message}
     else:  # pragma: no cover - a programming error
@@ -192,8 +183,6 @@ def _decode(data: Any, tensors: Callable[[Any], Tuple[TensorState, ...]]) -> Chi
     if kind == "end":
         storages = tuple(record_from_dict(StorageInfo, s) for s in data["storages"])
         return End(storages=storages, notices=tuple(str(n) for n in data["notices"]), aborted=data["aborted"])
-    if kind == "ran":
-        return Ran(int(data["index"]))
     if kind in ("unusable", "crashed"):
         message = str(data["message"])
         return Unusable(message) if kind == "unusable" else Crashed(message)

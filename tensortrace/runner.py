@@ -8,6 +8,10 @@ size, and it rebuilds records from plain data. Limits:
 
 * wall clock per step (``timeout``): an alarm inside the child ends a
   runaway Python step, and the parent kills a child stuck in native code;
+  the limit is for the step's own code, so the child marks, in a word of
+  memory shared with the parent (``RanMark``), each step whose code is done,
+  and the parent reads the mark only when a limit passes: recording costs
+  no message and no wake-up of the parent;
 * wall clock per scenario (``scenario_timeout``), kept by the parent;
 * in safe mode, also the kernel's wall, no file writes (RLIMIT_FSIZE = 0), a
   memory cap (RLIMIT_AS) and a CPU-time cap (RLIMIT_CPU), hard limits lowered.
@@ -18,16 +22,18 @@ before it is kept. Where ``fork`` is unavailable, scenarios run in-process.
 
 from __future__ import annotations
 
+import mmap
 import os
 import select
 import signal
+import struct
 import sys
 import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable, List, Optional, Sequence
 
 from .errors import Interrupted, TensorTraceError
-from .events import MAX_TRACE_BYTES, Assembler, Crashed, Decoder, Encoder, EventError, LineReader, Ran, Start, Unusable, encode, size_text
+from .events import MAX_TRACE_BYTES, Assembler, Crashed, Decoder, Encoder, EventError, LineReader, Start, Unusable, encode, size_text
 from .model import Environment, ErrorInfo, Explanation, ScenarioInfo, Step, Trace
 
 if TYPE_CHECKING:  # pragma: no cover - the scenario module imports yaml, which rendering never needs
@@ -38,6 +44,7 @@ GRACE = 2.0  # seconds the parent waits past the step limit before killing the c
 # Python last checked for signals but before select starts does not interrupt
 # it; Python handles it once select returns, so within this much.
 TICK = 0.25
+READ_SIZE = 1 << 20  # bytes the parent reads from the pipe at most at a time
 DEFAULT_TIMEOUT = 5.0
 DEFAULT_SCENARIO_TIMEOUT = 300.0
 DEFAULT_MEMORY_MB = 4096
@@ -245,7 +252,33 @@ def _run_inline(scenario: Scenario, assembler: Assembler, *, safe, device, limit
 threads_unused_before_fork = False
 
 
-def _child_main(write_fd: int, scenario: Scenario, safe: bool, device: Optional[str], limits: Limits, parent: int, confine: bool, ops: bool = True) -> None:
+class RanMark:
+    """The index of the last step whose own code is done, in memory the child shares with its parent.
+
+    Written by the child, read by the parent when a step's limit passes. The
+    child is untrusted: a false mark only moves the parent from the step's
+    limit to the scenario's, which a child could always reach by sending its
+    step late.
+    """
+
+    _WORD = struct.Struct("q")
+
+    def __init__(self) -> None:
+        self._memory = mmap.mmap(-1, self._WORD.size)  # anonymous and shared: survives fork
+        self.mark(-1)
+
+    def mark(self, index: int) -> None:
+        self._WORD.pack_into(self._memory, 0, index)
+
+    def last(self) -> int:
+        return self._WORD.unpack_from(self._memory, 0)[0]
+
+    def close(self) -> None:
+        self._memory.close()
+
+
+def _child_main(write_fd: int, scenario: Scenario, safe: bool, device: Optional[str], limits: Limits, parent: int, confine: bool,
+                ops: bool = True, ran: Optional[RanMark] = None) -> None:
     """Runs in the forked child; never returns."""
     code = 0
     try:
@@ -269,9 +302,9 @@ def _child_main(write_fd: int, scenario: Scenario, safe: bool, device: Optional[
         if confine:
             report = _confine(write_fd, scenario, device)
         capped = (safe or confine) and limits.memory_mb
-        ran = lambda index: _send(write_fd, encode(Ran(index)))  # noqa: E731 - the parent stops counting the step's time
         encoder = Encoder()  # an unchanged tensor's record is sent as a reference to the previous step's
-        for event in tracer.iter_trace(scenario, safe=safe, device=device, timeout=limits.timeout, confinement=report, checked=True, on_ran=ran, ops=ops):
+        on_ran = ran.mark if ran is not None else None  # the parent stops counting the step's time
+        for event in tracer.iter_trace(scenario, safe=safe, device=device, timeout=limits.timeout, confinement=report, checked=True, on_ran=on_ran, ops=ops):
             _send(write_fd, encoder.encode(_blame_memory_limit(event, limits.memory_mb) if capped else event))
     except TensorTraceError as exc:  # e.g. a device this machine lacks: the user's to fix
         _send(write_fd, encode(Unusable(str(exc))))
@@ -409,6 +442,7 @@ def _apply_limits(scenario: Scenario, limits: Limits) -> None:
 
 
 def _run_forked(scenario: Scenario, assembler: Assembler, *, safe, device, limits, confine, ops=True) -> Trace:
+    ran = RanMark()
     read_fd, write_fd = os.pipe()
     sys.stdout.flush()
     sys.stderr.flush()
@@ -416,10 +450,12 @@ def _run_forked(scenario: Scenario, assembler: Assembler, *, safe, device, limit
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child's coverage is not collected
         os.close(read_fd)
-        _child_main(write_fd, scenario, safe, device, limits, parent, confine, ops)
+        _child_main(write_fd, scenario, safe, device, limits, parent, confine, ops, ran)
     os.close(write_fd)
     reader = LineReader()
     decoder = Decoder()
+    buffer = bytearray(READ_SIZE)  # read into, again and again: no allocation of a megabyte per read
+    last_index = -1  # the index of the last step received; a mark past it: the step under way has run its code
     received = 0
     notes: dict = {}  # "unusable" / "crashed" messages from the child
     patience = (limits.timeout + GRACE) if limits.timeout else None
@@ -433,26 +469,28 @@ def _run_forked(scenario: Scenario, assembler: Assembler, *, safe, device, limit
             ready, _, _ = select.select([read_fd], [], [], min(wait, TICK))
             if not ready and (not deadlines or time.monotonic() < min(deadlines)):
                 continue  # only the tick passed
+            if not ready and step_deadline is not None and time.monotonic() >= step_deadline and ran.last() > last_index:
+                step_deadline = None  # the step's code is done: recording is the tool's time
+                continue
             if not ready:  # a limit passed and the child did not end the step itself
                 _kill(pid)
                 over_scenario = scenario_deadline is not None and time.monotonic() >= scenario_deadline
                 reason = "scenario-timeout" if over_scenario else "timeout"
                 return assembler.trace(aborted=_synthesise_stop(assembler, scenario, limits, reason))
-            chunk = os.read(read_fd, 1 << 20)
-            if not chunk:
+            size = os.readv(read_fd, [buffer])
+            if not size:
                 break
-            received += len(chunk)
+            received += size
             if received > MAX_TRACE_BYTES:
                 raise EventError(f"more than {size_text(MAX_TRACE_BYTES)} of trace")
-            for line in reader.feed(chunk):
+            for line in reader.feed(memoryview(buffer)[:size]):
                 event = decoder.decode(line)
-                if isinstance(event, Ran):  # the step's code is done: recording is the tool's time
-                    step_deadline = None
-                    continue
                 if isinstance(event, (Unusable, Crashed)):
                     notes[type(event)] = event.message
                     continue
                 assembler.add(event)
+                if isinstance(event, Step):
+                    last_index = event.index
                 if patience is not None:
                     step_deadline = time.monotonic() + patience
     except EventError as exc:
@@ -464,6 +502,7 @@ def _run_forked(scenario: Scenario, assembler: Assembler, *, safe, device, limit
         raise
     finally:
         os.close(read_fd)
+        ran.close()
     _, status = os.waitpid(pid, 0)
     if Unusable in notes:
         raise TensorTraceError(notes[Unusable])
@@ -485,7 +524,7 @@ def _drain(read_fd: int, reader: LineReader, decoder: Decoder, assembler: Assemb
                 break
             for line in reader.feed(chunk):
                 event = decoder.decode(line)
-                if not isinstance(event, (Ran, Unusable, Crashed)):
+                if not isinstance(event, (Unusable, Crashed)):
                     assembler.add(event)
     except (OSError, EventError):
         pass

@@ -47,8 +47,13 @@ def test_a_scenario_without_optimizers_does_not_pay_for_dynamo() -> None:
     assert result.stdout.strip() == "False"
 
 
-def test_recording_a_step_is_never_charged_to_its_time_limit(monkeypatch) -> None:
-    """Summaries of large tensors take the tool's time; the step limit is for the user's code."""
+@pytest.mark.parametrize("safe", [False, True], ids=["trusted", "confined"])
+def test_recording_a_step_is_never_charged_to_its_time_limit(monkeypatch, safe: bool) -> None:
+    """Summaries of large tensors take the tool's time; the step limit is for the user's code.
+
+    The child marks each step whose code is done in memory it shares with the
+    parent (``RanMark``), which the kernel's wall leaves writable.
+    """
     import time
 
     from tensortrace import tracer
@@ -63,7 +68,7 @@ def test_recording_a_step_is_never_charged_to_its_time_limit(monkeypatch) -> Non
 
     monkeypatch.setattr(tracer._Recorder, "snapshot", slow_snapshot)  # the forked child inherits it
     scenario = loads_scenario("title: t\nsteps:\n  - a = torch.ones(2)\n  - b = a * 2\n", path="s.yaml")
-    [trace] = run_scenario(scenario, safe=False, limits=Limits(timeout=1))
+    [trace] = run_scenario(scenario, safe=safe, limits=Limits(timeout=1))
     assert trace.aborted is None, trace.aborted
     assert [s.status for s in trace.steps] == ["ok", "ok"]
 
