@@ -76,22 +76,27 @@ def _write(value: Any, depth: int, indent: str, out: List[str]) -> None:
             out.append("[]")
             return
         inner = indent + "  "
-        out.append("[\n" + inner + (",\n" + inner).join(value) + "\n" + indent + "]")
+        out.extend(("[\n", inner, (",\n" + inner).join(value), "\n", indent, "]"))  # no copy of the joined block
     elif kind is dict:
         if not value or (depth >= RECORD_DEPTH and not _is_record_list(value.get("nodes"))):
             out.append(_compact(value))
             return
         inner = indent + "  "
-        separator = "{\n"
+        heads = _heads(inner)
+        first = True
         for key, item in value.items():
-            head = separator + inner + _string(key) + ": "
+            head = heads.get(key)
+            if head is None:
+                head = heads[key] = ",\n" + inner + _string(key) + ": "
+            if first:
+                head = "{" + head[1:]
+                first = False
             spelled = _scalar(item)
             if spelled is not None:  # most of a step's fields: one line, without a call per value
                 out.append(head + spelled)
             else:
                 out.append(head)
                 _write(item, depth + 1 if depth or key != "setup" else STEP_DEPTH, inner, out)  # the setup is step 0
-            separator = ",\n"
         out.append("\n" + indent + "}")
     elif kind is list:
         if not value or not any(type(v) in (dict, list, _Text, str) for v in value):
@@ -106,6 +111,17 @@ def _write(value: Any, depth: int, indent: str, out: List[str]) -> None:
         out.append("\n" + indent + "]")
     else:
         out.append(_compact(value))
+
+
+_HEADS: Dict[str, Dict[str, str]] = {}  # indent -> key -> ',\n<indent>"key": '
+
+
+def _heads(inner: str) -> Dict[str, str]:
+    """Each key's line start at this indent, spelled once per run (a step writes the same 22 keys)."""
+    found = _HEADS.get(inner)
+    if found is None:
+        found = _HEADS[inner] = {}
+    return found
 
 
 def _scalar(value: Any) -> Any:
