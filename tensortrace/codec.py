@@ -228,6 +228,7 @@ def _make_decoder(tp: Any) -> Callable[[Any], Any]:
         fields: Dict[str, Tuple[str, Callable[[Any], Any]]] = {}
         every = frozenset(names)
         whole: List[Callable[[Any], Any]] = []  # the decoder of an object holding every field and no other
+        partial: Dict[Tuple[str, ...], Callable[..., Any]] = {}  # the same, with these fields given (by name, in order)
 
         def record(value: Any, given: Optional[Dict[str, Any]] = None) -> Any:
             if type(value) is not dict:
@@ -239,6 +240,13 @@ def _make_decoder(tp: Any) -> Callable[[Any], Any]:
                 if value.keys() == every:  # as to_dict writes it: one call, no lookups
                     return whole[0](value)
                 return tp(**{field[0]: field[1](v) for k, v in value.items() if (field := fields.get(k)) is not None})
+            if value.keys() == every:
+                names_given = tuple(given)
+                made = partial.get(names_given)
+                if made is None:  # False: a name that is not a field, which the general path refuses
+                    made = partial[names_given] = set(names_given) <= set(names.values()) and _whole_decoder(tp, fields, names_given)
+                if made:
+                    return made(value, *given.values())
             kwargs = {field[0]: field[1](v) for k, v in value.items() if (field := fields.get(k)) is not None and field[0] not in given}
             kwargs.update(given)
             return tp(**kwargs)
@@ -265,18 +273,22 @@ def _make_decoder(tp: Any) -> Callable[[Any], Any]:
     return _identity
 
 
-def _whole_decoder(tp: type, fields: Dict[str, Tuple[str, Callable[[Any], Any]]]) -> Callable[[Any], Any]:
+def _whole_decoder(tp: type, fields: Dict[str, Tuple[str, Callable[[Any], Any]]], given: Tuple[str, ...] = ()) -> Callable[..., Any]:
     """A record from an object holding exactly its fields: ``tp(name=convert(value[key]), ...)``,
-    made from the record's own field names once; what it makes is what the general path makes."""
+    made from the record's own field names once; what it makes is what the general path makes.
+    The fields named in ``given`` are taken from the arguments after ``value``, in that order."""
     names: Dict[str, Any] = {"tp": tp}
     parts = []
+    arguments = [f"g{i}" for i in range(len(given))]
     for i, (key, (name, convert)) in enumerate(fields.items()):
-        if convert is _identity:
+        if name in given:
+            parts.append(f"{name}={arguments[given.index(name)]}")
+        elif convert is _identity:
             parts.append(f"{name}=value[{key!r}]")
         else:
             names[f"c{i}"] = convert
             parts.append(f"{name}=c{i}(value[{key!r}])")
-    exec(f"def whole(value):\n    return tp({', '.join(parts)})\n", names)  # noqa: S102 - from the record's own field names
+    exec(f"def whole({', '.join(['value'] + arguments)}):\n    return tp({', '.join(parts)})\n", names)  # noqa: S102 - from the record's own field names
     return names["whole"]
 
 

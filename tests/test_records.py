@@ -106,6 +106,12 @@ def test_a_record_converts_leaving_fields_in_place_and_loads_with_fields_given()
     loaded = model.record_from_dict(model.Step, whole, given={"tensors": mine, "graphs": ()})
     assert loaded.tensors is mine and loaded.graphs == ()
     assert model.record_to_dict(loaded, leaving=("tensors", "graphs")) == left
+    general = model.record_from_dict(model.Step, {**whole, "later_field": 1}, given={"tensors": mine, "graphs": ()})
+    assert general == loaded  # an object holding exactly the fields (the generated path) loads as the general path does
+    reordered = model.record_from_dict(model.Step, whole, given={"graphs": (), "tensors": mine})
+    assert reordered == loaded and reordered.tensors is mine
+    with pytest.raises(TypeError):  # a name that is no field is refused on either path
+        model.record_from_dict(model.Step, whole, given={"tensors": mine, "nope": 1})
 
 
 def test_a_record_loads_alike_with_every_field_an_unknown_one_or_a_missing_default():
