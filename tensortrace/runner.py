@@ -278,7 +278,7 @@ class RanMark:
 
 
 def _child_main(write_fd: int, scenario: Scenario, safe: bool, device: Optional[str], limits: Limits, parent: int, confine: bool,
-                ops: bool = True, ran: Optional[RanMark] = None) -> None:
+                ran: RanMark, ops: bool = True) -> None:
     """Runs in the forked child; never returns."""
     code = 0
     try:
@@ -303,8 +303,8 @@ def _child_main(write_fd: int, scenario: Scenario, safe: bool, device: Optional[
             report = _confine(write_fd, scenario, device)
         capped = (safe or confine) and limits.memory_mb
         encoder = Encoder()  # an unchanged tensor's record is sent as a reference to the previous step's
-        on_ran = ran.mark if ran is not None else None  # the parent stops counting the step's time
-        for event in tracer.iter_trace(scenario, safe=safe, device=device, timeout=limits.timeout, confinement=report, checked=True, on_ran=on_ran, ops=ops):
+        # ran.mark: the parent stops counting the step's time
+        for event in tracer.iter_trace(scenario, safe=safe, device=device, timeout=limits.timeout, confinement=report, checked=True, on_ran=ran.mark, ops=ops):
             _send(write_fd, encoder.encode(_blame_memory_limit(event, limits.memory_mb) if capped else event))
     except TensorTraceError as exc:  # e.g. a device this machine lacks: the user's to fix
         _send(write_fd, encode(Unusable(str(exc))))
@@ -450,7 +450,7 @@ def _run_forked(scenario: Scenario, assembler: Assembler, *, safe, device, limit
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child's coverage is not collected
         os.close(read_fd)
-        _child_main(write_fd, scenario, safe, device, limits, parent, confine, ops, ran)
+        _child_main(write_fd, scenario, safe, device, limits, parent, confine, ran, ops)
     os.close(write_fd)
     reader = LineReader()
     decoder = Decoder()
@@ -519,7 +519,7 @@ def _drain(read_fd: int, reader: LineReader, decoder: Decoder, assembler: Assemb
     """Keep every complete event a stopped child had already sent."""
     try:
         while True:
-            chunk = os.read(read_fd, 1 << 20)
+            chunk = os.read(read_fd, READ_SIZE)
             if not chunk:
                 break
             for line in reader.feed(chunk):

@@ -82,7 +82,7 @@ def _write(value: Any, depth: int, indent: str, out: List[str]) -> None:
             out.append(_compact(value))
             return
         inner = indent + "  "
-        heads = _heads(inner)
+        heads = _HEADS.setdefault(inner, {})  # each key's line start at this indent, spelled once per run
         first = True
         for key, item in value.items():
             head = heads.get(key)
@@ -113,15 +113,7 @@ def _write(value: Any, depth: int, indent: str, out: List[str]) -> None:
         out.append(_compact(value))
 
 
-_HEADS: Dict[str, Dict[str, str]] = {}  # indent -> key -> ',\n<indent>"key": '
-
-
-def _heads(inner: str) -> Dict[str, str]:
-    """Each key's line start at this indent, spelled once per run (a step writes the same 22 keys)."""
-    found = _HEADS.get(inner)
-    if found is None:
-        found = _HEADS[inner] = {}
-    return found
+_HEADS: Dict[str, Dict[str, str]] = {}  # indent -> key -> ',\n<indent>"key": ' (a step writes the same 22 keys)
 
 
 def _scalar(value: Any) -> Any:
