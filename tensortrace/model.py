@@ -15,7 +15,7 @@ Format history (``FORMAT_VERSION``):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .codec import (  # noqa: F401 - encode_number_tree, decode_number and freeze are used from here too
@@ -34,6 +34,11 @@ FORMAT_NAME = "tensortrace.trace"
 FORMAT_VERSION = 2
 #: Versions whose trace document ``Trace.from_dict`` reads (1 differs only in the JSON-lines events).
 READABLE_VERSIONS = (1, 2)
+
+
+def evolve(record: Any, **changes: Any) -> Any:
+    """A copy of ``record`` with ``changes``: the one way code changes a record (records are frozen)."""
+    return replace(record, **changes)
 
 
 def record(cls: type) -> type:
@@ -500,6 +505,7 @@ __all__ = [
     "Values",
     "VersionBump",
     "WarningInfo",
+    "evolve",
     "step_from_dict",
     "step_to_dict",
 ]

@@ -15,13 +15,12 @@ from __future__ import annotations
 import contextlib
 import math
 import warnings
-from dataclasses import replace
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import torch
 
 from .graph import node_name
-from .model import Summary, TensorState, Values, encode_number_tree, freeze
+from .model import Summary, TensorState, Values, encode_number_tree, freeze, evolve
 from .stats import moments
 from .storages import StorageRegistry  # noqa: F401 (callers import it from here too)
 
@@ -450,7 +449,7 @@ def probe_named(named: Sequence[Tuple[str, Any, str]], registry: StorageRegistry
                         memo.keep(obj, state)
             first = names_by_id.get(id(obj))
             if first != name:
-                state = replace(state, same_as=first)
+                state = evolve(state, same_as=first)
             if state.storage is not None:
                 registry.note_name(state.storage, name)
             states.append(state)

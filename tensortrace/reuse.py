@@ -34,12 +34,11 @@ import os
 import warnings
 import weakref
 import zlib
-from dataclasses import replace
 from typing import Any, Callable, Dict, Iterable, Iterator, Optional, Tuple
 
 import torch
 
-from .model import TensorState
+from .model import TensorState, evolve
 from .writes import UNWRITTEN
 
 SMALL = 64 * 16  # bytes compared directly (64 complex128 elements)
@@ -196,7 +195,7 @@ class SnapshotCache:
         state = entry.state
         base_name = names_by_id.get(id(base)) if base is not None else None
         if state.name != name or state.kind != kind or state.base != base_name:
-            state = replace(state, name=name, kind=kind, base=base_name)
+            state = evolve(state, name=name, kind=kind, base=base_name)
             entry.state = state
         self._seen[id(t)] = entry
         return state

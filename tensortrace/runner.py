@@ -29,12 +29,12 @@ import signal
 import struct
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, List, Optional, Sequence
 
 from .errors import Interrupted, TensorTraceError
 from .events import MAX_TRACE_BYTES, Assembler, Crashed, Decoder, Encoder, EventError, LineReader, Start, Unusable, encode, size_text
-from .model import Environment, ErrorInfo, Explanation, ScenarioInfo, Step, Trace
+from .model import Environment, ErrorInfo, Explanation, ScenarioInfo, Step, Trace, evolve
 
 if TYPE_CHECKING:  # pragma: no cover - the scenario module imports yaml, which rendering never needs
     from .scenario import Scenario
@@ -408,8 +408,8 @@ def _blame_memory_limit(event: object, memory_mb: int) -> object:
     if error.explanation is None:
         explanation = Explanation(title="Out of memory under tensortrace's memory limit", what=cause, fix=fix, topic="memory-limit")
     else:
-        explanation = replace(error.explanation, what=f"{error.explanation.what} {cause}", fix=f"{error.explanation.fix} {fix}")
-    return replace(event, error=replace(error, explanation=explanation))
+        explanation = evolve(error.explanation, what=f"{error.explanation.what} {cause}", fix=f"{error.explanation.fix} {fix}")
+    return evolve(event, error=evolve(error, explanation=explanation))
 
 
 def _apply_limits(scenario: Scenario, limits: Limits) -> None:

@@ -26,11 +26,10 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import replace
 from types import MappingProxyType
 from typing import Any, Mapping, Optional, Sequence, Tuple
 
-from ..model import ErrorInfo, Explanation, TensorState
+from ..model import ErrorInfo, Explanation, TensorState, evolve
 from .builders import inplace_saved_fix
 from .rules import ExplanationDataError, Rule, load_rules
 
@@ -123,8 +122,8 @@ def name_the_saved_tensor(
             f"saved at version {fields['saved']} and now at version {now}."
         )
     fix = inplace_saved_fix(candidates[0].name) if candidates else error.explanation.fix
-    explanation = replace(error.explanation, what=error.explanation.what + note, fix=fix)
-    return replace(error, explanation=explanation)
+    explanation = evolve(error.explanation, what=error.explanation.what + note, fix=fix)
+    return evolve(error, explanation=explanation)
 
 
 def _unique(items: Tuple[str, ...]) -> Tuple[str, ...]:

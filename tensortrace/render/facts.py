@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import keyword
 import re
-from dataclasses import replace
 from typing import Dict, Iterator, Optional, Sequence, Tuple
 
-from ..model import Step, TensorState, Trace, record
+from ..model import Step, TensorState, Trace, record, evolve
 from ..names import covers, expand
 
 # The facts a table shows, in column order, and what changed_fields reports.
@@ -207,7 +206,7 @@ def with_show_notices(trace: Trace, wanted: Sequence[str], where: str = "--show"
     given on the command line is reported the same way, in every format.
     """
     notes = tuple(f"{name!r} in {where} is never bound in this scenario" for name in unmatched_names(trace, wanted))
-    return replace(trace, notices=trace.notices + notes) if notes else trace
+    return evolve(trace, notices=trace.notices + notes) if notes else trace
 
 
 __all__ = [

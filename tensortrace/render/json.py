@@ -18,13 +18,13 @@ encoded once (a graph may have 250,000 nodes).
 from __future__ import annotations
 
 import json
-from dataclasses import fields, replace
+from dataclasses import fields
 from typing import Any, Dict, List, Sequence, Tuple
 
 from ..codec import one_line_encoder
 from ..collector import paused_gc
 from ..errors import TraceFormatError
-from ..model import FORMAT_NAME, FORMAT_VERSION, Graph, GraphNode, Step, Trace, check_format, record_to_dict
+from ..model import FORMAT_NAME, FORMAT_VERSION, Graph, GraphNode, Step, Trace, check_format, record_to_dict, evolve
 from .options import DEFAULT_OPTIONS, RenderOptions
 
 # Dicts this deep (the trace is 0, a step and the setup 2, a step's tensor or
@@ -144,7 +144,7 @@ class _SharedTensors:
         self.keep: List[Any] = []  # the records, so that their ids stay unique while rendering
 
     def trace(self, trace: Trace) -> dict:
-        body = replace(trace, setup=None, steps=()).to_dict()
+        body = evolve(trace, setup=None, steps=()).to_dict()
         body["setup"] = self.step(trace.setup) if trace.setup is not None else None
         body["steps"] = [self.step(s) for s in trace.steps]
         body["passed"] = trace.passed
@@ -159,7 +159,7 @@ class _SharedTensors:
 
     @staticmethod
     def graph(graph: Graph) -> dict:
-        data = record_to_dict(replace(graph, nodes=()))
+        data = record_to_dict(evolve(graph, nodes=()))
         data["nodes"] = node_lines(graph.nodes)
         return data
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import fields, is_dataclass, replace
+from dataclasses import fields, is_dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple, TypeVar
 
-from ..model import ErrorInfo, GraphNode, SavedTensor, Step, Summary, TensorState, Trace, Values
+from ..model import ErrorInfo, GraphNode, SavedTensor, Step, Summary, TensorState, Trace, Values, evolve
 from .facts import is_contiguous
 
 # A row or a dimension longer than this is shown as its first and last items.
@@ -123,7 +123,7 @@ def _visible_value(value: Any, seen: Dict[int, Any]) -> Any:
         new = _visible_value(old, seen)
         if new is not old:
             changes[name] = new
-    result = replace(value, **changes) if changes else value
+    result = evolve(value, **changes) if changes else value
     seen[id(value)] = (value, result)  # a record the snapshots share is made visible once
     return result
 
@@ -136,7 +136,7 @@ def _visible_node(node: GraphNode, seen: Dict[int, Any]) -> GraphNode:
     except TypeError:  # not all strings (a hand-made record): field by field
         text = "\x00"
     if _INVISIBLE.search(text) is None:
-        return node if saved is node.saved else replace(node, saved=saved)
+        return node if saved is node.saved else evolve(node, saved=saved)
     changes = {}
     for name in ("id", "name", "leaf", "next"):
         old = getattr(node, name)
@@ -145,7 +145,7 @@ def _visible_node(node: GraphNode, seen: Dict[int, Any]) -> GraphNode:
             changes[name] = new
     if saved is not node.saved:
         changes["saved"] = saved
-    return replace(node, **changes) if changes else node
+    return evolve(node, **changes) if changes else node
 
 
 def visible_traces(traces: Sequence[Trace]) -> List[Trace]:
