@@ -92,11 +92,11 @@ def test_a_training_step_records_each_parameters_version_and_grad_per_line(tmp_p
     assert trace.passed and trace.environment.safe is False
 
 
-def test_tracing_changes_no_value_grad_or_random_state():
+def test_tracing_changes_no_value_grad_or_random_state(tmp_path):
     def run(snooped: bool):
         model, opt, x, y = _setup(seed=3, dropout=True)
         model.train()
-        step = tensortrace.snoop(output=str(_devnull()))(train_step) if snooped else train_step
+        step = tensortrace.snoop(output=str(tmp_path / "t.json"))(train_step) if snooped else train_step
         step(model, x, y, opt)
         out = model(x)  # dropout again: the generator must be where the plain run left it
         out.sum().backward()
@@ -106,12 +106,6 @@ def test_tracing_changes_no_value_grad_or_random_state():
     for a, b in zip(plain[0] + plain[1], traced[0] + traced[1]):
         assert torch.equal(a, b) and a.dtype == b.dtype
     assert torch.equal(plain[2], traced[2])
-
-
-def _devnull():
-    import os
-
-    return os.devnull
 
 
 def test_an_exception_goes_on_unchanged_after_it_is_recorded_and_the_trace_written(tmp_path):
@@ -307,3 +301,21 @@ def test_module_level_models_the_function_uses_are_recorded_too(tmp_path):
     names = [t.name for t in trace.steps[0].tensors]
     assert names == ["x", "out", "GLOBAL_MODEL.weight", "GLOBAL_MODEL.bias"]
     assert _state(trace.steps[0], "GLOBAL_MODEL.weight").version == GLOBAL_MODEL.weight._version
+
+
+def test_a_trace_written_to_a_character_device_leaves_the_device_in_place(tmp_path):
+    """snoop(output=...) onto a device writes through it: renaming a file over it would replace the device."""
+    import os
+    import stat
+
+    device = tmp_path / "null"
+    os.mknod(device, 0o666 | stat.S_IFCHR, os.makedev(1, 3))  # what /dev/null is
+
+    @tensortrace.snoop(output=str(device))
+    def double(x):
+        return x * 2
+
+    assert double(torch.ones(2)).tolist() == [2.0, 2.0]
+    kind = os.lstat(device)
+    assert stat.S_ISCHR(kind.st_mode) and kind.st_rdev == os.makedev(1, 3)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["null"]
