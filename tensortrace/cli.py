@@ -336,7 +336,7 @@ def check(
 
         _check_ops(ops)
         passed = failed = unusable = 0
-        files = expand_folders(targets)
+        files = expand_folders(targets, skipped=_say_skipped)
         _prepare_check(files, confine=not trust)
         for target in files:
             verdicts = _check_one(
@@ -354,6 +354,11 @@ def check(
         return EXIT_FAILED if failed else EXIT_OK
 
     _guarded(body)
+
+
+def _say_skipped(path: str, why: str) -> None:
+    """A file of a folder given to ``check`` that is not read: one line on stderr."""
+    typer.echo(visible(f"tensortrace: {path}: skipped: {why}"), err=True)
 
 
 def _prepare_check(targets: Sequence[str], confine: bool) -> None:
@@ -495,8 +500,10 @@ def _is_saved_trace(target: str) -> bool:
     suffix = path.suffix.lower()
     if suffix == ".json":
         return True
-    if suffix in (".yaml", ".yml", ".py", ".ipynb") or not path.is_file():
-        return False
+    from .inputs import plain_file
+
+    if suffix in (".yaml", ".yml", ".py", ".ipynb") or not plain_file(path):
+        return False  # a device, FIFO or /proc file is refused by the scenario loader, without a read here
     try:
         with path.open("rb") as handle:
             return handle.read(64).lstrip().startswith(b"{")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import difflib
 from pathlib import Path
-from typing import List, Optional
+from typing import Callable, List, Optional
 
 from .errors import ScenarioError
 
@@ -49,8 +49,15 @@ def resolve_target(target: str) -> Path:
     raise ScenarioError(f"no such file, and no bundled scenario named {target!r}{hint}", path=target)
 
 
-def expand_folders(targets: List[str]) -> List[str]:
-    """The targets, each folder replaced by the scenario files (``*.yaml``, ``*.yml``) in it, sorted."""
+def expand_folders(targets: List[str], skipped: Optional[Callable[[str, str], None]] = None) -> List[str]:
+    """The targets, each folder replaced by the scenario files (``*.yaml``, ``*.yml``) in it, sorted.
+
+    Only regular files inside the folder are taken. A link that leads out of
+    the folder (to ``/proc/kmsg``, to a private file), and anything that is
+    not a regular file (a FIFO, a device), is left out and ``skipped(path,
+    why)`` is told: a folder from someone else must not make the command
+    read what lies outside it.
+    """
     from .errors import UsageError
 
     result = []
@@ -59,11 +66,37 @@ def expand_folders(targets: List[str]) -> List[str]:
         if not folder.is_dir():
             result.append(target)
             continue
-        files = sorted(p for p in folder.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+        files = []
+        for entry in sorted(p for p in folder.iterdir() if p.suffix in (".yaml", ".yml")):
+            why = _why_skipped(folder, entry)
+            if why is None:
+                files.append(entry)
+            elif why and skipped is not None:
+                skipped(str(entry), why)
         if not files:
             raise UsageError(f"{target} is a folder with no .yaml scenario files in it; give scenario files or a folder that holds some")
         result.extend(str(p) for p in files)
     return result
+
+
+def _why_skipped(folder: Path, entry: Path) -> Optional[str]:
+    """None for a regular file inside ``folder``; else why it is left out ('' for a sub-folder)."""
+    import os
+    import stat
+
+    try:
+        mode = os.stat(entry).st_mode
+    except OSError:
+        return "a link that leads nowhere"
+    if stat.S_ISDIR(mode):
+        return ""
+    real = os.path.realpath(entry)
+    inside = os.path.realpath(folder)
+    if entry.is_symlink() and not real.startswith(inside + os.sep):
+        return "a link to a file outside the folder"
+    if not stat.S_ISREG(mode):
+        return "not a regular file"
+    return None
 
 
 def bundled_scenarios() -> List["Entry"]:

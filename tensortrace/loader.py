@@ -35,27 +35,39 @@ _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*|\[(\d+|
 
 
 def load_scenario(path: Union[str, Path]) -> Scenario:
-    """Read and validate a scenario file; ``ScenarioError`` says what is wrong and where."""
+    """Read and validate a scenario file; ``ScenarioError`` says what is wrong and where.
+
+    Only a regular file is read, and at most ``MAX_FILE_BYTES`` of it,
+    wherever its links lead (see :mod:`tensortrace.inputs`). When a link
+    leads out of the folder it sits in, an error names the file but quotes
+    nothing of it: such a link may point at a private file.
+    """
+    from .inputs import TooLarge, Unreadable, leaves_folder, read_regular
+
     path = Path(path)
     shown = str(path)
     try:
-        if path.is_dir():
-            raise ScenarioError("is a directory, not a scenario file; give a .yaml, .py or .ipynb file", path=shown)
-        size = path.stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise ScenarioError(
-                f"the file is {size:,} bytes, over the {MAX_FILE_BYTES:,}-byte limit for scenario files; "
-                "split it into smaller scenarios",
-                path=shown,
-            )
-        raw = path.read_bytes()
+        raw, real = read_regular(path, MAX_FILE_BYTES)
+    except TooLarge as exc:
+        raise ScenarioError(f"{exc}; split it into smaller scenarios", path=shown) from None
+    except Unreadable as exc:
+        raise ScenarioError(f"{exc}; give a .yaml, .py or .ipynb file", path=shown) from None
     except FileNotFoundError:
         raise ScenarioError("no such file; check the path, or run 'tensortrace list' for bundled scenarios", path=shown) from None
     except PermissionError:
         raise ScenarioError("cannot be read (permission denied)", path=shown) from None
     except OSError as exc:
         raise ScenarioError(f"cannot be read: {exc.strerror or exc}", path=shown) from None
-    return loads_scenario(raw, path=shown)
+    try:
+        return loads_scenario(raw, path=shown)
+    except ScenarioError:
+        if not leaves_folder(path, real):
+            raise
+        raise ScenarioError(
+            f"is a link to {real}, outside its folder, and that file is not a valid scenario "
+            "(nothing of it is quoted, since such a link may lead to a private file)",
+            path=shown,
+        ) from None
 
 
 def loads_scenario(data: Union[str, bytes], path: str = "<string>") -> Scenario:

@@ -92,3 +92,115 @@ def test_output_onto_a_link_to_a_device_writes_through_it(tmp_path: Path) -> Non
     result = cli("run", str(scenario(tmp_path)), "--trust", "-o", str(link))
     assert result.returncode == 0, result.stderr
     assert link.is_symlink() and stat.S_ISCHR(os.lstat(device).st_mode)
+
+
+# --- reading -------------------------------------------------------------------------
+
+SECRET = "hunter2-token: the first key of a private file\n"
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    """A private file outside the scenario folder, shaped so that a loader would quote it."""
+    folder = tmp_path / "private"
+    folder.mkdir()
+    path = folder / "credentials"
+    path.write_text(SECRET + "title: t\nsteps: []\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def shared(tmp_path: Path) -> Path:
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    return folder
+
+
+def test_a_link_to_a_proc_file_is_refused_without_reading_it(shared: Path) -> None:
+    link = shared / "k.yaml"
+    link.symlink_to("/proc/self/status")
+    result = cli("run", str(link))
+    assert result.returncode == 2 and result.stdout == ""
+    line = one_line(result)
+    assert line.startswith(f"tensortrace: {link}: is a file of /proc"), line
+    assert "Name:" not in result.stderr and "Pid" not in result.stderr
+
+
+def test_a_fifo_is_refused_instead_of_waiting_for_a_writer(shared: Path) -> None:
+    fifo = shared / "s.yaml"
+    os.mkfifo(fifo)
+    stop = threading.Event()
+
+    def writer() -> None:  # a writer that comes after a while: reading the FIFO would get a scenario
+        stop.wait(3)
+        while not stop.is_set():
+            try:
+                fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+            except OSError:  # no reader
+                stop.wait(0.05)
+                continue
+            os.write(fd, SCENARIO.encode())
+            os.close(fd)
+            return
+
+    thread = threading.Thread(target=writer, daemon=True)
+    thread.start()
+    try:
+        result = cli("run", str(fifo), "--trust")
+    finally:
+        stop.set()
+        thread.join(5)
+    assert result.returncode == 2
+    assert one_line(result) == (
+        f"tensortrace: {fifo}: is a FIFO (named pipe), not a scenario file; give a .yaml, .py or .ipynb file"
+    )
+
+
+def test_a_character_device_is_refused(shared: Path) -> None:
+    device = shared / "s.yaml"
+    os.mknod(device, 0o644 | stat.S_IFCHR, os.makedev(1, 3))
+    result = cli("run", str(device))
+    assert result.returncode == 2
+    assert "is a character device, not a scenario file" in one_line(result)
+
+
+def test_an_error_in_a_file_reached_through_a_link_outside_quotes_nothing_of_it(shared: Path, outside: Path) -> None:
+    link = shared / "k.yaml"
+    link.symlink_to(outside)
+    result = cli("run", str(link))
+    assert result.returncode == 2
+    line = one_line(result)
+    assert "hunter2" not in result.stderr + result.stdout
+    assert f"is a link to {outside}, outside its folder" in line
+    # The same file, in its own folder, is quoted as usual: the control.
+    direct = cli("run", str(outside))
+    assert direct.returncode == 2 and "hunter2-token" in direct.stderr
+
+
+def test_check_of_a_folder_takes_only_its_regular_files(shared: Path, outside: Path) -> None:
+    scenario(shared, "a.yaml")
+    (shared / "b.yaml").symlink_to("/proc/self/status")
+    (shared / "c.yaml").symlink_to(outside)
+    os.mkfifo(shared / "d.yaml")
+    (shared / "e.yaml").symlink_to("a.yaml")  # a link that stays inside is an ordinary file of the folder
+    result = cli("check", str(shared), "--trust")
+    assert result.returncode == 0, result.stderr
+    assert "hunter2" not in result.stderr + result.stdout
+    assert [line.split()[1] for line in result.stdout.splitlines()[:2]] == [
+        str(shared / "a.yaml"), str(shared / "e.yaml")]
+    skipped = sorted(line for line in result.stderr.splitlines() if ": skipped: " in line)
+    assert skipped == [
+        f"tensortrace: {shared / 'b.yaml'}: skipped: a link to a file outside the folder",
+        f"tensortrace: {shared / 'c.yaml'}: skipped: a link to a file outside the folder",
+        f"tensortrace: {shared / 'd.yaml'}: skipped: not a regular file",
+    ]
+
+
+def test_a_scenario_is_read_with_a_bound_not_trusted_from_its_size(tmp_path: Path) -> None:
+    from tensortrace.inputs import TooLarge, read_regular
+
+    path = scenario(tmp_path)
+    data, real = read_regular(path, 1 << 20)
+    assert data == SCENARIO.encode() and real == str(path.resolve())
+    with pytest.raises(TooLarge):
+        read_regular(path, 10)
