@@ -149,6 +149,7 @@ def _scmp_act_errno(code: int) -> int:
 
 
 _SCMP_CMP_NE = 1
+_SCMP_CMP_EQ = 4
 _SCMP_CMP_MASKED_EQ = 7
 
 
@@ -221,14 +222,45 @@ _DENIED = (
     "memfd_create", "memfd_secret",
     "init_module", "finit_module", "delete_module", "kexec_load", "kexec_file_load", "reboot", "swapon", "swapoff",
     "acct", "quotactl", "setuid", "setgid", "setreuid", "setregid", "setresuid", "setresgid", "setgroups", "capset",
+    # System V IPC: segments, queues and semaphores outlive the run and are
+    # shared by key with other processes; Landlock does not cover them, and
+    # shmat would get around the refusal of shared writable mappings. (On
+    # architectures with the "ipc" multiplexer, libseccomp filters its calls
+    # under these names.) POSIX message queues likewise.
+    "shmget", "shmat", "shmdt", "shmctl", "msgget", "msgsnd", "msgrcv", "msgctl",
+    "semget", "semop", "semtimedop", "semctl", "ipc",
+    "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr",
+    # Metadata of files the child may not read: extended attributes, and
+    # watches that report names and changes.
+    "getxattr", "lgetxattr", "fgetxattr", "getxattrat", "listxattr", "llistxattr", "flistxattr", "listxattrat",
+    "inotify_init", "inotify_init1", "inotify_add_watch", "inotify_rm_watch", "fanotify_init", "fanotify_mark",
+    # Other processes' memory and pages, the kernel log, and old interfaces.
+    "process_madvise", "process_mrelease", "move_pages", "migrate_pages", "get_robust_list",
+    "syslog", "quotactl_fd", "fspick", "lookup_dcookie", "uselib", "vhangup", "modify_ldt",
+    "iopl", "ioperm", "settimeofday", "clock_settime", "adjtimex", "clock_adjtime", "sethostname", "setdomainname",
 )
+# fcntl commands that make the kernel send signals to a chosen process (a
+# descriptor's owner, with F_SETSIG choosing the signal) or watch files.
+_F_SETLEASE, _F_NOTIFY = 1024, 1026
+_F_SETOWN, _F_SETSIG, _F_SETOWN_EX = 8, 10, 15
+_SIGNALLING_FCNTL = (_F_SETOWN, _F_SETSIG, _F_SETOWN_EX, _F_SETLEASE, _F_NOTIFY)
+# ioctl spellings of F_SETOWN: FIOSETOWN and SIOCSPGRP.
+_SIGNALLING_IOCTL = (0x8901, 0x8902)
 _CLONE_THREAD = 0x00010000
 _MAP_SHARED = 0x01
 _PROT_WRITE = 0x2
 
 
+# Calls newer than some libseccomp releases, by their number (the same on
+# every architecture but alpha since Linux 5.1): an older libseccomp would
+# otherwise leave them open on a newer kernel.
+_NEWER_CALLS = {"fchmodat2": 452, "setxattrat": 463, "getxattrat": 464, "listxattrat": 465, "removexattrat": 466}
+
+
 def _resolve(lib: ctypes.CDLL, name: str) -> Optional[int]:
     number = lib.seccomp_syscall_resolve_name(name.encode())
+    if number < 0 and name in _NEWER_CALLS and not os.uname().machine.startswith("alpha"):
+        return _NEWER_CALLS[name]
     return None if number < 0 else number  # a call this architecture or libseccomp does not know
 
 
@@ -262,6 +294,13 @@ def _load_seccomp() -> None:
         _seccomp_rule(lib, ctx, deny, "mmap", (2, _SCMP_CMP_MASKED_EQ, _PROT_WRITE, _PROT_WRITE), (3, _SCMP_CMP_MASKED_EQ, _MAP_SHARED, _MAP_SHARED))
         # Reading a limit is fine; setting one is not.
         _seccomp_rule(lib, ctx, deny, "prlimit64", (2, _SCMP_CMP_NE, 0, 0))
+        # No descriptor owner: the kernel would signal that process (F_SETOWN
+        # on the event pipe, with F_SETSIG, could kill the parent).
+        for name in ("fcntl", "fcntl64"):
+            for command in _SIGNALLING_FCNTL:
+                _seccomp_rule(lib, ctx, deny, name, (1, _SCMP_CMP_EQ, command, 0))
+        for request in _SIGNALLING_IOCTL:
+            _seccomp_rule(lib, ctx, deny, "ioctl", (1, _SCMP_CMP_EQ, request, 0))
         # Signals only to this process.
         me = os.getpid()
         for name in ("kill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo"):

@@ -374,7 +374,9 @@ def test_a_layer_that_fails_to_go_up_stops_the_run_before_any_step(tmp_path: Pat
 
 
 KERNEL_INTERFACES = ["unshare", "setns", "mount", "io_uring_setup", "bpf", "userfaultfd", "keyctl", "open_by_handle_at",
-                     "init_module", "ptrace", "process_vm_writev", "memfd_create", "pidfd_open"]
+                     "init_module", "ptrace", "process_vm_writev", "memfd_create", "pidfd_open",
+                     "shmget", "msgget", "semget", "mq_open", "getxattr", "inotify_init1", "fanotify_init",
+                     "process_madvise", "syslog", "kcmp"]
 
 
 @needs_wall
@@ -420,3 +422,131 @@ def test_a_graph_larger_than_the_old_bound_is_drawn_whole_inside_the_wall(tmp_pa
         assert trace.steps[-1].status == "ok" and trace.aborted is None
         assert not graph.truncated and len(graph.nodes) == 3000 + 1  # every MulBackward0, and x's AccumulateGrad
         assert trace.notices == ()
+
+# --- System V IPC, metadata, signals through descriptors ---------------------------------------
+
+_CTYPES_CALL = (
+    "import ctypes, errno, os\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "def answer(rc):\n"
+    "    return errno.errorcode.get(ctypes.get_errno(), '?') if rc < 0 else 'allowed'\n"
+)
+IPC_PRIVATE, IPC_CREAT, IPC_RMID = 0, 0o1000, 0
+IPC_STEPS = [
+    _CTYPES_CALL
+    + "made = {}\n"
+    + f"made['shmget'] = libc.shmget({IPC_PRIVATE}, 4096, {IPC_CREAT} | 0o600)\n"
+    + f"made['msgget'] = libc.msgget({IPC_PRIVATE}, {IPC_CREAT} | 0o600)\n"
+    + f"made['semget'] = libc.semget({IPC_PRIVATE}, 1, {IPC_CREAT} | 0o600)\n"
+    + "ids = {name: (rc if rc >= 0 else None) for name, rc in made.items()}\n"
+    + "print(({name: answer(rc) for name, rc in made.items()}, ids))",
+]
+
+
+def _remove_ipc(ids: Dict[str, int]) -> None:
+    import ctypes
+
+    libc = ctypes.CDLL(None)
+    for name, ident in ids.items():
+        if ident is not None:
+            {"shmget": libc.shmctl, "msgget": libc.msgctl}.get(name, lambda i, c, *a: libc.semctl(i, 0, c))(
+                ident, IPC_RMID, None)
+
+
+def _printed(trace: Trace, index: int = 0):
+    step = trace.steps[index]
+    assert step.status == "ok", step.error
+    return eval(step.stdout)  # literals the step printed
+
+
+@needs_wall
+def test_system_v_ipc_objects_cannot_be_made(tmp_path: Path) -> None:
+    answers, ids = _printed(run(tmp_path, IPC_STEPS))
+    _remove_ipc(ids)
+    assert answers == {"shmget": "EPERM", "msgget": "EPERM", "semget": "EPERM"}
+
+
+def test_without_the_wall_ipc_objects_outlive_the_child(tmp_path: Path) -> None:
+    """The control: unconfined, the same step makes a segment, a queue and a semaphore set."""
+    answers, ids = _printed(run(tmp_path, IPC_STEPS, confined=False))
+    _remove_ipc(ids)
+    assert answers == {"shmget": "allowed", "msgget": "allowed", "semget": "allowed"}
+
+
+@pytest.fixture
+def segment():
+    """A private (0600) shared-memory segment of this process, as another program's would be."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    ident = libc.shmget(IPC_PRIVATE, 4096, IPC_CREAT | 0o600)
+    assert ident >= 0
+    yield ident
+    libc.shmctl(ident, IPC_RMID, None)
+
+
+def _attach_steps(ident: int) -> List[str]:
+    return [_CTYPES_CALL + "libc.shmat.restype = ctypes.c_long\n"
+            "buf = ctypes.create_string_buffer(512)\n"
+            f"print(answer(libc.shmat({ident}, None, 0)), answer(libc.shmctl({ident}, 2, buf)))"]
+
+
+@needs_wall
+def test_another_process_segment_cannot_be_attached(tmp_path: Path, segment: int) -> None:
+    trace = run(tmp_path, _attach_steps(segment))
+    assert trace.steps[0].stdout.split() == ["EPERM", "EPERM"]  # shmat, shmctl(IPC_STAT)
+    control = run(tmp_path, _attach_steps(segment), confined=False)
+    assert control.steps[0].stdout.split() == ["allowed", "allowed"]
+
+
+def _xattr_steps(area: Path) -> List[str]:
+    secret = str(area / "secret.txt")
+    steps = [f"import os\nprint(os.getxattr({secret!r}, 'user.owner'))", f"print(os.listxattr({secret!r}))"]
+    return steps
+
+
+@needs_wall
+def test_extended_attributes_of_files_outside_cannot_be_read(tmp_path: Path, area: Path) -> None:
+    os.setxattr(area / "secret.txt", "user.owner", b"alice")
+    trace = run(tmp_path, _xattr_steps(area))
+    assert outcomes(trace) == {1: "PermissionError", 2: "PermissionError"}
+    control = run(tmp_path, _xattr_steps(area), confined=False)
+    assert [s.stdout.strip() for s in control.steps] == ["b'alice'", "['user.owner']"]
+
+
+SIGNAL_STEPS = [
+    "import fcntl, os\n"
+    "def owner(fd, command, value):\n"
+    "    try:\n"
+    "        fcntl.fcntl(fd, command, value)\n"
+    "        return 'allowed'\n"
+    "    except OSError as exc:\n"
+    "        return exc.__class__.__name__\n"
+    "kept = [fd for fd in range(3, 256) if owner(fd, fcntl.F_GETFL, 0) == 'allowed']\n"
+    "me = os.getpid()\n"  # the control sets the owner to the child itself: no signal leaves it
+    "print(sorted({owner(fd, c, v) for fd in kept for c, v in\n"
+    "    ((fcntl.F_SETOWN, me), (fcntl.F_SETSIG, 9), (15, 0), (fcntl.F_SETLEASE, fcntl.F_RDLCK), (fcntl.F_NOTIFY, 0))}),\n"
+    "    len(kept))",
+]
+
+
+@needs_wall
+def test_no_descriptor_can_be_set_to_signal_a_process(tmp_path: Path) -> None:
+    """F_SETOWN/F_SETSIG on the event pipe would have the kernel signal whoever the child names."""
+    trace = run(tmp_path, SIGNAL_STEPS)
+    found, kept = trace.steps[0].stdout.rsplit(" ", 1)
+    assert int(kept) >= 1, "the event pipe is open in the child"
+    assert eval(found) == ["PermissionError"]
+    control = run(tmp_path, SIGNAL_STEPS, confined=False)
+    assert "'allowed'" in control.steps[0].stdout
+
+
+INOTIFY_STEPS = [_CTYPES_CALL + "print(answer(libc.inotify_init1(0)), answer(libc.fanotify_init(0, 0)))"]
+
+
+@needs_wall
+def test_files_cannot_be_watched(tmp_path: Path) -> None:
+    trace = run(tmp_path, INOTIFY_STEPS)
+    assert trace.steps[0].stdout.split() == ["EPERM", "EPERM"]
+    control = run(tmp_path, INOTIFY_STEPS, confined=False)
+    assert control.steps[0].stdout.split()[0] == "allowed"
