@@ -407,10 +407,18 @@ def _allow(libc: ctypes.CDLL, ruleset: int, path: str, rights: int) -> None:
 
 # --- what the child may read ------------------------------------------------------------
 
+# The files of /proc/self the child may read: what Python, glibc, torch and
+# the BLAS libraries look at (memory, limits, CPU placement). Never the whole
+# folder: it holds environ (the user's environment at start-up), and
+# task/*/environ again for each thread.
+PROC_SELF_READ = (
+    "/proc/self/stat", "/proc/self/statm", "/proc/self/status", "/proc/self/maps",
+    "/proc/self/limits", "/proc/self/cgroup", "/proc/self/auxv",
+)
 _SYSTEM_READ = (
     "/usr", "/lib", "/lib64", "/lib32", "/libx32",
     "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime",
-    "/proc/self", "/proc/thread-self", "/proc/cpuinfo", "/proc/meminfo", "/proc/stat", "/proc/sys/kernel/cap_last_cap",
+    *PROC_SELF_READ, "/proc/cpuinfo", "/proc/meminfo", "/proc/stat", "/proc/sys/kernel/cap_last_cap",
     "/sys/devices/system/cpu", "/sys/devices/system/node", "/sys/fs/cgroup",
     "/dev/null", "/dev/zero", "/dev/urandom", "/dev/random",
 )

@@ -298,6 +298,7 @@ def _child_main(write_fd: int, scenario: Scenario, safe: bool, device: Optional[
 
         report = None
         if safe or confine:
+            _scrub_environment()  # before the first step: no token of the user's reaches a trace
             _apply_limits(scenario, limits)
         if confine:
             report = _confine(write_fd, scenario, device)
@@ -355,6 +356,18 @@ def _confine(write_fd: int, scenario: Scenario, device: Optional[str]):
 
 
 _cache_folder_made = False
+_cache_folder: Optional[str] = None  # torch's inductor cache folder, as made before the wall
+
+
+def _scrub_environment() -> None:
+    """Keep only the variables Python, torch, NumPy and BLAS read (``childenv``).
+
+    The inductor cache folder is named for the child, so that torch finds the
+    one made before the wall without looking up the user's name.
+    """
+    from . import childenv
+
+    childenv.scrub({"TORCHINDUCTOR_CACHE_DIR": _cache_folder} if _cache_folder else {})
 
 
 def _prepare_lazy_imports() -> None:
@@ -370,7 +383,7 @@ def _prepare_lazy_imports() -> None:
     folder's name is loaded from its file, since importing its package would
     import 800 modules.
     """
-    global _cache_folder_made
+    global _cache_folder_made, _cache_folder
     if _cache_folder_made:
         return
     _cache_folder_made = True
@@ -385,6 +398,7 @@ def _prepare_lazy_imports() -> None:
         spec.loader.exec_module(module)
         folder = os.environ.get("TORCHINDUCTOR_CACHE_DIR") or module.default_cache_dir()
         os.makedirs(os.path.abspath(folder), exist_ok=True)
+        _cache_folder = os.path.abspath(folder)
     except Exception:  # another torch, or an unwritable folder: the import will say so itself
         pass
 

@@ -550,3 +550,52 @@ def test_files_cannot_be_watched(tmp_path: Path) -> None:
     assert trace.steps[0].stdout.split() == ["EPERM", "EPERM"]
     control = run(tmp_path, INOTIFY_STEPS, confined=False)
     assert control.steps[0].stdout.split()[0] == "allowed"
+
+
+# --- the user's environment -----------------------------------------------------------------
+
+ENVIRONMENT_STEPS = [
+    "import os\nprint(sorted(name for name in os.environ if 'TOKEN' in name or name == 'HOME'))",
+    "import ctypes\nlibc = ctypes.CDLL(None)\nlibc.getenv.restype = ctypes.c_char_p\nprint(libc.getenv(b'API_TOKEN'))",
+    "print(b'secret-value' in open('/proc/self/environ', 'rb').read())",
+    "print(b'secret-value' in open('/proc/thread-self/environ', 'rb').read())",
+    "print(b'secret-value' in open(f'/proc/{os.getppid()}/environ', 'rb').read())",
+    # the strings the process started with, in its own memory
+    "fields = open('/proc/self/stat', 'rb').read().rsplit(b')', 1)[1].split()\n"
+    "start, end = int(fields[47]), int(fields[48])\n"
+    "print(b'secret-value' in ctypes.string_at(start, end - start))",
+    "print(os.environ.get('OMP_NUM_THREADS'), os.environ.get('LANG'))",
+]
+
+
+def _run_with_token(tmp_path: Path, confined: bool) -> Trace:
+    """The steps above in a child of a process started with API_TOKEN in its environment."""
+    import subprocess
+    import sys
+
+    script = (
+        "import json, sys\n"
+        "sys.path.insert(0, sys.argv[1])\n"
+        "from test_confinement import ENVIRONMENT_STEPS, run\n"
+        "from pathlib import Path\n"
+        "trace = run(Path(sys.argv[2]), ENVIRONMENT_STEPS, confined=sys.argv[3] == '1')\n"
+        "print(json.dumps(trace.to_dict()))\n"
+    )
+    env = dict(os.environ, API_TOKEN="secret-value", OMP_NUM_THREADS="1", LANG="C.UTF-8")
+    done = subprocess.run([sys.executable, "-c", script, str(Path(__file__).parent), str(tmp_path), "1" if confined else "0"],
+                          env=env, capture_output=True, text=True, timeout=240, check=True)
+    return Trace.from_dict(json.loads(done.stdout))
+
+
+@needs_wall
+def test_the_users_environment_does_not_reach_the_child(tmp_path: Path) -> None:
+    trace = _run_with_token(tmp_path, confined=True)
+    got = [(s.error.type if s.error else s.stdout.strip()) for s in trace.steps]
+    assert got == ["[]", "None", "PermissionError", "PermissionError", "PermissionError", "False", "1 C.UTF-8"], got
+
+
+def test_without_the_wall_the_child_sees_the_token(tmp_path: Path) -> None:
+    """The control: the same steps, unconfined, find the token everywhere."""
+    trace = _run_with_token(tmp_path, confined=False)
+    got = [(s.error.type if s.error else s.stdout.strip()) for s in trace.steps]
+    assert got[:6] == ["['API_TOKEN', 'HOME']", "b'secret-value'", "True", "True", "True", "True"], got
