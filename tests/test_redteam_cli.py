@@ -478,3 +478,30 @@ def test_scenario_classes_can_set_and_read_their_attributes(tmp_path):
         """)
     result = run_safe(path)
     assert result.returncode == 0, errors_of(trace_of(result))
+
+
+PROTOCOL_STEPS = [
+    "import torch",
+    "import numpy as np",
+    "pd = torch.nn.ParameterDict()",
+    "pd['__array_' + 'interface__'] = {'shape': (8,), 'typestr': '|u1', 'data': (id(pd), False), 'version': 3}",
+    "peek = np.asarray(pd)",
+]
+
+
+@pytest.mark.parametrize("suffix", [".py", ".ipynb"])
+def test_a_protocol_name_built_at_run_time_is_refused_where_it_is_read(tmp_path, suffix):
+    """Setting '__array_interface__' under a computed name gets past the checks on names;
+    np.asarray still refuses the object, from a .py file and from a notebook."""
+    if suffix == ".py":
+        path = write(tmp_path, "\n".join(PROTOCOL_STEPS) + "\n", name="attempt.py")
+    else:
+        cells = [{"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [], "source": [line]}
+                 for line in PROTOCOL_STEPS]
+        notebook = {"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+        path = write(tmp_path, json.dumps(notebook), name="attempt.ipynb")
+    result = run_safe(path)
+    assert result.returncode == 1, result.stderr
+    [(where, kind, message)] = errors_of(trace_of(result))
+    assert kind == "SafeModeViolation" and "'numpy.asarray' of a ParameterDict object" in message
+    assert trace_of(result)["steps"][where - 1]["code"].strip() == "peek = np.asarray(pd)"

@@ -265,3 +265,63 @@ def test_numpy_scalar_type_is_refused():
 
 def test_the_memoryview_type_cannot_be_reached_with_type():
     refused_at_run_time("view = np.zeros(2).data\nMV = type(view)", "memoryview")
+
+
+# -- the protocols, set under a name built at run time ------------------------
+
+def _window_over(source: np.ndarray) -> str:
+    return f"{{'shape': (8,), 'typestr': '|u1', 'data': ({source.ctypes.data}, False), 'version': 3}}"
+
+
+PROTOCOL_AT_RUN_TIME = """
+pd = nn.ParameterDict()
+pd['__array_' + 'interface__'] = {window}
+m = nn.Module()
+m.add_module('__array_' + 'interface__', nn.Module())
+"""
+
+
+def test_an_array_interface_set_at_run_time_reads_memory_without_safe_mode():
+    """The control: plain Python reads the memory the attribute names."""
+    source = np.arange(8, dtype=np.uint8) + 100
+    ns = {"torch": torch, "nn": torch.nn, "np": np}
+    exec(textwrap.dedent(PROTOCOL_AT_RUN_TIME.format(window=_window_over(source))), ns)
+    peek = np.asarray(ns["pd"])
+    assert peek.tolist() == source.tolist()
+    peek[0] = 7  # ... and writes it
+    assert source[0] == 7
+
+
+@pytest.mark.parametrize("use", [
+    "np.asarray(pd)", "np.array(pd)", "np.asanyarray([pd])", "np.ascontiguousarray(pd)",
+    "torch.as_tensor(pd)", "torch.tensor([[1.0, pd]])", "torch.asarray(pd)", "torch.from_dlpack(pd)",
+    "torch.ones(2).new_tensor(pd)", "np.asarray(m)", "np.asarray(a=pd)",
+    "from numpy import asarray\nasarray(pd)",
+])
+def test_the_protocol_consumers_take_only_plain_data(use):
+    source = np.arange(8, dtype=np.uint8)
+    ns = namespace()
+    exec(compile_safe(textwrap.dedent(PROTOCOL_AT_RUN_TIME.format(window=_window_over(source))), "<step>"), ns)
+    message = refused_at_run_time(use, "reads memory through the array, buffer and DLPack protocols", ns=ns)
+    assert "object" in message
+
+
+def test_the_protocol_consumers_still_take_tensors_arrays_numbers_and_lists():
+    ns = runs(
+        """
+        t = torch.arange(4.0)
+        a = np.asarray(t)
+        b = np.array([[1, 2], [3, 4]], dtype=np.float32)
+        c = torch.tensor([np.float64(1.5), 2, True])
+        d = torch.as_tensor(b)
+        e = torch.asarray([[1, 2, 3, 4], [5, 6, 7, 8]])
+        f = t.new_tensor([1, 2])
+        g = np.asarray(3.5)
+        h = np.frombuffer(b'abcd', dtype=np.uint8)
+        i = torch.from_dlpack(t)
+        """
+    )
+    assert ns["a"].tolist() == [0.0, 1.0, 2.0, 3.0] and ns["b"].dtype == np.float32
+    assert ns["c"].tolist() == [1.5, 2.0, 1.0] and ns["d"].shape == (2, 2)
+    assert ns["e"].shape == (2, 4) and ns["f"].dtype == torch.float32 and ns["g"] == 3.5
+    assert ns["h"].tolist() == [97, 98, 99, 100] and ns["i"].data_ptr() == ns["t"].data_ptr()

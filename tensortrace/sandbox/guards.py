@@ -48,6 +48,8 @@ from .policy import (
     underscore_allowed,
 )
 from .policy import violation as _violation
+from .consumers import METHODS as CONSUMER_METHODS
+from .consumers import consumer_table, guarded_method
 from .scenario_builtins import backend_flag, make_build_class, make_hasattr, make_import, make_type_proxy
 
 __all__ = ["SafeModeViolation", "safe_globals"]
@@ -135,6 +137,7 @@ class _Runtime:
             int, float, bool, complex, str, bytes, tuple, list, dict, set, frozenset,
         }
         self.storage_types: Tuple[type, ...] = ()
+        self.tensor_types: Tuple[type, ...] = ()
         # id -> object, for the allowed names of collections and functools:
         # they come from outside torch and numpy but are plain tools.
         self.trusted: Dict[int, Any] = {}
@@ -147,6 +150,8 @@ class _Runtime:
                     self.trusted[id(value)] = value
         self.numpy_arrays: Tuple[type, ...] = ()
         self.numpy_learned = False
+        # id -> (np.asarray and kin, the stand-in that takes only plain data)
+        self.consumers: Dict[int, Tuple[Any, Any]] = {}
         self.type_proxy = make_type_proxy(self)
         self.guards = self._make_guards()
         self.builtins = self._make_builtins()
@@ -166,6 +171,7 @@ class _Runtime:
             self.plain_values.update(fast)
             self.plain_subjects.update(fast)
             self.storage_types = (torch.UntypedStorage, torch.TypedStorage)
+            self.tensor_types = (torch.Tensor,)
             self.module_rule(torch)
         numpy = sys.modules.get("numpy")
         if numpy is not None and not self.numpy_learned and hasattr(numpy, "ndarray"):
@@ -174,6 +180,8 @@ class _Runtime:
             self.numpy_arrays = (numpy.ndarray,)
             self.plain_subjects.add(numpy.ndarray)
             self.module_rule(numpy)
+        if len(self.consumers) < 2 * sum(m is not None for m in (torch, numpy)):
+            self.consumers = consumer_table()
         # Objects refused by name are refused wherever they turn up, even
         # before the scenario reads the module that exports them.
         if not self.learning_names:
@@ -360,6 +368,11 @@ class _Runtime:
             return _type(obj) in rt.user_classes
 
         def module_getattr(module: types.ModuleType, name: str) -> Any:
+            value = module_value(module, name)
+            swap = rt.consumers.get(_id(value))
+            return swap[1] if swap is not None and swap[0] is value else value
+
+        def module_value(module: types.ModuleType, name: str) -> Any:
             rule = module_rules.get(_id(module))
             if rule is None or rule.module is not module:
                 rule = rt.module_rule(module)
@@ -431,6 +444,8 @@ class _Runtime:
 
         def _getattr_closely_(obj: Any, name: str) -> Any:
             look_closer(obj, name)
+            if name in CONSUMER_METHODS and _isinstance(obj, rt.tensor_types):
+                return guarded_method(_getattr_(obj, name), name)
             return _getattr_(obj, name)
 
         def _write_(obj: Any, name: str) -> Any:

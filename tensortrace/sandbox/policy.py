@@ -329,7 +329,8 @@ FORMAT_METHODS: Dict[str, str] = {
 FORMAT_HINT = "use plain fields such as '{}' or '{0:.2f}', or an f-string"
 
 CLOSER_LOOK: FrozenSet[str] = (
-    frozenset(REFUSED_ATTRIBUTES) | frozenset(FORMAT_METHODS) | {"obj", "type", "resize_", "resize"}
+    frozenset(REFUSED_ATTRIBUTES) | frozenset(FORMAT_METHODS)
+    | {"obj", "type", "resize_", "resize", "new_tensor"}
 )
 
 #: Why no attribute starting with ``_`` may be written or deleted, even those

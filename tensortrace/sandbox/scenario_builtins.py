@@ -121,10 +121,13 @@ def make_import(rt: "_Runtime"):
         top = real_import(name, None, None, fromlist, 0)
         if fromlist:
             module = sys.modules[name]
+            names = {}
             for item in fromlist:
                 if item == "*":
                     raise _violation(f"'from {name} import *'", "it imports every name, internals included")
-                rt.guards["_getattr_closely_"](module, item)
+                names[item] = rt.guards["_getattr_closely_"](module, item)
+            # 'from numpy import asarray' binds what the guards hand out, as 'np.asarray' does
+            return types.SimpleNamespace(**names)
         return top
 
     return __import__
