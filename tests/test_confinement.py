@@ -599,3 +599,48 @@ def test_without_the_wall_the_child_sees_the_token(tmp_path: Path) -> None:
     trace = _run_with_token(tmp_path, confined=False)
     got = [(s.error.type if s.error else s.stdout.strip()) for s in trace.steps]
     assert got[:6] == ["['API_TOKEN', 'HOME']", "b'secret-value'", "True", "True", "True", "True"], got
+
+
+KILL_THE_PARENT = [
+    "import fcntl, os, signal\n"
+    "def is_open(fd):\n"
+    "    try:\n"
+    "        return fcntl.fcntl(fd, fcntl.F_GETFL) is not None\n"
+    "    except OSError:\n"
+    "        return False\n"
+    "for fd in [fd for fd in range(3, 256) if is_open(fd)]:  # the event pipe\n"
+    "    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_ASYNC)\n"
+    "    fcntl.fcntl(fd, fcntl.F_SETSIG, signal.SIGKILL)\n"
+    "    fcntl.fcntl(fd, fcntl.F_SETOWN, os.getppid())",
+    "print('the parent is still reading')",
+]
+
+
+@needs_wall
+def test_the_event_pipe_cannot_signal_the_parent_even_without_landlock_scopes(tmp_path: Path) -> None:
+    """On a kernel whose Landlock has no signal scopes (ABI below 6, simulated), seccomp alone holds.
+
+    With O_ASYNC, F_SETSIG and F_SETOWN on its end of the event pipe, the
+    child would have the kernel send SIGKILL to the parent as soon as the
+    parent reads. The run happens in a process of its own, which that
+    signal would kill.
+    """
+    import subprocess
+    import sys
+
+    script = (
+        "import json, sys\n"
+        "sys.path.insert(0, sys.argv[1])\n"
+        "from pathlib import Path\n"
+        "from tensortrace import confine\n"
+        "confine.landlock_abi = lambda: (5, '')\n"
+        "from test_confinement import KILL_THE_PARENT, outcomes, run\n"
+        "trace = run(Path(sys.argv[2]), KILL_THE_PARENT)\n"
+        "print(json.dumps([outcomes(trace), trace.environment.confinement.enforced, trace.steps[1].stdout]))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script, str(Path(__file__).parent), str(tmp_path)],
+                          capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    got, enforced, printed = json.loads(done.stdout)
+    assert confine.LANDLOCK_SCOPES not in enforced and confine.SECCOMP in enforced
+    assert got == {"1": "PermissionError", "2": "ok"} and printed.strip() == "the parent is still reading"
