@@ -204,3 +204,18 @@ def test_a_scenario_is_read_with_a_bound_not_trusted_from_its_size(tmp_path: Pat
     assert data == SCENARIO.encode() and real == str(path.resolve())
     with pytest.raises(TooLarge):
         read_regular(path, 10)
+
+
+def test_output_onto_a_link_into_proc_writes_to_the_descriptor_and_keeps_the_link(tmp_path: Path) -> None:
+    """-o /dev/stdout (a link to /proc/self/fd/1) writes where the descriptor goes, even to a file."""
+    target = tmp_path / "redirected.json"
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        link = tmp_path / "stdout"
+        link.symlink_to(f"/proc/self/fd/{fd}")
+        result = cli("run", str(scenario(tmp_path)), "--trust", "--format", "json", "-o", str(link))
+    finally:
+        os.close(fd)
+    assert result.returncode == 0, result.stderr
+    assert os.readlink(link) == f"/proc/self/fd/{fd}"
+    assert json.loads(target.read_text(encoding="utf-8"))["steps"][0]["code"] == "a = torch.ones(2)"
