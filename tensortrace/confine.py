@@ -13,15 +13,18 @@ numpy are imported and before the first step:
   otherwise keep ``CAP_SYS_RESOURCE``, ``CAP_SYS_ADMIN`` and the rest);
 * **Landlock** (Linux 5.13+): reading only the Python installation, the
   import path, torch's, numpy's and tensortrace's files, the scenario file and a
-  few system paths they read; writing, creating, renaming, truncating and
+  few system paths they read (of ``/proc/self`` only a few files, never
+  ``environ``); writing, creating, renaming, truncating and
   removing nothing anywhere. On kernels with Landlock ABI 4+, no TCP bind or
   connect; with ABI 6+, no signals to, and no abstract unix sockets of,
   processes outside the child;
 * **seccomp** (through libseccomp): no ``socket``, ``execve``, ``fork``/``vfork``
   or ``clone`` of a new process (threads stay allowed), no ``ptrace`` or
-  cross-process memory access, no writable shared ``mmap``, no changes to file
-  metadata, no ``setrlimit`` or ``prlimit`` that sets a limit, no ``io_uring``,
-  no namespaces or mounts;
+  cross-process memory access, no writable shared ``mmap``, no System V IPC or
+  POSIX message queues, no descriptor owner (``F_SETOWN``/``F_SETSIG``: the
+  kernel would signal whom the child names), no changes to file metadata and
+  no reading of extended attributes, no inotify or fanotify, no ``setrlimit``
+  or ``prlimit`` that sets a limit, no ``io_uring``, no namespaces or mounts;
 * the resource limits the runner sets stay in force: their hard limits are
   lowered, and without capabilities they cannot be raised again.
 
