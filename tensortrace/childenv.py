@@ -1,4 +1,4 @@
-"""The environment a safe-mode child keeps: what Python, torch, NumPy and BLAS read, and nothing else.
+"""The environment a safe-mode child keeps: what Python, torch, NumPy and BLAS read, no more.
 
 The child is forked from the command, so it starts with the user's whole
 environment, API tokens and passwords included, and a scenario could print
@@ -23,15 +23,46 @@ import os
 import sys
 from typing import Dict, Mapping, Optional, Tuple
 
-KEPT_NAMES = frozenset({
-    "LANG", "LANGUAGE", "TZ", "TMPDIR",
-    "GOTO_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "CUBLAS_WORKSPACE_CONFIG",
-})
-KEPT_PREFIXES = (
-    "LC_", "OMP_", "KMP_", "GOMP_", "MKL_", "OPENBLAS_", "BLIS_", "NPY_", "NUMPY_",
-    "PYTORCH_", "TORCH_", "TORCHINDUCTOR_", "CUDA_", "CUBLAS_", "CUDNN_", "NVIDIA_",
+KEPT_NAMES = frozenset(
+    {
+        "LANG",
+        "LANGUAGE",
+        "TZ",
+        "TMPDIR",
+        "GOTO_NUM_THREADS",
+        "VECLIB_MAXIMUM_THREADS",
+        "CUBLAS_WORKSPACE_CONFIG",
+    }
 )
-_CREDENTIAL_WORDS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "COOKIE", "_KEY", "APIKEY")
+KEPT_PREFIXES = (
+    "LC_",
+    "OMP_",
+    "KMP_",
+    "GOMP_",
+    "MKL_",
+    "OPENBLAS_",
+    "BLIS_",
+    "NPY_",
+    "NUMPY_",
+    "PYTORCH_",
+    "TORCH_",
+    "TORCHINDUCTOR_",
+    "CUDA_",
+    "CUBLAS_",
+    "CUDNN_",
+    "NVIDIA_",
+)
+_CREDENTIAL_WORDS = (
+    "TOKEN",
+    "SECRET",
+    "PASSWORD",
+    "PASSWD",
+    "CREDENTIAL",
+    "AUTH",
+    "COOKIE",
+    "_KEY",
+    "APIKEY",
+)
 
 
 def kept(name: str) -> bool:

@@ -503,7 +503,7 @@ def _is_saved_trace(target: str) -> bool:
     from .inputs import plain_file
 
     if suffix in (".yaml", ".yml", ".py", ".ipynb") or not plain_file(path):
-        return False  # a device, FIFO or /proc file is refused by the scenario loader, without a read here
+        return False  # a device, FIFO or /proc file: the scenario loader refuses it, unread
     try:
         with path.open("rb") as handle:
             return handle.read(64).lstrip().startswith(b"{")

@@ -235,12 +235,15 @@ _DENIED = (
     "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr",
     # Metadata of files the child may not read: extended attributes, and
     # watches that report names and changes.
-    "getxattr", "lgetxattr", "fgetxattr", "getxattrat", "listxattr", "llistxattr", "flistxattr", "listxattrat",
-    "inotify_init", "inotify_init1", "inotify_add_watch", "inotify_rm_watch", "fanotify_init", "fanotify_mark",
+    "getxattr", "lgetxattr", "fgetxattr", "getxattrat",
+    "listxattr", "llistxattr", "flistxattr", "listxattrat",
+    "inotify_init", "inotify_init1", "inotify_add_watch", "inotify_rm_watch",
+    "fanotify_init", "fanotify_mark",
     # Other processes' memory and pages, the kernel log, and old interfaces.
     "process_madvise", "process_mrelease", "move_pages", "migrate_pages", "get_robust_list",
     "syslog", "quotactl_fd", "fspick", "lookup_dcookie", "uselib", "vhangup", "modify_ldt",
-    "iopl", "ioperm", "settimeofday", "clock_settime", "adjtimex", "clock_adjtime", "sethostname", "setdomainname",
+    "iopl", "ioperm", "settimeofday", "clock_settime", "adjtimex", "clock_adjtime",
+    "sethostname", "setdomainname",
 )
 # fcntl commands that make the kernel send signals to a chosen process (a
 # descriptor's owner, with F_SETSIG choosing the signal) or watch files.
@@ -257,7 +260,9 @@ _PROT_WRITE = 0x2
 # Calls newer than some libseccomp releases, by their number (the same on
 # every architecture but alpha since Linux 5.1): an older libseccomp would
 # otherwise leave them open on a newer kernel.
-_NEWER_CALLS = {"fchmodat2": 452, "setxattrat": 463, "getxattrat": 464, "listxattrat": 465, "removexattrat": 466}
+_NEWER_CALLS = {
+    "fchmodat2": 452, "setxattrat": 463, "getxattrat": 464, "listxattrat": 465, "removexattrat": 466,
+}
 
 
 def _resolve(lib: ctypes.CDLL, name: str) -> Optional[int]:
@@ -421,7 +426,8 @@ PROC_SELF_READ = (
 _SYSTEM_READ = (
     "/usr", "/lib", "/lib64", "/lib32", "/libx32",
     "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime",
-    *PROC_SELF_READ, "/proc/cpuinfo", "/proc/meminfo", "/proc/stat", "/proc/sys/kernel/cap_last_cap",
+    *PROC_SELF_READ,
+    "/proc/cpuinfo", "/proc/meminfo", "/proc/stat", "/proc/sys/kernel/cap_last_cap",
     "/sys/devices/system/cpu", "/sys/devices/system/node", "/sys/fs/cgroup",
     "/dev/null", "/dev/zero", "/dev/urandom", "/dev/random",
 )

@@ -64,7 +64,9 @@ def _opened_path(fd: int, fallback: str) -> str:
     return fallback
 
 
-def read_regular(path: Union[str, Path], limit: int, what: str = "a scenario file") -> Tuple[bytes, str]:
+def read_regular(
+    path: Union[str, Path], limit: int, what: str = "a scenario file"
+) -> Tuple[bytes, str]:
     """The bytes of ``path`` (at most ``limit``) and its resolved path; ``Unreadable`` otherwise.
 
     ``OSError`` (no such file, permission denied) goes to the caller, who
@@ -99,7 +101,7 @@ def read_regular(path: Union[str, Path], limit: int, what: str = "a scenario fil
 
 
 def plain_file(path: Union[str, Path]) -> bool:
-    """Whether ``path`` leads to a regular file outside ``/proc`` and ``/sys`` (one that may be read)."""
+    """Whether ``path`` leads to a regular file outside ``/proc`` and ``/sys``: readable."""
     try:
         return not _refusal(os.stat(path).st_mode, os.path.realpath(path), "")
     except OSError:

@@ -49,8 +49,10 @@ def resolve_target(target: str) -> Path:
     raise ScenarioError(f"no such file, and no bundled scenario named {target!r}{hint}", path=target)
 
 
-def expand_folders(targets: List[str], skipped: Optional[Callable[[str, str], None]] = None) -> List[str]:
-    """The targets, each folder replaced by the scenario files (``*.yaml``, ``*.yml``) in it, sorted.
+def expand_folders(
+    targets: List[str], skipped: Optional[Callable[[str, str], None]] = None
+) -> List[str]:
+    """The targets, each folder replaced by its scenario files (``*.yaml``, ``*.yml``), sorted.
 
     Only regular files inside the folder are taken. A link that leads out of
     the folder (to ``/proc/kmsg``, to a private file), and anything that is

@@ -52,7 +52,7 @@ def format_for(fmt: Optional[str], path: Optional[str]) -> str:
 
 
 def _kind(path: Path, *, follow: bool = False) -> Optional[int]:
-    """The file type bits of ``path`` (of the link itself unless ``follow``), or None when absent."""
+    """The type bits of ``path`` (of a link itself unless ``follow``), or None when absent."""
     try:
         return stat.S_IFMT((os.stat if follow else os.lstat)(path).st_mode)
     except FileNotFoundError:
@@ -81,7 +81,8 @@ def _written_through(path: Path) -> Optional[int]:
         raise UsageError(f"{path} is a directory; give a file name to -o")
     if followed == stat.S_IFBLK:
         raise UsageError(
-            f"{path} is a block device; give -o a file name, a terminal, a pipe or a character device"
+            f"{path} is a block device; "
+            "give -o a file name, a terminal, a pipe or a character device"
         )
     if followed in _STREAMS:
         return followed
@@ -91,7 +92,7 @@ def _written_through(path: Path) -> Optional[int]:
 
 
 def _names_a_descriptor(path: Path) -> bool:
-    """Whether following the link ``path`` passes through ``/proc`` (``/dev/fd/N``, ``/dev/stdout``)."""
+    """Whether the link ``path`` leads through ``/proc`` (``/dev/fd/N``, ``/dev/stdout``)."""
     where = os.path.abspath(path)
     for _ in range(40):  # the kernel's own limit on links followed
         try:
@@ -105,7 +106,7 @@ def _names_a_descriptor(path: Path) -> bool:
 
 
 def _open_stream(path: Path, kind: int) -> IO[str]:
-    """A text handle writing through ``path`` (a device, FIFO, socket or descriptor), never replacing it."""
+    """A text handle writing through ``path`` (a device, FIFO, socket or descriptor)."""
     try:
         if kind == stat.S_IFSOCK:
             import socket  # only for a socket given to -o
@@ -194,9 +195,11 @@ class Output:
         os.fsync(self._file.fileno())
         self._file.close()
         self._file = None
-        if _kind(self.path) not in (None, stat.S_IFREG, stat.S_IFLNK):  # a device, FIFO or folder now
+        if _kind(self.path) not in (None, stat.S_IFREG, stat.S_IFLNK):  # now a device or folder
             self.discard()
-            raise UsageError(f"cannot write {self.path}: it is no longer a regular file; nothing was replaced")
+            raise UsageError(
+                f"cannot write {self.path}: it is no longer a regular file; nothing was replaced"
+            )
         os.replace(self._tmp, self.path)
         self._tmp = None
 

@@ -644,3 +644,30 @@ def test_the_event_pipe_cannot_signal_the_parent_even_without_landlock_scopes(tm
     got, enforced, printed = json.loads(done.stdout)
     assert confine.LANDLOCK_SCOPES not in enforced and confine.SECCOMP in enforced
     assert got == {"1": "PermissionError", "2": "ok"} and printed.strip() == "the parent is still reading"
+
+
+def test_the_kept_environment_is_short_and_never_holds_credentials() -> None:
+    from tensortrace.childenv import kept_environment
+
+    environ = {
+        "OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2", "LANG": "C.UTF-8", "LC_ALL": "C", "TZ": "UTC",
+        "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", "CUDA_VISIBLE_DEVICES": "0",
+        "CUBLAS_WORKSPACE_CONFIG": ":4096:8",
+        "HOME": "/root", "USER": "root", "PATH": "/usr/bin", "API_TOKEN": "x", "AWS_SECRET_ACCESS_KEY": "x",
+        "TORCH_HUB_TOKEN": "x", "CUDA_API_KEY": "x", "PYTORCH_PASSWORD": "x", "SSH_AUTH_SOCK": "/tmp/a",
+    }
+    assert sorted(kept_environment(environ)) == [
+        "CUBLAS_WORKSPACE_CONFIG", "CUDA_VISIBLE_DEVICES", "LANG", "LC_ALL", "MKL_NUM_THREADS",
+        "OMP_NUM_THREADS", "PYTORCH_CUDA_ALLOC_CONF", "TZ"]
+
+
+def test_docs_list_what_the_child_keeps() -> None:
+    from tensortrace.childenv import KEPT_NAMES, KEPT_PREFIXES
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "safety.md").read_text(encoding="utf-8")
+    for name in sorted(KEPT_NAMES):
+        assert f"`{name}`" in text or f"({name})" in text or f"`{name}`)" in text, name
+    for prefix in KEPT_PREFIXES:
+        assert f"`{prefix}*`" in text, prefix
+    for name in confine.PROC_SELF_READ:
+        assert f"`{name.rsplit('/', 1)[1]}`" in text, name

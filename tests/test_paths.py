@@ -48,7 +48,10 @@ def test_output_onto_a_character_device_writes_through_and_keeps_the_device(tmp_
     info = os.lstat(device)
     assert stat.S_ISCHR(info.st_mode) and info.st_rdev == os.makedev(1, 3)
     assert stat.S_IMODE(info.st_mode) == 0o666
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["null", "s.yaml"]  # no temporary file left
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "null",
+        "s.yaml",
+    ]  # no temporary file left
 
 
 def test_output_into_a_fifo_reaches_its_reader(tmp_path: Path) -> None:
@@ -131,7 +134,9 @@ def test_a_fifo_is_refused_instead_of_waiting_for_a_writer(shared: Path) -> None
     os.mkfifo(fifo)
     stop = threading.Event()
 
-    def writer() -> None:  # a writer that comes after a while: reading the FIFO would get a scenario
+    def writer() -> (
+        None
+    ):  # a writer that comes after a while: reading the FIFO would get a scenario
         stop.wait(3)
         while not stop.is_set():
             try:
@@ -152,7 +157,8 @@ def test_a_fifo_is_refused_instead_of_waiting_for_a_writer(shared: Path) -> None
         thread.join(5)
     assert result.returncode == 2
     assert one_line(result) == (
-        f"tensortrace: {fifo}: is a FIFO (named pipe), not a scenario file; give a .yaml, .py or .ipynb file"
+        f"tensortrace: {fifo}: is a FIFO (named pipe), not a scenario file; "
+        "give a .yaml, .py or .ipynb file"
     )
 
 
@@ -164,7 +170,9 @@ def test_a_character_device_is_refused(shared: Path) -> None:
     assert "is a character device, not a scenario file" in one_line(result)
 
 
-def test_an_error_in_a_file_reached_through_a_link_outside_quotes_nothing_of_it(shared: Path, outside: Path) -> None:
+def test_an_error_in_a_file_reached_through_a_link_outside_quotes_nothing_of_it(
+    shared: Path, outside: Path
+) -> None:
     link = shared / "k.yaml"
     link.symlink_to(outside)
     result = cli("run", str(link))
@@ -182,12 +190,16 @@ def test_check_of_a_folder_takes_only_its_regular_files(shared: Path, outside: P
     (shared / "b.yaml").symlink_to("/proc/self/status")
     (shared / "c.yaml").symlink_to(outside)
     os.mkfifo(shared / "d.yaml")
-    (shared / "e.yaml").symlink_to("a.yaml")  # a link that stays inside is an ordinary file of the folder
+    (shared / "e.yaml").symlink_to(
+        "a.yaml"
+    )  # a link that stays inside is an ordinary file of the folder
     result = cli("check", str(shared), "--trust")
     assert result.returncode == 0, result.stderr
     assert "hunter2" not in result.stderr + result.stdout
     assert [line.split()[1] for line in result.stdout.splitlines()[:2]] == [
-        str(shared / "a.yaml"), str(shared / "e.yaml")]
+        str(shared / "a.yaml"),
+        str(shared / "e.yaml"),
+    ]
     skipped = sorted(line for line in result.stderr.splitlines() if ": skipped: " in line)
     assert skipped == [
         f"tensortrace: {shared / 'b.yaml'}: skipped: a link to a file outside the folder",
@@ -206,8 +218,10 @@ def test_a_scenario_is_read_with_a_bound_not_trusted_from_its_size(tmp_path: Pat
         read_regular(path, 10)
 
 
-def test_output_onto_a_link_into_proc_writes_to_the_descriptor_and_keeps_the_link(tmp_path: Path) -> None:
-    """-o /dev/stdout (a link to /proc/self/fd/1) writes where the descriptor goes, even to a file."""
+def test_output_onto_a_link_into_proc_writes_to_the_descriptor_and_keeps_the_link(
+    tmp_path: Path,
+) -> None:
+    """-o /dev/stdout (a link to /proc/self/fd/1) writes where the descriptor goes, a file too."""
     target = tmp_path / "redirected.json"
     fd = os.open(target, os.O_WRONLY | os.O_CREAT, 0o644)
     try:

@@ -1,4 +1,4 @@
-"""The functions that read the array, buffer and DLPack protocols, taking only plain data in safe mode.
+"""The readers of the array, buffer and DLPack protocols, taking only plain data in safe mode.
 
 ``np.asarray(obj)`` reads ``obj.__array_interface__``, and ``torch.from_dlpack``
 calls ``obj.__dlpack__()``: an object whose protocol attribute names an
@@ -24,12 +24,25 @@ from .policy import violation
 #: module -> {function name: the keyword its data may also be given as}
 CONSUMERS: Dict[str, Dict[str, str]] = {
     "numpy": {
-        "array": "object", "asarray": "a", "asanyarray": "a", "ascontiguousarray": "a",
-        "asfortranarray": "a", "asarray_chkfinite": "a", "require": "a", "frombuffer": "buffer",
-        "from_dlpack": "x", "copy": "a", "asmatrix": "data",
+        "array": "object",
+        "asarray": "a",
+        "asanyarray": "a",
+        "ascontiguousarray": "a",
+        "asfortranarray": "a",
+        "asarray_chkfinite": "a",
+        "require": "a",
+        "frombuffer": "buffer",
+        "from_dlpack": "x",
+        "copy": "a",
+        "asmatrix": "data",
     },
-    "torch": {"tensor": "data", "as_tensor": "data", "asarray": "obj", "from_dlpack": "ext_tensor",
-              "frombuffer": "buffer"},
+    "torch": {
+        "tensor": "data",
+        "as_tensor": "data",
+        "asarray": "obj",
+        "from_dlpack": "ext_tensor",
+        "frombuffer": "buffer",
+    },
 }
 #: methods of tensors that read their argument like torch.tensor
 METHODS = {"new_tensor": "data"}
@@ -87,7 +100,7 @@ def guarded(real: Callable[..., Any], label: str, keyword: str) -> Callable[...,
 
 
 def consumer_table() -> Dict[int, Tuple[Any, Callable[..., Any]]]:
-    """id(real function) -> (the function, its guarded stand-in), for the modules imported so far."""
+    """id(real function) -> (the function, its guarded stand-in), for the modules imported."""
     table: Dict[int, Tuple[Any, Callable[..., Any]]] = {}
     for module_name, names in CONSUMERS.items():
         module = sys.modules.get(module_name)
