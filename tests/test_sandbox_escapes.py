@@ -319,9 +319,12 @@ def test_the_protocol_consumers_still_take_tensors_arrays_numbers_and_lists():
         g = np.asarray(3.5)
         h = np.frombuffer(b'abcd', dtype=np.uint8)
         i = torch.from_dlpack(t)
+        j = torch.tensor(t.shape)
+        k = np.array(torch.ones(2, 3).shape)
         """
     )
     assert ns["a"].tolist() == [0.0, 1.0, 2.0, 3.0] and ns["b"].dtype == np.float32
     assert ns["c"].tolist() == [1.5, 2.0, 1.0] and ns["d"].shape == (2, 2)
     assert ns["e"].shape == (2, 4) and ns["f"].dtype == torch.float32 and ns["g"] == 3.5
     assert ns["h"].tolist() == [97, 98, 99, 100] and ns["i"].data_ptr() == ns["t"].data_ptr()
+    assert ns["j"].tolist() == [4] and ns["k"].tolist() == [2, 3]

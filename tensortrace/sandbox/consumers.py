@@ -19,7 +19,7 @@ from __future__ import annotations
 import sys
 from typing import Any, Callable, Dict, Optional, Tuple
 
-from .policy import violation
+from .policy import RAW_MEMORY_PROTOCOLS, violation
 
 #: module -> {function name: the keyword its data may also be given as}
 CONSUMERS: Dict[str, Dict[str, str]] = {
@@ -64,13 +64,20 @@ def _plain_types() -> Tuple[type, ...]:
     return tuple(found)
 
 
+def _plain_sequence(item: Any) -> bool:
+    """A list or tuple of a subclass (``torch.Size``, a named tuple) that carries no protocol."""
+    return isinstance(item, (list, tuple)) and not any(
+        hasattr(item, name) for name in RAW_MEMORY_PROTOCOLS
+    )
+
+
 def _first_refused(data: Any, plain: Tuple[type, ...]) -> Optional[Any]:
     """The first object in ``data`` (walking lists and tuples) that is not plain data, or None."""
     stack = [(data, 0)]
     while stack:
         item, depth = stack.pop()
         kind = type(item)
-        if kind is list or kind is tuple:
+        if kind is list or kind is tuple or _plain_sequence(item):
             if depth >= _MAX_DEPTH:
                 return item
             if not all(type(x) in (int, float, bool) for x in item):
