@@ -309,6 +309,14 @@ def _load_seccomp() -> None:
                 _seccomp_rule(lib, ctx, deny, name, (1, _SCMP_CMP_EQ, command, 0))
         for request in _SIGNALLING_IOCTL:
             _seccomp_rule(lib, ctx, deny, "ioctl", (1, _SCMP_CMP_EQ, request, 0))
+        # Priorities of this process only: as root, lowering those of every
+        # process of the same user (PRIO_USER, or another pid) needs no capability.
+        # (which, who): PRIO_PROCESS is 0, IOPRIO_WHO_PROCESS 1; who 0 is the caller.
+        for name, own_kind in (("setpriority", 0), ("ioprio_set", 1)):
+            _seccomp_rule(lib, ctx, deny, name, (0, _SCMP_CMP_NE, own_kind, 0))
+            _seccomp_rule(lib, ctx, deny, name, (1, _SCMP_CMP_NE, 0, 0))
+        for name in ("sched_setscheduler", "sched_setparam", "sched_setattr"):
+            _seccomp_rule(lib, ctx, deny, name, (0, _SCMP_CMP_NE, 0, 0))
         # Signals only to this process.
         me = os.getpid()
         for name in ("kill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo"):

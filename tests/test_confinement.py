@@ -671,3 +671,31 @@ def test_docs_list_what_the_child_keeps() -> None:
         assert f"`{prefix}*`" in text, prefix
     for name in confine.PROC_SELF_READ:
         assert f"`{name.rsplit('/', 1)[1]}`" in text, name
+
+
+@pytest.fixture
+def bystander():
+    """Another process of this user, as any of the machine's would be."""
+    import subprocess
+
+    process = subprocess.Popen(["sleep", "60"])
+    yield process.pid
+    process.kill()
+    process.wait()
+
+
+def _priority_steps(pid: int) -> List[str]:
+    return ["import os", f"os.setpriority(os.PRIO_PROCESS, {pid}, 19)",
+            f"print(os.getpriority(os.PRIO_PROCESS, {pid}))", "os.setpriority(os.PRIO_PROCESS, 0, 5)"]
+
+
+@needs_wall
+def test_the_priority_of_another_process_cannot_be_lowered(tmp_path: Path, bystander: int) -> None:
+    before = os.getpriority(os.PRIO_PROCESS, bystander)
+    steps = _priority_steps(bystander) + ["os.setpriority(os.PRIO_USER, 0, 19)"]
+    trace = run(tmp_path, steps)
+    assert outcomes(trace) == {1: "ok", 2: "PermissionError", 3: "ok", 4: "ok", 5: "PermissionError"}
+    assert os.getpriority(os.PRIO_PROCESS, bystander) == before < 19
+    control = run(tmp_path, _priority_steps(bystander), confined=False)  # (never PRIO_USER: every process)
+    assert outcomes(control) == {1: "ok", 2: "ok", 3: "ok", 4: "ok"}
+    assert os.getpriority(os.PRIO_PROCESS, bystander) == 19
