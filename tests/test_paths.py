@@ -233,3 +233,56 @@ def test_output_onto_a_link_into_proc_writes_to_the_descriptor_and_keeps_the_lin
     assert result.returncode == 0, result.stderr
     assert os.readlink(link) == f"/proc/self/fd/{fd}"
     assert json.loads(target.read_text(encoding="utf-8"))["steps"][0]["code"] == "a = torch.ones(2)"
+
+
+def test_output_through_a_unix_socket_and_never_onto_a_block_device(tmp_path: Path) -> None:
+    import socket
+
+    from tensortrace.errors import UsageError
+    from tensortrace.output import Output
+
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(tmp_path / "sock"))
+    server.listen(1)
+    got = []
+
+    def serve() -> None:
+        conn, _ = server.accept()
+        with conn:
+            got.append(b"".join(iter(lambda: conn.recv(4096), b"")))
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    out = Output(str(tmp_path / "sock"))
+    out.write("through the socket\n")
+    out.commit()
+    thread.join(10)
+    server.close()
+    assert got == [b"through the socket\n"] and stat.S_ISSOCK(os.lstat(tmp_path / "sock").st_mode)
+
+    block = tmp_path / "disk"
+    os.mknod(block, 0o600 | stat.S_IFBLK, os.makedev(7, 0))  # a loop device's node: never opened
+    with pytest.raises(UsageError, match="is a block device"):
+        Output(str(block))
+    assert stat.S_ISBLK(os.lstat(block).st_mode)
+
+
+def test_explore_does_not_read_a_proc_file_to_guess_its_kind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A link to /proc/kmsg would block the first read for ever: it must not be opened at all."""
+    from tensortrace.cli import _is_saved_trace
+
+    link = tmp_path / "k"
+    link.symlink_to("/proc/self/status")
+    real_open = Path.open
+
+    def no_proc(self: Path, *args, **kwargs):
+        assert os.path.realpath(self).startswith("/proc/") is False, f"{self} was opened"
+        return real_open(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "open", no_proc)
+    assert _is_saved_trace(str(link)) is False
+    saved = tmp_path / "t"
+    saved.write_text('{"traces": []}', encoding="utf-8")
+    assert _is_saved_trace(str(saved)) is True
