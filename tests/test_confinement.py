@@ -616,6 +616,28 @@ KILL_THE_PARENT = [
 ]
 
 
+def _run_kill_the_parent(tmp_path: Path, script: str):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-c", script, str(Path(__file__).parent), str(tmp_path)],
+                          capture_output=True, text=True, timeout=240)
+
+
+def test_without_the_wall_the_event_pipe_kills_the_parent(tmp_path: Path) -> None:
+    """The control: unconfined, the same steps have the kernel send SIGKILL to the parent."""
+    script = (
+        "import sys\n"
+        "sys.path.insert(0, sys.argv[1])\n"
+        "from pathlib import Path\n"
+        "from test_confinement import KILL_THE_PARENT, run\n"
+        "run(Path(sys.argv[2]), KILL_THE_PARENT, confined=False)\n"
+        "print('survived')\n"
+    )
+    done = _run_kill_the_parent(tmp_path, script)
+    assert done.returncode == -9 and "survived" not in done.stdout, (done.returncode, done.stderr[-2000:])
+
+
 @needs_wall
 def test_the_event_pipe_cannot_signal_the_parent_even_without_landlock_scopes(tmp_path: Path) -> None:
     """On a kernel whose Landlock has no signal scopes (ABI below 6, simulated), seccomp alone holds.
@@ -638,8 +660,7 @@ def test_the_event_pipe_cannot_signal_the_parent_even_without_landlock_scopes(tm
         "trace = run(Path(sys.argv[2]), KILL_THE_PARENT)\n"
         "print(json.dumps([outcomes(trace), trace.environment.confinement.enforced, trace.steps[1].stdout]))\n"
     )
-    done = subprocess.run([sys.executable, "-c", script, str(Path(__file__).parent), str(tmp_path)],
-                          capture_output=True, text=True, timeout=240)
+    done = _run_kill_the_parent(tmp_path, script)
     assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
     got, enforced, printed = json.loads(done.stdout)
     assert confine.LANDLOCK_SCOPES not in enforced and confine.SECCOMP in enforced
