@@ -79,7 +79,10 @@ def read_regular(
     if refusal:
         raise Unreadable(refusal)
     # O_NONBLOCK: a FIFO swapped in after the check must not hold the open.
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
+    flags = os.O_RDONLY
+    for name in ("O_NONBLOCK", "O_NOCTTY", "O_CLOEXEC", "O_BINARY"):  # those this system has
+        flags |= getattr(os, name, 0)
+    fd = os.open(path, flags)
     try:
         real = _opened_path(fd, real)
         refusal = _refusal(os.fstat(fd).st_mode, real, what)

@@ -105,6 +105,11 @@ def _names_a_descriptor(path: Path) -> bool:
     return False
 
 
+def _flag(name: str) -> int:
+    """An ``os.O_*`` flag, or 0 where this system has none (Windows has no O_NOCTTY)."""
+    return getattr(os, name, 0)
+
+
 def _open_stream(path: Path, kind: int) -> IO[str]:
     """A text handle writing through ``path`` (a device, FIFO, socket or descriptor)."""
     try:
@@ -120,7 +125,7 @@ def _open_stream(path: Path, kind: int) -> IO[str]:
             fd = os.dup(sock.fileno())
             sock.close()
         else:  # a FIFO waits here for its reader, as a shell's redirection does
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOCTTY | os.O_CLOEXEC)
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | _flag("O_NOCTTY") | _flag("O_CLOEXEC"))
     except OSError as exc:
         raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
     if stat.S_IFMT(os.fstat(fd).st_mode) != kind:  # swapped for something else meanwhile
