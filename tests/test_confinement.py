@@ -275,7 +275,7 @@ def test_a_required_wall_that_cannot_be_built_refuses_before_anything_runs(tmp_p
 def test_a_missing_layer_is_recorded_in_the_trace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     real = confine.available()
     monkeypatch.setattr(confine, "available", lambda: confine.Report(
-        tuple(l for l in real.enforced if l != confine.SECCOMP), real.missing + ("seccomp: libseccomp is not installed",)))
+        tuple(x for x in real.enforced if x != confine.SECCOMP), real.missing + ("seccomp: libseccomp is not installed",)))
     trace = run(tmp_path, ["a = torch.ones(2)"], confined=None, safe=True)  # type: ignore[arg-type]
     conf = trace.environment.confinement
     assert conf is not None and not conf.complete
@@ -313,7 +313,7 @@ def _cli(*args: str, env: dict | None = None):
 def _no_landlock(monkeypatch: pytest.MonkeyPatch) -> None:
     real = confine.available()
     monkeypatch.setattr(confine, "available", lambda: confine.Report(
-        tuple(l for l in real.enforced if not l.startswith("landlock")), ("landlock-files: this kernel has no Landlock (Linux 5.13 or later is needed)",)))
+        tuple(x for x in real.enforced if not x.startswith("landlock")), ("landlock-files: this kernel has no Landlock (Linux 5.13 or later is needed)",)))
 
 
 @pytest.mark.parametrize("how", ["option", "environment"])
@@ -647,8 +647,6 @@ def test_the_event_pipe_cannot_signal_the_parent_even_without_landlock_scopes(tm
     parent reads. The run happens in a process of its own, which that
     signal would kill.
     """
-    import subprocess
-    import sys
 
     script = (
         "import json, sys\n"

@@ -14,7 +14,7 @@ from typing import Dict, List, Set, Tuple
 
 import pytest
 
-from conftest import REPO, Result, cli
+from conftest import REPO, cli
 
 README = REPO / "README.md"
 SAMPLE_SECTION = "## What it looks like"

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import html
 import io
-import json
 import os
 import re
 import shlex
@@ -274,7 +273,6 @@ def test_a_followed_storage_is_followed_into_the_other_variant_by_name(saved):
 @pytest.mark.parametrize("key,suffix", [("m", ".md"), ("h", ".html")])
 def test_export_writes_the_current_step(saved, tmp_path, key, suffix):
     traces = load_traces(str(saved("detach")))
-    steps = all_steps(traces[0])
     app = drive(ExplorerApp(traces, export_dir=tmp_path), "right", "e", key)
     written = sorted(tmp_path.iterdir())
     assert [p.suffix for p in written] == [suffix]
