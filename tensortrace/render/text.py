@@ -52,6 +52,27 @@ def visible(text: str) -> str:
     return _INVISIBLE.sub(_spelled, text)
 
 
+def as_int(value: Any) -> Optional[int]:
+    """``value`` as an integer the renderer formats itself, or None where ``int()`` refuses it.
+
+    Ids, anchors and attributes that must be numbers are written from this, so
+    a string where a record should hold a number never reaches them as text.
+    """
+    if type(value) is int:
+        return value
+    try:
+        return int(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def count_text(value: Any) -> str:
+    """A count with thousands separators (``4,998``); anything but a number as ``visible`` text."""
+    if type(value) is int:
+        return f"{value:,}"
+    return visible(str(value))
+
+
 _T = TypeVar("_T")
 
 
