@@ -128,9 +128,10 @@ def _visible_value(value: Any, seen: Dict[int, Any]) -> Any:
             pairs = [(_visible_value(k, seen), _visible_value(v, seen)) for k, v in value.items()]
             same = all(a is k and b is v for (a, b), (k, v) in zip(pairs, value.items()))
             return value if same else dict(pairs)
-        if not (is_dataclass(value) and not isinstance(value, type)):
+        names = _record_fields(value)
+        if names is None:
             return value
-        names = _INIT_FIELDS[cls] = tuple(f.name for f in fields(value) if f.init)
+        _INIT_FIELDS[cls] = names
     done = seen.get(id(value))
     if done is not None:
         return done[1]
@@ -147,6 +148,20 @@ def _visible_value(value: Any, seen: Dict[int, Any]) -> Any:
     result = evolve(value, **changes) if changes else value
     seen[id(value)] = (value, result)  # a record the snapshots share is made visible once
     return result
+
+
+def _record_fields(value: Any) -> Optional[Tuple[str, ...]]:
+    """The fields a record's constructor takes (a dataclass, or a struct that names them), else None.
+
+    A record type this does not know would be shown as it is, unescaped, so
+    both kinds of record the model may be made of are read here.
+    """
+    struct_fields = getattr(type(value), "__struct_fields__", None)
+    if isinstance(struct_fields, tuple):
+        return struct_fields
+    if is_dataclass(value) and not isinstance(value, type):
+        return tuple(f.name for f in fields(value) if f.init)
+    return None
 
 
 def _visible_node(node: GraphNode, seen: Dict[int, Any]) -> GraphNode:
