@@ -73,6 +73,11 @@ def count_text(value: Any) -> str:
     return visible(str(value))
 
 
+def has_invisible(text: str) -> bool:
+    """``text`` holds a character ``visible`` would spell (a control, a bidi override, ...)."""
+    return _INVISIBLE.search(text) is not None
+
+
 _T = TypeVar("_T")
 
 
