@@ -86,10 +86,16 @@ def render_markdown(traces: Sequence[Trace], options: RenderOptions = DEFAULT_OP
 
 
 def code_span(text: str) -> str:
-    """Inline code that survives backticks in the text."""
+    """Inline code that survives backticks in the text, on one line.
+
+    The fence is one backtick longer than the longest run in the text; a line
+    end (which a code span shows as a space anyway) is a space, so no line of
+    the text can start a block of its own (an HTML block, a heading).
+    """
+    text = str(text).replace("\r", " ").replace("\n", " ")
     if "`" not in text:
         return f"`{text}`"
-    fence = "``" if "``" not in text else "```"
+    fence = "`" * (max(len(run) for run in re.findall("`+", text)) + 1)
     return f"{fence} {text} {fence}"
 
 
@@ -119,7 +125,7 @@ def _values_cell(values, shape, bold: bool = False) -> str:
 
 
 def _plain_cell(text: str, bold: bool = False) -> str:
-    text = _cell(_no_html(text))
+    text = _cell(_no_html(text).replace("`", "\\`"))  # no backtick of data pairs with a code span
     return f"**{text}**" if bold else text
 
 

@@ -408,7 +408,7 @@ def error_headline(error: ErrorInfo) -> str:
 
 
 def plural(count: int, word: str, many: Optional[str] = None) -> str:
-    return f"{count:,} {word if count == 1 else (many or word + 's')}"
+    return f"{count_text(count)} {word if count == 1 else (many or word + 's')}"
 
 
 def saved_tensor_text(saved: SavedTensor) -> str:
