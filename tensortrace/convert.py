@@ -38,7 +38,7 @@ class _Dumper(yaml.SafeDumper):
 
 
 def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
-    if has_invisible(value):  # double-quoted, the one style in which such a character can be an escape
+    if has_invisible(value):  # double-quoted: the one style where such a character can be escaped
         style: Optional[str] = '"'
     else:
         style = "|" if "\n" in value.rstrip("\n") else None

@@ -22,7 +22,7 @@ URL = "javascript:alert(1)"
 LINK = "[innocent](javascript:alert(1)) <javascript:alert(2)> ![i](http://evil.example/x.png)"
 OSC8 = "\x1b]8;;http://evil.example\x1b\\click\x1b]8;;\x1b\\"
 CONTROLS = "\x1b[2J\x07\x9b31m\x85\u202e\u2066\u2069\u200f\u061c"
-QUOTES = "'\"`\\\n\\\"#;{}|<>&%%"
+QUOTES = '\'"`\\\n\\"#;{}|<>&%%'
 DOT = '"]; evil [URL="javascript:alert(1)" label=<<b>x</b>>]; x -> y; //'
 MERMAID = 'a"] --> b\nclick a href "javascript:alert(1)"\n%%{init: {}}%%'
 HOSTILE: Tuple[str, ...] = (SCRIPT, TAG, URL, LINK, OSC8, CONTROLS, QUOTES, DOT, MERMAID)
@@ -50,18 +50,22 @@ def _hints(cls: type) -> Dict[str, Any]:
 
 def _is_record(value: Any) -> bool:
     return hasattr(type(value), "__struct_fields__") or (
-        dataclasses.is_dataclass(value) and not isinstance(value, type))
+        dataclasses.is_dataclass(value) and not isinstance(value, type)
+    )
 
 
 def _int_typed(hint: Any) -> bool:
     """``int`` or ``Optional[int]``."""
     if hint is int:
         return True
-    return typing.get_origin(hint) is typing.Union and set(typing.get_args(hint)) == {int, type(None)}
+    return typing.get_origin(hint) is typing.Union and set(typing.get_args(hint)) == {
+        int,
+        type(None),
+    }
 
 
 def mutate(value: Any, text: Callable[[str], str], number: Callable[[str, int], Any]) -> Any:
-    """``value`` with every string passed through ``text`` and every integer field through ``number``.
+    """``value``, each string passed through ``text`` and each integer field through ``number``.
 
     ``number`` gets the field's name and its integer; strings inside tuples of
     a record (graph node ids, tags, names) are passed through ``text`` too, the
@@ -92,14 +96,14 @@ def wrapped(payload: str) -> Callable[[str], str]:
 
 
 def strings_for_ints(payload: Any) -> Callable[[str, int], Any]:
-    """Each integer field replaced by ``payload`` (a string: with the number after it, still distinct)."""
+    """Each integer field replaced by ``payload`` (a string: the number after it, still distinct)."""
     if isinstance(payload, str):
         return lambda name, n: f"{payload}{n}"
     return lambda name, n: payload
 
 
 def hostile_traces(traces: Sequence[Trace], payload: str = ALL, ints: Any = SCRIPT) -> List[Trace]:
-    """``traces`` with every string wrapped in ``payload`` and every integer field replaced by ``ints``."""
+    """``traces``, every string wrapped in ``payload``, every integer field replaced by ``ints``."""
     return [mutate(t, wrapped(payload), strings_for_ints(ints)) for t in traces]
 
 
@@ -115,13 +119,22 @@ OWN_STYLING = re.compile(r"\x1b\[[0-9;]*m")
 PAGE_TAGS = frozenset(
     "html head meta title style body header h1 h2 h3 h4 p nav ol li a main div button span script "
     "section pre code b details summary ul table thead tbody tr th td figure figcaption svg defs "
-    "marker path g rect text".split())
+    "marker path g rect text".split()
+)
 
 
 def raw_controls(text: str) -> List[str]:
     """The control, C1 and bidi characters ``text`` holds raw (newline and tab are layout)."""
-    return sorted({ch for ch in text if (ord(ch) < 0x20 and ch not in "\n\t") or 0x7F <= ord(ch) <= 0x9F
-                   or ch in BIDI or 0xD800 <= ord(ch) <= 0xDFFF})
+    return sorted(
+        {
+            ch
+            for ch in text
+            if (ord(ch) < 0x20 and ch not in "\n\t")
+            or 0x7F <= ord(ch) <= 0x9F
+            or ch in BIDI
+            or 0xD800 <= ord(ch) <= 0xDFFF
+        }
+    )
 
 
 class _Page(HTMLParser):
@@ -141,8 +154,22 @@ class _Page(HTMLParser):
 
 
 # Attributes a browser reads as a URL (a data-* attribute is only text to the page's script).
-URL_ATTRIBUTES = frozenset(("href", "src", "action", "formaction", "xlink:href", "poster", "background",
-                            "srcset", "ping", "cite", "data", "manifest"))
+URL_ATTRIBUTES = frozenset(
+    (
+        "href",
+        "src",
+        "action",
+        "formaction",
+        "xlink:href",
+        "poster",
+        "background",
+        "srcset",
+        "ping",
+        "cite",
+        "data",
+        "manifest",
+    )
+)
 
 
 def _scheme(value: str) -> str:
@@ -166,11 +193,19 @@ def check_html(page: str, fragment: bool = False) -> None:
         assert not name.startswith("on"), (tag, name, value)
         text = value or ""
         if name in URL_ATTRIBUTES:
-            assert not _scheme(text).startswith(("javascript:", "data:", "vbscript:")), (tag, name, value)
+            assert not _scheme(text).startswith(("javascript:", "data:", "vbscript:")), (
+                tag,
+                name,
+                value,
+            )
         if name == "href":
             assert text.startswith("#"), (tag, name, value)
         if name in ("id", "data-line", "data-i", "data-trace", "data-scenario", "marker-end"):
-            assert re.fullmatch(r"[A-Za-z0-9_()#:-]*", text.replace("url(#", "")), (tag, name, value)
+            assert re.fullmatch(r"[A-Za-z0-9_()#:-]*", text.replace("url(#", "")), (
+                tag,
+                name,
+                value,
+            )
     assert not raw_controls(page), raw_controls(page)
 
 
@@ -179,7 +214,11 @@ def check_svg(image: str) -> None:
     parser = _Page()
     parser.feed(image)
     parser.close()
-    assert "script" not in parser.tags and "a" not in parser.tags and "foreignobject" not in parser.tags
+    assert (
+        "script" not in parser.tags
+        and "a" not in parser.tags
+        and "foreignobject" not in parser.tags
+    )
     for tag, name, value in parser.attributes:
         assert not name.startswith("on") and name not in URL_ATTRIBUTES, (tag, name, value)
     assert not raw_controls(image), raw_controls(image)
@@ -187,12 +226,22 @@ def check_svg(image: str) -> None:
 
 _DOT_QUOTED = re.compile(r'"(?:[^"\\\n]|\\.)*"')
 _DOT_ID = r"(?:t\d+s\d+g\d+(?:[tnmx]\d*)?|empty)"
-_DOT_LINES = [re.compile(p) for p in (
-    r"digraph tensortrace \{", r"  // arrows point where gradients flow: .*", r"  rankdir=BT;",
-    r'  (?:graph|node|edge) \[[^\]]*\];', rf"  subgraph cluster_{_DOT_ID} \{{", r'    label="";',
-    rf'\s+{_DOT_ID} \[label="", \w+=(?:\w+|"")(?:, \w+=(?:\w+|""))*\];',
-    r'  empty \[label="", shape=plaintext\];',
-    rf"    {_DOT_ID} -> {_DOT_ID};", r"  \}", r"\}")]
+_DOT_LINES = [
+    re.compile(p)
+    for p in (
+        r"digraph tensortrace \{",
+        r"  // arrows point where gradients flow: .*",
+        r"  rankdir=BT;",
+        r"  (?:graph|node|edge) \[[^\]]*\];",
+        rf"  subgraph cluster_{_DOT_ID} \{{",
+        r'    label="";',
+        rf'\s+{_DOT_ID} \[label="", \w+=(?:\w+|"")(?:, \w+=(?:\w+|""))*\];',
+        r'  empty \[label="", shape=plaintext\];',
+        rf"    {_DOT_ID} -> {_DOT_ID};",
+        r"  \}",
+        r"\}",
+    )
+]
 
 
 def check_dot(text: str) -> None:
@@ -208,10 +257,18 @@ def check_dot(text: str) -> None:
 
 _MERMAID_QUOTED = re.compile(r'"[^"\n]*"')
 _MERMAID_ID = r"(?:t\d+s\d+g\d+(?:[tnmx]\d*)?|g(?:[tnmx]\d*)|empty)"
-_MERMAID_LINES = [re.compile(p) for p in (
-    r"flowchart BT", r"  classDef \w+ [\w:#,.\- ]+", rf"\s*subgraph {_MERMAID_ID}\[\"\"\]",
-    rf'\s*{_MERMAID_ID}(?:\(\[""\]\)|\[""\])', rf"\s*{_MERMAID_ID} --> {_MERMAID_ID}", r"\s*end",
-    rf"\s*class {_MERMAID_ID}(?:,{_MERMAID_ID})* \w+")]
+_MERMAID_LINES = [
+    re.compile(p)
+    for p in (
+        r"flowchart BT",
+        r"  classDef \w+ [\w:#,.\- ]+",
+        rf"\s*subgraph {_MERMAID_ID}\[\"\"\]",
+        rf'\s*{_MERMAID_ID}(?:\(\[""\]\)|\[""\])',
+        rf"\s*{_MERMAID_ID} --> {_MERMAID_ID}",
+        r"\s*end",
+        rf"\s*class {_MERMAID_ID}(?:,{_MERMAID_ID})* \w+",
+    )
+]
 
 
 def check_mermaid(text: str) -> None:
@@ -229,7 +286,7 @@ def check_mermaid(text: str) -> None:
 def check_console(text: str) -> None:
     """Only the console's own colour sequences; nothing else a terminal would act on."""
     bare = OWN_STYLING.sub("", text)
-    assert "\x1b" not in bare, repr(bare[max(0, bare.find("\x1b") - 40):bare.find("\x1b") + 40])
+    assert "\x1b" not in bare, repr(bare[max(0, bare.find("\x1b") - 40) : bare.find("\x1b") + 40])
     assert not raw_controls(bare), raw_controls(bare)
 
 
@@ -245,8 +302,9 @@ def _outside_code(line: str) -> str:
     out, position, i = [], 0, 0
     while i < len(runs):
         start, end = runs[i]
-        close = next((j for j in range(i + 1, len(runs))
-                      if runs[j][1] - runs[j][0] == end - start), None)
+        close = next(
+            (j for j in range(i + 1, len(runs)) if runs[j][1] - runs[j][0] == end - start), None
+        )
         if close is None:
             i += 1
             continue
@@ -279,10 +337,16 @@ def check_markdown(text: str) -> None:
     assert fence is None, "a code block left open"
     prose_text = _OWN_TAGS.sub("", "\n".join(prose_lines))
     where = prose_text.replace("\\<", "").find("<")
-    assert where < 0, prose_text.replace("\\<", "")[max(0, where - 300):][:400]
+    assert where < 0, prose_text.replace("\\<", "")[max(0, where - 300) :][:400]
     own = prose_text.replace("&amp;", "").replace("&lt;", "")  # the page's own escapes
     assert not re.search(r"&#?[A-Za-z0-9]+;", own), "a character reference from data"
 
 
-CHECKS = {"html": check_html, "svg": check_svg, "dot": check_dot, "mermaid": check_mermaid,
-          "console": check_console, "markdown": check_markdown}
+CHECKS = {
+    "html": check_html,
+    "svg": check_svg,
+    "dot": check_dot,
+    "mermaid": check_mermaid,
+    "console": check_console,
+    "markdown": check_markdown,
+}

@@ -87,15 +87,17 @@ def test_any_value_where_a_number_belongs_renders_in_every_format(ints):
 
 def test_a_line_or_index_that_holds_markup_never_reaches_an_attribute():
     payloads = (SCRIPT, TAG, URL)
-    traces = [mutate(t, wrapped(payload), strings_for_ints(payload))
-              for t, payload in zip([detach_trace()] * 3, payloads)]
+    traces = [
+        mutate(t, wrapped(payload), strings_for_ints(payload))
+        for t, payload in zip([detach_trace()] * 3, payloads)
+    ]
     page = rendered(traces, "html")
     check_html(page)
     ids = re.findall(r' id="([^"]*)"', page)
     assert ids and all(re.fullmatch(r"[a-z0-9-]+", i) for i in ids), ids
     assert "data-line=" not in page  # a line that is not a number is not said at all
     assert all(re.fullmatch(r"#[a-z0-9-]+", h) for h in re.findall(r' href="([^"]*)"', page))
-    assert '<script>alert' not in page and '<img' not in page and 'onerror=alert(1)>' not in page
+    assert "<script>alert" not in page and "<img" not in page and "onerror=alert(1)>" not in page
     assert "&lt;/script&gt;&lt;script&gt;alert(1)&lt;/script&gt;" in page  # shown, as text
 
 
@@ -117,16 +119,36 @@ def test_diagram_names_are_counters_never_trace_text():
 
 # --- the same, with hypothesis choosing what is hostile and where ---------------------------
 
-_HOSTILE_CHARS = "\x1b\x07\x00\x85\x9b\u202e\u2066\u2069\u200f\u061c\u2028\u2029\"'`\\<>&#;|[]()*_%{}\n\r\t"
+_HOSTILE_CHARS = (
+    "\x1b\x07\x00\x85\x9b\u202e\u2066\u2069\u200f\u061c\u2028\u2029\"'`\\<>&#;|[]()*_%{}\n\r\t"
+)
 _texts = st.one_of(
     st.sampled_from(HOSTILE),
     st.text(alphabet=st.sampled_from(_HOSTILE_CHARS) | st.characters(), max_size=30),
     st.builds(lambda s, n: s * n, st.sampled_from(HOSTILE), st.integers(20, 120)),  # very long
 )
-_not_ints = st.one_of(st.sampled_from(NOT_INTS), st.none(), st.integers(-(10**40), 10**40),
-                      st.text(max_size=12), st.floats(allow_nan=True))
-_INT_FIELDS = ("index", "line", "storage_offset", "version", "saved_version", "changed_at_step",
-               "ops_omitted", "numel", "nan_count", "inf_count", "omitted", "storage_nbytes", "parent")
+_not_ints = st.one_of(
+    st.sampled_from(NOT_INTS),
+    st.none(),
+    st.integers(-(10**40), 10**40),
+    st.text(max_size=12),
+    st.floats(allow_nan=True),
+)
+_INT_FIELDS = (
+    "index",
+    "line",
+    "storage_offset",
+    "version",
+    "saved_version",
+    "changed_at_step",
+    "ops_omitted",
+    "numel",
+    "nan_count",
+    "inf_count",
+    "omitted",
+    "storage_nbytes",
+    "parent",
+)
 
 
 @st.composite
@@ -145,8 +167,11 @@ def _hostile(draw):
     return base, [mutate(t, lambda s: f"{before}{s}{after}", number) for t in BASES[base]()]
 
 
-@settings(max_examples=int(os.environ.get("TT_FUZZ_RENDER", "12")), deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=int(os.environ.get("TT_FUZZ_RENDER", "12")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(_hostile(), st.sampled_from(FORMATS), st.booleans())
 def test_hostile_traces_render_inert_in_every_format(case, fmt, color):
     _, traces = case

@@ -49,7 +49,7 @@ def step_indexes(traces: Sequence[Trace]) -> List[int]:
 
 
 def _index_order(index: object) -> tuple:
-    """Numbers in order, then anything else a record may hold there (in its spelling), never a TypeError."""
+    """Numbers in order, then anything else a record may hold there, by spelling; no TypeError."""
     if isinstance(index, (int, float)) and index == index:
         return (0, index, "")
     return (1, 0, repr(index))

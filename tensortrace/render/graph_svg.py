@@ -137,7 +137,8 @@ def _svg(template: str, *values: object) -> Markup:
     return Markup(template).format(*values)
 
 
-def graph_svg(graph: Graph, key: str, saved: Optional[Mapping[str, Sequence[Mapping]]] = None) -> Markup:
+def graph_svg(graph: Graph, key: str,
+              saved: Optional[Mapping[str, Sequence[Mapping]]] = None) -> Markup:
     """One ``<svg>`` for ``graph``; ``key`` makes its ids unique on the page.
 
     ``saved`` maps a node id to the tensors that node saved for backward
@@ -165,7 +166,8 @@ def graph_svg(graph: Graph, key: str, saved: Optional[Mapping[str, Sequence[Mapp
              'xmlns="http://www.w3.org/2000/svg">', px(width), px(height)),
         _svg("<title>autograd graph of {}</title>", graph.tensor),
         _svg('<defs><marker id="{}" viewBox="0 0 8 8" refX="8" refY="4" markerWidth="7" '
-             'markerHeight="7" orient="auto"><path d="M0,0L8,4L0,8z" class="tt-g-head"/></marker></defs>',
+             'markerHeight="7" orient="auto"><path d="M0,0L8,4L0,8z" class="tt-g-head"/>'
+             '</marker></defs>',
              marker),
     ]
     for box in boxes:
@@ -177,9 +179,9 @@ def graph_svg(graph: Graph, key: str, saved: Optional[Mapping[str, Sequence[Mapp
     for source, target in extra:
         (x1, y1), (x2, y2) = top(boxes[source]), top(boxes[target])
         bend = x1 + (box_w / 2 + GAP if x2 <= x1 else -box_w / 2 - GAP)
-        parts.append(_svg('<path class="tt-g-edge tt-g-again" d="M{},{}Q{},{} {},{}" marker-end="url(#{})"/>',
-                          px(x1), px(y1 + BOX_H), px(bend), px((y1 + y2) / 2 + BOX_H), px(x2), px(y2),
-                          marker))
+        parts.append(_svg('<path class="tt-g-edge tt-g-again" d="M{},{}Q{},{} {},{}" '
+                          'marker-end="url(#{})"/>', px(x1), px(y1 + BOX_H), px(bend),
+                          px((y1 + y2) / 2 + BOX_H), px(x2), px(y2), marker))
     for box in boxes:
         x, y = top(box)
         stale = " tt-g-stale" if box.stale else ""

@@ -50,7 +50,8 @@ from .layout import (
 )
 from .ops import flow_lines, ops_lines
 from .options import DEFAULT_OPTIONS, RenderOptions
-from .text import as_int, count_text, fact_text, one_line, outcome, saved_text, visible, visible_traces
+from .text import (as_int, count_text, fact_text, one_line, outcome, saved_text, visible,
+                   visible_traces)
 
 
 
@@ -106,20 +107,23 @@ def html_page(traces: Sequence[Trace], options: RenderOptions = DEFAULT_OPTIONS,
     if env is not None and not env.safe:
         meta += " · safe mode off"
     return str(joined([
-        Markup("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-               "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-               "<meta name=\"generator\" content=\"tensortrace\">"),
+        Markup('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+               '<meta name="viewport" content="width=device-width, initial-scale=1">'
+               '<meta name="generator" content="tensortrace">'),
         html("<title>{}</title><style>{}</style></head>\n", title, Markup(CSS)),
-        Markup("<body data-step=\"\" data-scenario=\"\">"),
-        html("<header class=\"tt-top\"><h1>{}</h1><p class=\"tt-meta\">{}</p></header>\n", title, meta),
-        Markup("<div class=\"tt-layout\"><nav class=\"tt-steps\" aria-label=\"steps\">"), joined(nav),
-        Markup("</nav>\n<main><div class=\"tt-buttons\"><button id=\"tt-prev\" type=\"button\">← previous</button>"
-               "<span id=\"tt-position\"></span><button id=\"tt-next\" type=\"button\">next →</button>"
-               "<span class=\"tt-status\">← → keys move; click a name or storage to light up its memory"
+        Markup('<body data-step="" data-scenario="">'),
+        html('<header class="tt-top"><h1>{}</h1><p class="tt-meta">{}</p></header>\n', title, meta),
+        Markup('<div class="tt-layout"><nav class="tt-steps" aria-label="steps">'), joined(nav),
+        Markup('</nav>\n<main><div class="tt-buttons">'
+               '<button id="tt-prev" type="button">← previous</button>'
+               '<span id="tt-position"></span><button id="tt-next" type="button">next →</button>'
+               '<span class="tt-status">← → keys move; click a name or storage to light up its '
+               'memory'
                "</span></div>\n"),
-        joined(main), Markup("</main></div>\n<div id=\"tt-tip\" role=\"tooltip\" hidden></div>\n"),
-        # script_json escapes ``<``, ``>``, ``&`` and U+2028/2029 as JSON escapes: nothing ends the block
-        html("<script type=\"application/json\" id=\"tt-data\">{}</script>\n", Markup(script_json(wrap(bodies)))),
+        joined(main), Markup('</main></div>\n<div id="tt-tip" role="tooltip" hidden></div>\n'),
+        # script_json writes <, >, &, U+2028/2029 as JSON escapes: nothing ends the block
+        html('<script type="application/json" id="tt-data">{}</script>\n',
+             Markup(script_json(wrap(bodies)))),
         html("<script>{}</script>\n</body></html>\n", Markup(JS)),
     ]))
 
@@ -149,25 +153,26 @@ def _scenario(number: int, group: Sequence[Trace], keys: Sequence[int], extras, 
               nav: List[Markup], main: List[Markup]) -> None:
     first = group[0]
     names = [variant_name(t, i) for i, t in enumerate(group)]
-    head = [html("<div class=\"tt-scenario-head\" data-scenario=\"{}\"><h2>{}</h2>", number,
+    head = [html('<div class="tt-scenario-head" data-scenario="{}"><h2>{}</h2>', number,
                  first.scenario.title)]
     if first.scenario.description:
-        head.append(html("<p class=\"tt-desc\">{}</p>", _prose(str(first.scenario.description).strip())))
+        description = str(first.scenario.description).strip()
+        head.append(html('<p class="tt-desc">{}</p>', _prose(description)))
     for trace, name in zip(group, names):
         verdict = "behaved as declared" if trace.passed else "did not behave as declared"
         label = f"{name}: " if len(group) > 1 else ""
         css = "tt-pass" if trace.passed else "tt-fail"
-        head.append(html("<p class=\"tt-status\">{}<span class=\"{}\">{}</span> · {}</p>",
+        head.append(html('<p class="tt-status">{}<span class="{}">{}</span> · {}</p>',
                          label, css, verdict, trace.scenario.source or ""))
         for notice in trace.notices:
-            head.append(html("<p class=\"tt-box tt-warn\">{}</p>", notice))
+            head.append(html('<p class="tt-box tt-warn">{}</p>', notice))
         if trace.aborted:
-            head.append(html("<p class=\"tt-box tt-error\">stopped early: {}</p>", trace.aborted))
+            head.append(html('<p class="tt-box tt-error">stopped early: {}</p>', trace.aborted))
     if len(group) > 1:
         differences = variant_differences(group)
         if differences:
             head.append(Markup("<details><summary>What differs between the variants</summary>"
-                               "<ul class=\"tt-list\">"))
+                               '<ul class="tt-list">'))
             head.extend(html("<li>{}</li>", line) for line in differences)
             head.append(Markup("</ul></details>"))
     head.append(Markup("</div>"))
@@ -185,10 +190,10 @@ def _scenario(number: int, group: Sequence[Trace], keys: Sequence[int], extras, 
         code = next(s.code for s in steps if s is not None)
         bad = any(s is not None and not s.behaved for s in steps)
         flag = Markup(' class="tt-bad"') if bad else ""
-        nav.append(html("<li><a href=\"#{}\"{}>{} · <code>{}</code></a></li>",
+        nav.append(html('<li><a href="#{}"{}>{} · <code>{}</code></a></li>',
                         ident, flag, label, one_line(str(code), 36)))
-        main.append(_step(number, ident, index, steps, group, keys, names, previous, extras, columns, options,
-                          position))
+        main.append(_step(number, ident, index, steps, group, keys, names, previous, extras,
+                          columns, options, position))
     nav.append(Markup("</ol>"))
 
 
@@ -206,23 +211,23 @@ def _step(number, ident, index, steps, group, keys, names, previous, extras, col
     number_ = as_int(index)
     place = f"{number_}" if number_ is not None else f"at{int(slot)}"  # for the graphs' ids
     label = "Setup" if index == 0 else f"Step {index}"
-    out = [html("<section class=\"tt-step\" id=\"{}\" data-step=\"{}\" data-scenario=\"{}\"><h3>{}</h3>",
+    out = [html('<section class="tt-step" id="{}" data-step="{}" data-scenario="{}"><h3>{}</h3>',
                 ident, index, number, label)]
     common_code, codes = variant_codes(steps)
     if common_code is not None:
         out.append(_code(common_code, next(s.line for s in steps if s is not None)))
     for variant, note in variant_notes(steps, names):
         prefix = html("<b>{}:</b> ", variant) if variant else ""
-        out.append(html("<p class=\"tt-note\">{}{}</p>", prefix, _prose(str(note))))
+        out.append(html('<p class="tt-note">{}{}</p>', prefix, _prose(str(note))))
     if len(group) > 1:
         out.append(_expectations([r for r in merged_expectations(steps, names) if r[0] == ""]))
-    out.append(Markup("<div class=\"tt-variants\">"))
+    out.append(Markup('<div class="tt-variants">'))
     for position, (trace, step) in enumerate(zip(group, steps)):
-        out.append(html("<div class=\"tt-variant\" data-trace=\"{}\">", keys[position]))
+        out.append(html('<div class="tt-variant" data-trace="{}">', keys[position]))
         if len(group) > 1:
             out.append(html("<h4>{}</h4>", names[position]))
         if step is None:
-            out.append(Markup("<p class=\"tt-status\">not run in this variant</p></div>"))
+            out.append(Markup('<p class="tt-status">not run in this variant</p></div>'))
             continue
         if codes:
             out.append(_code(step.code, step.line))
@@ -244,13 +249,14 @@ def _prose(text: str) -> Markup:
 
 
 def _line_attribute(line: object) -> Markup:
-    """`` data-line="12"`` for a line number; nothing for no line, or for one that is not a number."""
+    """`` data-line="12"`` for a line number; nothing for no line, or one that is not a number."""
     number = as_int(line) if line is not None else None
-    return html(" data-line=\"{}\"", number) if number is not None else Markup("")
+    return html(' data-line="{}"', number) if number is not None else Markup("")
 
 
 def _code(code: str, line: Optional[int]) -> Markup:
-    return html("<pre class=\"tt-code\"{}><code>{}</code></pre>", _line_attribute(line), str(code).rstrip())
+    return html('<pre class="tt-code"{}><code>{}</code></pre>', _line_attribute(line),
+                str(code).rstrip())
 
 
 def _where(line: object) -> str:
@@ -260,19 +266,21 @@ def _where(line: object) -> str:
 
 def _variant_body(step: Step, prev: Optional[Step], key: int, expectations, extra: Mapping, columns,
                   options: RenderOptions, place: str) -> Markup:
-    misbehaved = Markup(' · <span class="tt-fail">did not behave as declared</span>') if not step.behaved else ""
-    out = [html("<p class=\"tt-status\">{}{}</p>", outcome(step), misbehaved)]
+    misbehaved = (Markup(' · <span class="tt-fail">did not behave as declared</span>')
+                  if not step.behaved else "")
+    out = [html('<p class="tt-status">{}{}</p>', outcome(step), misbehaved)]
     if step.error is not None:
         out.append(_error(step))
     for warning in step.warnings:
-        out.append(html("<div class=\"tt-box tt-warn\"><b>{}</b>{}: {}</div>",
+        out.append(html('<div class="tt-box tt-warn"><b>{}</b>{}: {}</div>',
                         warning.category, _where(warning.line), warning.message))
     if step.stdout:
-        out.append(html("<p class=\"tt-status\">printed:</p><pre class=\"tt-stdout\">{}</pre>", step.stdout))
+        out.append(html('<p class="tt-status">printed:</p><pre class="tt-stdout">{}</pre>',
+                        step.stdout))
     out.append(_expectations(expectations))
     failures = unshown_failures(step)
     if failures:
-        out.append(html("<ul class=\"tt-list tt-fail\">{}</ul>",
+        out.append(html('<ul class="tt-list tt-fail">{}</ul>',
                         joined(html("<li>{}</li>", f) for f in failures)))
     _, rows = table_rows(prev, step, options)
     if rows:
@@ -280,12 +288,13 @@ def _variant_body(step: Step, prev: Optional[Step], key: int, expectations, extr
     names = [row.state.name for row in rows]
     shared = shared_storages(step, names)
     if shared:
-        out.append(html("<p class=\"tt-storages\">shared memory: {}</p>", joined((
-            html("<span class=\"tt-storage-label\" tabindex=\"0\" data-trace=\"{key}\" data-storage=\"{label}\">"
-                 "{label}</span> holds {names}", key=key, label=label, names=", ".join(map(str, group)))
+        out.append(html('<p class="tt-storages">shared memory: {}</p>', joined((
+            html('<span class="tt-storage-label" tabindex="0" data-trace="{key}" '
+                 'data-storage="{label}">{label}</span> holds {names}',
+                 key=key, label=label, names=", ".join(map(str, group)))
             for label, group in shared), "; ")))
     for note in aliasing_notes(prev, step):
-        out.append(html("<div class=\"tt-box\">{}</div>", note.describe()))
+        out.append(html('<div class="tt-box">{}</div>', note.describe()))
     out.append(_predictions(step))
     out.append(_ops(step))
     out.append(_graphs(step, extra, key, place))
@@ -295,14 +304,15 @@ def _variant_body(step: Step, prev: Optional[Step], key: int, expectations, extr
 
 def _error(step: Step) -> Markup:
     error = step.error
-    declared = Markup(" — declared in <code>raises</code>, as expected") if step.raised_as_declared else ""
+    declared = (Markup(" — declared in <code>raises</code>, as expected")
+                if step.raised_as_declared else "")
     message = html(": {}", error.message) if error.message else ""
-    out = [html("<div class=\"tt-box tt-error\"><b>{}</b>{}{}{}", error.type, message, _where(error.line),
-                declared)]
+    out = [html('<div class="tt-box tt-error"><b>{}</b>{}{}{}', error.type, message,
+                _where(error.line), declared)]
     if error.explanation is not None:
         ex = error.explanation
-        out.append(html("<p><b>{}</b></p><p>{}</p><p><b>Fix:</b> {}</p>", ex.title, _prose(str(ex.what)),
-                        _prose(str(ex.fix))))
+        out.append(html("<p><b>{}</b></p><p>{}</p><p><b>Fix:</b> {}</p>", ex.title,
+                        _prose(str(ex.what)), _prose(str(ex.fix))))
     out.append(Markup("</div>"))
     return joined(out)
 
@@ -312,7 +322,8 @@ def _expectations(results) -> Markup:
         return Markup("")
     items = []
     for variant, result in results:
-        mark = Markup("<span class=\"tt-pass\">✓</span>" if result.passed else "<span class=\"tt-fail\">✗</span>")
+        mark = Markup('<span class="tt-pass">✓</span>' if result.passed
+                      else '<span class="tt-fail">✗</span>')
         text = html("{} <code>{}</code>", mark, result.expr)
         if variant:
             text = html("<b>{}:</b> {}", variant, text)
@@ -320,11 +331,12 @@ def _expectations(results) -> Markup:
             if result.error:
                 text += html(" — raised {}", result.error)
             elif result.op is not None:
-                text += html(" — {} {} {} is false", str(result.left), result.op, str(result.right))
+                text += html(" — {} {} {} is false", str(result.left), result.op,
+                             str(result.right))
             elif result.value is not None:
                 text += html(" — was {}", result.value)
         items.append(html("<li>{}</li>", text))
-    return html("<ul class=\"tt-list tt-expect\">{}</ul>", joined(items))
+    return html('<ul class="tt-list tt-expect">{}</ul>', joined(items))
 
 
 def _table(rows, columns, key: int, positions: Mapping[int, int]) -> Markup:
@@ -333,7 +345,7 @@ def _table(rows, columns, key: int, positions: Mapping[int, int]) -> Markup:
     body = []
     for row in rows:
         state = row.state
-        attrs = html(" data-trace=\"{}\" data-tensor=\"{}\" data-storage=\"{}\" data-i=\"{}\"",
+        attrs = html(' data-trace="{}" data-tensor="{}" data-storage="{}" data-i="{}"',
                      key, state.name, state.storage or "", positions[id(state)])
         cells = []
         for column in columns:
@@ -341,10 +353,10 @@ def _table(rows, columns, key: int, positions: Mapping[int, int]) -> Markup:
             if column != "name" and column in row.changed and not row.new:
                 css.append("tt-changed")
             text = state.name if column == "name" else fact_text(state, column)
-            focus = Markup(" tabindex=\"0\"") if column in ("name", "storage") else ""
-            cells.append(html("<td class=\"{}\"{}{}>{}</td>", " ".join(css), attrs, focus, text))
-        body.append(html("<tr class=\"{}\">{}</tr>", "tt-new" if row.new else "", joined(cells)))
-    return html("<div class=\"tt-table-wrap\"><table class=\"tt-table\"><thead><tr>{}</tr></thead>"
+            focus = Markup(' tabindex="0"') if column in ("name", "storage") else ""
+            cells.append(html('<td class="{}"{}{}>{}</td>', " ".join(css), attrs, focus, text))
+        body.append(html('<tr class="{}">{}</tr>', "tt-new" if row.new else "", joined(cells)))
+    return html('<div class="tt-table-wrap"><table class="tt-table"><thead><tr>{}</tr></thead>'
                 "<tbody>{}</tbody></table></div>", head, joined(body))
 
 
@@ -384,7 +396,8 @@ def _predictions(step: Step) -> Markup:
     items = [html("<li>⚠ predicted: {}</li>", _with_code(p.message)) for p in step.predictions]
     if not items:
         return Markup("")
-    return html("<div class=\"tt-box tt-warn tt-predictions\"><ul class=\"tt-list\">{}</ul></div>", joined(items))
+    return html('<div class="tt-box tt-warn tt-predictions"><ul class="tt-list">{}</ul></div>',
+                joined(items))
 
 
 def _ops(step: Step) -> Markup:
@@ -393,9 +406,10 @@ def _ops(step: Step) -> Markup:
     if not lines:
         return Markup("")
     calls = sum(1 for op in step.ops if op.level == "call") or len(step.ops)
-    more = f", and at least {count_text(step.ops_omitted)} more operations not recorded" if step.ops_omitted else ""
-    return html("<details class=\"tt-ops\"><summary>ran {} call{}{}</summary>"
-                "<pre class=\"tt-code\">{}</pre></details>",
+    more = (f", and at least {count_text(step.ops_omitted)} more operations not recorded"
+            if step.ops_omitted else "")
+    return html('<details class="tt-ops"><summary>ran {} call{}{}</summary>'
+                '<pre class="tt-code">{}</pre></details>',
                 calls, "s" if calls != 1 else "", more, visible("\n".join(lines)))
 
 
@@ -404,8 +418,9 @@ def _flows(step: Step) -> Markup:
     out = []
     for flow in step.flow:
         head, *tree = flow_lines(flow)
-        out.append(html("<details class=\"tt-flow\" open><summary>{}</summary>"
-                        "<pre class=\"tt-code\">{}</pre></details>", visible(head), visible("\n".join(tree))))
+        out.append(html('<details class="tt-flow" open><summary>{}</summary>'
+                        '<pre class="tt-code">{}</pre></details>', visible(head),
+                        visible("\n".join(tree))))
     return joined(out)
 
 
@@ -419,7 +434,7 @@ def _saved_by_node(graph_body: object) -> Dict[str, list]:
 
 
 def _graphs(step: Step, extra: Mapping, key: int, place: str) -> Markup:
-    """The step's graphs; ``place`` (the step's index, or ``at`` and its position) keeps SVG ids unique."""
+    """The step's graphs; ``place`` (its index, or ``at`` and its position) keeps ids unique."""
     if not step.graphs:
         return Markup("")
     bodies = extra.get("graphs") if isinstance(extra.get("graphs"), list) else []
@@ -427,16 +442,16 @@ def _graphs(step: Step, extra: Mapping, key: int, place: str) -> Markup:
     for position, graph in enumerate(step.graphs):
         saved = _saved_by_node(bodies[position] if position < len(bodies) else None)
         # The SVG's ids are made from integers only: the trace, the step and the graph.
-        out.append(html("<figure class=\"tt-graph-wrap\"><figcaption>autograd graph of "
+        out.append(html('<figure class="tt-graph-wrap"><figcaption>autograd graph of '
                         "<code>{}</code></figcaption>{}", graph.tensor,
                         graph_svg(graph, f"{int(key)}-{place}-{position}", saved)))
-        lines = [html("<li class=\"{}\">{} {} · {}</li>",
+        lines = [html('<li class="{}">{} {} · {}</li>',
                       "tt-fail" if any(x.stale or x.freed for x in node.saved) else "",
                       node.id, node.name, visible(saved_text(node.saved)))
                  for node in graph.nodes if node.saved]
         if lines:
-            out.append(html("<p class=\"tt-status\">what each node saved for backward:</p>"
-                            "<ul class=\"tt-list\">{}</ul>", joined(lines)))
+            out.append(html('<p class="tt-status">what each node saved for backward:</p>'
+                            '<ul class="tt-list">{}</ul>', joined(lines)))
         out.append(Markup("</figure>"))
     return joined(out)
 

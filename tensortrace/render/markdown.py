@@ -134,12 +134,12 @@ _ENTITY = re.compile(r"&(?=#?[A-Za-z0-9]+;)")
 
 
 def _no_html(text: object) -> str:
-    """Text with ``<`` and character references escaped: it never becomes raw HTML or a character."""
+    """Text with ``<`` and character references escaped: never raw HTML, never a new character."""
     return _ENTITY.sub("&amp;", str(text)).replace("<", "&lt;")
 
 
 def prose(text: str) -> str:
-    """Markdown written on purpose, with ``<`` and entities escaped so that it never becomes raw HTML."""
+    """Markdown written on purpose, ``<`` and entities escaped so that it never becomes raw HTML."""
     return _no_html(text)
 
 
@@ -219,7 +219,8 @@ def _ops_blocks(step: Step, level: str) -> Iterable[str]:
         yield "Ran:\n\n" + code_block("\n".join(lines), "text")
     for flow in step.flow:
         head, *tree = flow_lines(flow)
-        yield _no_html(f"{head[:1].upper()}{head[1:]}") + "\n\n" + code_block("\n".join(tree), "text")
+        heading = _no_html(f"{head[:1].upper()}{head[1:]}")
+        yield heading + "\n\n" + code_block("\n".join(tree), "text")
 
 
 def _table_blocks(prev: Optional[Step], step: Step, options, columns) -> Iterable[str]:
@@ -442,8 +443,10 @@ def _variant_cell(step: Step, state: TensorState, differs: frozenset,
         if field in differs:
             parts.append((field, _plain_cell(f"{field} {text}")))
     lines = [[p] for p in parts]
-    layout = [(f, _plain_cell(f"{f} {fact_text(state, f)}")) for f in ("stride", "contiguous") if f in extras]
-    kept = [(f, _plain_cell(f"{f} {fact_text(state, f)}")) for f in ("retains_grad",) if f in extras]
+    layout = [(f, _plain_cell(f"{f} {fact_text(state, f)}"))
+              for f in ("stride", "contiguous") if f in extras]
+    kept = [(f, _plain_cell(f"{f} {fact_text(state, f)}"))
+            for f in ("retains_grad",) if f in extras]
     lines += [
         [("storage", _plain_cell(storage))] + layout
         + [("version", _plain_cell(f"version {format_version(state.version)}"))],

@@ -156,7 +156,7 @@ def _visible_value(value: Any, seen: Dict[int, Any]) -> Any:
 
 
 def _record_fields(value: Any) -> Optional[Tuple[str, ...]]:
-    """The fields a record's constructor takes (a dataclass, or a struct that names them), else None.
+    """The fields a record's constructor takes (a dataclass, or a struct naming them), else None.
 
     A record type this does not know would be shown as it is, unescaped, so
     both kinds of record the model may be made of are read here.
