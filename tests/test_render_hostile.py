@@ -30,6 +30,7 @@ from hostile_traces import (
     CHECKS,
     HOSTILE,
     NOT_INTS,
+    OWN_STYLING,
     SCRIPT,
     TAG,
     URL,
@@ -75,7 +76,17 @@ def test_every_string_and_number_hostile_renders_inert(base, fmt):
     text = rendered(traces, fmt)
     check(fmt, text)
     if fmt == "console":
+        assert OWN_STYLING.search(text)  # in colour: the check leaves the console's own styling
         check(fmt, rendered(traces, fmt, color=False))
+
+
+@pytest.mark.parametrize("base", ["variants", "graphs"])
+def test_the_notebook_fragment_of_a_hostile_trace_is_text(base):
+    from tensortrace.render.export import render_html_fragment
+
+    fragment = render_html_fragment(hostile_traces(BASES[base](), ALL, SCRIPT), RenderOptions(width=120))
+    check_html(fragment, fragment=True)
+    assert "&lt;/script&gt;" in fragment and "<a " not in fragment
 
 
 @pytest.mark.parametrize("ints", NOT_INTS, ids=lambda v: type(v).__name__ + str(v)[:12])
