@@ -187,3 +187,22 @@ def _hostile(draw):
 def test_hostile_traces_render_inert_in_every_format(case, fmt, color):
     _, traces = case
     check(fmt, render(traces, fmt, RenderOptions(width=100, color=color)))
+
+
+def test_the_page_builder_escapes_every_value_whatever_its_type():
+    from markupsafe import Markup
+
+    from tensortrace.render.html import html, joined
+
+    class Shouting:
+        def __str__(self) -> str:
+            return "<b onmouseover=alert(1)>"
+
+    built = html('<p data-x="{}">{}{}{}{named}</p>', '"><script>', 3, None, Shouting(),
+                 named="'&'")
+    assert built == ('<p data-x="&#34;&gt;&lt;script&gt;">3None&lt;b onmouseover=alert(1)&gt;'
+                     "&#39;&amp;&#39;</p>")
+    assert html("<i>{}</i>", Markup("<b>own</b>")) == "<i><b>own</b></i>"
+    assert joined(["<x>", Markup("<br>")], "<sep>") == "&lt;x&gt;<sep><br>"
+    with pytest.raises(ValueError):
+        html("<p>{:,}</p>", "1")  # a format spec would format data before escaping it
