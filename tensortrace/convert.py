@@ -5,6 +5,12 @@ notes and declarations, so running it gives the same steps and outcomes.
 What a YAML file cannot say is refused rather than dropped: a notebook whose
 magics safe mode would refuse converts only with those lines left out, and a
 notice in the YAML's description says so.
+
+Control and bidirectional characters (a U+202E in a comment, an ESC in a
+string) are written as escapes, spelled as every output spells them
+(``\\u202e``, ``\\x1b``): a string that holds one is written double-quoted,
+and each such character in it as its escape, so the YAML never holds one raw
+and still loads back to the same text.
 """
 
 from __future__ import annotations
@@ -14,18 +20,28 @@ from typing import Any, Dict, List, Optional
 import yaml
 
 from .model import Declared
+from .render.text import has_invisible, visible
 from .scenario import Scenario
 
 
 class _Dumper(yaml.SafeDumper):
     """Code and notes as literal blocks (``|``), the way people write scenarios by hand."""
 
+    # In a double-quoted string, C0 and C1 controls as visible spells them (\x1b, not \e or \x1B).
+    ESCAPE_REPLACEMENTS = {
+        **{chr(c): f"x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))},
+        **{"\t": "t", "\n": "n", '"': '"', "\\": "\\", "\u2028": "L", "\u2029": "P"},
+    }
+
     def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
         super().increase_indent(flow, False)  # list items indented under their key, as the bundled scenarios are
 
 
 def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
-    style = "|" if "\n" in value.rstrip("\n") else None
+    if has_invisible(value):  # double-quoted: the one style where such a character can be escaped
+        style: Optional[str] = '"'
+    else:
+        style = "|" if "\n" in value.rstrip("\n") else None
     return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 
 
@@ -59,6 +75,9 @@ def scenario_yaml(scenario: Scenario) -> str:
     text = f"# Converted from {source} by 'tensortrace convert'.\n" + yaml.dump(
         data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=1_000_000, default_flow_style=False
     )
+    # PyYAML escapes C0 and C1 itself but writes bidi controls as they are; each one left is
+    # inside a double-quoted string (``_str``), where visible's spelling is a YAML escape.
+    text = visible(text)
     loads_scenario(text, path="<converted>.yaml")  # what is written must load: a bug here is ours, not the user's
     return text
 

@@ -265,6 +265,42 @@ def test_hostile_scenario_text_does_not_run(browser, tmp_path):
     visit.close()  # no dialog opened, no error logged, nothing requested
 
 
+# What the page holds beyond its own markup: scripts, handlers, links out, images, frames.
+_FOREIGN = """() => {
+  const all = [...document.querySelectorAll('*')];
+  return {
+    scripts: document.scripts.length,
+    handlers: all.flatMap(e => [...e.attributes].filter(a => a.name.startsWith('on')).map(a => a.name)),
+    links: [...document.querySelectorAll('[href]')].map(e => e.getAttribute('href'))
+      .filter(h => !h.startsWith('#')),
+    embedded: document.querySelectorAll('img, iframe, object, embed, form, a[target], base').length,
+  };
+}"""
+
+
+@pytest.mark.parametrize("ints", [HOSTILE, '"><img src=x onerror=alert(1)>', "javascript:alert(1)"])
+def test_a_trace_whose_every_string_and_number_is_hostile_runs_nothing(browser, tmp_path, ints):
+    from hostile_traces import ALL, hostile_traces
+    from render_fixtures import graph_trace, shared_graph, variant_traces
+    from tensortrace.render import render
+
+    traces = hostile_traces(list(variant_traces()) + [graph_trace(shared_graph())], ALL, ints)
+    out = tmp_path / "hostile.html"
+    out.write_text(render(traces, "html"), encoding="utf-8")
+    visit = Visit(browser, out)
+    assert visit.page.evaluate(_FOREIGN) == {"scripts": 2, "handlers": [], "links": [], "embedded": 0}
+    steps = visit.page.eval_on_selector_all("section.tt-step", "els => els.length")
+    for _ in range(steps):
+        cell = visit.page.locator("section.tt-current td[data-tensor]").first
+        if cell.count():
+            cell.hover()
+            cell.click()
+        visit.page.keyboard.press("ArrowRight")
+    assert "</script><script>alert(1)</script>" in visit.page.inner_text("main")  # shown, as text
+    assert visit.page.evaluate(_FOREIGN)["handlers"] == []
+    visit.close()  # no dialog opened, no error logged, nothing requested
+
+
 def test_without_scripting_every_step_shows(browser, pages):
     context = browser.new_context(java_script_enabled=False)
     page = context.new_page()

@@ -205,3 +205,60 @@ def test_a_file_whose_result_cannot_be_reported_gets_its_own_error_line(tmp_path
     assert result.returncode == 2
     assert result.stderr.startswith(f"ERROR {first}: could not be checked (UnicodeEncodeError")
     assert result.stdout.splitlines() == [f"PASS {second}", "1 passed, 0 failed, 1 could not be used"]
+
+
+# --- convert writes no raw control or bidi character ----------------------------------------
+
+CONVERTED = (
+    '"""Title \u202e with an override\n\nA description \u2066 with an isolate \u2069."""\n'
+    "import torch\n\n"
+    "# A note \u202e that reverses, [link](http://evil.example) and \x1b]8;;x\x1b\\ stays.\n"
+    "a = torch.ones(2)  # a comment \u202e reversed\n"
+    'b = "\u200f\x1b[2J"  # raw RLM and ESC in a string\n'
+    "# expect: a.sum().item() == 2.0  # \u061c\n"
+    "c = a * 2\n"
+    "for i in range(2):\n"
+    "    c = c + i  # \u2067 inside a block\n"
+)
+
+
+def test_convert_spells_control_and_bidi_characters_and_loads_back_the_same(tmp_path):
+    from tensortrace.convert import scenario_yaml
+    from tensortrace.loader import loads_scenario
+    from tensortrace.scenario import load_scenario
+
+    source = tmp_path / "hostile.py"
+    source.write_text(CONVERTED, encoding="utf-8")
+    original = load_scenario(source)
+    text = scenario_yaml(original)
+    assert_no_raw_controls(text)
+    assert not any(ch in text for ch in "\u2028\u2029")
+    assert "\\u202e" in text and "\\x1b" in text and "\\u200f" in text
+    back = loads_scenario(text, path="hostile.yaml")
+    assert back.title == original.title and "\u202e" in back.title
+    assert back.description == original.description
+    assert [s.run.text.rstrip("\n") for s in back.steps] == [s.run.text.rstrip("\n") for s in original.steps]
+    assert [s.note for s in back.steps] == [s.note for s in original.steps]
+    assert [tuple(c.text for c in s.expect) for s in back.steps] == \
+        [tuple(c.text for c in s.expect) for s in original.steps]
+    assert "\u2067" in back.steps[-1].run.text and "\x1b[2J" in back.steps[1].run.text
+
+
+def test_convert_on_the_command_line_writes_the_escapes(tmp_path):
+    source = tmp_path / "hostile.py"
+    source.write_text(CONVERTED, encoding="utf-8")
+    result = invoke("convert", str(source))
+    assert result.returncode == 0, result.stderr
+    assert_no_raw_controls(result.stdout)
+    assert '# a comment \\u202e reversed"' in result.stdout
+
+
+def test_convert_leaves_ordinary_text_as_literal_blocks(tmp_path):
+    from tensortrace.convert import scenario_yaml
+    from tensortrace.scenario import load_scenario
+
+    source = tmp_path / "plain.py"
+    source.write_text("import torch\n\n# a ≠ b, in plain words\na = torch.ones(2)\nfor i in range(2):\n"
+                      "    a = a + i\n", encoding="utf-8")
+    text = scenario_yaml(load_scenario(source))
+    assert "note: a ≠ b, in plain words" in text and "run: |" in text

@@ -12,7 +12,7 @@ from rich.markdown import Markdown
 
 import tensortrace
 from tensortrace.library import bundled_names, bundled_path
-from tensortrace.render.prose import _Prose, prose
+from tensortrace.render.prose import _Inert, _Prose, prose
 from tensortrace.scenario import load_scenario
 
 
@@ -78,7 +78,7 @@ def test_prose_draws_what_markdown_draws(width, color):
     fast = 0
     for text in texts:
         drawn, lead = prose(text), prose(text, lead="Fix:")
-        if isinstance(drawn, Markdown):  # handed on whole (links would differ in their random ids)
+        if isinstance(drawn, _Inert):  # handed on whole to Markdown, drawn without links
             continue
         fast += 1
         assert _draw(drawn, width, color) == _draw(Markdown(text), width, color), text
@@ -90,5 +90,26 @@ def test_prose_draws_what_markdown_draws(width, color):
 
 def test_text_with_other_syntax_goes_to_markdown():
     for text in ["emphasis *here*", "- a list", "a [link](x)", "x -> y", "tab\there", "unbalanced ` tick"]:
-        assert isinstance(prose(text), Markdown), text
+        assert isinstance(prose(text), _Inert), text
     assert isinstance(prose("`x` and y"), _Prose)
+
+
+@pytest.mark.parametrize("color", [False, True])
+def test_text_markdown_draws_is_drawn_as_markdown_draws_it_without_links(color):
+    for text in TRICKY + _library_texts():
+        drawn = prose(text)
+        if isinstance(drawn, _Inert):
+            assert _draw(drawn, 80, color) == _draw(Markdown(text, hyperlinks=False), 80, color), text
+
+
+def test_links_in_prose_are_their_text_and_address_never_a_terminal_link():
+    text = "see [the docs](http://evil.example/x) and <http://evil.example/y> ![i](http://e.example/i.png)"
+    drawn = _draw(prose(text), 120, True)
+    assert "\x1b]" not in drawn  # no OSC sequence (OSC 8 is a link); colours are CSI
+    assert "the docs" in drawn and "http://evil.example/x" in drawn
+
+
+def test_an_entity_cannot_make_a_control_character_markdown_would_print():
+    drawn = _draw(prose("*x* &#x202e; &#x2066; &#12; &#x85; end"), 80, True)
+    assert not any(ch in drawn for ch in "\u202e\u2066\x0c\x85")
+    assert "\\u202e" in drawn and "\\u2066" in drawn

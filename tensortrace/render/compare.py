@@ -45,7 +45,14 @@ def step_indexes(traces: Sequence[Trace]) -> List[int]:
     seen = set()
     for trace in traces:
         seen.update(step.index for step in all_steps(trace))
-    return sorted(seen)
+    return sorted(seen, key=_index_order)
+
+
+def _index_order(index: object) -> tuple:
+    """Numbers in order, then anything else a record may hold there, by spelling; no TypeError."""
+    if isinstance(index, (int, float)) and index == index:
+        return (0, index, "")
+    return (1, 0, repr(index))
 
 
 def comparable_fact(step: Optional[Step], state: Optional[TensorState], field: str) -> object:

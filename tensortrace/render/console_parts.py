@@ -26,6 +26,7 @@ from .layout import summary_parts, unshown_failures
 from .options import RenderOptions
 from .outline import NO_GRAD_FN, TRUNCATED, OutlineLine, graph_outline, line_text
 from .text import (
+    as_int,
     declared_raise_met,
     declared_warn_met,
     format_dtype,
@@ -155,6 +156,7 @@ def code_syntax(code: str, line: Optional[int], color: bool = True) -> Renderabl
     """The step's code, highlighted as Python where colour is shown; without colour, the
     same characters drawn without pygments (``plaincode``), or by ``Syntax``'s plain-text lexer."""
     code = code.rstrip("\n")
+    line = as_int(line) if line is not None else None  # a line that is not a number: none shown
     if not color:
         plain = plain_code(code, line)
         if plain is not None:

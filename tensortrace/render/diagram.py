@@ -6,6 +6,13 @@ is labelled with its name (and, for ``AccumulateGrad``, the leaf whose
 that is in the direction gradients flow, from the tensor back to its leaves.
 Output is one line per node and per edge, so a huge graph gives a long file,
 never a slow one.
+
+Nothing from the trace is ever an identifier or an attribute of its own: the
+names of clusters and nodes are made here from counters (``t1s2g1``: the first
+trace, its step at position 2, its first graph; ``t1s2g1n3``: that graph's
+third node), and text from the trace only ever appears inside a quoted label,
+escaped for its language (``_dot_string``, ``_mermaid_label``). No output
+carries a link, a ``URL``/``href`` attribute or a ``click`` statement.
 """
 
 from __future__ import annotations
@@ -100,12 +107,14 @@ def _clusters(traces: Sequence[Trace], options: RenderOptions) -> Iterator[_Clus
             if trace.scenario.variant is not None:
                 prefix += f" ({trace.scenario.variant})"
             prefix += " · "
-        for step in all_steps(trace):
+        # Steps are counted here, from 0 for the setup (so for a whole trace the
+        # count is the step's index, but it is never read from the trace).
+        for si, step in enumerate(all_steps(trace), start=0 if trace.setup is not None else 1):
             if not _wanted(step, options):
                 continue
             for gi, graph in enumerate(step.graphs, start=1):
                 where = "setup" if step.index == 0 else f"step {step.index}"
-                yield _graph_cluster(graph, f"t{ti}s{step.index}g{gi}",
+                yield _graph_cluster(graph, f"t{ti}s{si}g{gi}",
                                      f"{prefix}{where}: {graph.tensor}")
 
 
@@ -118,7 +127,12 @@ def _wanted(step: Step, options: RenderOptions) -> bool:
 
 
 def _dot_string(text: str) -> str:
-    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    """``text`` as a quoted DOT string: backslashes, quotes and line ends escaped.
+
+    Doubling every backslash also keeps Graphviz's own label escapes (``\\N``,
+    ``\\G``, ``\\l``) from being read in the text; line ends become ``\\n``.
+    """
+    escaped = str(text).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
     return f'"{escaped}"'
 
 
@@ -166,11 +180,16 @@ def render_dot(traces: Sequence[Trace], options: RenderOptions = DEFAULT_OPTIONS
 
 
 def _mermaid_label(text: str) -> str:
+    """``text`` as a quoted Mermaid label: every character that could end the label,
+    start markup or a Markdown string is an entity code (``#quot;``), lines are ``<br>``."""
     escaped = (
-        text.replace("#", "#35;")
+        str(text).replace("#", "#35;")
+        .replace("&", "#amp;")
         .replace('"', "#quot;")
+        .replace("`", "#96;")
         .replace("<", "#lt;")
         .replace(">", "#gt;")
+        .replace("\r", "<br>")
         .replace("\n", "<br>")
     )
     return f'"{escaped}"'

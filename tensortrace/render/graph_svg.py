@@ -8,8 +8,9 @@ counts it. The layout is a plain layered tree: each outline line is a box on
 the row of its depth, in the next free column of that row, over its first
 child; the cost is linear in the lines.
 
-Every string that reaches the SVG (node names can come from a scenario's own
-``autograd.Function``) is escaped here; the SVG has no script and no links,
+Every value that reaches the SVG (node names can come from a scenario's own
+``autograd.Function``) is put in with markupsafe's ``Markup.format``, which
+escapes it, whatever its type; the SVG has no script and no links,
 and its colours come from the page's stylesheet (classes ``tt-g-*``), so
 light and dark themes both apply.
 """
@@ -17,11 +18,13 @@ light and dark themes both apply.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from html import escape
 from typing import Dict, List, Mapping, Optional, Sequence
+
+from markupsafe import Markup
 
 from ..model import Graph
 from .outline import NO_GRAD_FN, TRUNCATED, OutlineLine, graph_outline, line_text
+from .text import count_text
 
 # Smaller than the console's limits: a page shows many graphs, each one wide.
 MAX_DEPTH = 24
@@ -129,14 +132,20 @@ def _place(boxes: List[_Box], slot: float) -> None:
         box.x = column[key] * slot
 
 
-def graph_svg(graph: Graph, key: str, saved: Optional[Mapping[str, Sequence[Mapping]]] = None) -> str:
+def _svg(template: str, *values: object) -> Markup:
+    """``template`` (written here) with each value escaped into it."""
+    return Markup(template).format(*values)
+
+
+def graph_svg(graph: Graph, key: str,
+              saved: Optional[Mapping[str, Sequence[Mapping]]] = None) -> Markup:
     """One ``<svg>`` for ``graph``; ``key`` makes its ids unique on the page.
 
     ``saved`` maps a node id to the tensors that node saved for backward
     (the ``saved`` field of a graph node, where the trace has it).
     """
     if graph.root is None:
-        return f'<p class="tt-graph-none">{escape(graph.tensor)}: {escape(NO_GRAD_FN)}</p>'
+        return _svg('<p class="tt-graph-none">{}: {}</p>', graph.tensor, NO_GRAD_FN)
     boxes, extra, outline = _boxes(graph, saved or {})
     widest = max(len(b.label) for b in boxes)
     box_w = widest * CHAR_W + 2 * PAD
@@ -149,39 +158,45 @@ def graph_svg(graph: Graph, key: str, saved: Optional[Mapping[str, Sequence[Mapp
     def top(b: _Box):
         return b.x + PAD + box_w / 2, (b.depth + 1) * ROW_H + PAD
 
+    def px(value: float) -> str:
+        return f"{value:.0f}"
+
     parts = [
-        f'<svg class="tt-graph" role="img" viewBox="0 0 {width:.0f} {height:.0f}" '
-        f'width="{width:.0f}" height="{height:.0f}" xmlns="http://www.w3.org/2000/svg">',
-        f"<title>autograd graph of {escape(graph.tensor)}</title>",
-        f'<defs><marker id="{marker}" viewBox="0 0 8 8" refX="8" refY="4" markerWidth="7" '
-        f'markerHeight="7" orient="auto"><path d="M0,0L8,4L0,8z" class="tt-g-head"/></marker></defs>',
+        _svg('<svg class="tt-graph" role="img" viewBox="0 0 {0} {1}" width="{0}" height="{1}" '
+             'xmlns="http://www.w3.org/2000/svg">', px(width), px(height)),
+        _svg("<title>autograd graph of {}</title>", graph.tensor),
+        _svg('<defs><marker id="{}" viewBox="0 0 8 8" refX="8" refY="4" markerWidth="7" '
+             'markerHeight="7" orient="auto"><path d="M0,0L8,4L0,8z" class="tt-g-head"/>'
+             '</marker></defs>',
+             marker),
     ]
     for box in boxes:
         x1, y1 = top(box)
         for child in box.children:
             x2, y2 = top(boxes[child])
-            parts.append(f'<path class="tt-g-edge" d="M{x1:.0f},{y1 + BOX_H:.0f}L{x2:.0f},{y2:.0f}" '
-                         f'marker-end="url(#{marker})"/>')
+            parts.append(_svg('<path class="tt-g-edge" d="M{},{}L{},{}" marker-end="url(#{})"/>',
+                              px(x1), px(y1 + BOX_H), px(x2), px(y2), marker))
     for source, target in extra:
         (x1, y1), (x2, y2) = top(boxes[source]), top(boxes[target])
         bend = x1 + (box_w / 2 + GAP if x2 <= x1 else -box_w / 2 - GAP)
-        parts.append(f'<path class="tt-g-edge tt-g-again" d="M{x1:.0f},{y1 + BOX_H:.0f}'
-                     f'Q{bend:.0f},{(y1 + y2) / 2 + BOX_H:.0f} {x2:.0f},{y2:.0f}" '
-                     f'marker-end="url(#{marker})"/>')
+        parts.append(_svg('<path class="tt-g-edge tt-g-again" d="M{},{}Q{},{} {},{}" '
+                          'marker-end="url(#{})"/>', px(x1), px(y1 + BOX_H), px(bend),
+                          px((y1 + y2) / 2 + BOX_H), px(x2), px(y2), marker))
     for box in boxes:
         x, y = top(box)
         stale = " tt-g-stale" if box.stale else ""
-        node = f' data-node="{escape(box.node_id)}"' if box.node_id else ""
-        parts.append(
-            f'<g class="tt-g-{box.kind}{stale}"{node}><title>{escape(box.title)}</title>'
-            f'<rect x="{x - box_w / 2:.0f}" y="{y:.0f}" width="{box_w:.0f}" height="{BOX_H}" rx="5"/>'
-            f'<text x="{x:.0f}" y="{y + BOX_H / 2 + 4:.0f}" text-anchor="middle">{escape(box.label)}</text></g>'
-        )
-    parts.append("</svg>")
-    caption = f"{outline.total:,} nodes" if outline.total != 1 else "1 node"
+        node = _svg(' data-node="{}"', box.node_id) if box.node_id else ""
+        parts.append(_svg(
+            '<g class="tt-g-{}{}"{}><title>{}</title>'
+            '<rect x="{}" y="{}" width="{}" height="{}" rx="5"/>'
+            '<text x="{}" y="{}" text-anchor="middle">{}</text></g>',
+            box.kind, stale, node, box.title, px(x - box_w / 2), px(y), px(box_w), BOX_H,
+            px(x), px(y + BOX_H / 2 + 4), box.label))
+    parts.append(Markup("</svg>"))
+    caption = f"{count_text(outline.total)} nodes" if outline.total != 1 else "1 node"
     if outline.truncated:
         caption += "; " + TRUNCATED
-    return "".join(parts) + f'<p class="tt-graph-caption">{escape(caption)}</p>'
+    return Markup("").join(parts) + _svg('<p class="tt-graph-caption">{}</p>', caption)
 
 
 __all__ = ["graph_svg"]

@@ -11,8 +11,13 @@ record on hover) and the stylesheet.
 
 The trace itself is embedded as the JSON renderer's document, in a
 ``<script type="application/json">`` block escaped so that no text of the
-scenario can close it. Every other piece of scenario text goes through
-``html.escape``; nothing from the trace is ever parsed as markup.
+scenario can close it. Every other piece of the page is built with markupsafe:
+each template is a literal ``Markup`` written here, and every value put into
+one (``html()``, ``Markup.format``, ``Markup.join``) is escaped, whatever its
+type, so no text of the trace is ever parsed as markup, and attributes are
+always quoted. Element ids and anchors are made from step indices the page
+formats itself as integers (``as_int``); an index that is not a number gets
+an id from the step's position instead, never its text.
 
 What each step ran (``Step.ops``), each backward call's gradient flow
 (``Step.flow``), the backwards predicted to fail (``Step.predictions``) and
@@ -25,8 +30,10 @@ from __future__ import annotations
 
 import json
 import re
-from html import escape
-from typing import Dict, List, Mapping, Optional, Sequence
+import string
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+
+from markupsafe import Markup, escape
 
 from ..model import FORMAT_NAME, FORMAT_VERSION, Step, Trace
 from .compare import group_traces, merged_expectations, step_indexes, steps_by_index, variant_differences, variant_name
@@ -44,7 +51,54 @@ from .layout import (
 )
 from .ops import flow_lines, ops_lines
 from .options import DEFAULT_OPTIONS, RenderOptions
-from .text import fact_text, one_line, outcome, saved_text, visible, visible_traces
+from .text import (as_int, count_text, fact_text, one_line, outcome, saved_text, visible,
+                   visible_traces)
+
+
+
+def html(template: str, *values: object, **named: object) -> Markup:
+    """``template`` (markup written here, never data) with each value escaped into it.
+
+    The one way the page puts a value into markup: every ``{}`` (or ``{name}``)
+    of the template takes its value through ``markupsafe.escape`` (``&``, ``<``,
+    ``>``, both quotes), whatever its type, unless it is ``Markup`` built the
+    same way. It does what ``Markup(template).format(...)`` does, with the
+    template's parts read once, as a page formats tens of thousands of them.
+    """
+    parts = _TEMPLATES.get(template)
+    if parts is None:
+        parts = _TEMPLATES[template] = _template_parts(template)
+    out = []
+    position = 0
+    for literal, field in parts:
+        out.append(literal)
+        if field is None:
+            continue
+        if field:
+            value = named[field]
+        else:
+            value = values[position]
+            position += 1
+        out.append(escape(value))  # Markup (already built this way) comes back as it is
+    return Markup("".join(out))
+
+
+_TEMPLATES: Dict[str, List[Tuple[str, Optional[str]]]] = {}
+
+
+def _template_parts(template: str) -> List[Tuple[str, Optional[str]]]:
+    """(literal markup, the field after it: ``""`` the next positional value, a name, or None)."""
+    parts = []
+    for literal, field, spec, conversion in string.Formatter().parse(template):
+        if spec or conversion or (field and field.isdigit()):
+            raise ValueError(f"an HTML template takes plain {{}} or {{name}} fields: {template!r}")
+        parts.append((literal, field))
+    return parts
+
+
+def joined(parts, separator: str = "") -> Markup:
+    """The parts one after another; any part that is not ``Markup`` is escaped."""
+    return Markup(separator).join(parts)
 
 
 def render_html(traces: Sequence[Trace], options: RenderOptions = DEFAULT_OPTIONS) -> str:
@@ -74,31 +128,35 @@ def html_page(traces: Sequence[Trace], options: RenderOptions = DEFAULT_OPTIONS,
     extras = [_extras_by_index(body) for body in bodies]
     positions = {id(t): k for k, t in enumerate(shown)}
     groups = group_traces(shown)
-    nav: List[str] = []
-    main: List[str] = []
+    nav: List[Markup] = []
+    main: List[Markup] = []
     for number, group in enumerate(groups, 1):
         _scenario(number, group, [positions[id(t)] for t in group], extras, options, nav, main)
-    title = " · ".join(dict.fromkeys(t.scenario.title for t in shown)) or "tensortrace"
+    title = " · ".join(dict.fromkeys(str(t.scenario.title) for t in shown)) or "tensortrace"
     env = shown[0].environment if shown else None
     meta = f"tensortrace {env.tensortrace} · torch {env.torch} · Python {env.python} · {env.device}" if env else ""
     if env is not None and not env.safe:
         meta += " · safe mode off"
-    return "".join([
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
-        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">",
-        "<meta name=\"generator\" content=\"tensortrace\">",
-        f"<title>{escape(title)}</title><style>{CSS}</style></head>\n",
-        "<body data-step=\"\" data-scenario=\"\">",
-        f"<header class=\"tt-top\"><h1>{escape(title)}</h1><p class=\"tt-meta\">{escape(meta)}</p></header>\n",
-        "<div class=\"tt-layout\"><nav class=\"tt-steps\" aria-label=\"steps\">", "".join(nav), "</nav>\n",
-        "<main><div class=\"tt-buttons\"><button id=\"tt-prev\" type=\"button\">← previous</button>",
-        "<span id=\"tt-position\"></span><button id=\"tt-next\" type=\"button\">next →</button>",
-        "<span class=\"tt-status\">← → keys move; click a name or storage to light up its memory</span></div>\n",
-        "".join(main), "</main></div>\n",
-        "<div id=\"tt-tip\" role=\"tooltip\" hidden></div>\n",
-        f"<script type=\"application/json\" id=\"tt-data\">{script_json(wrap(bodies))}</script>\n",
-        f"<script>{JS}</script>\n</body></html>\n",
-    ])
+    return str(joined([
+        Markup('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+               '<meta name="viewport" content="width=device-width, initial-scale=1">'
+               '<meta name="generator" content="tensortrace">'),
+        html("<title>{}</title><style>{}</style></head>\n", title, Markup(CSS)),
+        Markup('<body data-step="" data-scenario="">'),
+        html('<header class="tt-top"><h1>{}</h1><p class="tt-meta">{}</p></header>\n', title, meta),
+        Markup('<div class="tt-layout"><nav class="tt-steps" aria-label="steps">'), joined(nav),
+        Markup('</nav>\n<main><div class="tt-buttons">'
+               '<button id="tt-prev" type="button">← previous</button>'
+               '<span id="tt-position"></span><button id="tt-next" type="button">next →</button>'
+               '<span class="tt-status">← → keys move; click a name or storage to light up its '
+               'memory'
+               "</span></div>\n"),
+        joined(main), Markup('</main></div>\n<div id="tt-tip" role="tooltip" hidden></div>\n'),
+        # script_json writes <, >, &, U+2028/2029 as JSON escapes: nothing ends the block
+        html('<script type="application/json" id="tt-data">{}</script>\n',
+             Markup(script_json(wrap(bodies)))),
+        html("<script>{}</script>\n</body></html>\n", Markup(JS)),
+    ]))
 
 
 def _extras_by_index(body: Mapping) -> Dict[int, Mapping]:
@@ -111,53 +169,63 @@ def _extras_by_index(body: Mapping) -> Dict[int, Mapping]:
     return found
 
 
-def step_id(scenario: int, index: int) -> str:
-    """The element id (and URL hash) of a step: ``step-3``, or ``s2-step-3`` in the second scenario."""
-    return f"step-{index}" if scenario == 1 else f"s{scenario}-step-{index}"
+def step_id(scenario: int, index: object, position: int = 0) -> str:
+    """The element id (and URL hash) of a step: ``step-3``, or ``s2-step-3`` in the second scenario.
+
+    Both numbers are formatted here as integers; a step whose index is not one
+    is named by its ``position`` on the page instead (``step-at-4``).
+    """
+    number = as_int(index)
+    name = f"step-{number}" if number is not None else f"step-at-{int(position)}"
+    return name if scenario == 1 else f"s{int(scenario)}-{name}"
 
 
 def _scenario(number: int, group: Sequence[Trace], keys: Sequence[int], extras, options: RenderOptions,
-              nav: List[str], main: List[str]) -> None:
+              nav: List[Markup], main: List[Markup]) -> None:
     first = group[0]
     names = [variant_name(t, i) for i, t in enumerate(group)]
-    head = [f"<div class=\"tt-scenario-head\" data-scenario=\"{number}\"><h2>{escape(first.scenario.title)}</h2>"]
+    head = [html('<div class="tt-scenario-head" data-scenario="{}"><h2>{}</h2>', number,
+                 first.scenario.title)]
     if first.scenario.description:
-        head.append(f"<p class=\"tt-desc\">{_prose(first.scenario.description.strip())}</p>")
+        description = str(first.scenario.description).strip()
+        head.append(html('<p class="tt-desc">{}</p>', _prose(description)))
     for trace, name in zip(group, names):
         verdict = "behaved as declared" if trace.passed else "did not behave as declared"
         label = f"{name}: " if len(group) > 1 else ""
         css = "tt-pass" if trace.passed else "tt-fail"
-        head.append(f"<p class=\"tt-status\">{escape(label)}<span class=\"{css}\">{verdict}</span>"
-                    f" · {escape(trace.scenario.source or '')}</p>")
+        head.append(html('<p class="tt-status">{}<span class="{}">{}</span> · {}</p>',
+                         label, css, verdict, trace.scenario.source or ""))
         for notice in trace.notices:
-            head.append(f"<p class=\"tt-box tt-warn\">{escape(notice)}</p>")
+            head.append(html('<p class="tt-box tt-warn">{}</p>', notice))
         if trace.aborted:
-            head.append(f"<p class=\"tt-box tt-error\">stopped early: {escape(trace.aborted)}</p>")
+            head.append(html('<p class="tt-box tt-error">stopped early: {}</p>', trace.aborted))
     if len(group) > 1:
         differences = variant_differences(group)
         if differences:
-            head.append("<details><summary>What differs between the variants</summary><ul class=\"tt-list\">")
-            head.extend(f"<li>{escape(line)}</li>" for line in differences)
-            head.append("</ul></details>")
-    head.append("</div>")
-    main.append("".join(head))
-    nav.append(f"<h2>{escape(one_line(first.scenario.title, 40))}</h2><ol>")
+            head.append(Markup("<details><summary>What differs between the variants</summary>"
+                               '<ul class="tt-list">'))
+            head.extend(html("<li>{}</li>", line) for line in differences)
+            head.append(Markup("</ul></details>"))
+    head.append(Markup("</div>"))
+    main.append(joined(head))
+    nav.append(html("<h2>{}</h2><ol>", one_line(str(first.scenario.title), 40)))
     columns = run_columns(group, options)
     per_trace = [steps_by_index(t) for t in group]
     previous = [_previous(t) for t in group]
-    for index in step_indexes(group):
+    for position, index in enumerate(step_indexes(group), 1):
         steps = [s.get(index) for s in per_trace]
         if not any_step_wanted(steps, options.steps):
             continue
-        ident = step_id(number, index)
+        ident = step_id(number, index, position)
         label = "setup" if index == 0 else f"step {index}"
         code = next(s.code for s in steps if s is not None)
         bad = any(s is not None and not s.behaved for s in steps)
-        flag = ' class="tt-bad"' if bad else ""
-        nav.append(f"<li><a href=\"#{ident}\"{flag}>"
-                   f"{escape(label)} · <code>{escape(one_line(code, 36))}</code></a></li>")
-        main.append(_step(number, ident, index, steps, group, keys, names, previous, extras, columns, options))
-    nav.append("</ol>")
+        flag = Markup(' class="tt-bad"') if bad else ""
+        nav.append(html('<li><a href="#{}"{}>{} · <code>{}</code></a></li>',
+                        ident, flag, label, one_line(str(code), 36)))
+        main.append(_step(number, ident, index, steps, group, keys, names, previous, extras,
+                          columns, options, position))
+    nav.append(Markup("</ol>"))
 
 
 def _previous(trace: Trace) -> Dict[int, Optional[Step]]:
@@ -169,136 +237,158 @@ def _previous(trace: Trace) -> Dict[int, Optional[Step]]:
     return before
 
 
-def _step(number, ident, index, steps, group, keys, names, previous, extras, columns, options) -> str:
+def _step(number, ident, index, steps, group, keys, names, previous, extras, columns, options,
+          slot: int) -> Markup:
+    number_ = as_int(index)
+    place = f"{number_}" if number_ is not None else f"at{int(slot)}"  # for the graphs' ids
     label = "Setup" if index == 0 else f"Step {index}"
-    out = [f"<section class=\"tt-step\" id=\"{ident}\" data-step=\"{index}\" data-scenario=\"{number}\">",
-           f"<h3>{label}</h3>"]
+    out = [html('<section class="tt-step" id="{}" data-step="{}" data-scenario="{}"><h3>{}</h3>',
+                ident, index, number, label)]
     common_code, codes = variant_codes(steps)
     if common_code is not None:
         out.append(_code(common_code, next(s.line for s in steps if s is not None)))
     for variant, note in variant_notes(steps, names):
-        prefix = f"<b>{escape(variant)}:</b> " if variant else ""
-        out.append(f"<p class=\"tt-note\">{prefix}{_prose(note)}</p>")
+        prefix = html("<b>{}:</b> ", variant) if variant else ""
+        out.append(html('<p class="tt-note">{}{}</p>', prefix, _prose(str(note))))
     if len(group) > 1:
         out.append(_expectations([r for r in merged_expectations(steps, names) if r[0] == ""]))
-    out.append("<div class=\"tt-variants\">")
+    out.append(Markup('<div class="tt-variants">'))
     for position, (trace, step) in enumerate(zip(group, steps)):
-        out.append(f"<div class=\"tt-variant\" data-trace=\"{keys[position]}\">")
+        out.append(html('<div class="tt-variant" data-trace="{}">', keys[position]))
         if len(group) > 1:
-            out.append(f"<h4>{escape(names[position])}</h4>")
+            out.append(html("<h4>{}</h4>", names[position]))
         if step is None:
-            out.append("<p class=\"tt-status\">not run in this variant</p></div>")
+            out.append(Markup('<p class="tt-status">not run in this variant</p></div>'))
             continue
         if codes:
             out.append(_code(step.code, step.line))
         own = merged_expectations([step], [""]) if len(group) == 1 else \
             [("", r) for v, r in merged_expectations(steps, names) if v == names[position]]
         out.append(_variant_body(step, previous[position].get(index), keys[position], own,
-                                 extras[keys[position]].get(index, {}), columns, options))
-        out.append("</div>")
-    out.append("</div></section>\n")
-    return "".join(out)
+                                 extras[keys[position]].get(index, {}), columns, options, place))
+        out.append(Markup("</div>"))
+    out.append(Markup("</div></section>\n"))
+    return joined(out)
 
 
-def _prose(text: str) -> str:
+def _prose(text: str) -> Markup:
     """Escaped text where `backticks` become <code>, as notes and descriptions write code."""
     parts = text.split("`")
     if len(parts) % 2 == 0:  # an unmatched backtick: leave the text as it is
         return escape(text)
-    return "".join(f"<code>{escape(p)}</code>" if i % 2 else escape(p) for i, p in enumerate(parts))
+    return joined(html("<code>{}</code>", p) if i % 2 else p for i, p in enumerate(parts))
 
 
-def _code(code: str, line: Optional[int]) -> str:
-    where = f" data-line=\"{line}\"" if line is not None else ""
-    return f"<pre class=\"tt-code\"{where}><code>{escape(code.rstrip())}</code></pre>"
+def _line_attribute(line: object) -> Markup:
+    """`` data-line="12"`` for a line number; nothing for no line, or one that is not a number."""
+    number = as_int(line) if line is not None else None
+    return html(' data-line="{}"', number) if number is not None else Markup("")
+
+
+def _code(code: str, line: Optional[int]) -> Markup:
+    return html('<pre class="tt-code"{}><code>{}</code></pre>', _line_attribute(line),
+                str(code).rstrip())
+
+
+def _where(line: object) -> str:
+    """`` (line 12)``, in words; the value is escaped where it is put, whatever it holds."""
+    return f" (line {line})" if line is not None else ""
 
 
 def _variant_body(step: Step, prev: Optional[Step], key: int, expectations, extra: Mapping, columns,
-                  options: RenderOptions) -> str:
-    misbehaved = "" if step.behaved else ' · <span class="tt-fail">did not behave as declared</span>'
-    out = [f"<p class=\"tt-status\">{escape(outcome(step))}{misbehaved}</p>"]
+                  options: RenderOptions, place: str) -> Markup:
+    misbehaved = (Markup(' · <span class="tt-fail">did not behave as declared</span>')
+                  if not step.behaved else "")
+    out = [html('<p class="tt-status">{}{}</p>', outcome(step), misbehaved)]
     if step.error is not None:
         out.append(_error(step))
     for warning in step.warnings:
-        where = f" (line {warning.line})" if warning.line is not None else ""
-        out.append(f"<div class=\"tt-box tt-warn\"><b>{escape(warning.category)}</b>{where}: "
-                   f"{escape(warning.message)}</div>")
+        out.append(html('<div class="tt-box tt-warn"><b>{}</b>{}: {}</div>',
+                        warning.category, _where(warning.line), warning.message))
     if step.stdout:
-        out.append(f"<p class=\"tt-status\">printed:</p><pre class=\"tt-stdout\">{escape(step.stdout)}</pre>")
+        out.append(html('<p class="tt-status">printed:</p><pre class="tt-stdout">{}</pre>',
+                        step.stdout))
     out.append(_expectations(expectations))
     failures = unshown_failures(step)
     if failures:
-        out.append("<ul class=\"tt-list tt-fail\">" + "".join(f"<li>{escape(f)}</li>" for f in failures) + "</ul>")
+        out.append(html('<ul class="tt-list tt-fail">{}</ul>',
+                        joined(html("<li>{}</li>", f) for f in failures)))
     _, rows = table_rows(prev, step, options)
     if rows:
         out.append(_table(rows, columns, key, {id(t): i for i, t in enumerate(step.tensors)}))
     names = [row.state.name for row in rows]
     shared = shared_storages(step, names)
     if shared:
-        out.append("<p class=\"tt-storages\">shared memory: " + "; ".join(
-            f"<span class=\"tt-storage-label\" tabindex=\"0\" data-trace=\"{key}\" data-storage=\"{escape(label)}\">"
-            f"{escape(label)}</span> holds {escape(', '.join(group))}" for label, group in shared) + "</p>")
+        out.append(html('<p class="tt-storages">shared memory: {}</p>', joined((
+            html('<span class="tt-storage-label" tabindex="0" data-trace="{key}" '
+                 'data-storage="{label}">{label}</span> holds {names}',
+                 key=key, label=label, names=", ".join(map(str, group)))
+            for label, group in shared), "; ")))
     for note in aliasing_notes(prev, step):
-        out.append(f"<div class=\"tt-box\">{escape(note.describe())}</div>")
+        out.append(html('<div class="tt-box">{}</div>', note.describe()))
     out.append(_predictions(step))
     out.append(_ops(step))
-    out.append(_graphs(step, extra, key))
+    out.append(_graphs(step, extra, key, place))
     out.append(_flows(step))
-    return "".join(out)
+    return joined(out)
 
 
-def _error(step: Step) -> str:
+def _error(step: Step) -> Markup:
     error = step.error
-    where = f" (line {error.line})" if error.line is not None else ""
-    declared = " — declared in <code>raises</code>, as expected" if step.raised_as_declared else ""
-    message = f": {escape(error.message)}" if error.message else ""
-    out = [f"<div class=\"tt-box tt-error\"><b>{escape(error.type)}</b>{message}{escape(where)}{declared}"]
+    declared = (Markup(" — declared in <code>raises</code>, as expected")
+                if step.raised_as_declared else "")
+    message = html(": {}", error.message) if error.message else ""
+    out = [html('<div class="tt-box tt-error"><b>{}</b>{}{}{}', error.type, message,
+                _where(error.line), declared)]
     if error.explanation is not None:
         ex = error.explanation
-        out.append(f"<p><b>{escape(ex.title)}</b></p><p>{_prose(ex.what)}</p><p><b>Fix:</b> {_prose(ex.fix)}</p>")
-    out.append("</div>")
-    return "".join(out)
+        out.append(html("<p><b>{}</b></p><p>{}</p><p><b>Fix:</b> {}</p>", ex.title,
+                        _prose(str(ex.what)), _prose(str(ex.fix))))
+    out.append(Markup("</div>"))
+    return joined(out)
 
 
-def _expectations(results) -> str:
+def _expectations(results) -> Markup:
     if not results:
-        return ""
+        return Markup("")
     items = []
     for variant, result in results:
-        mark = "<span class=\"tt-pass\">✓</span>" if result.passed else "<span class=\"tt-fail\">✗</span>"
-        text = f"{mark} <code>{escape(result.expr)}</code>"
+        mark = Markup('<span class="tt-pass">✓</span>' if result.passed
+                      else '<span class="tt-fail">✗</span>')
+        text = html("{} <code>{}</code>", mark, result.expr)
         if variant:
-            text = f"<b>{escape(variant)}:</b> " + text
+            text = html("<b>{}:</b> {}", variant, text)
         if not result.passed:
             if result.error:
-                text += f" — raised {escape(result.error)}"
+                text += html(" — raised {}", result.error)
             elif result.op is not None:
-                text += f" — {escape(str(result.left))} {escape(result.op)} {escape(str(result.right))} is false"
+                text += html(" — {} {} {} is false", str(result.left), result.op,
+                             str(result.right))
             elif result.value is not None:
-                text += f" — was {escape(result.value)}"
-        items.append(f"<li>{text}</li>")
-    return "<ul class=\"tt-list tt-expect\">" + "".join(items) + "</ul>"
+                text += html(" — was {}", result.value)
+        items.append(html("<li>{}</li>", text))
+    return html('<ul class="tt-list tt-expect">{}</ul>', joined(items))
 
 
-def _table(rows, columns, key: int, positions: Mapping[int, int]) -> str:
+def _table(rows, columns, key: int, positions: Mapping[int, int]) -> Markup:
     """The tensor table; ``data-i`` is the row's position in the step's ``tensors``, as in the JSON."""
-    head = "".join(f"<th>{escape(c)}</th>" for c in columns)
+    head = joined(html("<th>{}</th>", c) for c in columns)
     body = []
     for row in rows:
         state = row.state
-        attrs = (f" data-trace=\"{key}\" data-tensor=\"{escape(state.name)}\""
-                 f" data-storage=\"{escape(state.storage or '')}\" data-i=\"{positions[id(state)]}\"")
+        attrs = html(' data-trace="{}" data-tensor="{}" data-storage="{}" data-i="{}"',
+                     key, state.name, state.storage or "", positions[id(state)])
         cells = []
         for column in columns:
             css = [f"tt-cell-{column}"]
             if column != "name" and column in row.changed and not row.new:
                 css.append("tt-changed")
             text = state.name if column == "name" else fact_text(state, column)
-            focus = " tabindex=\"0\"" if column in ("name", "storage") else ""
-            cells.append(f"<td class=\"{' '.join(css)}\"{attrs}{focus}>{escape(text)}</td>")
-        body.append(f"<tr class=\"{'tt-new' if row.new else ''}\">{''.join(cells)}</tr>")
-    return (f"<div class=\"tt-table-wrap\"><table class=\"tt-table\"><thead><tr>{head}</tr></thead>"
-            f"<tbody>{''.join(body)}</tbody></table></div>")
+            focus = Markup(' tabindex="0"') if column in ("name", "storage") else ""
+            cells.append(html('<td class="{}"{}{}>{}</td>', " ".join(css), attrs, focus, text))
+        body.append(html('<tr class="{}">{}</tr>', "tt-new" if row.new else "", joined(cells)))
+    return html('<div class="tt-table-wrap"><table class="tt-table"><thead><tr>{}</tr></thead>'
+                "<tbody>{}</tbody></table></div>", head, joined(body))
 
 
 def _text(value: object, limit: int = 160) -> str:
@@ -316,38 +406,53 @@ def _names(value: object) -> str:
     return "—" if value is None else _text(value, 60)
 
 
-def _with_code(text: str) -> str:
+_CODE_SPAN = re.compile(r"`([^`]+)`")
+
+
+def _with_code(text: str) -> Markup:
     """Escaped text with its `backticked` parts as code, as the messages write them."""
-    return re.sub(r"`([^`]+)`", r"<code>\1</code>", escape(visible(text)))
+    text = visible(str(text))
+    out: List[object] = []
+    position = 0
+    for span in _CODE_SPAN.finditer(text):
+        out.append(text[position:span.start()])
+        out.append(html("<code>{}</code>", span.group(1)))
+        position = span.end()
+    out.append(text[position:])
+    return joined(out)
 
 
-def _predictions(step: Step) -> str:
+def _predictions(step: Step) -> Markup:
     """The backwards predicted to fail after this step (``Step.predictions``), as the console says them."""
-    items = [f"<li>⚠ predicted: {_with_code(p.message)}</li>" for p in step.predictions]
+    items = [html("<li>⚠ predicted: {}</li>", _with_code(p.message)) for p in step.predictions]
     if not items:
-        return ""
-    return "<div class=\"tt-box tt-warn tt-predictions\"><ul class=\"tt-list\">" + "".join(items) + "</ul></div>"
+        return Markup("")
+    return html('<div class="tt-box tt-warn tt-predictions"><ul class="tt-list">{}</ul></div>',
+                joined(items))
 
 
-def _ops(step: Step) -> str:
+def _ops(step: Step) -> Markup:
     """What the step ran (``Step.ops``): each call, with the ATen operations under it, in the console's words."""
     lines = ops_lines(step, "aten")
     if not lines:
-        return ""
+        return Markup("")
     calls = sum(1 for op in step.ops if op.level == "call") or len(step.ops)
-    more = f", and at least {step.ops_omitted:,} more operations not recorded" if step.ops_omitted else ""
-    return (f"<details class=\"tt-ops\"><summary>ran {calls} call{'s' if calls != 1 else ''}{more}</summary>"
-            f"<pre class=\"tt-code\">{escape(visible(chr(10).join(lines)))}</pre></details>")
+    more = (f", and at least {count_text(step.ops_omitted)} more operations not recorded"
+            if step.ops_omitted else "")
+    return html('<details class="tt-ops"><summary>ran {} call{}{}</summary>'
+                '<pre class="tt-code">{}</pre></details>',
+                calls, "s" if calls != 1 else "", more, visible("\n".join(lines)))
 
 
-def _flows(step: Step) -> str:
+def _flows(step: Step) -> Markup:
     """Each backward call's gradient flow (``Step.flow``) as the console's tree, values on the edges."""
     out = []
     for flow in step.flow:
         head, *tree = flow_lines(flow)
-        out.append(f"<details class=\"tt-flow\" open><summary>{escape(visible(head))}</summary>"
-                   f"<pre class=\"tt-code\">{escape(visible(chr(10).join(tree)))}</pre></details>")
-    return "".join(out)
+        out.append(html('<details class="tt-flow" open><summary>{}</summary>'
+                        '<pre class="tt-code">{}</pre></details>', visible(head),
+                        visible("\n".join(tree))))
+    return joined(out)
 
 
 def _saved_by_node(graph_body: object) -> Dict[str, list]:
@@ -359,23 +464,27 @@ def _saved_by_node(graph_body: object) -> Dict[str, list]:
     return saved
 
 
-def _graphs(step: Step, extra: Mapping, key: int) -> str:
+def _graphs(step: Step, extra: Mapping, key: int, place: str) -> Markup:
+    """The step's graphs; ``place`` (its index, or ``at`` and its position) keeps ids unique."""
     if not step.graphs:
-        return ""
+        return Markup("")
     bodies = extra.get("graphs") if isinstance(extra.get("graphs"), list) else []
     out = []
     for position, graph in enumerate(step.graphs):
         saved = _saved_by_node(bodies[position] if position < len(bodies) else None)
-        out.append(f"<figure class=\"tt-graph-wrap\"><figcaption>autograd graph of "
-                   f"<code>{escape(graph.tensor)}</code></figcaption>"
-                   f"{graph_svg(graph, f'{key}-{step.index}-{position}', saved)}")
-        lines = [f"<li class=\"{'tt-fail' if any(x.stale or x.freed for x in node.saved) else ''}\">"
-                 f"{escape(node.id)} {escape(node.name)} · {escape(visible(saved_text(node.saved)))}</li>"
+        # The SVG's ids are made from integers only: the trace, the step and the graph.
+        out.append(html('<figure class="tt-graph-wrap"><figcaption>autograd graph of '
+                        "<code>{}</code></figcaption>{}", graph.tensor,
+                        graph_svg(graph, f"{int(key)}-{place}-{position}", saved)))
+        lines = [html('<li class="{}">{} {} · {}</li>',
+                      "tt-fail" if any(x.stale or x.freed for x in node.saved) else "",
+                      node.id, node.name, visible(saved_text(node.saved)))
                  for node in graph.nodes if node.saved]
         if lines:
-            out.append("<p class=\"tt-status\">what each node saved for backward:</p><ul class=\"tt-list\">" + "".join(lines) + "</ul>")
-        out.append("</figure>")
-    return "".join(out)
+            out.append(html('<p class="tt-status">what each node saved for backward:</p>'
+                            '<ul class="tt-list">{}</ul>', joined(lines)))
+        out.append(Markup("</figure>"))
+    return joined(out)
 
 
-__all__ = ["html_page", "render_html", "step_id", "wrap"]
+__all__ = ["html", "html_page", "joined", "render_html", "step_id", "wrap"]

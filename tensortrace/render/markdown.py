@@ -8,12 +8,15 @@ when a graph is too large for a diagram to help).
 
 What is shown comes from ``layout.py``, as in the console. Text from the
 scenario is made ``visible`` first; prose that is Markdown on purpose (titles,
-descriptions, notes, explanations) has its ``<`` escaped, so a note can never
-emit raw HTML into a page.
+descriptions, notes, explanations) has its ``<`` and its entities (``&#x202e;``)
+escaped, so a note can never emit raw HTML, or a character ``visible`` would
+have spelled, into a page. Every other value from the trace is a code span,
+a fenced block, or text escaped by ``_escape`` or ``_no_html``.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Iterable, List, Optional, Sequence
 
 from ..model import ErrorInfo, ExpectationResult, Graph, Step, TensorState, Trace
@@ -83,10 +86,16 @@ def render_markdown(traces: Sequence[Trace], options: RenderOptions = DEFAULT_OP
 
 
 def code_span(text: str) -> str:
-    """Inline code that survives backticks in the text."""
+    """Inline code that survives backticks in the text, on one line.
+
+    The fence is one backtick longer than the longest run in the text; a line
+    end (which a code span shows as a space anyway) is a space, so no line of
+    the text can start a block of its own (an HTML block, a heading).
+    """
+    text = str(text).replace("\r", " ").replace("\n", " ")
     if "`" not in text:
         return f"`{text}`"
-    fence = "``" if "``" not in text else "```"
+    fence = "`" * (max(len(run) for run in re.findall("`+", text)) + 1)
     return f"{fence} {text} {fence}"
 
 
@@ -116,13 +125,22 @@ def _values_cell(values, shape, bold: bool = False) -> str:
 
 
 def _plain_cell(text: str, bold: bool = False) -> str:
-    text = _cell(text)
+    text = _cell(_no_html(text).replace("`", "\\`"))  # no backtick of data pairs with a code span
     return f"**{text}**" if bold else text
 
 
+# An ``&`` that starts a character reference (``&lt;``, ``&#x202e;``): GitHub would decode it.
+_ENTITY = re.compile(r"&(?=#?[A-Za-z0-9]+;)")
+
+
+def _no_html(text: object) -> str:
+    """Text with ``<`` and character references escaped: never raw HTML, never a new character."""
+    return _ENTITY.sub("&amp;", str(text)).replace("<", "&lt;")
+
+
 def prose(text: str) -> str:
-    """Markdown written on purpose, with ``<`` escaped so that it never becomes raw HTML."""
-    return text.replace("<", "&lt;")
+    """Markdown written on purpose, ``<`` and entities escaped so that it never becomes raw HTML."""
+    return _no_html(text)
 
 
 def _quote(text: str) -> str:
@@ -131,8 +149,8 @@ def _quote(text: str) -> str:
 
 def _environment(trace: Trace) -> str:
     env = trace.environment
-    parts = [f"torch {env.torch}", f"device {env.device}", f"python {env.python}",
-             f"tensortrace {env.tensortrace}"]
+    parts = [_escape(f"torch {env.torch}"), _escape(f"device {env.device}"),
+             _escape(f"python {env.python}"), _escape(f"tensortrace {env.tensortrace}")]
     if trace.scenario.source:
         parts.append(code_span(trace.scenario.source))
     return "<sub>" + " · ".join(parts) + "</sub>"
@@ -168,7 +186,7 @@ def _trace_blocks(trace: Trace, options: RenderOptions) -> Iterable[str]:
 
 
 def _step_heading(step: Step) -> str:
-    return "### Setup" if step.index == 0 else f"### Step {step.index}"
+    return "### Setup" if step.index == 0 else f"### Step {_escape(str(step.index))}"
 
 
 def _legend(marks) -> str:
@@ -201,7 +219,8 @@ def _ops_blocks(step: Step, level: str) -> Iterable[str]:
         yield "Ran:\n\n" + code_block("\n".join(lines), "text")
     for flow in step.flow:
         head, *tree = flow_lines(flow)
-        yield f"{head[:1].upper()}{head[1:]}\n\n" + code_block("\n".join(tree), "text")
+        heading = _no_html(f"{head[:1].upper()}{head[1:]}")
+        yield heading + "\n\n" + code_block("\n".join(tree), "text")
 
 
 def _table_blocks(prev: Optional[Step], step: Step, options, columns) -> Iterable[str]:
@@ -236,6 +255,8 @@ def _table_blocks(prev: Optional[Step], step: Step, options, columns) -> Iterabl
 
 
 def _escape(text: str) -> str:
+    """Plain text in Markdown: its punctuation escaped, and no character reference."""
+    text = _ENTITY.sub("&amp;", str(text))
     for ch in ("\\", "*", "_", "`", "[", "]", "<", ">", "|"):
         text = text.replace(ch, "\\" + ch)
     return text
@@ -330,7 +351,8 @@ def _summary(trace: Trace) -> str:
 
 
 def _variant_blocks(traces: List[Trace], options: RenderOptions) -> Iterable[str]:
-    names = [variant_name(t, i) for i, t in enumerate(traces)]
+    raw = [variant_name(t, i) for i, t in enumerate(traces)]
+    names = [_escape(n) for n in raw]  # as labels in the page's own Markdown
     first = traces[0]
     yield f"# {prose(first.scenario.title)}"
     if first.scenario.description:
@@ -339,7 +361,7 @@ def _variant_blocks(traces: List[Trace], options: RenderOptions) -> Iterable[str
     if any(not t.environment.safe for t in traces):
         yield SAFE_OFF
     marks = legend_marks(traces, options)
-    yield ("Variants side by side: " + ", ".join(code_span(n) for n in names) + ". "
+    yield ("Variants side by side: " + ", ".join(code_span(n) for n in raw) + ". "
            "Facts in **bold** differ between the variants; the storage column names "
            "the other tensors that share the memory."
            + (" `S1+1` is a view starting one element in." if "offset" in marks else "")
@@ -385,7 +407,7 @@ def _variant_blocks(traces: List[Trace], options: RenderOptions) -> Iterable[str
     differences = variant_differences(traces)
     if differences:
         # The lines quote code between backticks; only what would break the list is escaped.
-        yield "\n".join("- " + line.replace("<", "&lt;") for line in differences)
+        yield "\n".join("- " + _no_html(line) for line in differences)
     else:
         yield "Nothing: every step and every tensor ended the same."
     for name, trace in zip(names, traces):
@@ -394,7 +416,7 @@ def _variant_blocks(traces: List[Trace], options: RenderOptions) -> Iterable[str
 
 def _variant_table(steps: Sequence[Optional[Step]], names: Sequence[str],
                    options: RenderOptions, extras: Sequence[str]) -> str:
-    lines = ["| name | " + " | ".join(_cell(n) for n in names) + " |",
+    lines = ["| name | " + " | ".join(names) + " |",  # the names: already escaped
              "|---|" + "---|" * len(names)]
     outcomes = [outcome(s) for s in steps]
     differ = len(set(outcomes)) > 1
@@ -419,16 +441,18 @@ def _variant_cell(step: Step, state: TensorState, differs: frozenset,
     for field, text in (("shape", format_shape(state.shape)), ("dtype", format_dtype(state.dtype)),
                         ("device", state.device)):
         if field in differs:
-            parts.append((field, _cell(f"{field} {text}")))
+            parts.append((field, _plain_cell(f"{field} {text}")))
     lines = [[p] for p in parts]
-    layout = [(f, f"{f} {fact_text(state, f)}") for f in ("stride", "contiguous") if f in extras]
-    kept = [(f, f"{f} {fact_text(state, f)}") for f in ("retains_grad",) if f in extras]
+    layout = [(f, _plain_cell(f"{f} {fact_text(state, f)}"))
+              for f in ("stride", "contiguous") if f in extras]
+    kept = [(f, _plain_cell(f"{f} {fact_text(state, f)}"))
+            for f in ("retains_grad",) if f in extras]
     lines += [
-        [("storage", _cell(storage))] + layout
-        + [("version", f"version {format_version(state.version)}")],
+        [("storage", _plain_cell(storage))] + layout
+        + [("version", _plain_cell(f"version {format_version(state.version)}"))],
         [("requires_grad", f"requires_grad {format_flag(state.requires_grad)}"),
          ("is_leaf", f"is_leaf {format_flag(state.is_leaf)}")] + kept,
-        [("grad_fn", f"grad_fn {format_grad_fn(state.grad_fn)}")],
+        [("grad_fn", _plain_cell(f"grad_fn {format_grad_fn(state.grad_fn)}"))],
     ]
     if options.values:
         lines.append([("grad", "grad " + _values_cell(state.grad, state.shape))])

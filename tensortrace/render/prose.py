@@ -7,6 +7,12 @@ token as rich's ``Markdown`` would (the same text, styles and segments, so the
 output is byte-identical, which ``tests/test_render_prose.py`` checks), and
 hands anything else, any character or line that could start other Markdown
 syntax, to ``Markdown``.
+
+What ``Markdown`` draws is inert: links are drawn as their text and their
+address (``hyperlinks=False``: no OSC 8 link reaches the terminal, and no
+``<a href>`` an HTML export), and its text is made ``visible`` again after
+parsing, since an entity (``&#x202e;``) can make a character that the text
+itself did not hold.
 """
 
 from __future__ import annotations
@@ -17,6 +23,8 @@ from typing import List, Optional, Tuple
 from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
 from rich.segment import Segment
 from rich.text import Text
+
+from .text import visible
 
 # One token of a paragraph: ("text" | "code" | "strong" | "soft", its text).
 Token = Tuple[str, str]
@@ -45,7 +53,8 @@ def prose(text: str, *, lead: Optional[str] = None, lead_style: str = "strong") 
         from rich.markdown import Markdown  # only for text that needs it
 
         mark = _MARKS[lead_style]
-        return Markdown(f"{mark}{lead}{mark} {text}" if lead is not None else text)
+        return _Inert(Markdown(f"{mark}{lead}{mark} {text}" if lead is not None else text,
+                               hyperlinks=False))
     if lead is not None and paragraphs:
         first = paragraphs[0]
         if first and first[0][0] == "text":
@@ -91,6 +100,19 @@ def _plain(part: str, tokens: List[Token]) -> bool:
     if part:
         tokens.append(("text", part))
     return True
+
+
+class _Inert:
+    """A renderable drawn with no link and no control character in its text."""
+
+    def __init__(self, renderable: RenderableType) -> None:
+        self.renderable = renderable
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        for text, style, control in console.render(self.renderable, options):
+            if style is not None and style.link:
+                style = style.update_link(None)
+            yield Segment(text if control else visible(text), style, control)
 
 
 class _Prose:

@@ -52,6 +52,32 @@ def visible(text: str) -> str:
     return _INVISIBLE.sub(_spelled, text)
 
 
+def as_int(value: Any) -> Optional[int]:
+    """``value`` as an integer the renderer formats itself, or None where ``int()`` refuses it.
+
+    Ids, anchors and attributes that must be numbers are written from this, so
+    a string where a record should hold a number never reaches them as text.
+    """
+    if type(value) is int:
+        return value
+    try:
+        return int(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def count_text(value: Any) -> str:
+    """A count with thousands separators (``4,998``); anything but a number as ``visible`` text."""
+    if type(value) is int:
+        return f"{value:,}"
+    return visible(str(value))
+
+
+def has_invisible(text: str) -> bool:
+    """``text`` holds a character ``visible`` would spell (a control, a bidi override, ...)."""
+    return _INVISIBLE.search(text) is not None
+
+
 _T = TypeVar("_T")
 
 
@@ -107,9 +133,10 @@ def _visible_value(value: Any, seen: Dict[int, Any]) -> Any:
             pairs = [(_visible_value(k, seen), _visible_value(v, seen)) for k, v in value.items()]
             same = all(a is k and b is v for (a, b), (k, v) in zip(pairs, value.items()))
             return value if same else dict(pairs)
-        if not (is_dataclass(value) and not isinstance(value, type)):
+        names = _record_fields(value)
+        if names is None:
             return value
-        names = _INIT_FIELDS[cls] = tuple(f.name for f in fields(value) if f.init)
+        _INIT_FIELDS[cls] = names
     done = seen.get(id(value))
     if done is not None:
         return done[1]
@@ -126,6 +153,20 @@ def _visible_value(value: Any, seen: Dict[int, Any]) -> Any:
     result = evolve(value, **changes) if changes else value
     seen[id(value)] = (value, result)  # a record the snapshots share is made visible once
     return result
+
+
+def _record_fields(value: Any) -> Optional[Tuple[str, ...]]:
+    """The fields a record's constructor takes (a dataclass, or a struct naming them), else None.
+
+    A record type this does not know would be shown as it is, unescaped, so
+    both kinds of record the model may be made of are read here.
+    """
+    struct_fields = getattr(type(value), "__struct_fields__", None)
+    if isinstance(struct_fields, tuple):
+        return struct_fields
+    if is_dataclass(value) and not isinstance(value, type):
+        return tuple(f.name for f in fields(value) if f.init)
+    return None
 
 
 def _visible_node(node: GraphNode, seen: Dict[int, Any]) -> GraphNode:
@@ -367,7 +408,7 @@ def error_headline(error: ErrorInfo) -> str:
 
 
 def plural(count: int, word: str, many: Optional[str] = None) -> str:
-    return f"{count:,} {word if count == 1 else (many or word + 's')}"
+    return f"{count_text(count)} {word if count == 1 else (many or word + 's')}"
 
 
 def saved_tensor_text(saved: SavedTensor) -> str:
