@@ -3,8 +3,8 @@
 Runs inside the user's own process, around the user's own code (no safe
 mode): ``recorder.py`` watches what autograd saves and what writes into it,
 ``diagnose.py`` reads a failed backward while its graph still exists,
-``records.py`` holds the report's typed records, ``render.py`` its console
-form, and ``session.py`` the ``with tensortrace.doctor():`` block and the
+``records.py`` holds the report's typed records (``render/doctor.py`` draws
+them), and ``session.py`` the ``with tensortrace.doctor():`` block and the
 command line's script runner. docs/doctor.md describes what it finds.
 """
 

@@ -25,6 +25,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import torch
 
 from .places import assigned_names, place
+from .recorder import node_name
 from .records import Cut, Failure, Saved, Silent, Write
 
 MAX_NODES = 100_000  # graph nodes walked to find where an old graph begins, or the leaves
@@ -107,7 +108,7 @@ def _write(w: Any) -> Write:
 
 def _modified(rec: Any, text: str, call: Any, frame: Any) -> Failure:
     saved, now, node = rec.stale
-    record = saved_record(saved, frame, node or saved.grad_fn)
+    record = saved_record(saved, frame, node or node_name(saved))
     writes = tuple(_write(w) for w in saved.writes)
     name = record.name or "a saved tensor"
     at = "" if record.place is None else f" at line {record.place.line}"
@@ -318,7 +319,8 @@ def silent_entry(rec: Any, saved: Any, node: Any, call: Any, frame: Any) -> None
         entry["times"] += 1
         return
     views = rec.numpy_views.get(saved.key)
-    shares = () if views is None else (Cut(kind=".numpy()", place=place(views)),)
+    shares = () if views is None else (Cut(kind="NumPy", place=place(views)),)
+    shares = tuple(c for c in shares if c.place is not None)
     record = saved_record(saved, frame, name)
     writes = tuple(_write(w) for w in saved.writes)
     backward = place(call.spot)

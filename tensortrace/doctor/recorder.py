@@ -3,14 +3,17 @@
 Three light instruments, on only between ``Recorder.start`` and ``stop``:
 
 * ``saved_tensors_hooks``: the pack hook returns a ``SavedTensor`` holding the
-  tensor (never a copy) with its version, a fingerprint (``fingerprint.py``),
-  its memory's address and the user's line. A saved *output* is held as its
+  tensor (never a copy) with its version, its memory's address and the
+  user's line, and a fingerprint of its contents (``fingerprint.py``) taken
+  before anything could change them without a version bump: at the save for
+  memory NumPy shares, else just before the first ``.data``-style write the
+  watch sees or the first ``.numpy()`` of its memory. A saved *output* is held as its
   ``detach()`` alias (same memory, same version counter): holding the output
   itself would make a cycle through the graph's C++ objects that Python's
   collector cannot free, and every step would leak its graph. Under hooks
   PyTorch skips its own version check, so the unpack hook makes it, raising
   the very error PyTorch raises, word for word; during a backward it also
-  compares the fingerprint, which finds writes that bump no version
+  compares a fingerprint taken, which finds writes that bump no version
   (``.data``, NumPy).
 * a ``TorchDispatchMode`` sees each ATen operation: one that writes
   (``Tensor(a!)`` in its schema) into the memory of a live saved tensor is
@@ -19,8 +22,9 @@ Three light instruments, on only between ``Recorder.start`` and ``stop``:
 * ``torch.autograd.backward`` and ``torch.autograd.grad`` are wrapped (which
   covers ``Tensor.backward``) to know each backward's line, and to read a
   failure while its graph and frame still exist (``diagnose.py``);
-  ``torch.no_grad.__enter__``, ``Tensor.data`` and ``Tensor.numpy`` are
-  wrapped to record cuts the dispatcher does not see.
+  ``torch.no_grad.__enter__``, ``Tensor.data``, ``Tensor.numpy`` and
+  ``torch.from_numpy`` are wrapped to record cuts the dispatcher does not
+  see, and memory NumPy shares.
 
 Nothing here changes what the user's code computes, raises or keeps alive
 beyond the graph's own lifetime: a record lives as long as the graph node
@@ -29,6 +33,7 @@ that saved it.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import os
@@ -38,7 +43,8 @@ from collections import deque
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import TorchDispatchMode, _pop_mode_temporarily
+from torch.utils._python_dispatch import _get_current_dispatch_mode as _current_mode
 
 from .fingerprint import fingerprint
 from .places import Spot, is_user_code, spot_of, storage_key, user_frame
@@ -75,20 +81,21 @@ class SavedTensor:
     """What the pack hook hands autograd for one saved tensor; the graph keeps it alive."""
 
     __slots__ = ("tensor", "original", "version", "fp", "key", "spot", "grad_fn", "output_nr",
-                 "is_output", "type", "writes", "__weakref__")
+                 "is_output", "writes", "__weakref__")
 
     def __init__(self, t: Any, keep: Any, fp: Optional[int], key: Optional[int],
-                 spot: Optional[Spot], grad_fn: Optional[str], is_output: bool) -> None:
+                 spot: Optional[Spot], grad_fn: Any, is_output: bool) -> None:
         self.tensor = keep
         self.original = weakref.ref(t)
         self.version = t._version
         self.fp = fp
         self.key = key
         self.spot = spot
-        self.grad_fn = grad_fn
-        self.output_nr = t.output_nr if grad_fn is not None else 0
+        # the name of the node that saved an output (holding the node itself would make a
+        # cycle through its C++ side); an input is named by its own grad_fn when asked
+        self.grad_fn = grad_fn.name() if is_output else None
+        self.output_nr = t.output_nr if is_output else 0
         self.is_output = is_output
-        self.type = t.type()
         self.writes: List["WriteSeen"] = []
 
 
@@ -135,6 +142,12 @@ _PLANS: Dict[Any, Tuple[Tuple[int, str], ...]] = {}
 class _Watch(TorchDispatchMode):
     """The write watch: every ATen operation passes through here while the recorder runs."""
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # Not wrapped in torch._disable_dynamo: that costs a call per operation, and dynamo
+        # compiles no frame while a dispatch mode is on (docs/doctor.md says so).
+        return False
+
     def __init__(self, rec: "Recorder") -> None:
         super().__init__()
         self.rec = rec
@@ -166,7 +179,7 @@ class Recorder:
         self.backwards = 0
         self.current: Optional[Call] = None
         self.cuts: deque = deque(maxlen=MAX_CUTS)  # (kind, spot, key, backward count)
-        self.numpy_views: Dict[Optional[int], Spot] = {}
+        self.numpy_views: Dict[Optional[int], Optional[Spot]] = {}  # memory NumPy shares
         self.stale: Optional[Tuple[SavedTensor, int, Optional[str]]] = None
         self.hits: List[Tuple[SavedTensor, Any]] = []  # silent changes read by the running backward
         self.unpacked: deque = deque(maxlen=64)  # what the running backward read last (freed after)
@@ -185,6 +198,7 @@ class Recorder:
         self._patch(torch.autograd, "grad", self._wrap(torch.autograd.grad, "autograd.grad"))
         self._patch(torch.no_grad, "__enter__", self._cutting(torch.no_grad.__enter__, "torch.no_grad()"))
         self._patch(torch.Tensor, "numpy", self._numpy(torch.Tensor.numpy))
+        self._patch(torch, "from_numpy", self._from_numpy(torch.from_numpy))
         base = torch._C.TensorBase.data
         self._patch(torch.Tensor, "data", property(self._data_get(base.__get__), base.__set__))
         self._mode = _Watch(self)
@@ -216,8 +230,8 @@ class Recorder:
             is_output = g is not None and g._sequence_nr() == _SEQ() - 1
             keep = t.detach() if is_output else t
             key = storage_key(t)
-            saved = SavedTensor(t, keep, fingerprint(t), key, spot_of(sys._getframe(1)),
-                                None if g is None else g.name(), is_output)
+            fp = fingerprint(t) if key in self.numpy_views else None
+            saved = SavedTensor(t, keep, fp, key, spot_of(sys._getframe(1)), g, is_output)
         except Exception:
             return t
         finally:
@@ -291,9 +305,28 @@ class Recorder:
         spot = None if frame is None else (frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
         seen = WriteSeen(op, spot, name_in(frame, t, key), t._version, via)
         self.writes += 1
+        self.fingerprint(targets)  # before the write runs: the contents as saved
         for saved in targets:
             if len(saved.writes) < MAX_WRITES:
                 saved.writes.append(seen)
+
+    def fingerprint(self, targets: List[SavedTensor]) -> None:
+        """Fingerprint the saved tensors that have none yet (their contents still as saved)."""
+        busy, self.busy = self.busy, True
+        try:
+            for saved in targets:
+                if saved.fp is None:
+                    saved.fp = fingerprint(saved.tensor)
+        finally:
+            self.busy = busy
+
+    def shared(self, key: Optional[int], spot: Optional[Spot]) -> None:
+        """NumPy shares the memory at ``key`` from now on: writes through it bump no version."""
+        self.fingerprint(self.live(key))
+        if key not in self.numpy_views or spot is not None:
+            self.numpy_views[key] = spot
+        if len(self.numpy_views) > 4096:
+            self.numpy_views.pop(next(iter(self.numpy_views)))
 
     def note_cut(self, kind: str, frame: Any, key: Optional[int] = None) -> None:
         if frame is not None and is_user_code(frame.f_code):
@@ -316,17 +349,29 @@ class Recorder:
 
         @functools.wraps(original)
         def numpy(tensor: Any, *args: Any, **kwargs: Any) -> Any:
-            frame = sys._getframe(1)
-            if not recorder.busy and is_user_code(frame.f_code):
-                key = storage_key(tensor)
-                recorder.note_cut(".numpy()", frame, key)
-                recorder.numpy_views[key] = (frame.f_code.co_filename, frame.f_lineno,
-                                             frame.f_code.co_name)
-                if len(recorder.numpy_views) > 4096:
-                    recorder.numpy_views.pop(next(iter(recorder.numpy_views)))
+            if not recorder.busy:
+                frame = sys._getframe(1)
+                user = is_user_code(frame.f_code)
+                if user and tensor.requires_grad:
+                    recorder.note_cut(".numpy()", frame)
+                spot = (frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name) \
+                    if user else spot_of(frame)
+                recorder.shared(storage_key(tensor), spot)
             return original(tensor, *args, **kwargs)
 
         return numpy
+
+    def _from_numpy(self, original: Callable) -> Callable:
+        recorder = self
+
+        @functools.wraps(original)
+        def from_numpy(array: Any) -> Any:
+            made = original(array)
+            if not recorder.busy:
+                recorder.shared(storage_key(made), spot_of(sys._getframe(1)))
+            return made
+
+        return from_numpy
 
     def _data_get(self, original: Callable) -> Callable:
         recorder = self
@@ -360,7 +405,8 @@ class Recorder:
             this = Call(recorder.backwards, kind, spot, retain, _SEQ())
             recorder.current = this
             try:
-                return original(*args, **kwargs)
+                with recorder.watch_off():
+                    return original(*args, **kwargs)
             except RuntimeError as exc:
                 recorder.on_failure(exc, this, bound.get("tensors", bound.get("outputs")), frame)
                 raise
@@ -372,6 +418,13 @@ class Recorder:
                     recorder.settle(this, frame)
 
         return call
+
+    def watch_off(self) -> Any:
+        """The write watch off while backward runs (its operations are autograd's, not the
+        code's), when it is the innermost dispatch mode; else left on."""
+        if self._mode is not None and _current_mode() is self._mode:
+            return _pop_mode_temporarily()
+        return contextlib.nullcontext()
 
     def on_failure(self, exc: BaseException, call: Call, roots: Any, frame: Any) -> None:
         from .diagnose import diagnose
@@ -411,18 +464,22 @@ class Recorder:
             self.busy = False
 
 
+def node_name(saved: SavedTensor) -> Optional[str]:
+    """The name of the node that saved an output (None for an input)."""
+    return saved.grad_fn
+
+
 def stale_message(saved: SavedTensor, now: int, node: Optional[str]) -> str:
     """PyTorch's own words for a saved tensor changed in place (torch/csrc/autograd/saved_variable.cpp)."""
     shape = list(saved.tensor.shape)
     text = ("one of the variables needed for gradient computation has been modified by an "
-            f"inplace operation: [{saved.type} {shape}]")
+            f"inplace operation: [{saved.tensor.type()} {shape}]")
     owner = None
     if saved.is_output:
-        owner = node or saved.grad_fn
-    elif saved.grad_fn is not None:
-        original = saved.original()
-        current = None if original is None else original.grad_fn
-        owner = saved.grad_fn if current is None else current.name()
+        owner = node or node_name(saved)
+    else:  # an input is held as itself: its grad_fn now, as PyTorch names it
+        current = saved.tensor.grad_fn
+        owner = None if current is None else current.name()
     if owner:
         text += f", which is output {saved.output_nr} of {stripped_node(owner)},"
     text += f" is at version {now}; expected version {saved.version} instead."
@@ -430,8 +487,6 @@ def stale_message(saved: SavedTensor, now: int, node: Optional[str]) -> str:
         text += (" Hint: the backtrace further above shows the operation that failed to compute its "
                  "gradient. The variable in question was changed in there or anywhere later. Good luck!")
     else:
-        check = torch.is_anomaly_check_nan_enabled() if hasattr(torch, "is_anomaly_check_nan_enabled") \
-            else False
         text += (" Hint: enable anomaly detection to find the operation that failed to compute its "
-                 f"gradient, with torch.autograd.set_detect_anomaly(True, check_nan={check}).")
+                 "gradient, with torch.autograd.set_detect_anomaly(True, check_nan=False).")
     return text

@@ -94,7 +94,7 @@ def render_report(report: Report, fmt: str, *, width: Optional[int] = None,
                   color: bool = False) -> str:
     if fmt == "json":
         return report_json(report)
-    from .render import render_console
+    from ..render.doctor import render_console
 
     return render_console(report, width=width, color=color)
 

@@ -1,4 +1,4 @@
-"""The console form of a doctor report: the line to change first, then why, then the fix.
+"""The console form of a ``tensortrace doctor`` report: the line to change first, then why, then the fix.
 
 Places are written ``path:line`` so that terminals make them links. Text the
 user's code wrote (source lines, names) is printed as plain text, never read
@@ -13,8 +13,8 @@ from typing import List, Optional, Tuple
 from rich.console import Console
 from rich.text import Text
 
-from ..render.text import visible
-from .records import Failure, Place, Report, Saved, Silent, Write
+from ..doctor.records import Failure, Place, Report, Saved, Silent, Write
+from .text import visible
 
 NO_SAFE_MODE = "ran in this process, as your own code: no safe mode"
 _KIND_TITLES = {
