@@ -504,38 +504,6 @@ def _is_saved_trace(target: str) -> bool:
         return False
 
 
-@app.command(cls=_Command, context_settings={
-    "allow_extra_args": True, "ignore_unknown_options": True, "allow_interspersed_args": False})
-def doctor(
-    ctx: typer.Context,
-    script: Optional[str] = typer.Argument(
-        None, metavar="SCRIPT [ARGS]...", show_default=False,
-        help="The Python script to run, then its own arguments (everything after SCRIPT is the script's)."),
-    module: Optional[str] = typer.Option(
-        None, "-m", "--module", metavar="MODULE", help="Run a module as python -m does; the arguments after it are its own."),
-    fmt: Optional[str] = typer.Option(
-        None, "--format", "-f", metavar="FORMAT", show_default=False,
-        help="console or json. Default: json for an -o file ending .json, else console."),
-    output: Optional[str] = typer.Option(
-        None, "--output", "-o", metavar="FILE", help="Write the report to this file (atomically) instead of stderr."),
-    width: Optional[int] = WIDTH,
-) -> None:
-    """Run your script as python would (your own code, no safe mode) and name the line that broke backward."""
-
-    def body() -> int:
-        from .doctor.session import run_target
-
-        args = list(ctx.args)
-        if module is not None:
-            args = ([script] if script is not None else []) + args
-            return run_target(module, args, module=True, output=output, fmt=fmt, width=width)
-        if script is None:
-            raise UsageError("give the script to run (tensortrace doctor train.py ARGS...), or -m MODULE")
-        return run_target(script, args, output=output, fmt=fmt, width=width)
-
-    _guarded(body)
-
-
 @app.command(cls=_Command)
 def schema(
     trace_format: bool = typer.Option(False, "--trace", help="Print the JSON Schema of the trace format instead."),
@@ -546,9 +514,7 @@ def schema(
 
     if doctor_format:
         from .doctor.records import report_schema
-
-        typer.echo(json.dumps(report_schema(), indent=2))
-        return
+        return typer.echo(json.dumps(report_schema(), indent=2))
     typer.echo(json.dumps(trace_schema() if trace_format else scenario_schema(), indent=2))
 
 
@@ -641,6 +607,10 @@ def convert(
         return EXIT_OK
 
     _guarded(body)
+
+
+from .doctor.command import CONTEXT, doctor  # noqa: E402 (imports neither torch nor rich)
+app.command("doctor", cls=_Command, context_settings=CONTEXT)(doctor)
 
 
 @contextmanager

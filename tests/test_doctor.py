@@ -83,8 +83,10 @@ def test_data_write_on_a_saved_output_is_a_warning(tmp_path):
     (s,) = report.silent
     path = "examples/doctor/data_write.py"
     assert s.headline.startswith(f"{path}:9: .data of y is changed (aten.mul_)")
-    assert s.saved.name == "y" and at(s.saved.place) == (path, 8) and s.saved.node == "SigmoidBackward0"
+    assert s.saved.name == "y" and at(s.saved.place) == (path, 8)
+    assert s.saved.node == "SigmoidBackward0"
     assert lines_of(s.writes) == [9] and s.writes[0].alias == ".data of y"
+    assert s.writes[0].version is None  # .data has a version counter of its own
     assert at(s.backward) == (path, 11)
     assert s.leaves == ("w",)
     assert "grad norm" in result.stdout  # the script ran to its end
@@ -108,7 +110,8 @@ def test_hidden_state_carried_across_iterations(tmp_path):
     f = report.failure
     path = "examples/doctor/rnn_hidden.py"
     assert f.kind == "freed-graph" and f.carrier == "h"
-    assert at(f.carried_at) == (path, 12) and at(f.freed_by) == (path, 15) and at(f.backward) == (path, 15)
+    assert at(f.carried_at) == (path, 12) and at(f.freed_by) == (path, 15)
+    assert at(f.backward) == (path, 15)
     assert f.headline.startswith(f"{path}:12: h still carries the graph")
     assert "`h = h.detach()`" in f.fixes[0] and "retain_graph=True" in f.fixes[1]
     assert report.watched.backwards == 2
@@ -154,7 +157,8 @@ def test_script_gets_its_own_argv_path_and_main(tmp_path):
     argv, path0, name, cwd = json.loads(result.stdout)
     assert argv == [str(script), "-o", "x", "--epochs", "3"]
     assert path0 == str(tmp_path) and name == "__main__" and cwd == str(REPO)
-    assert result.stderr.startswith("tensortrace doctor: nothing to report: watched 0 saved tensors")
+    assert result.stderr.startswith(
+        "tensortrace doctor: nothing to report: watched 0 saved tensors")
 
 
 def test_exit_status_of_the_script_is_kept(tmp_path):
@@ -176,7 +180,8 @@ def test_module_runs_with_dash_m(tmp_path):
 def test_missing_script_is_one_sentence(tmp_path):
     result = doctor_cli(str(tmp_path / "nope.py"))
     assert result.returncode == 2
-    assert result.stderr.strip() == f"tensortrace: {tmp_path / 'nope.py'}: no such file; give the Python script to run"
+    assert result.stderr.strip() == (
+        f"tensortrace: {tmp_path / 'nope.py'}: no such file; give the Python script to run")
 
 
 def test_json_report_and_its_schema(tmp_path):
@@ -184,8 +189,8 @@ def test_json_report_and_its_schema(tmp_path):
     assert result.returncode == 0
     report = report_from_json(result.stderr)
     assert report.silent[0].saved.name == "y"
-    schema = subprocess.run([sys.executable, "-m", "tensortrace", "schema", "--doctor"], capture_output=True,
-                            text=True, timeout=120)
+    schema = subprocess.run([sys.executable, "-m", "tensortrace", "schema", "--doctor"],
+                            capture_output=True, text=True, timeout=120, check=True)
     assert "Report" in json.loads(schema.stdout)["$defs"]
 
 
@@ -325,5 +330,43 @@ def test_nothing_to_report_is_one_line(tmp_path):
         (w * w).sum().backward()
     text = out.read_text(encoding="utf-8")
     assert text.count("\n") == 1
-    assert text.startswith("tensortrace doctor: nothing to report: watched 2 saved tensors, 0 writes")
+    assert text.startswith(
+        "tensortrace doctor: nothing to report: watched 2 saved tensors, 0 writes")
     assert "1 backward call " in text
+
+
+# --- the README shows real output -------------------------------------------------------------
+
+
+def readme_block(after: str, language: str) -> str:
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    start = text.index(after)
+    body = text.index(f"```{language}\n", start) + len(f"```{language}\n")
+    return text[body:text.index("```\n", body)]
+
+
+def test_readme_shows_what_doctor_prints():
+    failing = doctor_cli("examples/doctor/inplace_activation.py")
+    assert failing.returncode == 1
+    shown = readme_block("prints on stderr, before the script's own traceback", "text")
+    assert failing.stderr.split("Traceback (most recent call last):")[0] == shown
+    silent = doctor_cli("examples/doctor/data_write.py")
+    block = readme_block("$ tensortrace doctor examples/doctor/data_write.py", "text")
+    assert silent.returncode == 0 and silent.stderr == block
+
+
+def test_a_failing_block_is_reported_and_the_error_goes_on(capsys):
+    import tensortrace
+
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        with tensortrace.doctor() as watch:
+            x = torch.randn(4, requires_grad=True)
+            y = x.exp()
+            y.add_(1)
+            y.sum().backward()
+    err = capsys.readouterr().err
+    here = os.path.relpath(__file__)
+    assert watch.report.failure.kind == "modified-in-place"
+    assert watch.report.failure.saved.name == "y"
+    assert f"→ {here}:" in err and "y is changed in place (aten.add_)" in err
+    assert torch.Tensor.backward is not None and "numpy" not in vars(torch.Tensor)  # put back

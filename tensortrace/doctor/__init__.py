@@ -12,17 +12,26 @@ from __future__ import annotations
 
 import sys
 import types
+from importlib import import_module
 from typing import Any
-
-from .session import doctor, run_target
 
 
 class _CallableModule(types.ModuleType):
     """Once this package is imported, ``tensortrace.doctor`` may be the package rather than the
     class; calling the package makes a ``doctor`` all the same."""
 
-    def __call__(self, *args: Any, **kwargs: Any) -> doctor:
-        return doctor(*args, **kwargs)
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.doctor(*args, **kwargs)
+
+
+def __getattr__(name: str) -> Any:
+    """``doctor`` and ``run_target``, loaded on first use (the command line imports this
+    package at every start)."""
+    if name in __all__:
+        value = getattr(import_module(".session", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 sys.modules[__name__].__class__ = _CallableModule

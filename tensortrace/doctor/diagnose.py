@@ -25,7 +25,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import torch
 
 from .places import assigned_names, place
-from .recorder import node_name
+from .messages import node_name
 from .records import Cut, Failure, Saved, Silent, Write
 
 MAX_NODES = 100_000  # graph nodes walked to find where an old graph begins, or the leaves
@@ -114,7 +114,7 @@ def _modified(rec: Any, text: str, call: Any, frame: Any) -> Failure:
     at = "" if record.place is None else f" at line {record.place.line}"
     if writes:
         first = writes[0]
-        where = "an unknown line" if first.place is None else f"{first.place.path}:{first.place.line}"
+        where = _at(first.place)
         headline = (f"{where}: {first.alias or name} is changed in place ({first.op}) after "
                     f"{record.node or 'autograd'} saved {name}{at} for backward")
     else:
@@ -198,7 +198,8 @@ def _freed(rec: Any, text: str, call: Any, roots: List[Any], frame: Any) -> Fail
     backward = place(call.spot)
     fixes: List[str] = []
     if carrier and carried is not None and backward is not None:
-        fixes.append(f"detach {carrier} before the new graph uses it: `{carrier} = {carrier}.detach()` "
+        fixes.append(f"detach {carrier} before the new graph uses it: "
+                     f"`{carrier} = {carrier}.detach()` "
                      f"before line {carried.line} (each iteration then has its own graph)")
         where = f"{carried.path}:{carried.line}"
         headline = (f"{where}: {carrier} still carries the graph that the backward at "
@@ -343,12 +344,13 @@ def _silent_headline(saved: Saved, writes: Tuple[Write, ...], shares: Tuple[Cut,
     late = "" if backward is None else f" at line {backward.line}"
     if writes and writes[0].place is not None:
         w = writes[0]
-        return (f"{w.place.path}:{w.place.line}: {w.alias or name} is changed ({w.op}) after {node} "
-                f"saved {name}{at}; no version changed, so the backward{late} used the new values")
+        return (f"{w.place.path}:{w.place.line}: {w.alias or name} is changed ({w.op}) "
+                f"after {node} saved {name}{at}; no version changed, so the backward{late} "
+                "used the new values")
     if shares:
         view = shares[0].place
-        return (f"{view.path}:{view.line}: {name} is shared with NumPy here, and its values changed "
-                f"after {node} saved it{at}; the backward{late} used the new values")
+        return (f"{view.path}:{view.line}: {name} is shared with NumPy here, and its values "
+                f"changed after {node} saved it{at}; the backward{late} used the new values")
     return (f"{_at(saved.place)}: {name}, saved here by {node}, changed before the backward{late} "
             "without a PyTorch write: look for NumPy or other writes between these lines")
 

@@ -47,6 +47,7 @@ from torch.utils._python_dispatch import TorchDispatchMode, _pop_mode_temporaril
 from torch.utils._python_dispatch import _get_current_dispatch_mode as _current_mode
 
 from .fingerprint import fingerprint
+from .messages import stale_message
 from .places import Spot, is_user_code, spot_of, storage_key, user_frame
 
 MAX_WRITES = 16  # writes kept per saved tensor
@@ -56,7 +57,8 @@ _DETACH = torch.ops.aten.detach.default
 
 
 _WRAPPERS = tuple(os.path.join(os.path.dirname(torch.__file__), *parts)
-                  for parts in (("_dynamo", ""), ("_compile.py",), ("utils", "_python_dispatch.py")))
+                  for parts in (("_dynamo", ""), ("_compile.py",),
+                                ("utils", "_python_dispatch.py")))
 _NN = os.path.join(os.path.dirname(torch.__file__), "nn", "")
 
 
@@ -114,16 +116,9 @@ class Call:
 
     __slots__ = ("index", "kind", "spot", "retain", "mark")
 
-    def __init__(self, index: int, kind: str, spot: Optional[Spot], retain: bool, mark: int) -> None:
+    def __init__(self, index: int, kind: str, spot: Optional[Spot], retain: bool,
+                 mark: int) -> None:
         self.index, self.kind, self.spot, self.retain, self.mark = index, kind, spot, retain, mark
-
-
-def stripped_node(name: str) -> str:
-    """A node's name as PyTorch's in-place error writes it: ``SigmoidBackward0`` -> ``Sigmoid``."""
-    for end in ("Backward0", "Backward1", "Backward2", "Backward3", "Backward"):
-        if name.endswith(end) and len(name) > len(end):
-            return name[: -len(end)]
-    return name
 
 
 def _written(func: Any) -> Tuple[Tuple[int, str], ...]:
@@ -155,6 +150,8 @@ class _Watch(TorchDispatchMode):
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
         rec = self.rec
+        if rec.pending:
+            rec.settle_writes()
         if not rec.busy:
             plan = _PLANS.get(func)
             if plan is None:
@@ -181,6 +178,7 @@ class Recorder:
         self.cuts: deque = deque(maxlen=MAX_CUTS)  # (kind, spot, key, backward count)
         self.numpy_views: Dict[Optional[int], Optional[Spot]] = {}  # memory NumPy shares
         self.stale: Optional[Tuple[SavedTensor, int, Optional[str]]] = None
+        self.pending: List[Tuple[WriteSeen, SavedTensor]] = []  # writes whose bump is not read yet
         self.hits: List[Tuple[SavedTensor, Any]] = []  # silent changes read by the running backward
         self.unpacked: deque = deque(maxlen=64)  # what the running backward read last (freed after)
         self.silent: Dict[Tuple[Any, ...], Dict[str, Any]] = {}
@@ -196,7 +194,8 @@ class Recorder:
         self._hooks.__enter__()
         self._patch(torch.autograd, "backward", self._wrap(torch.autograd.backward, "backward"))
         self._patch(torch.autograd, "grad", self._wrap(torch.autograd.grad, "autograd.grad"))
-        self._patch(torch.no_grad, "__enter__", self._cutting(torch.no_grad.__enter__, "torch.no_grad()"))
+        enter = self._cutting(torch.no_grad.__enter__, "torch.no_grad()")
+        self._patch(torch.no_grad, "__enter__", enter)
         self._patch(torch.Tensor, "numpy", self._numpy(torch.Tensor.numpy))
         self._patch(torch, "from_numpy", self._from_numpy(torch.from_numpy))
         base = torch._C.TensorBase.data
@@ -205,6 +204,7 @@ class Recorder:
         self._mode.__enter__()
 
     def stop(self) -> None:
+        self.settle_writes()
         if self._mode is not None:
             self._mode.__exit__(None, None, None)
             self._mode = None
@@ -252,7 +252,7 @@ class Recorder:
             node = torch._C._current_autograd_node()
             name = None if node is None else node.name()
             self.stale = (saved, now, name)
-            raise RuntimeError(stale_message(saved, now, name))
+            raise RuntimeError(stale_message(saved, now, name))  # PyTorch's words
         if self.current is not None:
             self.unpacked.append(saved)
         if saved.fp is not None and self.current is not None and not self.busy:
@@ -284,7 +284,8 @@ class Recorder:
             self.live(key)
 
     # writes and cuts --------------------------------------------------------------
-    def note_writes(self, func: Any, plan: Tuple[Tuple[int, str], ...], args: Any, kwargs: Any) -> None:
+    def note_writes(self, func: Any, plan: Tuple[Tuple[int, str], ...], args: Any,
+                    kwargs: Any) -> None:
         for position, name in plan:
             value = kwargs.get(name) if position < 0 or position >= len(args) else args[position]
             for t in value if isinstance(value, (list, tuple)) else (value,):
@@ -302,13 +303,25 @@ class Recorder:
         frame = user_frame(caller)
         via = _torch_nn_between(caller, frame)
         op = f"{func.namespace}.{func.overloadpacket.__name__}"
-        spot = None if frame is None else (frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
-        seen = WriteSeen(op, spot, name_in(frame, t, key), t._version, via)
+        spot = None if frame is None else (frame.f_code.co_filename, frame.f_lineno,
+                                           frame.f_code.co_name)
+        seen = WriteSeen(op, spot, name_in(frame, t, key), targets[0].tensor._version, via)
         self.writes += 1
         self.fingerprint(targets)  # before the write runs: the contents as saved
+        self.pending.append((seen, targets[0]))
         for saved in targets:
             if len(saved.writes) < MAX_WRITES:
                 saved.writes.append(seen)
+
+    def settle_writes(self) -> None:
+        """Whether each write just seen moved its saved tensor's version (``.data`` does not).
+
+        PyTorch bumps the version after the dispatch mode returns, so this is read at the
+        next operation, or when backward starts."""
+        for seen, saved in self.pending:
+            if saved.tensor._version == seen.version:
+                seen.version = None
+        self.pending.clear()
 
     def fingerprint(self, targets: List[SavedTensor]) -> None:
         """Fingerprint the saved tensors that have none yet (their contents still as saved)."""
@@ -393,6 +406,7 @@ class Recorder:
             if recorder.current is not None:  # a backward inside a backward (a hook's)
                 return original(*args, **kwargs)
             frame = user_frame(sys._getframe(1))
+            recorder.settle_writes()
             try:
                 bound = signature.bind(*args, **kwargs).arguments
             except TypeError:
@@ -462,31 +476,3 @@ class Recorder:
                 silent_entry(self, saved, node, call, frame)
         finally:
             self.busy = False
-
-
-def node_name(saved: SavedTensor) -> Optional[str]:
-    """The name of the node that saved an output (None for an input)."""
-    return saved.grad_fn
-
-
-def stale_message(saved: SavedTensor, now: int, node: Optional[str]) -> str:
-    """PyTorch's own words for a saved tensor changed in place (torch/csrc/autograd/saved_variable.cpp)."""
-    shape = list(saved.tensor.shape)
-    text = ("one of the variables needed for gradient computation has been modified by an "
-            f"inplace operation: [{saved.tensor.type()} {shape}]")
-    owner = None
-    if saved.is_output:
-        owner = node or node_name(saved)
-    else:  # an input is held as itself: its grad_fn now, as PyTorch names it
-        current = saved.tensor.grad_fn
-        owner = None if current is None else current.name()
-    if owner:
-        text += f", which is output {saved.output_nr} of {stripped_node(owner)},"
-    text += f" is at version {now}; expected version {saved.version} instead."
-    if torch.is_anomaly_enabled():
-        text += (" Hint: the backtrace further above shows the operation that failed to compute its "
-                 "gradient. The variable in question was changed in there or anywhere later. Good luck!")
-    else:
-        text += (" Hint: enable anomaly detection to find the operation that failed to compute its "
-                 "gradient, with torch.autograd.set_detect_anomaly(True, check_nan=False).")
-    return text

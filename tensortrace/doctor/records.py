@@ -31,7 +31,7 @@ class Write(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     op: str  # the ATen operation, e.g. aten.relu_
     place: Optional[Place]
     alias: Optional[str]  # what the writing code called the tensor it wrote: "h", ".data of y"
-    version: Optional[int]  # the written tensor's version before the write (None: .data, NumPy)
+    version: Optional[int]  # the saved tensor's version before; None: the write bumped none (.data)
 
 
 class Saved(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

@@ -31,7 +31,7 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 class doctor:
-    """Watch a block of your own training code; report why backward failed, or what changed silently.
+    """Watch a block of your own training code: why backward failed, or what changed silently.
 
     ``with tensortrace.doctor(): train()``. ``output``: a file to write the
     report to (atomically; ``fmt`` ``console`` or ``json``, by default from
@@ -99,7 +99,8 @@ def render_report(report: Report, fmt: str, *, width: Optional[int] = None,
     return render_console(report, width=width, color=color)
 
 
-def write_report(report: Any, path: Optional[str], fmt: str, *, width: Optional[int] = None) -> None:
+def write_report(report: Any, path: Optional[str], fmt: str, *,
+                 width: Optional[int] = None) -> None:
     """To ``path`` (atomically), or to stderr."""
     if path is None or path == "-":
         stream = sys.stderr

@@ -1,4 +1,4 @@
-"""The console form of a ``tensortrace doctor`` report: the line to change first, then why, then the fix.
+"""The console form of a ``tensortrace doctor`` report: the line to change, why, and the fix.
 
 Places are written ``path:line`` so that terminals make them links. Text the
 user's code wrote (source lines, names) is printed as plain text, never read
@@ -109,7 +109,8 @@ def _write_rows(writes: Tuple[Write, ...]) -> List[Text]:
     lines = []
     for i, w in enumerate(writes):
         through = f" through {w.alias}" if w.alias else ""
-        version = "" if w.version is None else f" (version {w.version} -> {w.version + 1})"
+        version = (" (no version bump: autograd cannot see it)" if w.version is None
+                   else f" (version {w.version} -> {w.version + 1})")
         label = "written" if i == 0 else ""
         lines.append(_row(label, _at(w.place)))
         lines.append(_more(Text(visible(f"{w.op}{through}{version}"), style="dim")))
