@@ -256,16 +256,14 @@ def _carrier(rec: Any, old: Any, roots: List[Any], frame: Any) -> Tuple[Optional
         if root.grad_fn is old:
             return _identity_name(frame, root), place(_spot_of_frame(frame))
     # the node that links to the old graph ran just before the failure, and released what it
-    # saved: the recorder keeps the last few tensors the running backward read
-    live = [ref() for refs in list(rec.index.values()) for ref in refs]
-    for saved in list(reversed(rec.unpacked)) + [s for s in live if s is not None]:
-        original = saved.original()
-        if original is None or original.grad_fn is not old:
+    # saved: the recorder notes which node each input the running backward read came from
+    seq = old._sequence_nr()
+    for node_seq, spot in reversed(rec.unpacked):
+        if node_seq != seq:
             continue
-        targets, reads = assigned_names(saved.spot)
+        targets, reads = assigned_names(spot)
         carried = [n for n in reads if n in targets]
-        name = carried[0] if carried else _identity_name(frame, original)
-        return name, place(saved.spot)
+        return (carried[0] if carried else None), place(spot)
     return None, None
 
 

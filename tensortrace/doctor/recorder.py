@@ -54,6 +54,7 @@ MAX_WRITES = 16  # writes kept per saved tensor
 MAX_CUTS = 64  # recent cuts kept
 _SEQ = torch._C._autograd._get_sequence_nr  # the sequence number the next graph node gets
 _DETACH = torch.ops.aten.detach.default
+_NO_DISPATCH = torch._C._DisableTorchDispatch
 
 
 _WRAPPERS = tuple(os.path.join(os.path.dirname(torch.__file__), *parts)
@@ -180,13 +181,13 @@ class Recorder:
         self.stale: Optional[Tuple[SavedTensor, int, Optional[str]]] = None
         self.pending: List[Tuple[WriteSeen, SavedTensor]] = []  # writes whose bump is not read yet
         self.hits: List[Tuple[SavedTensor, Any]] = []  # silent changes read by the running backward
-        self.unpacked: deque = deque(maxlen=64)  # what the running backward read last (freed after)
+        # (sequence number of its node, line) of the inputs the running backward read last
+        self.unpacked: deque = deque(maxlen=64)
         self.silent: Dict[Tuple[Any, ...], Dict[str, Any]] = {}
         self.failures: deque = deque(maxlen=8)  # (the exception, its Failure), the latest
         self._undo: List[Callable[[], None]] = []
         self._hooks: Any = None
         self._mode: Optional[_Watch] = None
-        self._since_prune = 0
 
     # switching on and off ---------------------------------------------------------
     def start(self) -> None:
@@ -228,7 +229,11 @@ class Recorder:
         try:
             g = t.grad_fn
             is_output = g is not None and g._sequence_nr() == _SEQ() - 1
-            keep = t.detach() if is_output else t
+            if is_output:
+                with _NO_DISPATCH():  # an alias for autograd's own use: not the code's operation
+                    keep = t.detach()
+            else:
+                keep = t
             key = storage_key(t)
             fp = fingerprint(t) if key in self.numpy_views else None
             saved = SavedTensor(t, keep, fp, key, spot_of(sys._getframe(1)), g, is_output)
@@ -238,9 +243,6 @@ class Recorder:
             self.busy = False
         self.saved += 1
         self.index.setdefault(key, []).append(weakref.ref(saved))
-        self._since_prune += 1
-        if self._since_prune > 4096:
-            self.prune()
         return saved
 
     def unpack(self, saved: Any) -> Any:
@@ -253,8 +255,10 @@ class Recorder:
             name = None if node is None else node.name()
             self.stale = (saved, now, name)
             raise RuntimeError(stale_message(saved, now, name))  # PyTorch's words
-        if self.current is not None:
-            self.unpacked.append(saved)
+        if self.current is not None and not saved.is_output:
+            g = t.grad_fn  # an input from another graph node: where a freed graph may begin
+            if g is not None:
+                self.unpacked.append((g._sequence_nr(), saved.spot))
         if saved.fp is not None and self.current is not None and not self.busy:
             self.busy = True
             try:
@@ -279,7 +283,6 @@ class Recorder:
         return found
 
     def prune(self) -> None:
-        self._since_prune = 0
         for key in list(self.index):
             self.live(key)
 
@@ -428,6 +431,7 @@ class Recorder:
                 recorder.current = None
                 recorder.unpacked.clear()
                 recorder.calls.append(this)
+                recorder.prune()  # what this backward freed leaves the index
                 if recorder.hits:
                     recorder.settle(this, frame)
 
