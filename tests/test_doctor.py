@@ -370,3 +370,47 @@ def test_a_failing_block_is_reported_and_the_error_goes_on(capsys):
     assert watch.report.failure.saved.name == "y"
     assert f"→ {here}:" in err and "y is changed in place (aten.add_)" in err
     assert torch.Tensor.backward is not None and "numpy" not in vars(torch.Tensor)  # put back
+
+
+def test_a_write_through_a_view_names_the_view():
+    import tensortrace
+
+    with pytest.raises(RuntimeError):
+        with tensortrace.doctor(os.devnull) as watch:
+            x = torch.randn(4, 3, requires_grad=True)
+            y = x.exp()
+            y[0] += 1
+            y.sum().backward()
+    writes = watch.report.failure.writes  # y[0] += 1 is an add_ into the view, then its copy_ back
+    assert [w.op for w in writes] == ["aten.add_", "aten.copy_"]
+    assert [w.version for w in writes] == [0, 1]
+    assert {(w.alias, w.place.code) for w in writes} == {("a view of y (y[...])", "y[0] += 1")}
+
+
+def test_autograd_grad_failures_are_read_too():
+    import tensortrace
+
+    with pytest.raises(RuntimeError):
+        with tensortrace.doctor(os.devnull) as watch:
+            x = torch.randn(3, requires_grad=True)
+            y = torch.sigmoid(x)
+            y.mul_(2)
+            torch.autograd.grad(y.sum(), x)
+    failure = watch.report.failure
+    assert failure.kind == "modified-in-place"
+    assert failure.backward.code.startswith("torch.autograd")
+    assert failure.writes[0].place.code == "y.mul_(2)"
+
+
+def test_a_loss_computed_under_no_grad_names_the_block():
+    import tensortrace
+
+    with pytest.raises(RuntimeError):
+        with tensortrace.doctor(os.devnull) as watch:
+            w = torch.randn(3, requires_grad=True)
+            with torch.no_grad():
+                loss = (w * 2).sum()
+            loss.backward()
+    (cut,) = watch.report.failure.cuts
+    assert cut.kind == "torch.no_grad()" and cut.place.code == "with torch.no_grad():"
+    assert "outside the torch.no_grad() block" in watch.report.failure.fixes[0]

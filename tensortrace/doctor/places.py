@@ -142,6 +142,9 @@ def name_in(frame: Optional[FrameType], t: Any, key: Optional[int]) -> Optional[
             return f".data of {name}"
     if same:
         return same
+    for name in sharing:
+        if re.search(rf"\b{re.escape(name)}\s*\[", text):
+            return f"a view of {name} ({name}[...])"
     if sharing:
         return f"memory shared with {sharing[0]}"
     return None
