@@ -26,7 +26,7 @@ import torch
 
 from .places import assigned_names, place
 from .messages import node_name
-from .records import Cut, Failure, Saved, Silent, Write
+from .records import Cut, Failure, Place, Saved, Silent, Write
 
 MAX_NODES = 100_000  # graph nodes walked to find where an old graph begins, or the leaves
 
@@ -115,17 +115,33 @@ def _modified(rec: Any, text: str, call: Any, frame: Any) -> Failure:
     if writes:
         first = writes[0]
         where = _at(first.place)
-        headline = (f"{where}: {first.alias or name} is changed in place ({first.op}) after "
+        alias = first.alias or name
+        if alias != name and alias.isidentifier():
+            alias = f"{alias} (memory shared with {name})"
+        headline = (f"{where}: {alias} is changed in place ({first.op}) after "
                     f"{record.node or 'autograd'} saved {name}{at} for backward")
     else:
         headline = (f"{_where(saved.spot)}: {name}, saved here for backward, was changed in place "
                     f"(version {saved.version} -> {now}) by a write the watch did not see")
     return Failure(kind="modified-in-place", headline=headline, error=_first(text),
                    backward=place(call.spot), saved=record, writes=writes,
-                   fixes=_inplace_fixes(saved, record, writes))
+                   fixes=_inplace_fixes(saved, record, writes, _detach_line(rec, record.name)))
 
 
-def _inplace_fixes(saved: Any, record: Saved, writes: Tuple[Write, ...]) -> Tuple[str, ...]:
+def _detach_line(rec: Any, name: Optional[str]) -> Optional[Place]:
+    """The latest line of the code's that made a detached alias of ``name`` (``z = y.detach()``)."""
+    if not name:
+        return None
+    for kind, spot, _, _ in reversed(rec.cuts):
+        found = place(spot)
+        if kind in ("detach()", ".data") and found is not None and re.search(
+                rf"\b{re.escape(name)}\.(detach\(\)|data\b)", found.code):
+            return found
+    return None
+
+
+def _inplace_fixes(saved: Any, record: Saved, writes: Tuple[Write, ...],
+                   detached: Optional[Place]) -> Tuple[str, ...]:
     fixes: List[str] = []
     name = record.name or "the tensor"
     for w, seen in zip(writes, saved.writes):
@@ -139,8 +155,13 @@ def _inplace_fixes(saved: Any, record: Saved, writes: Tuple[Write, ...]) -> Tupl
                          "build it with inplace=False, e.g. nn.ReLU(inplace=False)")
         elif w.alias and (w.alias.startswith(".data") or w.alias.startswith("memory shared")
                           or w.alias != name):
+            hint = _clone_hint(w, name)
+            if detached is not None:
+                cloned = re.sub(r"\.detach\(\)|\.data\b", lambda m: m.group(0) + ".clone()",
+                                re.sub(r"\s+#.*$", "", detached.code), count=1)
+                hint = f"line {detached.line}: {cloned}"
             fixes.append(f"line {line} writes into {w.alias}, which shares memory with {name}: "
-                         f"clone() before writing (e.g. `{_clone_hint(w, name)}`)")
+                         f"clone() before writing (e.g. `{hint}`)")
         else:
             rewrite = out_of_place(w.place.code)
             hint = f": `{rewrite}`" if rewrite else ""
