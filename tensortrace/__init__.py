@@ -10,6 +10,9 @@ Public API (described in docs/python.md)::
     @tensortrace.snoop()                          # your own code, line by line
     def train_step(model, x, y, opt): ...
 
+    with tensortrace.doctor():                    # why backward failed, which line to change
+        train()
+
 In Jupyter, ``%load_ext tensortrace`` adds ``%%tensortrace`` and ``%tensortrace``.
 Importing the package imports neither torch nor rich: every name below is
 loaded on first use.
@@ -35,6 +38,7 @@ _LAZY = {
     "trace_variants": "api",
     "Traces": "api",
     "snoop": "snooper",
+    "doctor": "doctor",
 }
 
 
@@ -69,6 +73,7 @@ __all__ = [
     "Traces",
     "UsageError",
     "__version__",
+    "doctor",
     "load_scenario",
     "loads_scenario",
     "snoop",

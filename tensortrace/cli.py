@@ -514,10 +514,14 @@ def _is_saved_trace(target: str) -> bool:
 @app.command(cls=_Command)
 def schema(
     trace_format: bool = typer.Option(False, "--trace", help="Print the JSON Schema of the trace format instead."),
+    doctor_format: bool = typer.Option(False, "--doctor", help="Print the JSON Schema of doctor reports instead."),
 ) -> None:
     """Print the JSON Schema of scenario files (or, with --trace, of JSON traces)."""
     from .schemas import scenario_schema, trace_schema
 
+    if doctor_format:
+        from .doctor.records import report_schema
+        return typer.echo(json.dumps(report_schema(), indent=2))
     typer.echo(json.dumps(trace_schema() if trace_format else scenario_schema(), indent=2))
 
 
@@ -610,6 +614,10 @@ def convert(
         return EXIT_OK
 
     _guarded(body)
+
+
+from .doctor.command import CONTEXT, doctor  # noqa: E402 (imports neither torch nor rich)
+app.command("doctor", cls=_Command, context_settings=CONTEXT)(doctor)
 
 
 @contextmanager

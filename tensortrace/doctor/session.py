@@ -1,0 +1,223 @@
+"""``with tensortrace.doctor(): train()`` and ``tensortrace doctor SCRIPT``: watch, then report.
+
+The script runs as ``python SCRIPT ARGS...`` would run it: ``runpy`` with
+``run_name="__main__"``, its own ``sys.argv``, ``sys.path[0]`` its folder
+(the working directory for ``-m``), in this process. It is the user's own
+code, so there is no safe mode; the report says so once.
+
+When the script fails, the report comes first on stderr, then the script's
+own traceback as Python prints it (without this tool's frames), and the
+script's exit status: 1 for an uncaught exception, a ``SystemExit``'s code
+kept.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import runpy
+import shutil
+import sys
+import traceback
+import warnings
+from types import TracebackType
+from typing import Any, List, Optional, Sequence
+
+from ..errors import TensorTraceError, UsageError
+from .records import REPORT_VERSION, Report, Watched, report_json
+
+FORMATS = ("console", "json")
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class doctor:
+    """Watch a block of your own training code: why backward failed, or what changed silently.
+
+    ``with tensortrace.doctor(): train()``. ``output``: a file to write the
+    report to (atomically; ``fmt`` ``console`` or ``json``, by default from
+    the suffix), else stderr. The last report is kept as ``.report``. An
+    exception leaving the block goes on unchanged, after its report.
+    """
+
+    def __init__(self, output: Optional[str] = None, *, fmt: Optional[str] = None,
+                 width: Optional[int] = None, target: str = "<block>") -> None:
+        self.output = None if output is None else os.fspath(output)
+        self.fmt = check_format(fmt, self.output)
+        self.width = width
+        self.target = target
+        self.report: Optional[Report] = None
+        self._recorder: Any = None
+
+    def __enter__(self) -> "doctor":
+        from .recorder import Recorder
+
+        if self._recorder is not None:
+            raise UsageError("this doctor() is already watching; use a new one for a nested block")
+        self._recorder = Recorder()
+        self._recorder.start()
+        return self
+
+    def __exit__(self, kind: Any, exc: Optional[BaseException], tb: Any) -> bool:
+        self.finish(exc)
+        try:
+            write_report(self.report, self.output, self.fmt, width=self.width)
+        except (TensorTraceError, OSError) as problem:
+            if exc is None:
+                raise
+            warnings.warn(f"tensortrace: the doctor report could not be written: {problem}",
+                          RuntimeWarning, stacklevel=2)
+        return False
+
+    def finish(self, exc: Optional[BaseException], status: Optional[int] = None) -> Report:
+        """Stop watching, and make the report of what was seen (``exc``: what left the block)."""
+        from .diagnose import silent_records
+
+        rec, self._recorder = self._recorder, None
+        rec.stop()
+        self.report = Report(
+            version=REPORT_VERSION, target=self.target,
+            watched=Watched(saved=rec.saved, writes=rec.writes, backwards=rec.backwards),
+            failure=rec.failure_for(exc), silent=silent_records(rec), exit_status=status)
+        return self.report
+
+
+def check_format(fmt: Optional[str], output: Optional[str]) -> str:
+    """``console`` or ``json``: as asked, else json for a ``.json`` file, else console."""
+    if fmt is None:
+        return "json" if output and output.lower().endswith(".json") else "console"
+    if fmt not in FORMATS:
+        raise UsageError(f"--format {fmt!r}: doctor writes {' or '.join(FORMATS)}")
+    return fmt
+
+
+def render_report(report: Report, fmt: str, *, width: Optional[int] = None,
+                  color: bool = False) -> str:
+    if fmt == "json":
+        return report_json(report)
+    from ..render.doctor import render_console
+
+    return render_console(report, width=width, color=color)
+
+
+def write_report(report: Any, path: Optional[str], fmt: str, *,
+                 width: Optional[int] = None) -> None:
+    """To ``path`` (atomically), or to stderr."""
+    if path is None or path == "-":
+        stream = sys.stderr
+        tty = bool(getattr(stream, "isatty", lambda: False)())
+        if width is None and tty:
+            width = shutil.get_terminal_size().columns
+        color = tty and not os.environ.get("NO_COLOR") and fmt == "console"
+        stream.write(render_report(report, fmt, width=width, color=color))
+        stream.flush()
+        return
+    from ..output import Output
+
+    out = Output(path)
+    try:
+        out.write(render_report(report, fmt, width=width))
+        out.commit()
+    except BaseException:
+        out.discard()
+        raise
+
+
+# --- the command line --------------------------------------------------------------------
+
+
+def run_target(target: str, args: Sequence[str], *, module: bool = False,
+               output: Optional[str] = None, fmt: Optional[str] = None,
+               width: Optional[int] = None) -> int:
+    """Run a script (or ``-m`` module) under the doctor; the script's exit status."""
+    form = check_format(fmt, output)
+    if output not in (None, "-"):
+        from ..output import Output
+
+        Output(output).discard()  # a folder that is not there: said now, before the script runs
+    argv0 = _check_target(target, module)
+    watch = doctor(output, fmt=form, width=width, target=target)
+    saved_argv, saved_path = sys.argv[:], sys.path[:]
+    sys.argv = [argv0, *args]
+    sys.path[0:1] = [os.getcwd() if module else os.path.dirname(os.path.abspath(target))]
+    exc: Optional[BaseException] = None
+    status = 0
+    watch.__enter__()
+    try:
+        if module:
+            runpy.run_module(target, run_name="__main__", alter_sys=True)
+        else:
+            runpy.run_path(target, run_name="__main__")
+    except SystemExit as stop:
+        status = _exit_status(stop)
+    except KeyboardInterrupt as stop:
+        exc, status = stop, 130
+    except BaseException as failure:  # the script's own error: reported, then shown as Python would
+        exc, status = failure, 1
+    finally:
+        sys.argv, sys.path[:] = saved_argv, saved_path
+    report = watch.finish(exc, status)
+    write_report(report, output, form, width=width)
+    if exc is not None:
+        _print_traceback(exc)
+    return status
+
+
+def _check_target(target: str, module: bool) -> str:
+    if module:
+        try:
+            spec = importlib.util.find_spec(target)
+        except (ImportError, ValueError) as problem:
+            raise UsageError(f"-m {target}: {problem}") from None
+        if spec is None:
+            raise UsageError(f"-m {target}: no module of that name on the path")
+        return spec.origin or target
+    if not os.path.isfile(target):
+        what = "is a directory" if os.path.isdir(target) else "no such file"
+        raise UsageError(f"{target}: {what}; give the Python script to run")
+    return target
+
+
+def _exit_status(stop: SystemExit) -> int:
+    code = stop.code
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1
+
+
+def _print_traceback(exc: BaseException) -> None:
+    """The traceback Python would print, without runpy's and this tool's frames."""
+    for each in _chain(exc):
+        each.__traceback__ = _trimmed(each.__traceback__)
+    traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
+    sys.stderr.flush()
+
+
+def _chain(exc: BaseException) -> List[BaseException]:
+    found: List[BaseException] = []
+    while exc is not None and exc not in found:
+        found.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    return found
+
+
+def _ours(tb: TracebackType) -> bool:
+    name = tb.tb_frame.f_code.co_filename
+    if name.startswith(_HERE) or name == "<frozen runpy>":
+        return True
+    return os.path.basename(name) == "runpy.py" and name.startswith(os.path.dirname(os.__file__))
+
+
+def _trimmed(tb: Optional[TracebackType]) -> Optional[TracebackType]:
+    while tb is not None and _ours(tb):
+        tb = tb.tb_next
+    head = tb
+    while tb is not None:
+        following = tb.tb_next
+        while following is not None and _ours(following):
+            following = following.tb_next
+        tb.tb_next = following
+        tb = following
+    return head
