@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import keyword
 import re
+from dataclasses import dataclass
 from typing import Dict, Iterator, Optional, Sequence, Tuple
 
-from ..model import Step, TensorState, Trace, record, evolve
+from ..model import Step, TensorState, Trace, evolve
 from ..names import covers, expand
 
 # The facts a table shows, in column order, and what changed_fields reports.
@@ -108,7 +109,7 @@ def mentioned_names(code: str) -> frozenset:
     return frozenset(w for w in _IDENTIFIER.findall(code) if not keyword.iskeyword(w))
 
 
-@record
+@dataclass(frozen=True)
 class AliasNote:
     """``name`` changed although the step never named it: it shares ``storage`` with ``via``."""
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import fields, is_dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple, TypeVar
+
+import msgspec
 
 from ..model import ErrorInfo, GraphNode, SavedTensor, Step, Summary, TensorState, Trace, Values, evolve
 from .facts import is_contiguous
@@ -107,9 +108,9 @@ def _visible_value(value: Any, seen: Dict[int, Any]) -> Any:
             pairs = [(_visible_value(k, seen), _visible_value(v, seen)) for k, v in value.items()]
             same = all(a is k and b is v for (a, b), (k, v) in zip(pairs, value.items()))
             return value if same else dict(pairs)
-        if not (is_dataclass(value) and not isinstance(value, type)):
+        if not isinstance(value, msgspec.Struct):
             return value
-        names = _INIT_FIELDS[cls] = tuple(f.name for f in fields(value) if f.init)
+        names = _INIT_FIELDS[cls] = tuple(f.name for f in msgspec.structs.fields(cls))
     done = seen.get(id(value))
     if done is not None:
         return done[1]
