@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import keyword
 import re
-from dataclasses import dataclass
 from typing import Dict, Iterator, Optional, Sequence, Tuple
 
-from ..model import Step, TensorState, Trace, evolve
+from ..model import Step, TensorState, Trace, record, evolve
 from ..names import covers, expand
 
 # The facts a table shows, in column order, and what changed_fields reports.
@@ -109,7 +108,7 @@ def mentioned_names(code: str) -> frozenset:
     return frozenset(w for w in _IDENTIFIER.findall(code) if not keyword.iskeyword(w))
 
 
-@dataclass(frozen=True)
+@record
 class AliasNote:
     """``name`` changed although the step never named it: it shares ``storage`` with ``via``."""
 
