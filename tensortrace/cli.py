@@ -15,7 +15,6 @@ import os
 import shutil
 import sys
 from contextlib import contextmanager, nullcontext
-from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
@@ -29,6 +28,7 @@ from .cli_options import (  # one definition for every command
 )
 from .errors import Interrupted, TensorTraceError, UsageError
 from .model import Trace
+from .model import evolve as replace  # RenderOptions is a frozen record
 from .output import Output, format_for
 from .render import FORMATS, RenderOptions, StreamRenderer, check_format, render, stream
 from .render.json import traces_from_json

@@ -6,10 +6,10 @@ Kept so that the rest of the package imports records from here as before;
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from .trace.document import check_format as _check_format
+from .trace.numbers import decode_number, encode_number_tree, freeze  # noqa: F401 - re-exported
 from .trace.records import (  # noqa: F401 - re-exported
     CONFINEMENT_ESSENTIAL,
     CONFINEMENT_EXTRA,
@@ -39,10 +39,7 @@ from .trace.records import (  # noqa: F401 - re-exported
     Values,
     VersionBump,
     WarningInfo,
-    decode_number,
-    encode_number_tree,
     evolve,
-    freeze,
     graph_nodes,
     node_ids,
 )
@@ -50,9 +47,17 @@ from .trace.validate import InvalidRecord, converted, encoder
 
 
 def record(cls: type) -> type:
-    """A frozen dataclass: for the render side's own small records (options, notes), which
-    never travel and so need no declaration in ``tensortrace.trace``."""
-    return dataclass(frozen=True)(cls)
+    """``cls`` as a frozen msgspec Struct, methods and properties kept: for the render side's own
+    small records (options, outline lines), which never travel. A Struct's methods are made in
+    C, where ``dataclass`` compiles five functions per class at every start of the command."""
+    import msgspec
+
+    annotations = cls.__dict__.get("__annotations__", {})
+    fields = [(name, kind, cls.__dict__[name]) if name in cls.__dict__ else (name, kind)
+              for name, kind in annotations.items()]
+    namespace = {key: value for key, value in cls.__dict__.items()
+                 if key not in annotations and key not in ("__annotations__", "__dict__", "__weakref__")}
+    return msgspec.defstruct(cls.__name__, fields, namespace=namespace, module=cls.__module__, frozen=True)
 
 
 def check_format(data: Any) -> None:

@@ -191,13 +191,14 @@ steps:
   - run: |
       import os, stat
       pipes = []
-      for fd in range(3, 256):
+      for fd in range(3, 1024):
           try:
-              if stat.S_ISFIFO(os.fstat(fd).st_mode):
-                  pipes.append(fd)
+              st = os.fstat(fd)
           except OSError:
-              pass
-      os.write(max(pipes), {lines!r})  # the newest pipe: the one to the parent
+              continue
+          if stat.S_ISFIFO(st.st_mode):
+              pipes.append((st.st_ino, fd))
+      os.write(max(pipes)[1], {lines!r})  # the newest pipe: the one to the parent
   - b = a.clone()
 """
 
@@ -286,3 +287,25 @@ def test_the_parents_memory_for_a_hostile_stream_stays_bounded(kind):
     got = json.loads(done.stdout)
     assert got["why"].startswith("sent "), got
     assert got["grew_mib"] < 512, got
+
+
+def test_the_trace_package_imports_nothing_else_of_tensortrace_nor_torch_nor_rich():
+    """Pure data at module level: only the standard library, msgspec and its own modules. (The
+    ``Trace.render`` family of methods reaches the renderers when called, never on import.)"""
+    import ast
+
+    folder = Path(__file__).resolve().parent.parent / "tensortrace" / "trace"
+    for path in folder.glob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in tree.body:
+            if isinstance(node, ast.ImportFrom):
+                assert node.level == 1 or node.module.split(".")[0] in ("__future__", "typing", "msgspec"), \
+                    (path.name, node.module)
+                assert node.level <= 1, (path.name, node.module)
+            elif isinstance(node, ast.Import):
+                assert all(a.name.split(".")[0] in ("msgspec", "re", "math", "abc", "functools", "json")
+                           for a in node.names), path.name
+    code = ("import sys, tensortrace.trace.wire, tensortrace.trace.schema, tensortrace.trace.document; "
+            "assert not {'torch', 'rich', 'yaml'} & set(sys.modules), sorted({'torch', 'rich', 'yaml'} & set(sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr

@@ -110,7 +110,7 @@ def _visible_value(value: Any, seen: Dict[int, Any]) -> Any:
             return value if same else dict(pairs)
         if not isinstance(value, msgspec.Struct):
             return value
-        names = _INIT_FIELDS[cls] = tuple(f.name for f in msgspec.structs.fields(cls))
+        names = _INIT_FIELDS[cls] = cls.__struct_fields__
     done = seen.get(id(value))
     if done is not None:
         return done[1]

@@ -8,9 +8,9 @@ data is converted into them (``trace_from_dict``); either way every field is
 checked against its declaration, and anything else is one ``InvalidRecord``.
 """
 
-from __future__ import annotations
 
-from typing import Annotated, Any, Dict, List, Literal, Optional, Tuple
+import functools
+from typing import Annotated, Any, Callable, Dict, List, Literal, Optional, Tuple
 
 import msgspec
 from msgspec import field
@@ -43,12 +43,15 @@ class _Head(msgspec.Struct, gc=False):
     traces: msgspec.Raw = msgspec.Raw(b"")  # empty: no such key
 
 
-_TRACE_FIELDS = len(msgspec.structs.fields(Trace))
+_TRACE_FIELDS = len(Trace.__struct_fields__)
 _encode = encoder().encode
 _plain = msgspec.json.decode
-_decode_head = decoder(_Head)
-_decode_trace = decoder(TraceDocument)
-_decode_traces = decoder(TracesDocument)
+
+
+@functools.lru_cache(maxsize=None)
+def _decode(kind: type) -> Callable[[bytes], Any]:
+    """The decoder of ``kind``, made on first use (making one resolves every type it reaches)."""
+    return decoder(kind).decode
 
 
 def trace_to_dict(trace: Trace) -> Dict[str, Any]:
@@ -99,14 +102,14 @@ def traces_from_json(text: bytes) -> List[Trace]:
     if not text.strip():
         raise NotThisFormat("$", "this is not a tensortrace trace (the file is empty)")
     try:
-        head = decoding(_decode_head.decode, text)
+        head = decoding(_decode(_Head), text)
     except InvalidRecord as exc:
         if exc.path == "$" and exc.reason.startswith("expected object"):
             raise NotThisFormat("$", "this is not a tensortrace trace (not a JSON object)") from None
         raise
     if not head.traces:
         check_format(head)
-        return [_trace(decoding(_decode_trace.decode, text))]
+        return [_trace(decoding(_decode(TraceDocument), text))]
     if head.format is not None or head.format_version is not None:
         check_format(head)
-    return [_trace(t) for t in decoding(_decode_traces.decode, text).traces]
+    return [_trace(t) for t in decoding(_decode(TracesDocument), text).traces]

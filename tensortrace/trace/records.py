@@ -25,15 +25,15 @@ Format history (``FORMAT_VERSION``):
    differently), so versions 1 and 2 are read through the same records.
 """
 
-from __future__ import annotations
 
-import abc
 import math
 from typing import Annotated, Any, List, Literal, Optional, Sequence, Tuple, Union
 
 import msgspec
 from msgspec import Meta, field
 from msgspec.structs import force_setattr, replace
+
+from .numbers import NumberTree, spell
 
 FORMAT_NAME = "tensortrace.trace"
 FORMAT_VERSION = 3
@@ -55,7 +55,11 @@ MAX_DATA_DEPTH = 512  # nesting of a tensor's exact values (one level per dimens
 Name = Annotated[str, Meta(max_length=MAX_NAME)]
 Text = Annotated[str, Meta(max_length=MAX_TEXT)]
 Count = Annotated[int, Meta(ge=0)]
-Index = Annotated[int, Meta(ge=0)]
+Index = Count
+Names = Annotated[Tuple[Name, ...], Meta(max_length=MAX_ITEMS)]
+OptionalNames = Annotated[Tuple[Optional[Name], ...], Meta(max_length=MAX_ITEMS)]
+Texts = Annotated[Tuple[Text, ...], Meta(max_length=MAX_ITEMS)]
+Dims = Annotated[Tuple[int, ...], Meta(max_length=MAX_DIMS)]
 
 # Non-finite floats have no JSON spelling; they travel as these strings.
 Spelling = Literal["nan", "inf", "-inf"]
@@ -63,18 +67,6 @@ Number = Union[float, Spelling]
 Scalar = Union[bool, int, float, Annotated[str, Meta(max_length=MAX_NAME)]]
 
 
-class NumberTree(abc.ABC):  # noqa: B024 - a type to register kinds with, never subclassed
-    """The type of a tensor's exact values: a scalar, or nested tuples of them.
-
-    Never instantiated: ``Values.data`` holds the tree itself (tuples and
-    scalars are registered as its kinds). The decoder reads the tree
-    (``tensortrace.trace.validate.number_tree``), checking element types and
-    depth without recursion.
-    """
-
-
-for _kind in (tuple, bool, int, float, str):
-    NumberTree.register(_kind)
 
 
 class Record(msgspec.Struct, frozen=True, gc=False, forbid_unknown_fields=True):
@@ -126,8 +118,8 @@ class TensorState(Record):
 
     name: Name
     kind: Literal["tensor", "parameter", "buffer", "ndarray"]
-    shape: Annotated[Tuple[int, ...], Meta(max_length=MAX_DIMS)]
-    stride: Annotated[Tuple[int, ...], Meta(max_length=MAX_DIMS)]
+    shape: Dims
+    stride: Dims
     dtype: Name
     device: Name
     storage: Optional[Name]  # stable label, "S1", "S2", ...; None without storage
@@ -246,7 +238,7 @@ class GraphNode(Record):
     id: Name  # "N1", "N2", ... in walk order
     name: Name  # e.g. "MulBackward0", "AccumulateGrad"
     leaf: Optional[Name] = None  # AccumulateGrad: the name of its leaf tensor
-    next: Annotated[Tuple[Name, ...], Meta(max_length=MAX_ITEMS)] = ()  # ids of next_functions, in order
+    next: Names = ()  # ids of next_functions, in order
     saved: Annotated[Tuple[SavedTensor, ...], Meta(max_length=MAX_ITEMS)] = ()  # what it saved for backward
 
 
@@ -276,8 +268,8 @@ class Graph(Record):
 class OpTensors(Record):
     """The scenario names of an operation's tensor arguments and results (None: unnamed)."""
 
-    in_: Annotated[Tuple[Optional[Name], ...], Meta(max_length=MAX_ITEMS)] = field(default=(), name="in")
-    out: Annotated[Tuple[Optional[Name], ...], Meta(max_length=MAX_ITEMS)] = ()
+    in_: OptionalNames = field(default=(), name="in")
+    out: OptionalNames = ()
 
 
 class VersionBump(Record):
@@ -288,7 +280,7 @@ class VersionBump(Record):
     to: Optional[int] = None
 
 
-_LABELS = Annotated[Tuple[Name, ...], Meta(max_length=MAX_ITEMS)]
+_LABELS = Names
 
 
 class OpRecord(Record):
@@ -306,7 +298,7 @@ class OpRecord(Record):
     parent: Optional[Index] = None
     reads: _LABELS = ()
     writes: _LABELS = ()
-    outputs: Annotated[Tuple[Optional[Name], ...], Meta(max_length=MAX_ITEMS)] = ()
+    outputs: OptionalNames = ()
     tensors: OpTensors = OpTensors()
     version_bumps: Annotated[Tuple[VersionBump, ...], Meta(max_length=MAX_ITEMS)] = ()
 
@@ -325,7 +317,7 @@ class FlowNode(Record):
 
     id: Name  # "F1", "F2", ... in walk order
     name: Name
-    next: Annotated[Tuple[Optional[Name], ...], Meta(max_length=MAX_ITEMS)] = ()  # None: takes no gradient
+    next: OptionalNames = ()  # None: an input that takes no gradient
     grad_in: _GRADS = ()
     grad_out: _GRADS = ()
     ran: bool = False
@@ -364,8 +356,8 @@ class Step(Record):
     raised_as_declared: bool = False  # the error matched ``raises`` (class or a base, and match)
     warned_as_declared: bool = False  # some warning matched ``warns``
     behaved: bool = True
-    failures: Annotated[Tuple[Text, ...], Meta(max_length=MAX_ITEMS)] = ()  # why the step did not behave as declared
-    shown: Optional[Annotated[Tuple[Name, ...], Meta(max_length=MAX_ITEMS)]] = None  # names shown here (None: all)
+    failures: Texts = ()  # why the step did not behave as declared
+    shown: Optional[Names] = None  # names shown here (None: all)
     tensors: Annotated[Tuple[TensorState, ...], Meta(max_length=MAX_TENSORS)] = ()
     graphs: Annotated[Tuple[Graph, ...], Meta(max_length=MAX_TENSORS)] = ()
     predictions: Annotated[Tuple[Prediction, ...], Meta(max_length=MAX_ITEMS)] = ()  # read after the step
@@ -381,7 +373,7 @@ class StorageInfo(Record):
     nbytes: int
     device: Name
     ptr: int
-    names: Annotated[Tuple[Name, ...], Meta(max_length=MAX_ITEMS)] = ()  # every name seen on it, in order
+    names: Names = ()  # every name seen on it, in order
 
 
 class ScenarioInfo(Record):
@@ -389,7 +381,7 @@ class ScenarioInfo(Record):
 
     title: Text
     description: Optional[Text] = None
-    tags: Annotated[Tuple[Name, ...], Meta(max_length=MAX_ITEMS)] = ()
+    tags: Names = ()
     source: Optional[Text] = None
     variant: Optional[Name] = None
 
@@ -403,8 +395,8 @@ CONFINEMENT_EXTRA = ("landlock-network", "landlock-scopes")
 class Confinement(Record):
     """What the kernel enforced around the child that ran a safe-mode scenario."""
 
-    enforced: Annotated[Tuple[Name, ...], Meta(max_length=64)] = ()  # e.g. "landlock-files", "seccomp"
-    missing: Annotated[Tuple[Text, ...], Meta(max_length=64)] = ()  # "layer: why it is not enforced here"
+    enforced: Names = ()  # e.g. "landlock-files", "seccomp"
+    missing: Texts = ()  # "layer: why it is not enforced here"
 
     @property
     def complete(self) -> bool:
@@ -431,7 +423,7 @@ class Trace(Record):
     setup: Optional[Step] = None
     steps: Annotated[Tuple[Step, ...], Meta(max_length=MAX_ITEMS)] = ()
     storages: Annotated[Tuple[StorageInfo, ...], Meta(max_length=MAX_ITEMS)] = ()
-    notices: Annotated[Tuple[Text, ...], Meta(max_length=MAX_ITEMS)] = ()  # e.g. a shown name never bound
+    notices: Texts = ()  # e.g. a shown name never bound
     aborted: Optional[Text] = None  # why the run stopped before its last step
 
     @property
@@ -476,39 +468,6 @@ class Trace(Record):
 def evolve(record: Any, **changes: Any) -> Any:
     """A copy of ``record`` with ``changes``: the one way code changes a record (records are frozen)."""
     return replace(record, **changes)
-
-
-def spell(value: float) -> str:
-    """A non-finite float's JSON spelling."""
-    return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
-
-
-def encode_number_tree(value: Any) -> Any:
-    """Nested lists of numbers with NaN/Inf spelled as strings and complex numbers as text (JSON-safe)."""
-    if isinstance(value, (list, tuple)):
-        return [encode_number_tree(v) for v in value]
-    if isinstance(value, complex):
-        return str(value)
-    if isinstance(value, float) and not math.isfinite(value):
-        return spell(value)
-    return value
-
-
-_SPELLINGS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
-
-
-def decode_number(value: Any) -> Any:
-    """A spelled non-finite float as the float; anything else as it is."""
-    if isinstance(value, str) and value in _SPELLINGS:
-        return _SPELLINGS[value]
-    return value
-
-
-def freeze(value: Any) -> Any:
-    """Lists become tuples, so that loaded traces compare equal to recorded ones."""
-    if isinstance(value, list):
-        return tuple(freeze(v) for v in value)
-    return value
 
 
 RECORDS = (Summary, Values, TensorState, Explanation, ErrorInfo, WarningInfo, ExpectationResult, Declared,

@@ -7,7 +7,8 @@ from typing import Any, Dict
 import msgspec
 
 from .document import TraceDocument, TracesDocument
-from .records import FORMAT_VERSION, MAX_DATA_DEPTH, MAX_NAME, NumberTree
+from .numbers import NumberTree
+from .records import FORMAT_VERSION, MAX_DATA_DEPTH, MAX_NAME
 
 _TREE = "#/$defs/NumberTree"
 

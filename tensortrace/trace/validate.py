@@ -15,7 +15,8 @@ from typing import Any, Callable, Optional, TypeVar
 
 import msgspec
 
-from .records import MAX_DATA_DEPTH, MAX_NAME, NumberTree
+from .numbers import NumberTree
+from .records import MAX_DATA_DEPTH, MAX_NAME
 
 T = TypeVar("T")
 
@@ -37,19 +38,20 @@ class InvalidRecord(ValueError):
         return InvalidRecord(path, self.reason, self.offset)
 
 
-_BYTE = re.compile(r" \(byte (\d+)\)$")
-_AT = re.compile(r"^(?P<what>.*?)(?: - at `(?P<path>[^`]*)`)?$", re.S)
-_QUOTED = re.compile(r"`([^`]*)`")
+# Patterns compiled on first use (``re`` keeps them): only a refusal needs them.
+_BYTE = r" \(byte (\d+)\)$"
+_AT = r"(?s)^(?P<what>.*?)(?: - at `(?P<path>[^`]*)`)?$"
+_QUOTED = r"`([^`]*)`"
 
 
 def reworded(exc: Exception) -> InvalidRecord:
     """msgspec's ``ValidationError`` (or ``DecodeError``) as one ``InvalidRecord``."""
-    match = _AT.match(str(exc))
+    match = re.match(_AT, str(exc))
     what, path = (match.group("what"), match.group("path")) if match else (str(exc), None)
-    what = _QUOTED.sub(lambda m: m.group(1).replace(" | ", " or "), what)
+    what = re.sub(_QUOTED, lambda m: m.group(1).replace(" | ", " or "), what)
     what = what.replace("JSON is malformed: ", "not valid JSON: ").replace("Input data was truncated",
                                                                            "not valid JSON: it ends too early")
-    byte = _BYTE.search(what)
+    byte = re.search(_BYTE, what)
     if byte:
         what = what[:byte.start()]
     return InvalidRecord(path or "$", what[:1].lower() + what[1:] if what else "invalid",
@@ -132,13 +134,13 @@ class Encoder:
             return self._encoder.encode(_without_surrogates(msgspec.to_builtins(value, enc_hook=enc_hook)))
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE = "[\ud800-\udfff]"
 
 
 def _without_surrogates(value: Any) -> Any:
     kind = type(value)
     if kind is str:
-        return _SURROGATE.sub(lambda m: f"\\u{ord(m.group(0)):04x}", value)
+        return re.sub(_SURROGATE, lambda m: f"\\u{ord(m.group(0)):04x}", value)
     if kind is list or kind is tuple:
         return [_without_surrogates(v) for v in value]
     if kind is dict:

@@ -15,7 +15,6 @@ a graph travels as columns (node names and saved tensors once each, per node
 only small indexes). The decoder checks every index.
 """
 
-from __future__ import annotations
 
 from typing import Annotated, Any, Dict, List, Optional, Tuple, Union
 
@@ -38,6 +37,7 @@ from .records import (
     StorageInfo,
     TensorState,
     Text,
+    Texts,
     graph_nodes,
     node_ids,
 )
@@ -55,7 +55,7 @@ class End(Record, tag="end", tag_field="event"):
     """The run is over: the storages it saw, its notices, why it stopped early."""
 
     storages: Annotated[Tuple[StorageInfo, ...], Meta(max_length=MAX_ITEMS)]
-    notices: Annotated[Tuple[Text, ...], Meta(max_length=MAX_ITEMS)]
+    notices: Texts
     aborted: Optional[Text]
 
 
@@ -110,7 +110,7 @@ class _StepEvent(Record, tag="step", tag_field="event"):
     step: _WireStep
 
 
-_FIELDS = [f.name for f in msgspec.structs.fields(Step)]
+_FIELDS = list(Step.__struct_fields__)
 _TENSORS, _GRAPHS = _FIELDS.index("tensors"), _FIELDS.index("graphs")
 _encode = encoder().encode
 
@@ -169,7 +169,13 @@ class Encoder:
         return _encode(_StepEvent(_WireStep(*fields))) + b"\n"
 
 
-_decode_event = decoder(Union[Start, _StepEvent, End, Unusable, Crashed])
+_decoders: List[Any] = []  # the event decoder, made on first use: only a parent decodes events
+
+
+def _decode_event(line: bytes) -> Any:
+    if not _decoders:
+        _decoders.append(decoder(Union[Start, _StepEvent, End, Unusable, Crashed]).decode)
+    return _decoders[0](line)
 
 
 class Decoder:
@@ -188,7 +194,7 @@ class Decoder:
         if self._budget < 0:
             raise InvalidEvent(None, "$", f"more than one run may send (records of {MAX_STREAM_COST >> 20} MiB)")
         try:
-            event = decoding(_decode_event.decode, line)
+            event = decoding(_decode_event, line)
         except InvalidRecord as exc:
             raise _blamed(exc, line) from None
         if type(event) is not _StepEvent:
