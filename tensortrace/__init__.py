@@ -27,6 +27,13 @@ __version__ = "0.1.0"
 
 from .errors import PolicyError, ScenarioError, TensorTraceError, TraceFormatError, UsageError  # noqa: E402
 
+# The records' package (pure data, msgspec only) shares its name with the
+# function ``tensortrace.trace``: loaded here, once, and its name given back to
+# the function, so that ``import tensortrace.trace.records`` and
+# ``tensortrace.trace(...)`` both mean what they say.
+from . import trace as _records  # noqa: E402, F401
+del trace  # noqa: F821 - bound by the import above
+
 # name -> module that defines it, imported when the name is first used
 _LAZY = {
     "FORMAT_VERSION": "model",

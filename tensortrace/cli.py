@@ -15,7 +15,6 @@ import os
 import shutil
 import sys
 from contextlib import contextmanager, nullcontext
-from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
@@ -29,9 +28,10 @@ from .cli_options import (  # one definition for every command
 )
 from .errors import Interrupted, TensorTraceError, UsageError
 from .model import Trace
+from .model import evolve as replace  # RenderOptions is a frozen record
 from .output import Output, format_for
 from .render import FORMATS, RenderOptions, StreamRenderer, check_format, render, stream
-from .render.json import traces_from_dict
+from .render.json import traces_from_json
 from .render.text import visible
 from .selection import check_steps_exist, names_of, parse_steps
 
@@ -431,22 +431,19 @@ def render_cmd(
 
 
 def load_traces(source: str) -> List[Trace]:
+    """The traces of a saved document, every byte checked against the records (``TraceFormatError``)."""
     from .errors import TraceFormatError
 
     try:
-        text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
+        data = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
     except FileNotFoundError:
         raise TraceFormatError("no such file", path=source) from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
         raise TraceFormatError(f"cannot be read: {exc}", path=source) from None
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise TraceFormatError(f"not valid JSON: {exc.msg}", path=source, line=exc.lineno, column=exc.colno) from None
-    try:
-        return traces_from_dict(data)
+        return traces_from_json(data)
     except TraceFormatError as exc:
-        raise TraceFormatError(exc.message, path=source) from None
+        raise TraceFormatError(exc.message, path=source, line=exc.line, column=exc.column) from None
 
 
 @app.command(cls=_Command)

@@ -4,7 +4,9 @@ The child is forked after torch is imported (start-up stays fast), confines
 itself (``tensortrace.confine``) in safe mode, runs the tracer, and sends every
 event over a pipe (``tensortrace.events``: JSON lines, never pickle). The parent
 trusts nothing it receives: every event and the whole stream are bounded in
-size, and it rebuilds records from plain data. Limits:
+bytes, values and depth, decoded into the typed records, and accepted only in
+the order the scenario it loaded can produce them; the code, lines and notes
+shown are that scenario's, never the child's. Limits:
 
 * wall clock per step (``timeout``): an alarm inside the child ends a
   runaway Python step, and the parent kills a child stuck in native code;
@@ -33,7 +35,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, List, Optional, Sequence
 
 from .errors import Interrupted, TensorTraceError
-from .events import MAX_TRACE_BYTES, Assembler, Crashed, Decoder, Encoder, EventError, LineReader, Start, Unusable, encode, size_text
+from .events import (MAX_TRACE_BYTES, Assembler, Crashed, Decoder, Encoder, EventError, LineReader, Plan, Start, Unusable, encode,
+                     size_text)
 from .model import Environment, ErrorInfo, Explanation, ScenarioInfo, Step, Trace, evolve
 
 if TYPE_CHECKING:  # pragma: no cover - the scenario module imports yaml, which rendering never needs
@@ -468,6 +471,7 @@ def _run_forked(scenario: Scenario, assembler: Assembler, *, safe, device, limit
     os.close(write_fd)
     reader = LineReader()
     decoder = Decoder()
+    assembler.plan = plan_of(scenario)
     buffer = bytearray(READ_SIZE)  # read into, again and again: no allocation of a megabyte per read
     last_index = -1  # the index of the last step received; a mark past it: the step under way has run its code
     received = 0
@@ -496,8 +500,9 @@ def _run_forked(scenario: Scenario, assembler: Assembler, *, safe, device, limit
                 break
             received += size
             if received > MAX_TRACE_BYTES:
-                raise EventError(f"more than {size_text(MAX_TRACE_BYTES)} of trace")
+                raise EventError(f"sent more than {size_text(MAX_TRACE_BYTES)} of trace")
             for line in reader.feed(memoryview(buffer)[:size]):
+                decoder.expected_step = assembler.expected_step
                 event = decoder.decode(line)
                 if isinstance(event, (Unusable, Crashed)):
                     notes[type(event)] = event.message
@@ -509,7 +514,7 @@ def _run_forked(scenario: Scenario, assembler: Assembler, *, safe, device, limit
                     step_deadline = time.monotonic() + patience
     except EventError as exc:
         _kill(pid)
-        return assembler.trace(aborted=_synthesise_stop(assembler, scenario, limits, f"sent {exc}; the tracer stopped reading it"))
+        return assembler.trace(aborted=_synthesise_stop(assembler, scenario, limits, f"the child {exc}; the tracer stopped reading it"))
     except KeyboardInterrupt:
         _kill(pid)
         _drain(read_fd, reader, decoder, assembler)  # steps that finished before Ctrl-C count
@@ -529,6 +534,17 @@ def _run_forked(scenario: Scenario, assembler: Assembler, *, safe, device, limit
     return assembler.trace(aborted=_synthesise_stop(assembler, scenario, limits, reason))
 
 
+def plan_of(scenario: Scenario) -> Plan:
+    """What a run of ``scenario`` sends, from the scenario itself: the parent shows this, not the child's word."""
+    info = ScenarioInfo(title=scenario.title, description=scenario.description, tags=scenario.tags, source=scenario.path,
+                        variant=scenario.variant)
+    steps = []
+    if scenario.setup:
+        steps.append((0, "\n".join(c.text for c in scenario.setup), scenario.setup[0].line, None))
+    steps.extend((spec.index, spec.run.text, spec.run.line, spec.note) for spec in scenario.steps)
+    return Plan(info, steps)
+
+
 def _drain(read_fd: int, reader: LineReader, decoder: Decoder, assembler: Assembler) -> None:
     """Keep every complete event a stopped child had already sent."""
     try:
@@ -537,6 +553,7 @@ def _drain(read_fd: int, reader: LineReader, decoder: Decoder, assembler: Assemb
             if not chunk:
                 break
             for line in reader.feed(chunk):
+                decoder.expected_step = assembler.expected_step
                 event = decoder.decode(line)
                 if not isinstance(event, (Unusable, Crashed)):
                     assembler.add(event)
@@ -592,6 +609,9 @@ def _synthesise_stop(partial: Assembler, scenario: Scenario, limits: Limits, rea
             "(raise it with --scenario-timeout)"
         )
         status = "timeout"
+    elif reason.startswith("the child "):  # a refused event says itself which step it was
+        message = reason
+        status = "killed"
     else:
         message = f"{what} {reason}"
         status = "killed"
@@ -613,5 +633,6 @@ def _synthesise_stop(partial: Assembler, scenario: Scenario, limits: Limits, rea
     if partial.start is None:
         info = ScenarioInfo(title=scenario.title, description=scenario.description, tags=scenario.tags, source=scenario.path, variant=scenario.variant)
         partial.start = Start(info, Environment(tensortrace="", torch="", python="", device=""))
+    partial.plan = None  # the step is the parent's own, made from the scenario
     partial.add(step)
     return message

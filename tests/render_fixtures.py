@@ -14,12 +14,12 @@ then read the diff of ``tests/gold/`` before keeping it.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 from pathlib import Path
 from typing import Any, Optional, Sequence, Tuple
 
+from tensortrace.model import evolve
 from tensortrace.model import (
     Declared,
     Environment,
@@ -486,15 +486,15 @@ def without_pointers(trace: Trace) -> Trace:
         if step is None:
             return None
         states = tuple(
-            dataclasses.replace(t, storage_ptr=None, data_ptr=None) for t in step.tensors
+            evolve(t, storage_ptr=None, data_ptr=None) for t in step.tensors
         )
-        return dataclasses.replace(step, tensors=states)
+        return evolve(step, tensors=states)
 
-    return dataclasses.replace(
+    return evolve(
         trace,
         setup=clean(trace.setup),
         steps=tuple(clean(s) for s in trace.steps),
-        storages=tuple(dataclasses.replace(s, ptr=0) for s in trace.storages),
+        storages=tuple(evolve(s, ptr=0) for s in trace.storages),
     )
 
 
@@ -508,8 +508,8 @@ def trace_scenario(name: str) -> list:
     traces = tensortrace.trace_variants(scenario, safe=False)
     relative = f"scenarios/{name}.yaml"  # not this machine's absolute path
     return [
-        dataclasses.replace(
-            without_pointers(t), scenario=dataclasses.replace(t.scenario, source=relative)
+        evolve(
+            without_pointers(t), scenario=evolve(t.scenario, source=relative)
         )
         for t in traces
     ]

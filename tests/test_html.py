@@ -9,7 +9,6 @@ nothing from the network, nor does the SVG export.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 import xml.etree.ElementTree as ET
@@ -17,6 +16,7 @@ from html.parser import HTMLParser
 
 
 from conftest import REPO, cli
+from tensortrace.model import evolve
 from render_fixtures import (_PTR, alternating_graph, chain_graph, detach_trace, graph_trace, ladder_graph,
                              recorded_traces, shared_graph, troubled_trace, variant_traces, wide_graph)
 from tensortrace.render import RenderOptions, render
@@ -86,8 +86,8 @@ def embedded(page: str) -> object:
 def with_step_text(code: str, note: str):
     trace = detach_trace()
     steps = list(trace.steps)
-    steps[1] = dataclasses.replace(steps[1], code=code, note=note)
-    return dataclasses.replace(trace, steps=tuple(steps))
+    steps[1] = evolve(steps[1], code=code, note=note)
+    return evolve(trace, steps=tuple(steps))
 
 
 # --- the file ----------------------------------------------------------------------------

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import dataclasses
 import re
 
+from tensortrace.model import evolve
 from render_fixtures import ENV, detach_trace, tensor, troubled_trace, variant_traces
 from tensortrace.model import ScenarioInfo, Step, Trace
 from tensortrace.render import RenderOptions, render
@@ -24,9 +24,9 @@ def retain_grad_trace() -> Trace:
     x = tensor("x", (1.0, 2.0), requires_grad=True)
     h = tensor("h", (2.0, 4.0), storage="S2", requires_grad=True, is_leaf=False,
                grad_fn="MulBackward0")
-    kept = dataclasses.replace(h, retains_grad=True)
+    kept = evolve(h, retains_grad=True)
     m = tensor("m", ((1.0, 2.0), (3.0, 4.0)), storage="S3")
-    mt = dataclasses.replace(tensor("mt", ((1.0, 3.0), (2.0, 4.0)), storage="S3", is_view=True,
+    mt = evolve(tensor("mt", ((1.0, 3.0), (2.0, 4.0)), storage="S3", is_view=True,
                                     base="m"), stride=(1, 2))
     return Trace(
         scenario=ScenarioInfo(title="retain_grad and a transpose"), environment=ENV,
@@ -72,7 +72,7 @@ def test_narrow_cards_and_variants_say_the_new_facts_too():
     assert "stride (1, 2)" in " ".join(text.split())
     assert "contiguous False" in " ".join(text.split())
     assert "retains_grad True" in " ".join(text.split())
-    runs = [dataclasses.replace(retain_grad_trace(), scenario=dataclasses.replace(
+    runs = [evolve(retain_grad_trace(), scenario=evolve(
         retain_grad_trace().scenario, source="s.yaml", variant=v)) for v in ("one", "two")]
     text = " ".join(console(runs, width=100).split())
     assert "retains_grad True" in text and "stride (1, 2)" in text
@@ -111,20 +111,20 @@ def test_the_legend_explains_an_offset_when_one_is_shown():
 
 def test_the_legend_explains_the_dash_when_one_is_shown():
     trace = detach_trace()
-    unknown = tuple(dataclasses.replace(s, tensors=tuple(
-        dataclasses.replace(t, version=None) for t in s.tensors)) for s in trace.steps)
-    text = console([dataclasses.replace(trace, steps=unknown)])
+    unknown = tuple(evolve(s, tensors=tuple(
+        evolve(t, version=None) for t in s.tensors)) for s in trace.steps)
+    text = console([evolve(trace, steps=unknown)])
     assert re.search(r"^\s+a\s.*—", text, re.M)
     assert "— = not available" in legend_of(text)
     assert "—" not in legend_of(console([detach_trace()]))
-    page = render([dataclasses.replace(trace, steps=unknown)], "markdown", RenderOptions())
+    page = render([evolve(trace, steps=unknown)], "markdown", RenderOptions())
     assert "— means the fact is not available" in page
 
 
 def test_the_variants_legend_explains_a_name_one_variant_never_bound():
     one, two = variant_traces()
-    two = dataclasses.replace(two, steps=tuple(
-        dataclasses.replace(s, tensors=tuple(t for t in s.tensors if t.name != "z"))
+    two = evolve(two, steps=tuple(
+        evolve(s, tensors=tuple(t for t in s.tensors if t.name != "z"))
         for s in two.steps))
     text = console([one, two])
     assert "— = not available or not bound in that variant" in legend_of(text)

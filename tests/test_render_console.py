@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
 import re
 
 import pytest
 
+from tensortrace.model import evolve
 from render_fixtures import (
     _PTR,
     assert_gold,
@@ -143,8 +143,8 @@ def test_changes_only_drops_unchanged_rows_and_says_when_nothing_changed():
 
 def test_the_command_line_show_overrides_the_scenarios():
     trace = detach_trace()
-    steps = tuple(dataclasses.replace(s, shown=("a",)) for s in trace.steps)
-    trace = dataclasses.replace(trace, steps=steps)
+    steps = tuple(evolve(s, shown=("a",)) for s in trace.steps)
+    trace = evolve(trace, steps=steps)
     default = console([trace], steps=frozenset({3}))
     assert re.search(r"^\s+a\s", default, re.M) and not re.search(r"^\s+b\s", default, re.M)
     chosen = console([trace], steps=frozenset({3}), show=("b",))
@@ -167,10 +167,10 @@ def test_views_show_their_offset_and_dtypes_show_when_not_float32():
 
 def test_the_same_object_under_two_names_is_said():
     a = tensor("a", (1.0,))
-    b = dataclasses.replace(tensor("b", (1.0,)), same_as="a")
-    a1, b1 = tensor("a", (2.0,), version=1), dataclasses.replace(
+    b = evolve(tensor("b", (1.0,)), same_as="a")
+    a1, b1 = tensor("a", (2.0,), version=1), evolve(
         tensor("b", (2.0,), version=1), same_as="a")
-    trace = dataclasses.replace(detach_trace(), setup=None, steps=(
+    trace = evolve(detach_trace(), setup=None, steps=(
         Step(index=1, code="a = torch.ones(1)\nb = a", line=1, tensors=(a, b)),
         Step(index=2, code="b.add_(1)", line=3, tensors=(a1, b1)),
     ))

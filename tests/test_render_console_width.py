@@ -8,12 +8,12 @@ code the variants compare is wrapped, never cut short.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from typing import Iterable, List, Set
 
 import pytest
 
+from tensortrace.model import evolve
 from render_fixtures import ENV, ok, recorded_traces, tensor
 from tensortrace.model import ScenarioInfo, Step, Trace
 from tensortrace.render import RenderOptions, render
@@ -45,7 +45,7 @@ def _wide_steps(alias: str) -> tuple:
                   nbytes=48)
     row = tensor("row", WEIGHTS[0], offset=6, is_view=True, base="G.weight", nbytes=48,
                  requires_grad=True, is_leaf=False, grad_fn="SelectBackward0")
-    w2 = dataclasses.replace(tensor("G.weight", WEIGHTS, requires_grad=True, kind="parameter",
+    w2 = evolve(tensor("G.weight", WEIGHTS, requires_grad=True, kind="parameter",
                                     nbytes=48, grad=WEIGHTS[::-1]))
     return (
         Step(index=1, code="G = torch.nn.Linear(6, 2)\n" + LONG_NAME.replace(".", "_") + " = 1",

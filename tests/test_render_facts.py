@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import dataclasses
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tensortrace.model import evolve
 from render_fixtures import detach_trace, exact, tensor, troubled_trace, variant_traces
 from tensortrace.model import ExpectationResult, Step, Summary, Values
 from tensortrace.render.compare import (
@@ -47,7 +47,7 @@ def test_a_new_name_counts_as_every_field_changed():
 
 def test_an_identical_snapshot_has_no_changes():
     a = tensor("a", (1.0, 2.0), requires_grad=True)
-    assert changed_fields(a, dataclasses.replace(a)) == frozenset()
+    assert changed_fields(a, evolve(a)) == frozenset()
 
 
 def test_an_in_place_write_changes_values_and_version_only():
@@ -70,15 +70,15 @@ def test_a_grad_appearing_is_a_grad_change():
 
 def test_pointers_and_timings_never_count_as_changes():
     before = tensor("a", (1.0,))
-    after = dataclasses.replace(before, storage_ptr=1, data_ptr=2)
+    after = evolve(before, storage_ptr=1, data_ptr=2)
     assert changed_fields(before, after) == frozenset()
 
 
 def test_a_new_stride_or_a_kept_grad_counts_as_a_change():
     before = tensor("a", ((1.0, 2.0), (3.0, 4.0)))
-    assert changed_fields(before, dataclasses.replace(before, stride=(1, 2))) == frozenset(
+    assert changed_fields(before, evolve(before, stride=(1, 2))) == frozenset(
         {"stride", "contiguous"})
-    assert changed_fields(before, dataclasses.replace(before, retains_grad=True)) == frozenset(
+    assert changed_fields(before, evolve(before, retains_grad=True)) == frozenset(
         {"retains_grad"})
 
 
@@ -92,7 +92,7 @@ def test_a_new_stride_or_a_kept_grad_counts_as_a_change():
     ((3, 3), (), None),  # a sparse tensor has no strides
 ])
 def test_contiguity_is_derived_from_shape_and_stride(shape, stride, contiguous):
-    state = dataclasses.replace(tensor("a", shape=shape, values=exact(0.0)), stride=stride)
+    state = evolve(tensor("a", shape=shape, values=exact(0.0)), stride=stride)
     assert is_contiguous(state) is contiguous
 
 
@@ -160,7 +160,7 @@ def test_command_line_names_beat_the_scenarios_which_beat_all():
                 tensors=(tensor("a", (1.0,)), tensor("b", (1.0,)), tensor("c", (1.0,))))
     assert shown_names(step) == ("b",)
     assert shown_names(step, ("c", "a")) == ("c", "a")
-    assert shown_names(dataclasses.replace(step, shown=None)) == ("a", "b", "c")
+    assert shown_names(evolve(step, shown=None)) == ("a", "b", "c")
 
 
 def test_names_not_bound_at_the_step_are_left_out():
@@ -187,11 +187,11 @@ def test_variants_of_one_scenario_are_grouped_and_others_kept_apart():
 
 def test_variants_compare_who_shares_memory_not_the_label():
     detach, data = variant_traces()
-    relabelled = dataclasses.replace(
+    relabelled = evolve(
         data,
         steps=tuple(
-            dataclasses.replace(s, tensors=tuple(
-                dataclasses.replace(t, storage={"S1": "S7", "S2": "S8"}[t.storage])
+            evolve(s, tensors=tuple(
+                evolve(t, storage={"S1": "S7", "S2": "S8"}[t.storage])
                 for t in s.tensors))
             for s in data.steps
         ),
@@ -210,8 +210,8 @@ def test_the_variant_summary_says_what_differs_once():
 
 def test_identical_variants_have_nothing_to_say():
     detach, _ = variant_traces()
-    scenario = dataclasses.replace(detach.scenario, variant="twin")
-    twin = dataclasses.replace(detach, scenario=scenario)
+    scenario = evolve(detach.scenario, variant="twin")
+    twin = evolve(detach, scenario=scenario)
     assert variant_differences([detach, twin]) == ()
 
 
@@ -269,9 +269,9 @@ def test_one_line_is_one_line_within_the_limit(text, limit):
 
 
 def test_a_second_name_for_the_same_object_is_said_as_such():
-    a, b = tensor("a", (1.0,)), dataclasses.replace(tensor("b", (1.0,)), same_as="a")
+    a, b = tensor("a", (1.0,)), evolve(tensor("b", (1.0,)), same_as="a")
     a1 = tensor("a", (2.0,), version=1)
-    b1 = dataclasses.replace(tensor("b", (2.0,), version=1), same_as="a")
+    b1 = evolve(tensor("b", (2.0,), version=1), same_as="a")
     prev = Step(index=1, code="a = torch.ones(1)\nb = a", line=None, tensors=(a, b))
     step = Step(index=2, code="b.add_(1)", line=None, tensors=(a1, b1))
     (note,) = aliasing_notes(prev, step)
@@ -280,8 +280,8 @@ def test_a_second_name_for_the_same_object_is_said_as_such():
 
 def test_expectations_that_held_everywhere_are_said_once():
     detach, data = variant_traces()
-    both = [dataclasses.replace(detach.steps[1], expectations=(ok_result("x"), ok_result("y"))),
-            dataclasses.replace(data.steps[1], expectations=(ok_result("x"), bad_result("y")))]
+    both = [evolve(detach.steps[1], expectations=(ok_result("x"), ok_result("y"))),
+            evolve(data.steps[1], expectations=(ok_result("x"), bad_result("y")))]
     merged = merged_expectations(both, ["detach", "data"])
     assert [(label, r.expr, r.passed) for label, r in merged] == [
         ("", "x", True), ("detach", "y", True), ("data", "y", False)]

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import dataclasses
 import re
 
+from tensortrace.model import evolve
 from render_fixtures import (
     _PTR,
     assert_gold,
@@ -76,7 +76,7 @@ def test_errors_are_quotes_with_their_explanation():
 
 def test_pipes_in_values_and_names_do_not_break_tables():
     state = tensor("d['a|b']", ("x|y",), dtype="str")
-    trace = dataclasses.replace(detach_trace(), setup=None,
+    trace = evolve(detach_trace(), setup=None,
                                 steps=(Step(index=1, code="d = ...", line=1, tensors=(state,)),))
     rows = _table_rows(markdown([trace]))
     assert len(_cells(rows[-1])) == len(_cells(rows[0]))

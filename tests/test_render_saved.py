@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import dataclasses
 
+from tensortrace.model import evolve
 from render_fixtures import detach_trace, graph_trace, shared_graph
 
 from tensortrace.model import Graph, GraphNode, Prediction, SavedTensor
@@ -47,9 +47,9 @@ def test_console_tree_shows_saved_tensors_and_marks_the_stale_one():
 
 def test_a_prediction_is_said_when_new_and_not_repeated_while_it_holds():
     trace = graph_trace(shared_graph())
-    step = dataclasses.replace(trace.steps[0], predictions=(STALE,))
-    again = dataclasses.replace(step, index=2, code="w = 1", graphs=())
-    trace = dataclasses.replace(trace, steps=(step, again))
+    step = evolve(trace.steps[0], predictions=(STALE,))
+    again = evolve(step, index=2, code="w = 1", graphs=())
+    trace = evolve(trace, steps=(step, again))
     for fmt in ("console", "markdown"):
         text = render([trace], fmt, RenderOptions(width=300, color=False))
         assert text.count("will fail: MulBackward0 saved") == 1, fmt

@@ -2,29 +2,29 @@
 
 ``--format json`` is one document; the JSON-lines stream is ``jsonl.py``.
 Strings are kept exactly as recorded: JSON escapes control characters itself.
-``traces_from_dict`` reads any document this or an earlier version wrote.
+``traces_from_dict`` and ``traces_from_json`` read any document this or an
+earlier version wrote, through the typed records (``tensortrace.trace``).
 
 Layout: the document is indented down to each step's fields (the setup's
 too), and every record in a step's lists (a tensor, an operation, a
 prediction...) is one line, and so is each node of a graph or a gradient
-flow, written by the json module's C encoder: a person can still read and
+flow, written compactly by msgspec's C encoder: a person can still read and
 grep it, and a long trace is written many times faster than by indenting every
 number on a line of its own. A tensor whose record several steps share (the
-recorder reuses the record of a tensor no step changed) is encoded once; a
-graph's nodes are written by a template, each distinct tuple of saved tensors
-encoded once (a graph may have 250,000 nodes).
+recorder reuses the record of a tensor no step changed) is encoded once.
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import fields
 from typing import Any, Dict, List, Sequence, Tuple
 
-from ..codec import one_line_encoder
+import msgspec
+
 from ..collector import paused_gc
 from ..errors import TraceFormatError
-from ..model import FORMAT_NAME, FORMAT_VERSION, Graph, GraphNode, Step, Trace, check_format, record_to_dict, evolve
+from ..model import FORMAT_NAME, FORMAT_VERSION, Graph, GraphNode, Step, Trace, evolve
+from ..trace import document
+from ..trace.validate import InvalidRecord, enc_hook, encoder
 from .options import DEFAULT_OPTIONS, RenderOptions
 
 # Dicts this deep (the trace is 0, a step and the setup 2, a step's tensor or
@@ -33,15 +33,20 @@ from .options import DEFAULT_OPTIONS, RenderOptions
 RECORD_DEPTH = 4
 STEP_DEPTH = 2
 
-_string = json.encoder.encode_basestring  # what ``_compact`` writes for a string
+_encode = encoder().encode
 
 
-_compact = one_line_encoder(ensure_ascii=False)  # the C encoder, made once
+def _compact(value: Any) -> str:
+    """``value`` (plain data or records) as JSON on one line, UTF-8 kept."""
+    return _encode(value).decode("utf-8")
 
 
-def dumps(data: object, **kwargs: object) -> str:
-    """JSON as every trace document is written: UTF-8 kept, NaN refused (the model encodes it)."""
-    return json.dumps(data, ensure_ascii=False, allow_nan=False, **kwargs)
+_string = _compact  # a string as ``_compact`` writes it
+
+
+def dumps(data: object) -> str:
+    """JSON as every trace document is written: one line, UTF-8 kept."""
+    return _compact(data)
 
 
 def render_json(traces: Sequence[Trace], options: RenderOptions = DEFAULT_OPTIONS) -> str:
@@ -98,9 +103,9 @@ def _write(value: Any, depth: int, indent: str, out: List[str]) -> None:
                 out.append(head)
                 _write(item, depth + 1 if depth or key != "setup" else STEP_DEPTH, inner, out)  # the setup is step 0
         out.append("\n" + indent + "}")
-    elif kind is list:
+    elif kind is list or kind is tuple:
         if not value or not any(type(v) in (dict, list, _Text, str) for v in value):
-            out.append(_compact(value))  # numbers, flags: one line
+            out.append("[" + ", ".join([_compact(v) for v in value]) + "]")  # numbers, flags: one line
             return
         inner = indent + "  "
         separator = "[\n"
@@ -127,13 +132,13 @@ def _scalar(value: Any) -> Any:
         return "true" if value else "false"
     if kind is int:
         return int.__repr__(value)
-    if kind is list and not value:
+    if (kind is list or kind is tuple) and not value:
         return "[]"
     return None
 
 
 def _is_record_list(value: Any) -> bool:
-    return (type(value) is _Lines or type(value) is list) and bool(value) and (type(value[0]) is dict or type(value[0]) is _Text)
+    return (type(value) is _Lines or type(value) is list or type(value) is tuple) and bool(value) and (type(value[0]) is dict or type(value[0]) is _Text)
 
 
 class _SharedTensors:
@@ -151,7 +156,7 @@ class _SharedTensors:
         return body
 
     def step(self, step: Step) -> dict:
-        data = record_to_dict(step, leaving=("tensors", "graphs"))
+        data = msgspec.to_builtins(evolve(step, tensors=(), graphs=()), enc_hook=enc_hook)
         known = self.texts.get
         data["tensors"] = _Lines([known(id(t)) or self.tensor(t) for t in step.tensors])
         data["graphs"] = [self.graph(g) for g in step.graphs]
@@ -159,7 +164,7 @@ class _SharedTensors:
 
     @staticmethod
     def graph(graph: Graph) -> dict:
-        data = record_to_dict(evolve(graph, nodes=()))
+        data = msgspec.to_builtins(evolve(graph, nodes=()), enc_hook=enc_hook)
         data["nodes"] = node_lines(graph.nodes)
         return data
 
@@ -168,47 +173,41 @@ class _SharedTensors:
         text = self.texts.get(key)
         if text is None:
             self.keep.append(record)
-            text = self.texts[key] = _Text(_compact(record_to_dict(record)))
+            text = self.texts[key] = _Text(_compact(record))
         return text
 
 
-_NODE_FIELDS = ("id", "name", "leaf", "next", "saved")
-
-
 def node_lines(nodes: Tuple[GraphNode, ...]) -> "_Lines":
-    """Each node as ``_compact(record_to_dict(node))`` writes it, by a template; each saved tuple encoded once."""
-    if tuple(f.name for f in fields(GraphNode)) != _NODE_FIELDS:  # the template spells these fields only
-        return _Lines(_Text(_compact(record_to_dict(node))) for node in nodes)
-    by_id: Dict[int, str] = {}  # the walk shares equal tuples
-    by_value: Dict[Any, str] = {}  # a loaded trace has equal ones
-    out = _Lines()
-    for node in nodes:
-        saved = node.saved
-        kept = by_id.get(id(saved))
-        if kept is None:
-            kept = by_value.get(saved)
-            if kept is None:
-                kept = by_value[saved] = _compact(record_to_dict(saved))
-            by_id[id(saved)] = kept
-        nxt = node.next
-        following = f"[{_string(nxt[0])}]" if len(nxt) == 1 else "[" + ", ".join(map(_string, nxt)) + "]"
-        leaf = "null" if node.leaf is None else _string(node.leaf)
-        out.append(_Text(f'{{"id": {_string(node.id)}, "name": {_string(node.name)}, "leaf": {leaf}, '
-                         f'"next": {following}, "saved": {kept}}}'))
-    return out
+    """Each node of a graph as one line of JSON."""
+    return _Lines([_Text(_compact(node)) for node in nodes])
+
+
+def format_error(exc: InvalidRecord, text: bytes = b"") -> TraceFormatError:
+    """A refused document as the one line a user reads (with the line and column of malformed JSON)."""
+    if exc.offset is not None and text:
+        line = text.count(b"\n", 0, exc.offset) + 1
+        column = exc.offset - (text.rfind(b"\n", 0, exc.offset) + 1) + 1
+        return TraceFormatError(exc.reason, line=line, column=column)
+    if isinstance(exc, document.NotThisFormat) or exc.reason.startswith("not valid JSON"):
+        return TraceFormatError(exc.reason)
+    return TraceFormatError(f"not a valid tensortrace trace: {exc}")
 
 
 def traces_from_dict(data: object) -> List[Trace]:
-    """The traces of a JSON document: one trace, or a ``{"traces": [...]}`` wrapper.
+    """The traces of a JSON document as Python data: one trace, or a ``{"traces": [...]}`` wrapper.
 
     A wrapper may carry ``format`` and ``format_version`` like a trace does, or
     (as version 1 wrote it) neither; ``TraceFormatError`` says what is wrong.
     """
-    if not (isinstance(data, dict) and "traces" in data):
-        return [Trace.from_dict(data)]
-    if "format" in data or "format_version" in data:
-        check_format(data)
-    traces = data["traces"]
-    if not isinstance(traces, list) or not traces:
-        raise TraceFormatError("'traces' must be a non-empty list of traces")
-    return [Trace.from_dict(body) for body in traces]
+    try:
+        return document.traces_from_dict(data)
+    except InvalidRecord as exc:
+        raise format_error(exc) from None
+
+
+def traces_from_json(text: bytes) -> List[Trace]:
+    """``traces_from_dict`` for a document's bytes, decoded straight into the records."""
+    try:
+        return document.traces_from_json(text)
+    except InvalidRecord as exc:
+        raise format_error(exc, text) from None

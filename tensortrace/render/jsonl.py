@@ -7,13 +7,14 @@ trace's ``scenario`` object (title, variant, source ...), so a consumer can
 read any line on its own and group lines by scenario and variant. ``run``
 writes the events live through ``JsonlStream``; ``render_jsonl`` writes the
 same events for saved traces, so a stream can be made again without torch.
+Each line is written by msgspec straight from the records.
 """
 
 from __future__ import annotations
 
 from typing import Sequence
 
-from ..model import FORMAT_NAME, FORMAT_VERSION, Step, Trace, record_to_dict, step_to_dict
+from ..model import FORMAT_NAME, FORMAT_VERSION, Step, Trace
 from .facts import all_steps
 from .json import dumps
 from .options import DEFAULT_OPTIONS, RenderOptions
@@ -23,11 +24,11 @@ class JsonlStream:
     """The text of each event; the caller writes it where and when it likes."""
 
     def start(self, trace: Trace) -> str:
-        return _line("start", trace, environment=record_to_dict(trace.environment))
+        return _line("start", trace, environment=trace.environment)
 
     def step(self, trace: Trace, step: Step) -> str:
         """One line for one finished step, so a consumer can follow a run live."""
-        return _line("step", trace, step=step_to_dict(step))
+        return _line("step", trace, step=step)
 
     def end(self, trace: Trace) -> str:
         return _line(
@@ -35,8 +36,8 @@ class JsonlStream:
             trace,
             passed=trace.passed,
             aborted=trace.aborted,
-            notices=list(trace.notices),
-            storages=record_to_dict(trace.storages),
+            notices=trace.notices,
+            storages=trace.storages,
         )
 
 
@@ -46,7 +47,7 @@ def _line(event: str, trace: Trace, **fields: object) -> str:
         "event": event,
         "format": FORMAT_NAME,
         "format_version": FORMAT_VERSION,
-        "scenario": record_to_dict(trace.scenario),
+        "scenario": trace.scenario,
     }
     return dumps({**head, **fields}) + "\n"
 

@@ -17,6 +17,7 @@ import re
 from dataclasses import fields, is_dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple, TypeVar
 
+
 from ..model import ErrorInfo, GraphNode, SavedTensor, Step, Summary, TensorState, Trace, Values, evolve
 from .facts import is_contiguous
 

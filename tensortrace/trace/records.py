@@ -1,0 +1,475 @@
+"""The trace: plain, immutable, typed records of what happened while a scenario ran.
+
+Every record holds only str/int/float/bool/None, tuples and other records, never
+a live tensor, so that a trace can be saved as JSON, loaded without torch and
+rendered again. Each record is declared once, here, as a frozen ``msgspec``
+Struct: the declarations are the types the recorder fills, the bounds every
+decoded byte is checked against (``tensortrace.trace.wire``), and the source
+of the trace's JSON Schema (``tensortrace.trace.schema``).
+
+Records are trees (no record refers back to an ancestor), so they are made
+with ``gc=False``: a trace of a 250,000-node graph adds nothing for the
+garbage collector to walk. Unknown fields are refused: a writer of a newer
+format says so in ``format_version``, which this reader refuses first.
+
+Format history (``FORMAT_VERSION``):
+
+1. First version.
+2. Every ``--format jsonl`` event carries ``format``, ``format_version`` and
+   the whole ``scenario`` object; in version 1, ``step`` and ``end`` events
+   gave ``scenario`` as the title alone and ``variant`` beside it. The trace
+   document itself did not change.
+3. Traces are validated when read: types, enumerations and bounds as
+   declared here; a document that breaks one is refused, never guessed at.
+   The data is that of version 2 (one-line records may be spaced
+   differently), so versions 1 and 2 are read through the same records.
+"""
+
+
+import math
+from typing import Annotated, Any, List, Literal, Optional, Sequence, Tuple, Union
+
+import msgspec
+from msgspec import Meta, field
+from msgspec.structs import force_setattr, replace
+
+from .numbers import NumberTree, spell
+
+FORMAT_NAME = "tensortrace.trace"
+FORMAT_VERSION = 3
+#: Versions whose trace document this reads (1 and 2 hold the same data as 3).
+READABLE_VERSIONS = (1, 2, 3)
+
+# Bounds, far above what a real run records (the recorder's own limits are in
+# tensortrace.tracer, graph, ops and flow), so that only a forged or damaged
+# trace meets them.
+MAX_NAME = 1 << 16  # characters of a name, label, class name or short text
+MAX_TEXT = 1 << 22  # characters of code, a message, printed output
+MAX_DIMS = 1024  # dimensions of a shape
+MAX_TENSORS = 100_000  # tensors recorded per step (the recorder keeps 500)
+MAX_NODES = 1_000_000  # nodes of one graph (the walk stops at 250,000)
+MAX_OPS = 100_000  # operations per step (the recorder keeps 2,000)
+MAX_ITEMS = 1_000_000  # any other list: steps, storages, warnings, ...
+MAX_DATA_DEPTH = 512  # nesting of a tensor's exact values (one level per dimension)
+
+Name = Annotated[str, Meta(max_length=MAX_NAME)]
+Text = Annotated[str, Meta(max_length=MAX_TEXT)]
+Count = Annotated[int, Meta(ge=0)]
+Index = Count
+Names = Annotated[Tuple[Name, ...], Meta(max_length=MAX_ITEMS)]
+OptionalNames = Annotated[Tuple[Optional[Name], ...], Meta(max_length=MAX_ITEMS)]
+Texts = Annotated[Tuple[Text, ...], Meta(max_length=MAX_ITEMS)]
+Dims = Annotated[Tuple[int, ...], Meta(max_length=MAX_DIMS)]
+
+# Non-finite floats have no JSON spelling; they travel as these strings.
+Spelling = Literal["nan", "inf", "-inf"]
+Number = Union[float, Spelling]
+Scalar = Union[bool, int, float, Annotated[str, Meta(max_length=MAX_NAME)]]
+
+
+
+
+class Record(msgspec.Struct, frozen=True, gc=False, forbid_unknown_fields=True):
+    """Base of every trace record: frozen, outside the garbage collector, no unknown fields."""
+
+
+class Summary(Record):
+    """Statistics of a tensor too large to record element by element.
+
+    min/max/mean/std are over the finite elements (None when there are none,
+    or when the dtype has no order, e.g. complex); an overflow to infinity
+    is held spelled, like ``head``: ``"inf"``, ``"-inf"``, ``"nan"``.
+    """
+
+    numel: Count
+    min: Optional[Number] = None
+    max: Optional[Number] = None
+    mean: Optional[Number] = None
+    std: Optional[Number] = None
+    nan_count: Count = 0
+    inf_count: Count = 0
+    head: Annotated[Tuple[Scalar, ...], Meta(max_length=MAX_ITEMS)] = ()
+
+    def __post_init__(self) -> None:
+        for name in ("min", "max", "mean", "std"):
+            value = getattr(self, name)
+            if type(value) is float and not math.isfinite(value):
+                force_setattr(self, name, spell(value))
+
+
+class Values(Record):
+    """The contents of a tensor: exact when small, a summary when large.
+
+    ``kind`` is ``exact`` (``data`` is the nested list, as tuples), ``summary``
+    (``summary`` is set) or ``unavailable`` (``reason`` says why, e.g. a meta
+    tensor). ``data`` and ``summary.head`` are stored JSON-ready: NaN and
+    infinities as ``"nan"``, ``"inf"``, ``"-inf"``, complex numbers as strings
+    such as ``"(1+2j)"``.
+    """
+
+    kind: Literal["exact", "summary", "unavailable"]
+    data: Optional[NumberTree] = None
+    summary: Optional[Summary] = None
+    reason: Optional[Text] = None
+
+
+class TensorState(Record):
+    """One named tensor (or NumPy array) as it was right after a step."""
+
+    name: Name
+    kind: Literal["tensor", "parameter", "buffer", "ndarray"]
+    shape: Dims
+    stride: Dims
+    dtype: Name
+    device: Name
+    storage: Optional[Name]  # stable label, "S1", "S2", ...; None without storage
+    storage_ptr: Optional[int]
+    storage_nbytes: Optional[int]
+    storage_offset: int
+    data_ptr: Optional[int]
+    version: Optional[int]
+    requires_grad: Optional[bool]
+    is_leaf: Optional[bool]
+    retains_grad: Optional[bool]
+    grad_fn: Optional[Name]
+    grad: Optional[Values]
+    is_view: bool
+    base: Optional[Name]  # the name of the view's base, when that is named
+    values: Values
+    same_as: Optional[Name] = None  # an earlier name bound to this very object (b = a)
+    # Facts PyTorch refused to give, as (fact, PyTorch's reason) pairs; the
+    # field of such a fact holds a placeholder (None, False, 0 or ()), not a value.
+    unavailable: Annotated[Tuple[Tuple[Name, Text], ...], Meta(max_length=64)] = ()
+
+    def unavailable_reason(self, fact: str) -> Optional[str]:
+        """Why PyTorch would not give ``fact`` (a field name) for this tensor; None when it did."""
+        for name, reason in self.unavailable:
+            if name == fact:
+                return reason
+        return None
+
+
+class Explanation(Record):
+    """A plain-language reading of a PyTorch error: what happened, what to do."""
+
+    title: Text
+    what: Text
+    fix: Text
+    topic: Name
+
+
+class ErrorInfo(Record):
+    """An exception a step (or an expectation) raised, as recorded."""
+
+    type: Name  # class __name__, e.g. "RuntimeError"
+    qualname: Name  # module.qualname, e.g. "torch.OutOfMemoryError"
+    message: Text
+    line: Optional[int] = None  # line in the scenario file, when known
+    explanation: Optional[Explanation] = None
+
+
+class WarningInfo(Record):
+    """One warning a step issued, with the line it came from."""
+
+    category: Name
+    message: Text
+    line: Optional[int] = None
+
+
+class ExpectationResult(Record):
+    """One ``expect:`` expression, its value and whether it held."""
+
+    expr: Text
+    passed: bool
+    line: Optional[int] = None
+    error: Optional[Text] = None  # the expectation itself raised
+    op: Optional[Name] = None  # for a failed single comparison: "==", "is", ...
+    left: Optional[Text] = None
+    right: Optional[Text] = None
+    value: Optional[Text] = None  # for any other failed expression: what it evaluated to
+
+
+class Declared(Record):
+    """A declared exception or warning: class name and optional regex."""
+
+    type: Name
+    match: Optional[Text] = None
+
+
+class SavedTensor(Record):
+    """One tensor an autograd node saved for backward (``tensortrace/saved.py`` reads it)."""
+
+    attr: Name  # "self", "other", "result", "tensors[0]" (PyTorch's _saved_* name)
+    tensor: Optional[Name] = None  # the named tensor it is, when one is
+    storage: Optional[Name] = None  # its storage label, when the storage has one
+    saved_version: Optional[int] = None  # its version when saved (None: unknown, or freed)
+    version: Optional[int] = None  # its version now
+    stale: bool = False  # changed since it was saved: backward through this node raises
+    freed: bool = False  # a backward freed it: backward through this node again raises
+
+
+PREDICTION_KINDS = ("backward_will_fail", "backward_freed", "backward_uses_changed_values")
+
+
+class Prediction(Record):
+    """Before any backward runs: a backward that will fail (or mislead), and why.
+
+    ``kind`` is ``backward_will_fail`` (a saved tensor changed since it was
+    saved), ``backward_freed`` (a backward already freed the saved tensors)
+    or ``backward_uses_changed_values`` (backward will run, on values that
+    changed since they were saved).
+    """
+
+    kind: Literal["backward_will_fail", "backward_freed", "backward_uses_changed_values"]
+    tensor: Name  # the named tensor whose backward will fail
+    node: Optional[Name] = None  # the node whose saved tensor is the cause, e.g. "MulBackward0"
+    saved: Optional[Name] = None  # that saved tensor's attribute, e.g. "other"
+    saved_tensor: Optional[Name] = None  # the named tensor it is, when one is
+    saved_version: Optional[int] = None
+    version: Optional[int] = None
+    storage: Optional[Name] = None
+    changed_at_step: Optional[Index] = None  # the step that changed (or freed) it, when the trace shows it
+    message: Text = ""
+
+
+class GraphNode(Record):
+    """One autograd node of a drawn graph: its name, next nodes and what it saved."""
+
+    id: Name  # "N1", "N2", ... in walk order
+    name: Name  # e.g. "MulBackward0", "AccumulateGrad"
+    leaf: Optional[Name] = None  # AccumulateGrad: the name of its leaf tensor
+    next: Names = ()  # ids of next_functions, in order
+    saved: Annotated[Tuple[SavedTensor, ...], Meta(max_length=MAX_ITEMS)] = ()  # what it saved for backward
+
+
+def node_ids(n: int) -> List[str]:
+    """The ids of a graph's ``n`` nodes in walk order: "N1", "N2", ..."""
+    return [f"N{i}" for i in range(1, n + 1)]
+
+
+def graph_nodes(names: Sequence[str], leaves: Sequence[Optional[str]], nexts: Sequence[Sequence[int]],
+                saved: Sequence[Tuple[SavedTensor, ...]]) -> Tuple[GraphNode, ...]:
+    """A graph's nodes in walk order, each from its name, leaf, next nodes (as indexes) and saved tensors."""
+    ids = node_ids(len(nexts))
+    return tuple([GraphNode(ids[i], names[i], leaves[i],
+                            (ids[nxt[0]],) if len(nxt) == 1 else tuple([ids[j] for j in nxt]), saved[i])
+                  for i, nxt in enumerate(nexts)])
+
+
+class Graph(Record):
+    """The autograd graph behind one named tensor, walked from its grad_fn."""
+
+    tensor: Name
+    root: Optional[Name]  # id of the tensor's grad_fn node; None: no grad_fn
+    nodes: Annotated[Tuple[GraphNode, ...], Meta(max_length=MAX_NODES)] = ()
+    truncated: bool = False
+
+
+class OpTensors(Record):
+    """The scenario names of an operation's tensor arguments and results (None: unnamed)."""
+
+    in_: OptionalNames = field(default=(), name="in")
+    out: OptionalNames = ()
+
+
+class VersionBump(Record):
+    """A tensor whose version counter an operation moved, ``from`` → ``to``."""
+
+    name: Optional[Name]
+    from_: Optional[int] = field(default=None, name="from")
+    to: Optional[int] = None
+
+
+_LABELS = Names
+
+
+class OpRecord(Record):
+    """One operation a step ran: a call the user wrote (``call``) or an ATen operation (``aten``).
+
+    ``reads``/``writes``/``outputs`` are storage labels: what the tensor
+    arguments not marked written live on, what the operation's schema says
+    it writes (``Tensor(a!)``), and what its results live on. ``parent`` is
+    the index (in ``Step.ops``) of the call an ATen operation ran under.
+    """
+
+    level: Literal["call", "aten"]
+    name: Name  # "torch.Tensor.detach", "aten::zero_", ...
+    overload: Optional[Name] = None  # ATen overload name ("Tensor" for aten::add_.Tensor); None: default
+    parent: Optional[Index] = None
+    reads: _LABELS = ()
+    writes: _LABELS = ()
+    outputs: OptionalNames = ()
+    tensors: OpTensors = OpTensors()
+    version_bumps: Annotated[Tuple[VersionBump, ...], Meta(max_length=MAX_ITEMS)] = ()
+
+
+_GRADS = Annotated[Tuple[Optional[Values], ...], Meta(max_length=MAX_ITEMS)]
+
+
+class FlowNode(Record):
+    """One node of the graph a backward call ran, and the gradients through it.
+
+    ``grad_in`` is what arrived at the node (one entry per output of the
+    forward operation; PyTorch's ``grad_outputs``), ``grad_out`` what it
+    sent on, one entry per ``next`` edge (PyTorch's ``grad_inputs``); None:
+    nothing. ``ran`` is False for a node the call never reached.
+    """
+
+    id: Name  # "F1", "F2", ... in walk order
+    name: Name
+    next: OptionalNames = ()  # None: an input that takes no gradient
+    grad_in: _GRADS = ()
+    grad_out: _GRADS = ()
+    ran: bool = False
+    leaf: Optional[Name] = None  # AccumulateGrad: the name of the leaf it adds to
+    leaf_grad_before: Optional[Values] = None
+    leaf_grad_after: Optional[Values] = None
+
+
+class Flow(Record):
+    """The gradients one backward call (``.backward()``, ``autograd.backward``, ``autograd.grad``) sent."""
+
+    call: Name
+    roots: _LABELS = ()  # ids of the nodes the call started from
+    nodes: Annotated[Tuple[FlowNode, ...], Meta(max_length=MAX_NODES)] = ()
+    omitted: Count = 0  # nodes of the graph beyond the recorded ones
+    notice: Optional[Text] = None
+
+
+STEP_STATUSES = ("ok", "raised", "timeout", "killed")
+
+
+class Step(Record):
+    """One step (index 0 is ``setup``) and everything observed after it."""
+
+    index: Index
+    code: Text
+    line: Optional[int]
+    note: Optional[Text] = None
+    status: Literal["ok", "raised", "timeout", "killed"] = "ok"
+    error: Optional[ErrorInfo] = None
+    warnings: Annotated[Tuple[WarningInfo, ...], Meta(max_length=MAX_ITEMS)] = ()
+    stdout: Text = ""
+    expectations: Annotated[Tuple[ExpectationResult, ...], Meta(max_length=MAX_ITEMS)] = ()
+    raises: Optional[Declared] = None
+    warns: Optional[Declared] = None
+    raised_as_declared: bool = False  # the error matched ``raises`` (class or a base, and match)
+    warned_as_declared: bool = False  # some warning matched ``warns``
+    behaved: bool = True
+    failures: Texts = ()  # why the step did not behave as declared
+    shown: Optional[Names] = None  # names shown here (None: all)
+    tensors: Annotated[Tuple[TensorState, ...], Meta(max_length=MAX_TENSORS)] = ()
+    graphs: Annotated[Tuple[Graph, ...], Meta(max_length=MAX_TENSORS)] = ()
+    predictions: Annotated[Tuple[Prediction, ...], Meta(max_length=MAX_ITEMS)] = ()  # read after the step
+    ops: Annotated[Tuple[OpRecord, ...], Meta(max_length=MAX_OPS)] = ()  # what the step ran (``--ops``)
+    ops_omitted: Count = 0  # operations counted beyond the recorded ones (tensortrace.ops.MAX_OPS)
+    flow: Annotated[Tuple[Flow, ...], Meta(max_length=MAX_ITEMS)] = ()  # one per backward call the step made
+
+
+class StorageInfo(Record):
+    """One allocation the run saw: its label, size, device, address and the names on it."""
+
+    label: Name
+    nbytes: int
+    device: Name
+    ptr: int
+    names: Names = ()  # every name seen on it, in order
+
+
+class ScenarioInfo(Record):
+    """What the scenario says about itself: title, description, tags, file and variant."""
+
+    title: Text
+    description: Optional[Text] = None
+    tags: Names = ()
+    source: Optional[Text] = None
+    variant: Optional[Name] = None
+
+
+# The layers of the kernel's wall (``tensortrace.confine`` builds them), by the
+# names traces record; the wall has a hole unless every essential one is up.
+CONFINEMENT_ESSENTIAL = ("closed-descriptors", "no-new-privs", "no-capabilities", "landlock-files", "seccomp")
+CONFINEMENT_EXTRA = ("landlock-network", "landlock-scopes")
+
+
+class Confinement(Record):
+    """What the kernel enforced around the child that ran a safe-mode scenario."""
+
+    enforced: Names = ()  # e.g. "landlock-files", "seccomp"
+    missing: Texts = ()  # "layer: why it is not enforced here"
+
+    @property
+    def complete(self) -> bool:
+        """Every layer the wall needs is up."""
+        return all(layer in self.enforced for layer in CONFINEMENT_ESSENTIAL)
+
+
+class Environment(Record):
+    """Where the trace was recorded: tool, torch and Python versions, device, safe mode."""
+
+    tensortrace: Name
+    torch: Name
+    python: Name
+    device: Name
+    safe: bool = True
+    confinement: Optional[Confinement] = None  # safe mode only; None under --trust
+
+
+class Trace(Record):
+    """One run of one scenario (or variant): its setup, steps, storages and notices."""
+
+    scenario: ScenarioInfo
+    environment: Environment
+    setup: Optional[Step] = None
+    steps: Annotated[Tuple[Step, ...], Meta(max_length=MAX_ITEMS)] = ()
+    storages: Annotated[Tuple[StorageInfo, ...], Meta(max_length=MAX_ITEMS)] = ()
+    notices: Texts = ()  # e.g. a shown name never bound
+    aborted: Optional[Text] = None  # why the run stopped before its last step
+
+    @property
+    def passed(self) -> bool:
+        """The scenario behaved as declared: setup and every step, run to the end."""
+        if self.aborted is not None:
+            return False
+        if self.setup is not None and not self.setup.behaved:
+            return False
+        return all(step.behaved for step in self.steps)
+
+    def to_dict(self) -> dict:
+        """The trace document as JSON-ready data: ``format``, ``format_version``, the fields, ``passed``."""
+        from .document import trace_to_dict
+
+        return trace_to_dict(self)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "Trace":
+        """The trace a ``to_dict`` document (of any readable version) holds; ``InvalidRecord`` otherwise."""
+        from .document import trace_from_dict
+
+        return trace_from_dict(data)
+
+    def render(self, fmt: str = "console", **options: Any) -> str:
+        """This trace as text in ``fmt``; ``options`` as ``render.notebook.render_traces`` takes them."""
+        from ..render.notebook import render_traces
+
+        return render_traces([self], fmt, **options)
+
+    def _repr_html_(self) -> str:
+        from ..render.notebook import html
+
+        return html([self])
+
+    def _repr_markdown_(self) -> str:
+        from ..render.notebook import markdown
+
+        return markdown([self])
+
+
+def evolve(record: Any, **changes: Any) -> Any:
+    """A copy of ``record`` with ``changes``: the one way code changes a record (records are frozen)."""
+    return replace(record, **changes)
+
+
+RECORDS = (Summary, Values, TensorState, Explanation, ErrorInfo, WarningInfo, ExpectationResult, Declared,
+           SavedTensor, Prediction, GraphNode, Graph, OpTensors, VersionBump, OpRecord, FlowNode, Flow, Step,
+           StorageInfo, ScenarioInfo, Confinement, Environment, Trace)
