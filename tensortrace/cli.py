@@ -31,7 +31,7 @@ from .model import Trace
 from .model import evolve as replace  # RenderOptions is a frozen record
 from .output import Output, format_for
 from .render import FORMATS, RenderOptions, StreamRenderer, check_format, render, stream
-from .render.json import traces_from_json
+from .tracefile import is_saved_trace, load_traces
 from .render.text import visible
 from .selection import check_steps_exist, names_of, parse_steps
 
@@ -430,22 +430,6 @@ def render_cmd(
     _guarded(body)
 
 
-def load_traces(source: str) -> List[Trace]:
-    """The traces of a saved document, every byte checked against the records (``TraceFormatError``)."""
-    from .errors import TraceFormatError
-
-    try:
-        data = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
-    except FileNotFoundError:
-        raise TraceFormatError("no such file", path=source) from None
-    except OSError as exc:
-        raise TraceFormatError(f"cannot be read: {exc}", path=source) from None
-    try:
-        return traces_from_json(data)
-    except TraceFormatError as exc:
-        raise TraceFormatError(exc.message, path=source, line=exc.line, column=exc.column) from None
-
-
 @app.command(cls=_Command)
 def explore(
     target: str = typer.Argument(
@@ -466,7 +450,7 @@ def explore(
 
         require_textual()
         _check_device(device)
-        saved = _is_saved_trace(target)
+        saved = is_saved_trace(target)
         traces = load_traces(target) if saved else None
         scenarios = None if saved else _load_all([target])
         if not _interactive():
@@ -489,23 +473,6 @@ def explore(
 def _interactive() -> bool:
     """Whether a person is at a terminal: keys come from stdin and the screen is stdout."""
     return sys.stdin.isatty() and sys.stdout.isatty()
-
-
-def _is_saved_trace(target: str) -> bool:
-    """A JSON trace rather than a scenario: a .json file, or another file (not a scenario's suffix) holding JSON."""
-    path = Path(target)
-    suffix = path.suffix.lower()
-    if suffix == ".json":
-        return True
-    from .inputs import plain_file
-
-    if suffix in (".yaml", ".yml", ".py", ".ipynb") or not plain_file(path):
-        return False  # a device, FIFO or /proc file: the scenario loader refuses it, unread
-    try:
-        with path.open("rb") as handle:
-            return handle.read(64).lstrip().startswith(b"{")
-    except OSError:
-        return False
 
 
 @app.command(cls=_Command)

@@ -271,7 +271,7 @@ def test_explore_does_not_read_a_proc_file_to_guess_its_kind(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A link to /proc/kmsg would block the first read for ever: it must not be opened at all."""
-    from tensortrace.cli import _is_saved_trace
+    from tensortrace.tracefile import is_saved_trace
 
     link = tmp_path / "k"
     link.symlink_to("/proc/self/status")
@@ -282,7 +282,7 @@ def test_explore_does_not_read_a_proc_file_to_guess_its_kind(
         return real_open(self, *args, **kwargs)
 
     monkeypatch.setattr(Path, "open", no_proc)
-    assert _is_saved_trace(str(link)) is False
+    assert is_saved_trace(str(link)) is False
     saved = tmp_path / "t"
     saved.write_text('{"traces": []}', encoding="utf-8")
-    assert _is_saved_trace(str(saved)) is True
+    assert is_saved_trace(str(saved)) is True

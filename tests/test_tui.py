@@ -23,7 +23,7 @@ import pytest
 
 pytest.importorskip("textual")
 
-from tensortrace.cli import load_traces  # noqa: E402
+from tensortrace.tracefile import load_traces  # noqa: E402
 from tensortrace.render.explore import FOLLOW_MARK  # noqa: E402
 from tensortrace.render.facts import all_steps  # noqa: E402
 from tensortrace.tui import INSTALL_HINT  # noqa: E402
@@ -428,9 +428,9 @@ def test_a_saved_trace_explores_without_torch(saved):
     path = saved("detach")
     code = (
         "import sys, asyncio; sys.modules['torch'] = None\n"
-        "from tensortrace.cli import load_traces, _is_saved_trace\n"
+        "from tensortrace.tracefile import load_traces, is_saved_trace\n"
         "from tensortrace.tui.app import ExplorerApp\n"
-        "assert _is_saved_trace(sys.argv[1])\n"
+        "assert is_saved_trace(sys.argv[1])\n"
         "app = ExplorerApp(load_traces(sys.argv[1]))\n"
         "async def go():\n"
         "    async with app.run_test(size=(80, 24)) as pilot:\n"
@@ -447,10 +447,10 @@ def test_a_saved_trace_explores_without_torch(saved):
 def test_a_json_trace_is_told_from_a_scenario_by_its_contents(saved, tmp_path):
     copy = tmp_path / "trace.txt"
     copy.write_text(saved("detach").read_text(encoding="utf-8"), encoding="utf-8")
-    from tensortrace.cli import _is_saved_trace
+    from tensortrace.tracefile import is_saved_trace
 
-    assert _is_saved_trace(str(copy)) and _is_saved_trace(str(saved("detach")))
-    assert not _is_saved_trace(str(REPO / "scenarios" / "detach.yaml")) and not _is_saved_trace("detach")
+    assert is_saved_trace(str(copy)) and is_saved_trace(str(saved("detach")))
+    assert not is_saved_trace(str(REPO / "scenarios" / "detach.yaml")) and not is_saved_trace("detach")
 
 
 # --- snapshots and the README's screenshot ------------------------------------------------
