@@ -17,6 +17,7 @@ hand scenario code these wrappers wherever it reaches the real functions
 from __future__ import annotations
 
 import sys
+import warnings
 from typing import Any, Callable, Dict, Optional, Tuple
 
 from .policy import RAW_MEMORY_PROTOCOLS, violation
@@ -97,13 +98,36 @@ def guarded(real: Callable[..., Any], label: str, keyword: str) -> Callable[...,
             bad = _first_refused(data, plain)
             if bad is not None:
                 raise violation(f"'{label}' of a {type(bad).__name__} object", _WHY)
-        return real(*args, **kwargs)
+        return _warning_from_caller(real, args, kwargs)
 
     consumer.__name__ = getattr(real, "__name__", label)
     consumer.__qualname__ = getattr(real, "__qualname__", label)
     consumer.__doc__ = getattr(real, "__doc__", None)
     consumer.__module__ = getattr(real, "__module__", None) or label.split(".", 1)[0]
     return consumer
+
+
+def _warning_from_caller(real: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+    """``real(*args, **kwargs)``, its warnings issued from the scenario's line, not this file's.
+
+    A warning PyTorch issues from C++ names the innermost Python frame, which would
+    be this wrapper: the trace would show it without the line that caused it. So
+    the call's warnings are caught and issued again, under the scenario's own
+    filters and registry, at the caller's file and line, as plain Python would.
+    """
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = real(*args, **kwargs)
+    if caught:
+        caller = sys._getframe(2)
+        registry = caller.f_globals.setdefault("__warningregistry__", {})
+        for w in caught:
+            warnings.warn_explicit(
+                w.message, w.category, caller.f_code.co_filename, caller.f_lineno,
+                module=caller.f_globals.get("__name__"), registry=registry,
+                module_globals=caller.f_globals,
+            )
+    return result
 
 
 def consumer_table() -> Dict[int, Tuple[Any, Callable[..., Any]]]:
