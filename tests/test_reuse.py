@@ -98,6 +98,7 @@ def test_every_bundled_scenario_traces_the_same_with_and_without_reuse(name, mon
 def test_the_json_document_holds_exactly_the_trace_with_one_line_per_record():
     import json
 
+    from tensortrace.model import FORMAT_VERSION
     from tensortrace.render.json import render_json
 
     result = run(["a = torch.ones(2)", "print('\\x00x\\x00')", "b = [a, a * 2]"], setup="z = torch.zeros(70)")
@@ -105,10 +106,10 @@ def test_the_json_document_holds_exactly_the_trace_with_one_line_per_record():
     text = render_json([result])
     assert json.loads(text) == json.loads(json.dumps(result.to_dict()))
     both = [result, result]
-    whole = {"format": "tensortrace.trace", "format_version": 2, "traces": [t.to_dict() for t in both]}
+    whole = {"format": "tensortrace.trace", "format_version": FORMAT_VERSION, "traces": [t.to_dict() for t in both]}
     assert json.loads(render_json(both)) == json.loads(json.dumps(whole))
     # each tensor record is one line of its own, indented under its step's "tensors"
-    lines = [line for line in text.splitlines() if line.lstrip().startswith('{"name": "a"')]
+    lines = [line for line in text.splitlines() if line.lstrip().startswith('{"name":"a"')]
     assert len(lines) == 3 and all(json.loads(line.strip().rstrip(",")) ["name"] == "a" for line in lines)
     assert '"stdout": "\\u0000x\\u0000\\n"' in text  # control characters escaped, as JSON spells them
 
