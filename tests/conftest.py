@@ -174,3 +174,41 @@ def cli_process(*args: str, input: Optional[str] = None, env: Optional[Mapping[s
                           input=None if input is None else input.encode(), cwd=cwd, env=env, timeout=timeout)
     return Result(list(done.args[3:]), done.returncode, done.stdout.decode("utf-8", "replace"),
                   done.stderr.decode("utf-8", "replace"), done.stdout)
+
+
+# --- the fast tier: python -m pytest -m "not slow" ----------------------------------------
+# Modules whose tests each start processes, build wheels, drive a browser or a TUI, or run
+# hypothesis at length; and single tests of a second or more in otherwise quick modules.
+# The whole suite (what CI runs) still runs them all.
+SLOW_MODULES = {
+    "test_limits.py", "test_redteam_cli.py", "test_graph_release.py", "test_readme.py",
+    "test_python_docs.py", "test_pyfile.py", "test_properties.py", "test_unwritten.py",
+    "test_render_prose.py", "test_render_plaincode.py", "test_tui.py", "test_html_browser.py",
+    "test_doctor.py", "test_render_hostile.py", "test_trace_trust.py", "test_confinement.py",
+    "test_sandbox_escapes.py", "test_paths.py", "test_bad_inputs.py", "test_fidelity.py",
+    "test_jupyter.py",
+}
+SLOW_TESTS = (
+    "test_runner.py::test_a_compiling_scenario",
+    "test_runner.py::test_an_optimizer_scenario",
+    "test_runner.py::test_a_process_that_ran_parallel_work",
+    "test_runner.py::test_a_scenario_without_optimizers",
+    "test_runner.py::test_recording_a_step_is_never_charged",
+    "test_library.py::test_wheel_installs",
+    "test_library.py::test_the_whole_library_passes_check",
+    "test_semantics.py::test_a_fifty_thousand_op_chain",
+    "test_explain.py::test_real_error_is_explained",
+    "test_explain.py::test_explain_never_raises",
+    "test_bounds.py::test_a_variant_bomb",
+    "test_cli.py::test_run_exits_1",
+    "test_cli.py::test_console_script_and_module_agree",
+    "test_cli.py::test_schema_command",
+    "test_saved.py::test_predictions_agree_with_backward",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        file = Path(str(item.fspath)).name
+        if file in SLOW_MODULES or any(f"{file}::{item.name}".startswith(t) for t in SLOW_TESTS):
+            item.add_marker(pytest.mark.slow)
