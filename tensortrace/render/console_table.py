@@ -53,10 +53,7 @@ class Cell(NamedTuple):
 
     pieces: Tuple[Tuple[str, str], ...]
     style: str = ""
-
-    @property
-    def plain(self) -> str:
-        return "".join(text for text, _ in self.pieces)
+    plain: str = ""  # the pieces' text, joined once (``cell`` fills it in)
 
     def text(self) -> Text:
         """The cell as rich ``Text`` (what the reference table draws)."""
@@ -64,6 +61,15 @@ class Cell(NamedTuple):
         for piece, style in self.pieces:
             text.append(piece, style=style)
         return text
+
+
+def make_cell(pieces: Tuple[Tuple[str, str], ...], style: str = "") -> Cell:
+    return Cell(pieces, style, "".join(text for text, _ in pieces))
+
+
+def screen_width(text: str) -> int:
+    """Columns ``text`` takes on a terminal (a wide character takes two)."""
+    return len(text) if text.isascii() else cell_len(text)
 
 
 def state_table(rows: Sequence[Row], columns: Sequence[str], view: View) -> RenderableType:
@@ -94,7 +100,7 @@ def row_cells(row: Row, columns: Sequence[str], view: View) -> List[Cell]:
             pieces = ((text, CHANGED_STYLE),) if view.color else ((text + CHANGED_MARK, ""),)
         else:
             pieces = ((text, ""),)
-        cells.append(Cell(pieces, style))
+        cells.append(make_cell(pieces, style))
     return cells
 
 
@@ -106,7 +112,7 @@ def name_cell(state: TensorState, new: bool, view: View) -> Cell:
         pieces.append((f" (same object as {state.same_as})", "cyan" if view.color else ""))
     if state.kind == "ndarray":
         pieces.append((" ndarray", "dim"))
-    return Cell(tuple(pieces), "bold")
+    return make_cell(tuple(pieces), "bold")
 
 
 def column_widths(
@@ -156,9 +162,9 @@ def fits_on_lines(cells: Sequence[Sequence[Cell]], widths: Dict[str, int]) -> bo
     """Whether every cell is one line, no wider on screen than its column (nothing to wrap)."""
     limits = list(widths.values())
     for row in cells:
-        for cell, limit in zip(row, limits):
-            plain = cell.plain
-            if len(plain) > limit or "\n" in plain or "\t" in plain or cell_len(plain) > limit:
+        for each, limit in zip(row, limits):
+            plain = each.plain
+            if "\n" in plain or "\t" in plain or screen_width(plain) > limit:
                 return False
     return True
 
@@ -204,7 +210,7 @@ class TableLines:
         fill = options.max_width - TABLE_INDENT - inner
         end = [Segment(" " * fill, null)] if fill > 0 else []
         end.append(Segment.line())
-        header = [Cell(((HEADERS.get(c, c), ""),), HEADER_STYLE) for c in self.columns]
+        header = [make_cell(((HEADERS.get(c, c), ""),), HEADER_STYLE) for c in self.columns]
         yield indent
         yield from self._line(header, styles, styles.get(HEADER_STYLE))
         yield from end
@@ -221,7 +227,11 @@ class TableLines:
         padding = Segment(" ", pad)
         last = len(row) - 1
         for position, cell in enumerate(row):
-            yield from _cell_segments(cell, self.widths[position], self.right[position], styles)
+            key = (cell, self.widths[position], self.right[position])
+            drawn = styles.cells.get(key)
+            if drawn is None:
+                drawn = styles.cells[key] = _cell_segments(*key, styles)
+            yield from drawn
             if position < last:
                 yield padding
                 yield divider
@@ -233,7 +243,10 @@ def _cell_segments(cell: Cell, width: int, right: bool, styles: "_Styles") -> Li
     The cell's own style covers its padding too; each styled piece is laid
     over it (the later style wins where they disagree).
     """
-    spaces = width - cell_len(cell.plain)
+    spaces = width - screen_width(cell.plain)
+    if not cell.style and len(cell.pieces) == 1 and not cell.pieces[0][1]:
+        # unstyled: one segment with no style at all, as Text renders it
+        return [Segment(" " * spaces + cell.plain if right else cell.plain + " " * spaces)]
     spans = []  # (start, end, style) of each styled stretch, the cell's own style first
     offset = spaces if right else 0
     for text, style in cell.pieces:
@@ -244,7 +257,7 @@ def _cell_segments(cell: Cell, width: int, right: bool, styles: "_Styles") -> Li
     if cell.style:
         spans.insert(0, (0, width, cell.style))
     if not spans:
-        return [Segment(plain)]  # unstyled: no style at all, as Text renders it
+        return [Segment(plain)]
     cuts = sorted({0, width, *(s for s, _, _ in spans), *(e for _, e, _ in spans)})
     segments = []
     for start, stop in zip(cuts, cuts[1:]):
@@ -254,11 +267,12 @@ def _cell_segments(cell: Cell, width: int, right: bool, styles: "_Styles") -> Li
 
 
 class _Styles:
-    """Styles by name, and their combinations, parsed once per drawing."""
+    """Styles by name and their combinations parsed once per table, and cells drawn once."""
 
     def __init__(self, console: Console) -> None:
         self.console = console
         self.known: Dict[Tuple[str, ...], Style] = {}
+        self.cells: Dict[Tuple[Cell, int, bool], List[Segment]] = {}
 
     def get(self, *names: str) -> Style:
         style = self.known.get(names)
