@@ -43,6 +43,7 @@ from .console_parts import (
     legend as legend_text,
     make_console,
     outcome_parts,
+    TABLE_INDENT,
     say,
     step_title,
     storage_colour,
@@ -56,6 +57,7 @@ from .layout import (
     has_tensor_tables,
     legend_marks,
     new_predictions,
+    quiet_rows,
     run_columns,
     shared_storages,
     step_wanted,
@@ -158,6 +160,18 @@ def ops_parts(step: Step, level: str) -> Iterable[RenderableType]:
             yield Padding(Text(line, style="bold" if i == 0 else ""), (0, 0, 0, 2))
 
 
+def unchanged_line(names: Sequence[str], width: int) -> str:
+    """"… 37 unchanged: a, b, c …": the names of the rows left out, as many as fit ``width``."""
+    words = f"… {len(names)} unchanged: "
+    for position, name in enumerate(names):
+        piece = name if position == 0 else ", " + name
+        rest = len(names) - position - 1
+        if len(words) + len(piece) + (2 if rest else 0) > width and position:
+            return words + " …"
+        words += piece
+    return words
+
+
 def shared_memory_line(shared: Sequence[Tuple[str, Sequence[str]]], view: View) -> Padding:
     """"shared memory: S1 holds a, b; S3 holds c, d", each label in its storage's colour."""
     text = Text("shared memory: ", style="dim")
@@ -176,10 +190,14 @@ def _state_parts(
     names, rows = table_rows(prev, step, view.options)
     if not names:
         return
-    if not rows:
+    rows, unchanged = quiet_rows(rows, view.options, first=shown_prev is None)
+    if not rows and not unchanged:
         yield say("no changes", style="dim")
         return
-    yield state_table(rows, columns, view)
+    if rows:
+        yield state_table(rows, columns, view)
+    if unchanged:
+        yield say(unchanged_line(unchanged, view.width - TABLE_INDENT), style="dim")
     for note in aliasing_notes(prev, step):
         if note.name in names:
             yield say("↳ " + note.describe(), style="cyan")
