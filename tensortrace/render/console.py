@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import FrozenSet, Iterable, List, Optional, Sequence, Tuple
 
-from rich.console import RenderableType
+from rich.console import Group, RenderableType
 from rich.padding import Padding
 from rich.text import Text
 
@@ -73,8 +73,9 @@ def render_console(traces: Sequence[Trace], options: RenderOptions = DEFAULT_OPT
     """Every trace as the terminal shows it, at ``options.width`` columns (default 100)."""
     width = resolve_width(options.width)
     console = make_console(width, options.color)
-    for renderable in console_renderables(traces, options, width=width, color=options.color):
-        console.print(renderable)
+    # One print of the whole page: each print costs a pass over its lines and a
+    # write of its own, which on a long trace cost more than drawing the steps.
+    console.print(Group(*console_renderables(traces, options, width=width, color=options.color)))
     text = console.file.getvalue()
     if not options.color:
         text = "\n".join(line.rstrip() for line in text.split("\n"))
