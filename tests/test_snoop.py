@@ -307,3 +307,22 @@ def test_module_level_models_the_function_uses_are_recorded_too(tmp_path):
     names = [t.name for t in trace.steps[0].tensors]
     assert names == ["x", "out", "GLOBAL_MODEL.weight", "GLOBAL_MODEL.bias"]
     assert _state(trace.steps[0], "GLOBAL_MODEL.weight").version == GLOBAL_MODEL.weight._version
+
+
+def test_a_kept_record_still_sees_writes_the_version_counter_misses(tmp_path):
+    """Records are kept from line to line only while the bytes are the same."""
+    snooper = tensortrace.snoop(output=str(tmp_path / "t.json"))
+
+    def f():
+        a = torch.zeros(3)
+        b = torch.ones(2)
+        a.data[0] = 5.0
+        a.numpy()[1] = 7.0
+        return a
+
+    assert snooper(f)().tolist() == [5.0, 7.0, 0.0]
+    trace = snooper.trace
+    assert _state(_step(trace, "a.data[0] = 5.0"), "a").values.data == (5.0, 0.0, 0.0)
+    assert _state(_step(trace, "a.numpy()[1] = 7.0"), "a").values.data == (5.0, 7.0, 0.0)
+    kept = [_state(s, "b") for s in trace.steps[1:]]
+    assert all(state is kept[0] for state in kept)  # b, unchanged, is read once
