@@ -275,7 +275,9 @@ def step_files(folder: Path, tensors: int, *counts: int) -> Dict[int, Path]:
     return files
 
 
-def cli_per_step(tt: Sequence[str], files: Dict[int, Path], extra: Sequence[str], rounds: int) -> Tuple[float, set]:
+def cli_per_step(
+    tt: Sequence[str], files: Dict[int, Path], extra: Sequence[str], rounds: int
+) -> Tuple[float, set]:
     """CPU per step of ``tensortrace run`` from the command line: the median, over ``rounds``
     alternating pairs, of the difference between the longer and the shorter scenario."""
     k1, k2 = sorted(files)
@@ -379,8 +381,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repetitions and sizes (CI)")
     parser.add_argument("--code", help="measure the tensortrace checked out in this folder")
-    parser.add_argument("--only", help="comma-separated row groups: startup,render,steps,cli,snoop,console,"
-                        "render-size,growth,graph,mem,check")
+    parser.add_argument("--only", help="comma-separated row groups: startup,render,steps,cli,"
+                        "snoop,console,render-size,growth,graph,mem,check")
     parser.add_argument("--no-fail", action="store_true", help="print misses but exit 0 (while goals are still being worked on)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args, rest = parser.parse_known_args()
@@ -447,7 +449,8 @@ def main() -> int:
             snooped[n] = worker("snoop", n, lines, 3 if quick else 7)
             if want("snoop"):
                 goal = 1.0 if n == 4 else 0.5
-                table.row(f"snoop{n}", snooped[n]["ours_per_line"], snooped[n]["peer_per_line"], goal,
+                got = snooped[n]
+                table.row(f"snoop{n}", got["ours_per_line"], got["peer_per_line"], goal,
                           note="snoop() default output per line vs torchsnooper's")
 
     if want("console"):
@@ -455,7 +458,8 @@ def main() -> int:
             files = step_files(tmp, n, 10, 60 if n >= 400 else 110)
             ours, codes = cli_per_step(tt, files, [], 3 if quick else 5)
             goal = 1.0 if n == 4 else 0.5
-            table.row(f"run-console{n}", ours, snooped[n]["peer_per_line"], goal, passed=codes == {0},
+            table.row(f"run-console{n}", ours, snooped[n]["peer_per_line"], goal,
+                      passed=codes == {0},
                       note="CLI, console output, CPU per step vs torchsnooper per line")
 
     if want("render-size"):
@@ -472,9 +476,9 @@ def main() -> int:
                     codes.add(code)
                 rows = 410 * n
                 table.row(f"render410x{n}" + ("" if form == "console" else f"-{form[:2]}"),
-                          statistics.median(cpus), run_timed([py, "-c", "pass"])[1], 0.2 + 0.05e-3 * rows,
-                          absolute=True,
-                          passed=codes == {0}, note=f"CPU; {form}; goal 0.2 s + 0.05 ms x {rows} rows")
+                          statistics.median(cpus), run_timed([py, "-c", "pass"])[1],
+                          0.2 + 0.05e-3 * rows, absolute=True, passed=codes == {0},
+                          note=f"CPU; {form}; goal 0.2 s + 0.05 ms x {rows} rows")
 
     if want("growth"):
         a = worker("steps", 40, 50, 3 if quick else 5)["ours_per_step"]
