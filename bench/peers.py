@@ -1,7 +1,9 @@
 """tensortrace against the tools people would reach for instead, side by side in one run.
 
 Each row is a ratio against a peer measured in the same run (these machines
-are noisy, so the two alternate), or an absolute figure where the goal is one:
+are noisy, so the two alternate, and a row is the median over alternating
+rounds of CPU time, never the fastest round), or an absolute figure where the
+goal is one:
 
 * startup: ``tensortrace run SCENARIO --format json`` over ``python -c "import torch"`` (wall);
 * render: CPU seconds of ``tensortrace render trace.json`` (peer: ``python -c pass``);
@@ -9,6 +11,14 @@ are noisy, so the two alternate), or an absolute figure where the goal is one:
   torchsnooper's cost of one traced line with the same N tensors;
 * cli-step: the same cost from the command line (CPU, the difference
   between two step counts), over torchsnooper's per line;
+* snoopN: ``@tensortrace.snoop()`` with its default output (the console, on
+  stderr), per traced line with N tensors in scope, over ``@torchsnooper.snoop()``
+  with its own default output, in-process;
+* run-consoleN: ``tensortrace run`` with the default console output from the
+  command line, CPU per step (the difference between two step counts), over
+  torchsnooper's per line with N tensors;
+* render410xN[-ma/-ht]: CPU seconds of ``tensortrace render`` of a saved trace of 410
+  steps x N tensors (console, markdown, html), against 0.2 s + 0.05 ms a tensor row;
 * growth-steps / growth-tensors: cost per step at 800 steps over at 50, and
   per tensor-step at 400 tensors over at 4 (linear growth: about 1);
 * graph-800: walking and writing an 800-node autograd graph as Graphviz dot,
@@ -132,8 +142,10 @@ def w_steps(tensors: str, steps: str, repeat: str) -> dict:
 
     Both are differences between a run of ``2 * steps`` steps (lines) and one
     of ``steps``, less the untraced runs' difference, so that binding the N
-    tensors at the start is not spread over the steps; each run's time is the
-    fastest of ``repeat`` rounds.
+    tensors at the start is not spread over the steps; each round gives one
+    such difference per tool, and the result is each one's median over
+    ``repeat`` rounds, in CPU time (the fastest round moved 1.86x -> 2.33x on
+    the same code between two runs).
     """
     n, k, r = int(tensors), int(steps), int(repeat)
     import gc
@@ -161,15 +173,15 @@ def w_steps(tensors: str, steps: str, repeat: str) -> dict:
 
         def untraced() -> float:
             ns = base_namespace()
-            start = time.perf_counter()
+            start = time.process_time()
             for each in compiled:
                 exec(each, ns)
-            return time.perf_counter() - start
+            return time.process_time() - start
 
         def traced() -> float:
-            start = time.perf_counter()
+            start = time.process_time()
             result = tensortrace.trace(scenario)
-            elapsed = time.perf_counter() - start
+            elapsed = time.process_time() - start
             assert result.passed, result.aborted
             return elapsed
 
@@ -177,9 +189,9 @@ def w_steps(tensors: str, steps: str, repeat: str) -> dict:
             def run() -> float:
                 sink.seek(0)
                 sink.truncate()
-                start = time.perf_counter()
+                start = time.process_time()
                 f()
-                return time.perf_counter() - start
+                return time.process_time() - start
             return run
 
         return {"traced": traced, "untraced": untraced, "snooped": timed(snoop_ns["f"]), "plain": timed(plain_ns["f"])}
@@ -187,15 +199,95 @@ def w_steps(tensors: str, steps: str, repeat: str) -> dict:
     short, long = prepare(k), prepare(2 * k)
     short["traced"](), short["snooped"]()  # warm
     # Each round times all eight runs in turn, so that a burst of machine noise
-    # hits ours and the peer alike; each run keeps its fastest round, because
-    # noise only ever adds time (timeit's advice).
-    best = {(which, size): float("inf") for which in long for size in ("long", "short")}
+    # hits ours and the peer alike; each round gives one cost per step and per line.
+    ours, peer = [], []
     for _ in range(r):
+        got = {}
         for which in ("traced", "snooped", "untraced", "plain"):
-            best[which, "long"] = min(best[which, "long"], long[which]())
-            best[which, "short"] = min(best[which, "short"], short[which]())
-    per = {which: (best[which, "long"] - best[which, "short"]) / k for which in long}
-    return {"ours_per_step": per["traced"] - per["untraced"], "peer_per_line": per["snooped"] - per["plain"]}
+            got[which] = (long[which]() - short[which]()) / k
+        ours.append(got["traced"] - got["untraced"])
+        peer.append(got["snooped"] - got["plain"])
+    return {"ours_per_step": statistics.median(ours), "peer_per_line": statistics.median(peer)}
+
+
+def w_snoop(tensors: str, lines: str, repeat: str) -> dict:
+    """``@tensortrace.snoop()`` with its default output (the console, on stderr) and
+    ``@torchsnooper.snoop()`` with its own, per traced line, in-process.
+
+    Each is the difference between a function of ``2 * lines`` lines and one of
+    ``lines``, less the plain functions' difference; a round times all six in
+    turn, and each result is the median over ``repeat`` rounds, in CPU time.
+    """
+    n, k, r = int(tensors), int(lines), int(repeat)
+    import contextlib
+    import gc
+    import io
+
+    import torch
+    import tensortrace
+
+    sys.path.append(str(PEERS))
+    import torchsnooper
+
+    gc.freeze()
+    sink = io.StringIO()
+    folder = Path(tempfile.mkdtemp(prefix="tensortrace-snoop-"))
+
+    def functions(count: int) -> Dict[str, Callable[[], object]]:
+        code = [binding(n)] + [f"t{j % n}.add_(1)" for j in range(count)]
+        source = "def f():\n" + "".join(f"    {line}\n" for line in code)
+        path = folder / f"lines{count}.py"  # snoop() shows each line from its file, as for a user's
+        path.write_text(source)
+        compiled = compile(source, str(path), "exec")
+        made = {}
+        for which in ("plain", "ours", "peer"):
+            ns: dict = {"torch": torch}
+            exec(compiled, ns)
+            made[which] = ns["f"]
+        made["ours"] = tensortrace.snoop()(made["ours"])
+        made["peer"] = torchsnooper.snoop(output=sink)(made["peer"])
+        return made
+
+    def timed(f: Callable[[], object]) -> float:
+        sink.seek(0)
+        sink.truncate()
+        with contextlib.redirect_stderr(sink):
+            start = time.process_time()
+            f()
+            return time.process_time() - start
+
+    short, long = functions(k), functions(2 * k)
+    timed(short["ours"]), timed(short["peer"])  # warm
+    ours, peer = [], []
+    for _ in range(r):
+        got = {which: (timed(long[which]) - timed(short[which])) / k for which in long}
+        ours.append(got["ours"] - got["plain"])
+        peer.append(got["peer"] - got["plain"])
+    return {"ours_per_line": statistics.median(ours), "peer_per_line": statistics.median(peer)}
+
+
+def step_files(folder: Path, tensors: int, *counts: int) -> Dict[int, Path]:
+    """Scenario files of ``steps_yaml(tensors, k)`` for each step count ``k``."""
+    files = {}
+    for k in counts:
+        files[k] = folder / f"steps{tensors}x{k}.yaml"
+        files[k].write_text(steps_yaml(tensors, k))
+    return files
+
+
+def cli_per_step(
+    tt: Sequence[str], files: Dict[int, Path], extra: Sequence[str], rounds: int
+) -> Tuple[float, set]:
+    """CPU per step of ``tensortrace run`` from the command line: the median, over ``rounds``
+    alternating pairs, of the difference between the longer and the shorter scenario."""
+    k1, k2 = sorted(files)
+    per, codes = [], set()
+    for _ in range(rounds):
+        _, short, c1, _ = run_timed([*tt, "run", str(files[k1]), *extra])
+        _, long, c2, _ = run_timed([*tt, "run", str(files[k2]), *extra])
+        per.append((long - short) / (k2 - k1))
+        codes |= {c1, c2}
+    return statistics.median(per), codes
 
 
 def w_graph(nodes: str, repeat: str) -> dict:
@@ -255,7 +347,7 @@ def w_check(repeat: str) -> dict:
     return {name: min(ts) for name, ts in times.items()}  # noise only ever adds time
 
 
-WORKERS = {"steps": w_steps, "graph": w_graph, "check": w_check}
+WORKERS = {"steps": w_steps, "snoop": w_snoop, "graph": w_graph, "check": w_check}
 
 
 # --- the rows ------------------------------------------------------------------------------
@@ -289,7 +381,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repetitions and sizes (CI)")
     parser.add_argument("--code", help="measure the tensortrace checked out in this folder")
-    parser.add_argument("--only", help="comma-separated row groups: startup,render,steps,cli,growth,graph,mem,check")
+    parser.add_argument("--only", help="comma-separated row groups: startup,render,steps,cli,"
+                        "snoop,console,render-size,growth,graph,mem,check")
     parser.add_argument("--no-fail", action="store_true", help="print misses but exit 0 (while goals are still being worked on)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args, rest = parser.parse_known_args()
@@ -344,20 +437,48 @@ def main() -> int:
                 table.row(f"step{n}", got["ours_per_step"], got["peer_per_line"], 0.5, note="per step vs torchsnooper per line")
 
     if want("cli"):
-        n, k1, k2 = 40, 10, 410  # enough steps that start-up's noise is small per step
-        files = {}
-        for k in (k1, k2):
-            files[k] = tmp / f"steps{k}.yaml"
-            files[k].write_text(steps_yaml(n, k))
-        costs = {k1: [], k2: []}
-        codes = set()
-        for _ in range(3 if quick else 5):
-            for k in (k1, k2):
-                _, cpu, code, _ = run_timed(tt + ["run", str(files[k]), "--format", "json"])
-                costs[k].append(cpu)
-                codes.add(code)
-        ours = (statistics.median(costs[k2]) - statistics.median(costs[k1])) / (k2 - k1)
+        n = 40
+        files = step_files(tmp, n, 10, 410)  # enough steps that start-up's noise is small per step
+        ours, codes = cli_per_step(tt, files, ["--format", "json"], 3 if quick else 5)
         table.row(f"cli-step{n}", ours, per_line[n], 0.5, passed=codes == {0}, note="CPU per step from the CLI")
+
+    snooped: Dict[int, dict] = {}
+    if want("snoop") or want("console"):
+        for n in (4, 40, 400):
+            lines = 20 if n >= 400 else (50 if quick else 100)
+            snooped[n] = worker("snoop", n, lines, 3 if quick else 7)
+            if want("snoop"):
+                goal = 1.0 if n == 4 else 0.5
+                got = snooped[n]
+                table.row(f"snoop{n}", got["ours_per_line"], got["peer_per_line"], goal,
+                          note="snoop() default output per line vs torchsnooper's")
+
+    if want("console"):
+        for n in (4, 40, 400):
+            files = step_files(tmp, n, 10, 60 if n >= 400 else 110)
+            ours, codes = cli_per_step(tt, files, [], 3 if quick else 5)
+            goal = 1.0 if n == 4 else 0.5
+            table.row(f"run-console{n}", ours, snooped[n]["peer_per_line"], goal,
+                      passed=codes == {0},
+                      note="CLI, console output, CPU per step vs torchsnooper per line")
+
+    if want("render-size"):
+        forms = ["console"] if quick else ["console", "markdown", "html"]
+        for n in (4, 40):
+            saved = tmp / f"trace410x{n}.json"
+            (tmp / f"steps410x{n}.yaml").write_text(steps_yaml(n, 410))
+            made = run_timed(tt + ["run", str(tmp / f"steps410x{n}.yaml"), "-o", str(saved)])
+            for form in forms:
+                cpus, codes = [], {made[2]}
+                for _ in range(3 if quick else 5):
+                    _, cpu, code, _ = run_timed(tt + ["render", str(saved), "--format", form])
+                    cpus.append(cpu)
+                    codes.add(code)
+                rows = 410 * n
+                table.row(f"render410x{n}" + ("" if form == "console" else f"-{form[:2]}"),
+                          statistics.median(cpus), run_timed([py, "-c", "pass"])[1],
+                          0.2 + 0.05e-3 * rows, absolute=True, passed=codes == {0},
+                          note=f"CPU; {form}; goal 0.2 s + 0.05 ms x {rows} rows")
 
     if want("growth"):
         a = worker("steps", 40, 50, 3 if quick else 5)["ours_per_step"]

@@ -23,7 +23,7 @@ import typer
 from . import __version__
 from .devices import DEVICE_CHOICES, is_device_name
 from .cli_options import (  # one definition for every command
-    CHANGES, CHECK_TARGETS, DEVICE, FORMAT, GRAPH, MEMORY, NO_VALUES, OPS, OUTPUT,
+    ALL_ROWS, CHANGES, CHECK_TARGETS, DEVICE, FORMAT, GRAPH, MEMORY, NO_VALUES, OPS, OUTPUT,
     REQUIRE, SCENARIO_TIMEOUT, SHOW, STEP, STEPS, TARGETS, TIMEOUT, TRUST, WIDTH,
 )
 from .errors import Interrupted, TensorTraceError, UsageError
@@ -246,6 +246,7 @@ def run(
     step: Optional[int] = STEP,
     steps: Optional[str] = STEPS,
     changes_only: bool = CHANGES,
+    all_rows: bool = ALL_ROWS,
     show: Optional[str] = SHOW,
     no_values: bool = NO_VALUES,
     width: Optional[int] = WIDTH,
@@ -269,7 +270,8 @@ def run(
                 out, live, scenarios, progress, trust=trust, device=device, timeout=timeout, memory_limit=memory_limit,
                 scenario_timeout=scenario_timeout, require_confinement=require_confinement, ops=ops,
             )
-            options = replace(_render_options(form, out, step, steps, changes_only, show, no_values, width), ops=ops)
+            options = replace(_render_options(form, out, step, steps, changes_only, show, no_values, width), ops=ops,
+                              all_rows=all_rows)
             out.write(_rest_of_output(_noting_show(traces, show), form, live, options))
         return _run_status(traces, interrupted)
 
@@ -410,6 +412,7 @@ def render_cmd(
     step: Optional[int] = STEP,
     steps: Optional[str] = STEPS,
     changes_only: bool = CHANGES,
+    all_rows: bool = ALL_ROWS,
     show: Optional[str] = SHOW,
     no_values: bool = NO_VALUES,
     width: Optional[int] = WIDTH,
@@ -423,7 +426,8 @@ def render_cmd(
         traces = _noting_show(load_traces(trace_file), show)
         check_steps_exist(parse_steps(step, steps), [len(t.steps) for t in traces], any(t.setup is not None for t in traces))
         with _output(output) as out:
-            options = replace(_render_options(form, out, step, steps, changes_only, show, no_values, width), ops=ops)
+            options = replace(_render_options(form, out, step, steps, changes_only, show, no_values, width), ops=ops,
+                              all_rows=all_rows)
             out.write(render(traces, form, options))
         return EXIT_OK if all(t.passed for t in traces) else EXIT_FAILED
 

@@ -30,6 +30,11 @@ STEP = typer.Option(None, "--step", metavar="N", help="Show only this step (0: t
 STEPS = typer.Option(None, "--steps", metavar="RANGE", help="Show only these steps, e.g. 2-5 or 1,3 (0: the setup).")
 CHANGES = typer.Option(False, "--changes-only", help="Show only the rows that changed in each step.")
 SHOW = typer.Option(None, "--show", metavar="NAMES", help="Names to show, comma-separated (e.g. a,b,lin.weight); a module or list stands for what it holds (lin: lin.weight, lin.bias), as in the scenario's show.")
+ALL_ROWS = typer.Option(
+    False, "--all-rows",
+    help="Console: draw every tensor's row in each step. Past 12 tensors, a step draws the rows "
+    "that changed and names the others in one line.",
+)
 NO_VALUES = typer.Option(False, "--no-values", help="Leave out the values and grad columns.")
 WIDTH = typer.Option(None, "--width", metavar="COLUMNS", help="Width of console output in columns.")
 OPS = typer.Option(

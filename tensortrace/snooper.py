@@ -42,6 +42,7 @@ from .errors import TensorTraceError, UsageError
 from .model import Environment, ErrorInfo, Graph, ScenarioInfo, Step, StorageInfo, TensorState, Trace
 from .names import covers
 from .probe import StorageRegistry, plain_reads, probe_named
+from .reuse import SnapshotCache
 from .tracer import MAX_MESSAGE, MAX_NAMES, _expand, _exception_text, bounded
 
 DEFAULT_MAX_ITERATIONS = 10  # times one line is recorded before its later runs are only counted
@@ -69,6 +70,9 @@ class LineRecorder:
         self.values = values
         self.max_iterations = max_iterations
         self.registry = StorageRegistry()
+        # Per run, as the tracer's: a tensor's record is kept while it is provably
+        # unchanged (same object, version, layout and bytes), not read again each line.
+        self.memo = SnapshotCache()
         self.steps: List[Step] = []
         self.runs: Dict[int, int] = {}  # line -> times it ran
         self.skipped: Dict[int, int] = {}  # line -> runs not recorded since the last recorded step
@@ -166,7 +170,7 @@ class LineRecorder:
             if note not in self.notices:
                 self.notices.append(note)
         named = found[:MAX_NAMES]
-        return probe_named(named, self.registry, values=self.values)
+        return probe_named(named, self.registry, values=self.values, memo=self.memo)
 
     def _graphs(self, tensors: Sequence[TensorState], objects: Dict[str, Any]) -> Tuple[Graph, ...]:
         """Graphs of the names asked for, at the steps where they are (re)bound to a tensor with a grad_fn."""

@@ -8,6 +8,7 @@ status as a shell sees it, or a closed pipe, start a real process.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -258,3 +259,23 @@ def test_asking_for_a_step_the_scenario_lacks_is_a_usage_error(good):
     assert result.returncode == 2
     assert result.stderr.strip() == "tensortrace: there is no step 4, 5, 6, 7, 8: the scenario has steps 1 to 3"
     assert result.stdout == ""
+
+
+def test_past_a_dozen_tensors_the_console_names_the_unchanged_and_all_rows_draws_them(tmp_path):
+    names = [f"w{i}" for i in range(14)]
+    path = tmp_path / "many.yaml"
+    path.write_text("title: many\nsteps:\n  - " + ", ".join(names) + " = "
+                    + ", ".join(["torch.zeros(2)"] * 14) + "\n  - w3.add_(1)\n")
+    quiet = cli("run", str(path), "--width", "120")
+    assert quiet.returncode == 0, quiet.stderr
+    second = quiet.stdout.split("Step 2")[1]
+    assert re.findall(r"^  (w\d+)\s", second, re.M) == ["w3"]  # PyTorch wrote w3 only
+    assert "… 13 unchanged: w0, w1, w2, w4," in second and "--all-rows" in quiet.stdout
+    loud = cli("run", str(path), "--width", "120", "--all-rows")
+    assert loud.returncode == 0, loud.stderr
+    second = loud.stdout.split("Step 2")[1]
+    assert re.findall(r"^  (w\d+)\s", second, re.M) == names and "unchanged:" not in second
+    saved = tmp_path / "many.json"
+    assert cli("run", str(path), "-o", str(saved)).returncode == 0
+    rendered = cli("render", str(saved), "--width", "120", "--all-rows")
+    assert rendered.stdout.split("Step 2")[1].count("\n  w") == 14

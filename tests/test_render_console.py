@@ -190,3 +190,62 @@ def test_variants_stay_readable_when_narrow(width):
     text = " ".join(console(variant_traces(), width=width).split())
     assert "What differs between detach and data:" in text
     assert "step 5: raised RuntimeError in detach, ok in data" in text
+
+
+# --- quiet past a dozen tensors ---------------------------------------------------------
+
+
+def _many(count: int) -> "Trace":
+    """``count`` tensors bound at step 1, then one of them written at steps 2 and 3."""
+    from render_fixtures import ENV
+    from tensortrace.model import ScenarioInfo, Trace
+
+    states = tuple(tensor(f"t{i}", (0.0, 0.0), storage=f"S{i + 1}") for i in range(count))
+    second = tuple(dataclasses.replace(s, version=1) if i == 5 else s
+                   for i, s in enumerate(states))
+    third = tuple(dataclasses.replace(s, version=2) if i == 5 else s
+                  for i, s in enumerate(second))
+    steps = (Step(index=1, code="bind", line=1, tensors=states),
+             Step(index=2, code="t5.add_(0)", line=2, tensors=second),
+             Step(index=3, code="t5.add_(0)", line=3, tensors=third))
+    return Trace(scenario=ScenarioInfo(title="many"), environment=ENV, steps=steps)
+
+
+def _rows(text: str) -> list:
+    return re.findall(r"^  (t\d+)\s", text, re.M)
+
+
+def test_past_a_dozen_tensors_a_step_draws_what_changed_and_names_the_rest():
+    text = console([_many(20)], width=120)
+    first, second, third = text.split("Step ")[1:]
+    assert _rows(first) == [f"t{i}" for i in range(20)]  # the first table drawn: every row
+    assert _rows(second) == ["t5"] and _rows(third) == ["t5"]
+    assert "… 19 unchanged: t0, t1, t2, t3, t4, t6, t7" in second
+    assert "t19" in second.split("unchanged:")[1]  # all nineteen fit in 120 columns
+    assert "past 12 tensors" in text.split("Step ")[0] and "--all-rows" in text
+
+
+def test_all_rows_draws_every_row_and_the_legend_says_nothing_of_the_rule():
+    text = console([_many(20)], width=100, all_rows=True)
+    for part in text.split("Step ")[1:]:
+        assert _rows(part) == [f"t{i}" for i in range(20)]
+    assert "unchanged:" not in text and "past 12 tensors" not in text
+
+
+def test_a_dozen_tensors_or_fewer_are_all_drawn():
+    text = console([_many(12)], width=100)
+    assert _rows(text.split("Step ")[2]) == [f"t{i}" for i in range(12)]
+    assert "unchanged:" not in text and "past 12 tensors" not in text
+
+
+def test_the_unchanged_line_fits_the_width_and_ends_with_an_ellipsis():
+    text = console([_many(40)], width=60)
+    line = next(li for li in text.splitlines() if "unchanged:" in li)
+    assert line.startswith("  … 39 unchanged: t0, t1,") and line.endswith(" …")
+    assert len(line) <= 60
+
+
+def test_the_first_step_drawn_keeps_every_row_even_when_later():
+    text = console([_many(20)], width=100, steps=frozenset({2, 3}))
+    second, third = text.split("Step ")[1:]
+    assert len(_rows(second)) == 20 and _rows(third) == ["t5"]

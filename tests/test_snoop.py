@@ -319,3 +319,22 @@ def test_a_trace_written_to_a_character_device_leaves_the_device_in_place(tmp_pa
     kind = os.lstat(device)
     assert stat.S_ISCHR(kind.st_mode) and kind.st_rdev == os.makedev(1, 3)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["null"]
+
+
+def test_a_kept_record_still_sees_writes_the_version_counter_misses(tmp_path):
+    """Records are kept from line to line only while the bytes are the same."""
+    snooper = tensortrace.snoop(output=str(tmp_path / "t.json"))
+
+    def f():
+        a = torch.zeros(3)
+        b = torch.ones(2)
+        a.data[0] = 5.0
+        a.numpy()[1] = 7.0
+        return a
+
+    assert snooper(f)().tolist() == [5.0, 7.0, 0.0]
+    trace = snooper.trace
+    assert _state(_step(trace, "a.data[0] = 5.0"), "a").values.data == (5.0, 0.0, 0.0)
+    assert _state(_step(trace, "a.numpy()[1] = 7.0"), "a").values.data == (5.0, 7.0, 0.0)
+    kept = [_state(s, "b") for s in trace.steps[1:]]
+    assert all(state is kept[0] for state in kept)  # b, unchanged, is read once

@@ -26,51 +26,45 @@ Reading guide for the output:
 
 from __future__ import annotations
 
-from typing import Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple
+from typing import FrozenSet, Iterable, List, Optional, Sequence, Tuple
 
-from rich import box
 from rich.console import Group, RenderableType
 from rich.padding import Padding
-from rich.table import Table
 from rich.text import Text
 
 from .prose import prose
-from ..model import Step, TensorState, Trace
+from ..model import Step, Trace
 from .compare import group_traces
 from .console_parts import (
-    CHANGED_MARK,
-    CHANGED_STYLE,
-    TABLE_INDENT,
-    WRAPPING_COLUMNS,
     View,
     code_syntax,
-    facts_text,
     graph_parts,
     header_panel,
     legend as legend_text,
     make_console,
-    mark_cell,
     outcome_parts,
+    TABLE_INDENT,
     say,
     step_title,
     storage_colour,
     trace_footer,
 )
+from .console_table import state_table
 from .console_variants import variant_parts
 from .ops import flow_lines, ops_lines
 from .facts import aliasing_notes, with_previous
 from .layout import (
-    Row,
     has_tensor_tables,
     legend_marks,
     new_predictions,
+    quiet_rows,
     run_columns,
     shared_storages,
     step_wanted,
     table_rows,
 )
 from .options import DEFAULT_OPTIONS, DEFAULT_WIDTH, RenderOptions, resolve_width
-from .text import fact_text, format_storage, visible_traces
+from .text import visible_traces
 
 __all__ = ["DEFAULT_WIDTH", "console_renderables", "render_console", "resolve_width"]
 
@@ -79,8 +73,9 @@ def render_console(traces: Sequence[Trace], options: RenderOptions = DEFAULT_OPT
     """Every trace as the terminal shows it, at ``options.width`` columns (default 100)."""
     width = resolve_width(options.width)
     console = make_console(width, options.color)
-    for renderable in console_renderables(traces, options, width=width, color=options.color):
-        console.print(renderable)
+    # One print of the whole page: each print costs a pass over its lines and a
+    # write of its own, which on a long trace cost more than drawing the steps.
+    console.print(Group(*console_renderables(traces, options, width=width, color=options.color)))
     text = console.file.getvalue()
     if not options.color:
         text = "\n".join(line.rstrip() for line in text.split("\n"))
@@ -166,6 +161,18 @@ def ops_parts(step: Step, level: str) -> Iterable[RenderableType]:
             yield Padding(Text(line, style="bold" if i == 0 else ""), (0, 0, 0, 2))
 
 
+def unchanged_line(names: Sequence[str], width: int) -> str:
+    """"… 37 unchanged: a, b, c …": the names of the rows left out, as many as fit ``width``."""
+    words = f"… {len(names)} unchanged: "
+    for position, name in enumerate(names):
+        piece = name if position == 0 else ", " + name
+        rest = len(names) - position - 1
+        if len(words) + len(piece) + (2 if rest else 0) > width and position:
+            return words + " …"
+        words += piece
+    return words
+
+
 def shared_memory_line(shared: Sequence[Tuple[str, Sequence[str]]], view: View) -> Padding:
     """"shared memory: S1 holds a, b; S3 holds c, d", each label in its storage's colour."""
     text = Text("shared memory: ", style="dim")
@@ -184,10 +191,14 @@ def _state_parts(
     names, rows = table_rows(prev, step, view.options)
     if not names:
         return
-    if not rows:
+    rows, unchanged = quiet_rows(rows, view.options, first=shown_prev is None)
+    if not rows and not unchanged:
         yield say("no changes", style="dim")
         return
-    yield _state_table(rows, columns, view)
+    if rows:
+        yield state_table(rows, columns, view)
+    if unchanged:
+        yield say(unchanged_line(unchanged, view.width - TABLE_INDENT), style="dim")
     for note in aliasing_notes(prev, step):
         if note.name in names:
             yield say("↳ " + note.describe(), style="cyan")
@@ -195,140 +206,3 @@ def _state_parts(
     # Said when it is new to the reader: at the first step drawn, or when it changed.
     if shared and (shown_prev is None or shared_storages(shown_prev, names) != shared):
         yield shared_memory_line(shared, view)
-
-
-HEADERS = {"version": "ver", "requires_grad": "req_grad", "is_leaf": "leaf",
-           "contiguous": "contig", "retains_grad": "retains"}
-
-
-def _state_table(rows: Sequence[Row], columns: Sequence[str], view: View) -> Padding:
-    """One row per tensor; when the columns cannot fit the width, one block per tensor."""
-    widths = _column_widths(rows, columns, view)
-    if widths is None:
-        return _state_cards(rows, columns, view)
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0),
-                  header_style="bold", expand=False)
-    for column in columns:
-        table.add_column(HEADERS.get(column, column), width=widths[column],
-                         no_wrap=column not in WRAPPING_COLUMNS, overflow="fold",
-                         justify="right" if column == "version" else "left")
-    for state, changed, new in rows:
-        cells = []
-        for column in columns:
-            if column == "name":
-                cells.append(_name_cell(state, new, view))
-                continue
-            text = fact_text(state, column)
-            style = storage_colour(state.storage, view) if column == "storage" else ""
-            if text == "None" and column in ("grad", "grad_fn"):
-                style = "dim"
-            cell = Text(text, style=style)
-            if column in changed and not new:
-                mark_cell(cell, view, CHANGED_STYLE, CHANGED_MARK)
-            cells.append(cell)
-        table.add_row(*cells)
-    return Padding(table, (0, 0, 0, 2))
-
-
-def _name_cell(state: TensorState, new: bool, view: View) -> Text:
-    name = Text(state.name, style="bold")
-    if new:
-        name.append(" (new)", style="green" if view.color else "")
-    if state.same_as is not None:
-        name.append(f" (same object as {state.same_as})", style="cyan" if view.color else "")
-    if state.kind == "ndarray":
-        name.append(" ndarray", style="dim")
-    return name
-
-
-def _cell_plain(row: Row, column: str, view: View) -> str:
-    """The text a cell holds, with its change mark, as the table will wrap it."""
-    state, changed, new = row
-    if column == "name":
-        return _name_cell(state, new, view).plain
-    marked = column in changed and not new and not view.color
-    return fact_text(state, column) + (CHANGED_MARK if marked else "")
-
-
-def _column_widths(rows, columns: Sequence[str], view: View) -> Optional[Dict[str, int]]:
-    """Width of each column's text, or None when even the narrowest layout is too wide.
-
-    Short columns (labels, flags, names of functions) always get their full
-    width; the long ones (names, values, grads) share what is left, each
-    wrapping no narrower than its minimum, and never narrower than its longest
-    word: a column wraps between elements, so that no number and no name is
-    ever cut in two. Deciding this here, rather than leaving it to the table,
-    means no column is ever cropped away.
-    """
-    available = view.width - TABLE_INDENT - 2 * (len(columns) - 1)
-    needed: Dict[str, int] = {}
-    least: Dict[str, int] = {}
-    for column in columns:
-        header = len(HEADERS.get(column, column))
-        texts = [_cell_plain(row, column, view) for row in rows]
-        widest = max(_widest_line(text) for text in texts)
-        needed[column] = max(header, widest)
-        floor = WRAPPING_COLUMNS.get(column)
-        if floor:
-            word = max(_longest_word(text) for text in texts)
-            least[column] = max(header, word, min(widest, floor))
-        else:
-            least[column] = needed[column]
-    if sum(least.values()) > available:
-        return None
-    if sum(needed.values()) <= available:
-        return needed
-    # Fill the wrapping columns like water: the one that needs least is served
-    # first, so a short name or grad is never wrapped to make room for a long summary.
-    widths = dict(least)
-    spare = available - sum(least.values())
-    wanting = sorted((c for c in columns if needed[c] > least[c]), key=lambda c: needed[c])
-    for position, column in enumerate(wanting):
-        fair = spare // (len(wanting) - position)
-        grant = min(needed[column] - least[column], fair)
-        widths[column] += grant
-        spare -= grant
-    return widths
-
-
-def _state_cards(rows, columns: Sequence[str], view: View) -> RenderableType:
-    """The narrow layout: a name, then that tensor's facts on a few short lines.
-
-    The names stand beside the facts when every word of them fits a quarter
-    of the width; otherwise each name gets a line of its own above its facts,
-    so that a long name stays whole (shortened with an ellipsis only when it
-    is wider than the terminal itself).
-    """
-    extra = [c for c in ("shape", "dtype", "device", "stride", "contiguous", "retains_grad")
-             if c in columns]
-    names = [_name_cell(state, new, view) for state, _, new in rows]
-    facts = [facts_text(state, view, marked=frozenset() if new else changed,
-                        style=CHANGED_STYLE, mark=CHANGED_MARK,
-                        storage="storage " + format_storage(state), extra=extra)
-             for state, changed, new in rows]
-    room = max(8, view.width // 4)
-    if max(_longest_word(name.plain) for name in names) <= room:
-        table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False,
-                      padding=(0, 1, 0, 0), header_style="bold", show_header=False,
-                      show_lines=True)
-        table.add_column("name", no_wrap=False, max_width=room)
-        table.add_column("facts", overflow="fold")
-        for name, fact in zip(names, facts):
-            table.add_row(name, fact)
-        return Padding(table, (0, 0, 0, TABLE_INDENT))
-    blocks: List[RenderableType] = []
-    for position, (name, fact) in enumerate(zip(names, facts)):
-        if position:
-            blocks.append(Text(""))
-        name.overflow = "ellipsis"
-        blocks.append(Padding(name, (0, 0, 0, TABLE_INDENT)))
-        blocks.append(Padding(fact, (0, 0, 0, 2 * TABLE_INDENT)))
-    return Group(*blocks)
-
-
-def _widest_line(text: str) -> int:
-    return max((len(line) for line in text.split("\n")), default=0)
-
-
-def _longest_word(text: str) -> int:
-    return max((len(word) for word in text.split()), default=0)

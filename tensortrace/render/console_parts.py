@@ -22,7 +22,7 @@ from rich.tree import Tree
 from .plaincode import plain_code
 from .prose import prose
 from ..model import ErrorInfo, ExpectationResult, Graph, Step, TensorState, Trace, record
-from .layout import summary_parts, unshown_failures
+from .layout import QUIET_ROWS, summary_parts, unshown_failures
 from .options import RenderOptions
 from .outline import NO_GRAD_FN, TRUNCATED, OutlineLine, graph_outline, line_text
 from .text import (
@@ -142,6 +142,9 @@ def legend(view: View, *, variants: bool, marks: FrozenSet[str] = frozenset()) -
         text.append(f" · — = not available{unbound}", style="dim")
     if "refused" in marks:
         text.append(" · ? = PyTorch refused to give it (the JSON keeps why)", style="dim")
+    if "quiet" in marks:
+        text.append(f" · past {QUIET_ROWS} tensors, a step draws only the rows that changed"
+                    " and names the rest (--all-rows draws them all)", style="dim")
     return text
 
 

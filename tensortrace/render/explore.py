@@ -20,7 +20,8 @@ from rich.text import Text
 
 from .prose import prose
 from ..model import Step, Trace
-from .console import HEADERS, ops_parts, shared_memory_line
+from .console import ops_parts, shared_memory_line
+from .console_table import HEADERS
 from .console_parts import (
     CHANGED_MARK,
     CHANGED_STYLE,

@@ -71,6 +71,8 @@ def changed_fields(prev: Optional[TensorState], cur: TensorState) -> frozenset:
     """The facts of ``cur`` that differ from ``prev`` (every fact when ``prev`` is None)."""
     if prev is None:
         return frozenset(FIELDS)
+    if prev is cur:  # a record kept from the snapshot before: nothing changed
+        return frozenset()
     return frozenset(f for f in FIELDS if fact(prev, f) != fact(cur, f))
 
 

@@ -26,6 +26,12 @@ from .facts import (
 from .text import declared_raise_met, format_dtype, plural
 
 
+# Past this many rows, the console's table keeps the rows that changed and names the
+# others in one line (``--all-rows`` keeps them all), as a line-by-line tracer shows
+# only what changed: forty unchanged rows a step hide the one that did.
+QUIET_ROWS = 12
+
+
 class Row(NamedTuple):
     """One tensor in a step's table: its state, the facts that changed, and whether it is new."""
 
@@ -70,6 +76,30 @@ def table_rows(prev: Optional[Step], step: Step, options) -> Tuple[Tuple[str, ..
             continue
         rows.append(Row(now[name], changed, name not in before))
     return names, rows
+
+
+def quiet_rows(
+    rows: Sequence[Row], options, *, first: bool = False
+) -> Tuple[List[Row], List[str]]:
+    """The rows a console table draws, and the names of those it sums up as unchanged.
+
+    Past ``QUIET_ROWS`` rows (unless ``options.all_rows``), a row is drawn only
+    when something in it changed or its name is new; the rest are named. The
+    ``first`` table drawn keeps every row: the reader has seen none of them yet.
+    """
+    if first or options.all_rows or len(rows) <= QUIET_ROWS:
+        return list(rows), []
+    drawn = [row for row in rows if row.changed or row.new]
+    return drawn, [row.state.name for row in rows if not (row.changed or row.new)]
+
+
+def is_quiet(traces: Sequence[Trace], options) -> bool:
+    """Whether some step drawn has more rows than ``QUIET_ROWS``, so a legend says the rule."""
+    if options.all_rows or options.changes_only:
+        return False
+    return any(len(shown_names(step, options.show)) > QUIET_ROWS
+               for trace in traces for step in all_steps(trace)
+               if step_wanted(step, options.steps))
 
 
 def shown_states(traces: Sequence[Trace], options) -> List[TensorState]:
@@ -145,6 +175,8 @@ def legend_marks(traces: Sequence[Trace], options) -> FrozenSet[str]:
         marks.add("dash")
     if any(s.unavailable for s in states):
         marks.add("refused")
+    if is_quiet(traces, options):
+        marks.add("quiet")
     return frozenset(marks)
 
 
@@ -237,7 +269,9 @@ __all__ = [
     "Row",
     "any_step_wanted",
     "has_tensor_tables",
+    "is_quiet",
     "legend_marks",
+    "quiet_rows",
     "run_columns",
     "shared_storages",
     "step_wanted",

@@ -24,6 +24,7 @@ def render_traces(
     *,
     steps: Optional[Iterable[int]] = None,
     changes_only: bool = False,
+    all_rows: bool = False,
     show: Optional[Iterable[str]] = None,
     values: bool = True,
     width: Optional[int] = None,
@@ -41,6 +42,7 @@ def render_traces(
     options = RenderOptions(
         steps=steps,
         changes_only=changes_only,
+        all_rows=all_rows,
         show=tuple(show) if show is not None else None,
         values=values,
         width=width,

@@ -19,6 +19,7 @@ class RenderOptions:
 
     steps: Optional[FrozenSet[int]] = None  # step indexes to show (1-based); None: all
     changes_only: bool = False  # only rows whose facts changed in that step
+    all_rows: bool = False  # console: every row, even past layout.QUIET_ROWS tensors
     show: Optional[Tuple[str, ...]] = None  # names to show (overrides the scenario's)
     values: bool = True  # False: no values/grad columns
     width: Optional[int] = None  # console width in columns; None: DEFAULT_WIDTH
