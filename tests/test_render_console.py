@@ -15,7 +15,7 @@ from render_fixtures import (
     troubled_trace,
     variant_traces,
 )
-from tensortrace.model import Step
+from tensortrace.model import Step, Trace
 from tensortrace.render import RenderOptions, render
 from tensortrace.render.console import resolve_width
 
@@ -201,9 +201,9 @@ def _many(count: int) -> "Trace":
     from tensortrace.model import ScenarioInfo, Trace
 
     states = tuple(tensor(f"t{i}", (0.0, 0.0), storage=f"S{i + 1}") for i in range(count))
-    second = tuple(dataclasses.replace(s, version=1) if i == 5 else s
+    second = tuple(evolve(s, version=1) if i == 5 else s
                    for i, s in enumerate(states))
-    third = tuple(dataclasses.replace(s, version=2) if i == 5 else s
+    third = tuple(evolve(s, version=2) if i == 5 else s
                   for i, s in enumerate(second))
     steps = (Step(index=1, code="bind", line=1, tensors=states),
              Step(index=2, code="t5.add_(0)", line=2, tensors=second),

@@ -327,7 +327,7 @@ def test_a_kept_record_still_sees_writes_the_version_counter_misses(tmp_path):
 
     def f():
         a = torch.zeros(3)
-        b = torch.ones(2)
+        b = torch.ones(2)  # noqa: F841 - a local the snooper reads
         a.data[0] = 5.0
         a.numpy()[1] = 7.0
         return a
