@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import math
 import warnings
-import weakref
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
 from .graph import next_nodes, node_name
+from .identity import mark, storage_ref
 from .model import Flow, FlowNode, Values
 from .probe import EXACT_LIMIT, tensor_values
 
@@ -54,6 +54,27 @@ def _small_values(g: Any) -> Optional[Values]:
     return Values(kind="exact", data=tuple(data))
 
 
+_TRANSFORMED = ("a backward call inside a torch.func transform (grad, jacrev, vmap, hessian): its "
+                "gradient flow is not recorded, since its tensors are wrappers without storage")
+_peek_transform = torch._C._functorch.peek_interpreter_stack
+_wrapped = torch._C._functorch.is_functorch_wrapped_tensor
+
+
+def _in_transform(args: Sequence[Any], kwargs: Dict[str, Any]) -> bool:
+    """Whether a backward call runs inside a ``torch.func`` transform, or on its wrapped tensors.
+
+    Hooks there would read wrapped gradients, which have no storage to read
+    (PyTorch then refuses: "Cannot access data pointer"), so the call runs unwatched.
+    """
+    if _peek_transform() is not None:
+        return True
+    for a in list(args) + list(kwargs.values()):
+        items = a if isinstance(a, (list, tuple)) else (a,)
+        if any(isinstance(t, torch.Tensor) and _wrapped(t) for t in items):
+            return True
+    return False
+
+
 def is_backward(func: Any) -> bool:
     """Whether ``func`` is one of the calls that run the autograd engine."""
     return func is BACKWARD_CALLS[0] or func is BACKWARD_CALLS[1] or func is BACKWARD_CALLS[2]
@@ -78,7 +99,7 @@ class _Node:
         self.grad_in: Tuple[Optional[Values], ...] = ()
         self.grad_out: Tuple[Optional[Values], ...] = ()
         self.ran = False
-        self.leaf: Any = None  # weak reference to an AccumulateGrad's leaf
+        self.leaf: Any = None  # (identity.mark, storage_ref) of an AccumulateGrad's leaf, never a weak reference to it
         self.before: Optional[Values] = None
         self.after: Optional[Values] = None
 
@@ -133,6 +154,9 @@ class FlowRecorder:
             return None
         armed = _Armed(func)
         self.calls.append(armed)
+        if _in_transform(args, kwargs):
+            armed.notice = _TRANSFORMED
+            return armed
         try:
             with torch._C.DisableTorchFunctionSubclass():  # a subclass's __torch_function__ never sees these reads
                 self._walk(armed, _roots(func, args, kwargs))
@@ -187,7 +211,7 @@ class FlowRecorder:
         node = entry.node
         variable = getattr(node, "variable", None) if entry.name == "AccumulateGrad" else None
         if isinstance(variable, torch.Tensor):
-            entry.leaf = weakref.ref(variable)
+            entry.leaf = (mark(variable), storage_ref(variable))
             entry.before = self._leaf_grad(variable)
 
         def arrived(grad_outputs: Any) -> None:
@@ -209,8 +233,8 @@ class FlowRecorder:
                 pass
         armed.handles = []
         for entry in armed.nodes:
-            variable = entry.leaf() if entry.leaf is not None else None
-            if variable is not None:
+            variable = getattr(entry.node, "variable", None) if entry.leaf is not None else None
+            if isinstance(variable, torch.Tensor):
                 entry.after = self._leaf_grad(variable)
             entry.node = None
 
@@ -228,8 +252,12 @@ class FlowRecorder:
         def leaf_name(ref: Any) -> Optional[str]:
             if ref is None:
                 return None
-            hit = end.get(id(ref)) or start.get(id(ref))
-            return hit[0] if hit is not None and hit[1] is ref else None
+            mark_, sref = ref
+            for index in (end, start):  # a mark is an address: the storage tells live from dead
+                hit = index.get(mark_)
+                if hit is not None and (sref is None or hit[1] is None or hit[1] is sref):
+                    return hit[0]
+            return None
 
         flows = []
         for armed in self.calls:

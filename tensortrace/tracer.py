@@ -27,6 +27,7 @@ from .expectations import declared_outcome, evaluate_expectation, first_line
 from .explain import name_the_saved_tensor
 from .helpers import base_namespace
 from .graph import UNANCHORED, UNANCHORED_NODES, proven_names, saved_suspects
+from .members import expand_value as _expand
 from .names import covers as _covers
 from .ops import OpsSession
 from .model import (
@@ -44,7 +45,7 @@ from .model import (
     WarningInfo,
 )
 from .saved import Namer, Predictor
-from .probe import StorageRegistry, is_ndarray, plain_reads, probe_named, reason_of
+from .probe import StorageRegistry, plain_reads, probe_named
 from .reuse import SnapshotCache
 from .writes import WriteWatch
 from .scenario import Code, Scenario, StepSpec
@@ -574,37 +575,6 @@ class _Recorder:
                 at = f" (line {line})" if line else ""
                 notes.append(f"{name!r} in {where}{at} is never bound in this scenario")
         return tuple(notes)
-
-
-def _expand(name: str, value: Any, found: List[Tuple[str, Any, str]], depth: int, notes: Optional[List[str]] = None) -> None:
-    """Add ``value``'s tensors to ``found`` under the names the contract gives them.
-
-    Containers are read with the built-in types' own methods (``list.__getitem__``,
-    ``dict.items``), so that a subclass's overrides, which the user's code may
-    count or log, never run on the tool's behalf.
-    """
-    if isinstance(value, torch.Tensor):
-        kind = "parameter" if isinstance(value, torch.nn.Parameter) else "tensor"
-        found.append((name, value, kind))
-    elif is_ndarray(value):
-        found.append((name, value, "ndarray"))
-    elif isinstance(value, torch.nn.Module):
-        try:
-            members = [(f"{name}.{pname}", p, "parameter") for pname, p in value.named_parameters()]
-            members += [(f"{name}.{bname}", b, "buffer") for bname, b in value.named_buffers()]
-        except Exception as exc:  # e.g. an __init__ that never called super().__init__()
-            if notes is not None:
-                notes.append(f"{name}: its parameters could not be listed ({type(exc).__name__}: {reason_of(exc)})")
-            return
-        found.extend(members)
-    elif depth < 2 and isinstance(value, (list, tuple)) and not isinstance(value, torch.Size):
-        getitem = list.__getitem__ if isinstance(value, list) else tuple.__getitem__
-        for i, item in enumerate(getitem(value, slice(0, MAX_NAMES))):
-            _expand(f"{name}[{i}]", item, found, depth + 1, notes)
-    elif depth < 2 and isinstance(value, dict):
-        for key, item in list(dict.items(value))[:MAX_NAMES]:
-            if isinstance(key, (str, int)) and not isinstance(key, bool):
-                _expand(f"{name}[{key!r}]", item, found, depth + 1, notes)
 
 
 def _error_info(exc: BaseException, lines: Dict[str, Code]) -> ErrorInfo:

@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
+import yaml
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from tensortrace.errors import PolicyError
+from tensortrace.helpers import base_namespace
 from tensortrace.model import Trace
 from tensortrace.ops import MAX_OPS, recordable
 from tensortrace.render.ops import ops_lines
@@ -262,9 +264,36 @@ def test_compiling_scenarios_are_not_recorded_and_say_why():
     assert recordable("f = torch.compile(g)")[0] is None
     assert recordable("with torch.inference_mode(): pass")[0] == "call"
     assert recordable("a = torch.ones(2)") == ("aten", None)
-    result = _trace(DETACH_ZERO.replace("c.zero_()", "c.zero_()  # no torch.compile here, but named"), safe=False)
+    assert recordable("tr = torch.jit.trace(f, (x,))")[0] == "call"
+    result = _trace(DETACH_ZERO.replace("c.zero_()", "c.zero_()\n      f = torch.compile"), safe=False)
     assert not any(s.ops for s in result.steps)
     assert any("torch.compile" in n for n in result.notices)
+
+
+def test_words_in_comments_and_strings_leave_recording_on():
+    """Only the code's names decide: a comment or a string naming torch.compile or
+    inference_mode changes nothing."""
+    named = "c.zero_()  # no torch.compile or torch.inference_mode here\n      s = 'torch.compile'"
+    result = _trace(DETACH_ZERO.replace("c.zero_()", named), safe=False)
+    assert any(op.level == "aten" for s in result.steps for op in s.ops)
+    assert not result.notices
+
+
+def test_jit_trace_runs_as_in_plain_pytorch_while_recording():
+    """Under a TorchDispatchMode, torch.jit.trace records a graph that fails when run; the
+    scenario's calls are still recorded, its ATen operations not."""
+    code = (
+        "def f(z):\n    return z.view(2, 2) * 2\n"
+        "import warnings\nwarnings.simplefilter('ignore')\n"
+        "tr = torch.jit.trace(f, (torch.ones(4),))\no = tr(torch.ones(4))"
+    )
+    plain = base_namespace()
+    exec(code, plain)
+    result = _trace(yaml.safe_dump({"title": "t", "steps": [{"run": code}]}), safe=False)
+    step = step_of(result, 0)
+    assert step.status == "ok", step.error
+    assert state(step, "o").values.data == tuple(map(tuple, plain["o"].tolist()))
+    assert _calls(step) and not _aten(step)
 
 
 @pytest.mark.parametrize(
