@@ -36,6 +36,7 @@ from .model import Prediction, SavedTensor, TensorState
 
 STALE = "backward_will_fail"  # a saved tensor's version moved: backward raises the in-place error
 FREED = "backward_freed"  # backward freed the saved tensors: a second backward raises
+CHANGED = "backward_uses_changed_values"  # values changed without a version bump: backward runs, wrongly
 MAX_CODE = 60  # characters of a step's code quoted in a prediction
 
 _VERSIONS = re.compile(r"is at version (\d+); expected version (\d+) instead")
@@ -304,7 +305,8 @@ def scan(roots: Sequence[Any], namer: Any, max_nodes: int, reads: Optional[Dict[
 
     order, nexts, root_at, truncated, unanchored = walked if walked is not None else walk_nodes(roots, max_nodes)
     if reads and _all_read_and_fine(order, reads):
-        return {"stale": [None] * len(root_at), "freed": [None] * len(root_at), "truncated": truncated, "unanchored": unanchored}
+        return {"stale": [None] * len(root_at), "freed": [None] * len(root_at), "truncated": truncated,
+                "unanchored": unanchored, "order": order}
     facts = _Facts(order, namer, reads)
     stale_out: List[Any] = []
     freed_out: List[Any] = []
@@ -326,7 +328,7 @@ def scan(roots: Sequence[Any], namer: Any, max_nodes: int, reads: Optional[Dict[
                         stack.append(j)
         stale_out.append(stale)
         freed_out.append(freed)
-    return {"stale": stale_out, "freed": freed_out, "truncated": truncated, "unanchored": unanchored}
+    return {"stale": stale_out, "freed": freed_out, "truncated": truncated, "unanchored": unanchored, "order": order}
 
 
 def _all_read_and_fine(order: Sequence[Any], reads: Dict[int, Any]) -> bool:
@@ -450,6 +452,11 @@ class Predictor:
         self.freed_since: Dict[int, int] = {}  # id of a node seen freed -> the step it was first seen so
         self.unanchored = False  # a walk stopped at nodes that could not anchor their next ones (graph.UNANCHORED)
         self._last: Dict[int, TensorState] = {}  # the last step's records, by identity
+        # (name, storage) -> (version, values) last noted; and the steps that changed the values
+        # without moving the version (``.data``, NumPy): autograd cannot see those writes
+        self._values: Dict[Tuple[str, Optional[str]], Tuple[int, Any]] = {}
+        self.silent: Dict[Tuple[str, Optional[str]], List[Tuple[int, int]]] = {}
+        self._node_first: Dict[Tuple[int, str], int] = {}  # (id, name) of a walked node -> the step first seen
 
     def note(self, index: int, code: str, states: Sequence[TensorState]) -> None:
         """Step ``index``'s code, and each tensor's version where it differs from the one last noted
@@ -462,11 +469,23 @@ class Predictor:
                 continue
             version = s.version
             if version is not None:
+                self._note_values(index, s)
                 seen = versions.get((s.name, s.storage))
                 if seen is None:
                     versions[(s.name, s.storage)] = [(index, version)]
                 elif seen[-1][1] != version:
                     seen.append((index, version))
+
+    def _note_values(self, index: int, s: TensorState) -> None:
+        """Note a step that changed ``s``'s values while its version stayed (a silent write)."""
+        key = (s.name, s.storage)
+        before = self._values.get(key)
+        values = s.values
+        if values is None or values.kind == "unavailable":
+            return
+        self._values[key] = (s.version, values)
+        if before is not None and before[0] == s.version and before[1] != values:
+            self.silent.setdefault(key, []).append((index, s.version))
 
     def changed_at(self, name: Optional[str], storage: Optional[str], saved_version: int, version: int,
                    states: Sequence[TensorState]) -> Optional[int]:
@@ -505,7 +524,15 @@ class Predictor:
             reads.clear()
         if any(stopped for _, stopped in walked) or (found is not None and found["unanchored"]):
             self.unanchored = True
-        return tuple(graph for graph, _ in walked), self._predictions(index, targets, found, states)
+        if found is not None:
+            first = self._node_first
+            self._node_first = {(id(n), type(n).__name__): first.get((id(n), type(n).__name__), index)
+                                for n in found["order"]}
+            found["order"] = None  # keeps no node alive past this call
+        predictions = self._predictions(index, targets, found, states)
+        if self.silent:
+            predictions += silent_predictions(self, targets, predictions, namer)
+        return tuple(graph for graph, _ in walked), predictions
 
     @staticmethod
     def _targets(states: Sequence[TensorState], objects: Dict[str, Any]) -> List[Tuple[str, Any]]:
@@ -561,6 +588,84 @@ class Predictor:
         message = (f"backward through `{name}` a second time will fail: its saved tensors were freed {when}; "
                    f"{node} needs its saved `{attr}`.")
         return Prediction(kind=FREED, tensor=name, node=node, saved=attr, changed_at_step=step, message=message)
+
+
+def silent_predictions(predictor: Predictor, targets: Sequence[Tuple[str, Any]], made: Sequence[Prediction],
+                       namer: Any) -> Tuple[Prediction, ...]:
+    """Backwards that will run but use values a silent write changed after the node saved them.
+
+    A node saved a named tensor at version v (it still is at v, so backward
+    raises nothing), the node was walked at an earlier step than the one whose
+    write changed that tensor's values without a version bump: backward
+    computes its gradients from the changed values. Only scenarios with such a
+    write pay for this walk. A node made and written in the same step is not
+    told apart from one made after the write, and predicts nothing.
+    """
+    from .graph import MAX_NODES, walk_nodes
+
+    failing = {p.tensor for p in made if p.kind == STALE}
+    out: List[Prediction] = []
+    for name, fn in targets:
+        if name in failing:
+            continue
+        found = _first_silent(predictor, walk_nodes([fn], MAX_NODES)[0], namer)
+        if found is not None:
+            out.append(_changed(predictor, name, *found, namer))
+    return tuple(out)
+
+
+def _first_silent(predictor: Predictor, order: Sequence[Any], namer: Any) -> Optional[Tuple[Any, Entry, int, int]]:
+    for node in order:
+        first = predictor._node_first.get((id(node), type(node).__name__))
+        if first is None:
+            continue
+        for entry in read_node(node, namer):
+            attr, saved, storage, saved_version, version, stale, freed = entry
+            if saved is None or stale or freed or saved_version is None or saved_version != version:
+                continue
+            for step, at_version in predictor.silent.get((saved, storage), ()):
+                if step > first and at_version == version:
+                    return node, entry, first, step
+    return None
+
+
+def _changed(predictor: Predictor, name: str, node: Any, entry: Entry, first: int, step: int, namer: Any) -> Prediction:
+    attr, saved, storage, saved_version, version = entry[:5]
+    hints = [rf"(?<![\w.]){re.escape(saved)}\.data\b", r"\.numpy\(|\bnp\.|\[.*\]\s*=", rf"(?<![\w.]){re.escape(saved)}(?!\w)"]
+    code = short_code(predictor.codes.get(step, ""), hints)
+    leaves = _leaf_names(node, namer)
+    if len(leaves) == 1:
+        wrong = f"the gradients of `{leaves[0]}` will be wrong"
+    else:  # which inputs' gradients use the saved tensor depends on the node: say only where they go
+        reach = f" (they reach {', '.join(f'`{leaf}`' for leaf in leaves)})" if leaves else ""
+        wrong = f"the gradients it computes from `{saved}` will be wrong{reach}"
+    message = (f"backward through `{name}` will not fail but will use changed values: {_node_name(node)} saved "
+               f"`{saved}` at {_step_name(first)}, and {_step_name(step)} (`{code}`) changed it without a "
+               f"version bump; {wrong}.")
+    return Prediction(kind=CHANGED, tensor=name, node=_node_name(node), saved=attr, saved_tensor=saved,
+                      saved_version=saved_version, version=version, storage=storage,
+                      changed_at_step=step, message=message)
+
+
+def _leaf_names(node: Any, namer: Any, limit: int = 200) -> List[str]:
+    """The named leaves whose gradients flow through ``node`` (its AccumulateGrad nodes' variables)."""
+    from .graph import next_nodes
+
+    names: List[str] = []
+    seen = {id(node)}
+    stack = [node]
+    while stack and len(seen) < limit:
+        current = stack.pop()
+        variable = getattr(current, "variable", None)
+        if variable is not None:
+            leaf = namer(variable)[0]
+            if leaf is not None and leaf not in names:
+                names.append(leaf)
+        for nxt, _ in next_nodes(current):
+            if nxt is not None and id(nxt) not in seen:
+                seen.add(id(nxt))
+                stack.append(nxt)
+    return names
 
 
 def _step_name(index: int) -> str:

@@ -233,8 +233,9 @@ def trace_schema() -> Dict[str, Any]:
     )
     prediction = _obj(
         {
-            "kind": _d({"enum": ["backward_will_fail", "backward_freed"]},
-                       "backward_will_fail: a saved tensor changed since it was saved; backward_freed: a backward already freed the saved tensors"),
+            "kind": _d({"enum": ["backward_will_fail", "backward_freed", "backward_uses_changed_values"]},
+                       "backward_will_fail: a saved tensor changed since it was saved; backward_freed: a backward already freed the saved tensors; "
+                       "backward_uses_changed_values: a saved tensor's values changed without a version bump, so backward runs on the changed values"),
             "tensor": _d(_STR, "the named tensor whose backward will fail"),
             "node": _d(_nullable(_STR), "the node whose saved tensor is the cause, e.g. MulBackward0"),
             "saved": _d(_nullable(_STR), "that saved tensor's attribute, e.g. other"),

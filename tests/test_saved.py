@@ -25,7 +25,8 @@ from hypothesis import strategies as st
 
 import tensortrace
 from tensortrace.model import Trace
-from tensortrace.saved import FREED, STALE
+import tensortrace.helpers
+from tensortrace.saved import CHANGED, FREED, STALE
 from tensortrace.scenario import loads_scenario
 from tensortrace.tracer import trace
 
@@ -51,7 +52,7 @@ def agreement(result: Trace) -> List[Tuple[str, Optional[str], str]]:
         found = BACKWARD.match(step.code)
         if found is None:
             continue
-        kinds = {p.kind for p in before.predictions if p.tensor == found.group(1)}
+        kinds = {p.kind for p in before.predictions if p.tensor == found.group(1) and p.kind != CHANGED}
         message = step.error.message if step.error is not None else ""
         happened = "stale" if VERSION_ERROR in message else "freed" if FREED_ERROR in message else "none"
         if not kinds:
@@ -111,14 +112,60 @@ def test_a_saved_output_is_named_and_its_in_place_change_through_an_alias_is_cau
     assert VERSION_ERROR in result.steps[2].error.message
 
 
-def test_data_aliases_change_nothing_autograd_sees_so_nothing_is_predicted():
+def _plain_grad(steps: List[str], leaf: str) -> torch.Tensor:
+    """The gradient plain PyTorch gives ``leaf`` after running ``steps``."""
+    ns = tensortrace.helpers.base_namespace()
+    for code in steps:
+        exec(code, ns)
+    return ns[leaf].grad
+
+
+def test_a_data_write_to_a_saved_tensor_is_predicted_to_give_a_wrong_gradient():
+    """``.data`` writes move no version: backward runs on the changed values, as the prediction says."""
+    steps = [
+        "x = torch.tensor([1., 2., 3.], requires_grad=True)",
+        "y = x.sigmoid()",
+        "y.data.mul_(0.5)",
+        "y.sum().backward()",
+    ]
+    wrong, right = _plain_grad(steps, "x"), _plain_grad(steps[:2] + steps[3:], "x")
+    assert not torch.allclose(wrong, right)  # plain PyTorch: no error, another gradient
+    result = run(steps)
+    assert result.steps[1].predictions == ()
+    (p,) = result.steps[2].predictions
+    assert (p.kind, p.tensor, p.node, p.saved, p.saved_tensor, p.changed_at_step) == (
+        CHANGED, "y", "SigmoidBackward0", "result", "y", 3)
+    assert (p.saved_version, p.version) == (0, 0)
+    assert p.message == (
+        "backward through `y` will not fail but will use changed values: SigmoidBackward0 saved `y` at step 2, "
+        "and step 3 (`y.data.mul_(0.5)`) changed it without a version bump; the gradients of `x` will be wrong.")
+    assert result.steps[3].status == "ok"
+    assert state(result.steps[3], "x").grad.data == tuple(wrong.tolist())
+
+
+def test_a_numpy_write_to_a_saved_tensor_is_predicted_and_names_the_writing_statement():
+    steps = [
+        "w = torch.tensor([1., 2., 3.], requires_grad=True)\nv = torch.tensor([1., 1., 1.], requires_grad=True)\n"
+        "loss = (w * v).sum()",
+        "arr = v.detach().numpy()\nn = 1\narr[0] = 100.\nm = 2",
+        "loss.backward()",
+    ]
+    assert _plain_grad(steps, "w").tolist() == [100., 2. / 2., 1.]
+    result = run(steps)
+    (p,) = [p for p in result.steps[1].predictions if p.kind == CHANGED]
+    assert (p.tensor, p.node, p.saved_tensor, p.changed_at_step) == ("loss", "MulBackward0", "v", 2)
+    assert "step 2 (`arr[0] = 100.`)" in p.message and "(they reach `v`, `w`)" in p.message
+
+
+def test_a_graph_made_after_a_silent_write_predicts_nothing():
+    """The node saved the values as they are after the write: its gradient is right."""
     result = run([
-        "x = torch.tensor([1., 2., 3.], requires_grad=True)\ny = x.sigmoid()",
-        "y.data.zero_()",
+        "x = torch.tensor([1., 2., 3.], requires_grad=True)\nz = x * 1",
+        "z.data.mul_(0.5)",
+        "y = z.sigmoid()",
         "y.sum().backward()",
     ])
-    assert result.steps[1].predictions == ()
-    assert result.steps[2].status == "ok"
+    assert all(step.predictions == () for step in result.steps[:3])
 
 
 def test_freed_saved_tensors_are_predicted_with_the_step_that_freed_them():
