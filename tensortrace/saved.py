@@ -141,11 +141,26 @@ def _saved_items(node: Any) -> List[Item]:
     return out
 
 
+class _Freed:
+    """Stands for a saved tensor whose very attribute refuses to be read because backward
+    freed it (a custom ``autograd.Function``'s ``_raw_saved_tensors`` raises then)."""
+
+    data = None
+    unpack_hook = None
+
+
+FREED_RAW = _Freed()
+
+
 def raw_saved(node: Any) -> Iterator[Tuple[str, Any, str]]:
     """Each saved attribute of ``node`` that can be read: (name, its raw saved value, its ``_saved_`` property)."""
     for attr, raw_name, prop in saved_attributes(node):
         try:
             raw = getattr(node, raw_name)
+        except RuntimeError as exc:
+            if _TWICE in str(exc):
+                yield attr, FREED_RAW, prop
+            continue
         except Exception:
             continue
         yield attr, raw, prop
@@ -193,6 +208,8 @@ def _unpack(item: Item) -> Tuple[Any, Optional[Tuple[str, Optional[int], Optiona
     ("freed", None, None), ("refused", None, None), or ("hooked", None, None) when unpacking
     would run the user's hook, so it is not done."""
     _, raw, node, prop = item
+    if raw is FREED_RAW:
+        return None, ("freed", None, None)
     if getattr(raw, "unpack_hook", None) is not None:
         return None, ("hooked", None, None)
     try:
@@ -430,6 +447,12 @@ def _node_name(node: Any) -> str:
 # --- per-step history and the predictions ------------------------------------------
 
 
+def _writes_to(name: str) -> str:
+    """A regex for a line that writes in place into ``name`` (``name.add_(``, ``name[0] =``, ``name +=``)."""
+    return (rf"(?<![\w.]){re.escape(name)}(?:\.data)?(?:(?:\[[^\]]*\])*\s*(?:\.\w+_\(|[-+*/@]=)"
+            rf"|(?:\[[^\]]*\])+\s*=[^=])")
+
+
 def short_code(code: str, hints: Sequence[str] = ()) -> str:
     """A step's code on one line, bounded: of a longer step, the last line a hint (a regex) finds."""
     lines = [line.strip() for line in code.strip().splitlines() if line.strip()]
@@ -572,9 +595,14 @@ class Predictor:
         node, (attr, saved, storage, saved_version, version, _, _), _ = found
         step = self.changed_at(saved, storage, saved_version, version, states)
         what = f"`{saved}`" if saved is not None else "an unnamed tensor"
-        where = f" ({storage})" if storage else ""
+        # an unnamed one at the version of the named tensors on its storage shares their counter (a view)
+        partners = [s.name for s in states if saved is None and storage and s.storage == storage
+                    and s.version == version and s.kind != "ndarray"]
+        shared = f", in the storage of {', '.join(f'`{n}`' for n in partners)}" if partners else ""
+        where = f" ({storage}{shared})" if storage else ""
         now = f"`{saved}` is" if saved is not None else "it is"
-        hints = [_IN_PLACE] + ([rf"(?<![\w.]){re.escape(saved)}(?!\w)"] if saved is not None else [])
+        writers = [saved] if saved is not None else partners
+        hints = [_writes_to(n) for n in writers] + [_IN_PLACE] + [rf"(?<![\w.]){re.escape(n)}(?!\w)" for n in writers]
         when = f" (changed by `{short_code(self.codes.get(step, ''), hints)}` at {_step_name(step)})" if step is not None else ""
         message = (f"backward through `{name}` will fail: {node} saved {what}{where} at version {saved_version}, "
                    f"and {now} now at version {version}{when}.")

@@ -26,7 +26,7 @@ from .events import Assembler, End, Event, Start
 from .expectations import declared_outcome, evaluate_expectation, first_line
 from .explain import name_the_saved_tensor
 from .helpers import base_namespace
-from .graph import UNANCHORED, UNANCHORED_NODES, proven_names, saved_suspects
+from .graph import UNANCHORED, UNANCHORED_NODES, proven_names, saved_suspects, view_family
 from .members import expand_value as _expand
 from .names import covers as _covers
 from .ops import OpsSession
@@ -392,7 +392,10 @@ class _Recorder:
             ops, omitted, flow = self.ops.finish(self.registry, objects)
             graphs, predictions = self.observe(spec, spec.index, spec.run.text, tensors, objects)
             if error is not None:
-                error = name_the_saved_tensor(error, tensors, proven=proven_names(classes.pop("saved", None), objects))
+                suspects = classes.pop("saved", None)
+                error = name_the_saved_tensor(error, tensors, proven=proven_names(suspects, objects),
+                                              family=view_family(suspects, objects))
+                del suspects
         del objects
         shown = self.shown_names(spec, tensors)
         return Step(

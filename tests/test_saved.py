@@ -315,3 +315,45 @@ def test_predictions_agree_with_backward_in_every_bundled_scenario(path):
     for result in tensortrace.trace_variants(tensortrace.load_scenario(path), safe=False):
         for code, predicted, happened in agreement(result):
             assert predicted == happened, (path.name, result.scenario.variant, code)
+
+
+def test_a_custom_function_after_backward_is_predicted_to_fail_a_second_time():
+    """ctx.save_for_backward's tensors are freed by backward; the node's attribute then refuses."""
+    fn = (
+        "class Sq(torch.autograd.Function):\n"
+        "    @staticmethod\n    def forward(ctx, a):\n        ctx.save_for_backward(a)\n        return a * a\n"
+        "    @staticmethod\n    def backward(ctx, g):\n        (a,) = ctx.saved_tensors\n        return 2 * a * g\n"
+        "p = torch.tensor([1., 2.], requires_grad=True)\nq = Sq.apply(p).sum()"
+    )
+    result = run([fn, "q.backward()", "q.backward()"])
+    assert result.steps[0].predictions == ()
+    (p,) = result.steps[1].predictions
+    assert (p.kind, p.tensor, p.node, p.changed_at_step) == (FREED, "q", "SqBackward", 2)
+    assert FREED_ERROR in result.steps[2].error.message
+
+
+def test_the_culprit_is_the_statement_that_wrote_the_saved_tensor_not_the_last():
+    result = run([
+        "w = torch.tensor([1., 2., 3.], requires_grad=True)\nv = torch.ones(3)\nd = v.data\np = w * v",
+        "v.mul_(2.)\nd.add_(1.)\nk = v + 1",
+        "p.sum().backward()",
+    ])
+    (p,) = result.steps[1].predictions
+    assert p.message.endswith("(changed by `v.mul_(2.)` at step 2).")
+    assert VERSION_ERROR in result.steps[2].error.message
+
+
+def test_a_changed_saved_view_is_said_to_lie_in_its_base_and_share_its_counter():
+    result = run([
+        "w = torch.tensor([1., 2., 3.], requires_grad=True)\nx = torch.ones(3, requires_grad=True)\n"
+        "y = (w[:2] * x[:2]).sum()",
+        "with torch.no_grad():\n    w.add_(1)",
+        "y.backward()",
+    ])
+    storage = state(result.steps[1], "w").storage
+    (p,) = result.steps[1].predictions
+    assert f"saved an unnamed tensor ({storage}, in the storage of `w`)" in p.message
+    assert "(changed by `w.add_(1)` at step 2)" in p.message
+    what = result.steps[2].error.explanation.what
+    assert f"an unnamed view that lies in the storage of `w` ({storage}) and shares its version counter" in what
+    assert VERSION_ERROR in result.steps[2].error.message
