@@ -75,6 +75,17 @@ def _in_transform(args: Sequence[Any], kwargs: Dict[str, Any]) -> bool:
     return False
 
 
+def _frees(func: Any, args: Sequence[Any], kwargs: Dict[str, Any]) -> bool:
+    """Whether a backward call frees the saved tensors of the nodes it runs: retain_graph
+    (which defaults to create_graph) is false. ``Tensor.backward(self, gradient, retain_graph,
+    create_graph)``, ``autograd.backward(tensors, grad_tensors, retain_graph, create_graph)``,
+    ``autograd.grad(outputs, inputs, grad_outputs, retain_graph, create_graph)``."""
+    at = 3 if func is BACKWARD_CALLS[2] else 2
+    retain = kwargs.get("retain_graph", args[at] if len(args) > at else None)
+    create = kwargs.get("create_graph", args[at + 1] if len(args) > at + 1 else False)
+    return not (create if retain is None else retain)
+
+
 def is_backward(func: Any) -> bool:
     """Whether ``func`` is one of the calls that run the autograd engine."""
     return func is BACKWARD_CALLS[0] or func is BACKWARD_CALLS[1] or func is BACKWARD_CALLS[2]
@@ -105,10 +116,11 @@ class _Node:
 
 
 class _Armed:
-    __slots__ = ("func", "nodes", "roots", "handles", "omitted", "notice")
+    __slots__ = ("func", "nodes", "roots", "handles", "omitted", "notice", "frees")
 
-    def __init__(self, func: Any) -> None:
+    def __init__(self, func: Any, frees: bool = True) -> None:
         self.func = func
+        self.frees = frees  # the call frees what its nodes saved (no retain_graph, no create_graph)
         self.nodes: List[_Node] = []
         self.roots: List[int] = []
         self.handles: List[Any] = []
@@ -124,6 +136,10 @@ class FlowRecorder:
         self.values = values
         self.calls: List[_Armed] = []
         self.skipped: List[Any] = []  # backward calls beyond MAX_FLOWS (their functions)
+        # id of a CopySlices node a freeing backward ran -> its name: PyTorch then drops the
+        # node it wraps, whose saved tensors no attribute shows, and a second backward raises
+        shared = getattr(owner, "released", None)
+        self.released: Dict[int, str] = shared if shared is not None else {}
 
     def _summary(self, grads: Any) -> Tuple[Optional[Values], ...]:
         if not self.values:
@@ -152,7 +168,7 @@ class FlowRecorder:
         if len(self.calls) >= MAX_FLOWS:
             self.skipped.append(func)
             return None
-        armed = _Armed(func)
+        armed = _Armed(func, _frees(func, args, kwargs))
         self.calls.append(armed)
         if _in_transform(args, kwargs):
             armed.notice = _TRANSFORMED
@@ -236,6 +252,8 @@ class FlowRecorder:
             variable = getattr(entry.node, "variable", None) if entry.leaf is not None else None
             if isinstance(variable, torch.Tensor):
                 entry.after = self._leaf_grad(variable)
+            if armed.frees and entry.ran and entry.name.endswith("CopySlices"):
+                self.released[id(entry.node)] = entry.name
             entry.node = None
 
     def finish(self, start: Dict[int, Tuple[str, Any]], end: Dict[int, Tuple[str, Any]], call_name: Any) -> Tuple[Flow, ...]:

@@ -337,6 +337,7 @@ class OpsSession:
                 notices.append(why)
         self.values = values
         self.names: Dict[int, Tuple[str, Any]] = {}
+        self.released: Dict[int, str] = {}  # flow.FlowRecorder.released, for the whole run
         self.now: Optional[OpsRecorder] = None
         self._modes: Optional[_Both] = None  # one object of each mode for the run, pointed at each step's recorder
 
@@ -344,7 +345,8 @@ class OpsSession:
         """The modes that record one step's code, or nothing."""
         if self.level is None:
             return contextlib.nullcontext()
-        rec = self.now = OpsRecorder(self.names, values=self.values, aten=self.level == "aten", caught=caught)
+        rec = self.now = OpsRecorder(self.names, values=self.values, aten=self.level == "aten", caught=caught,
+                                     released=self.released)
         both = self._modes
         if both is None:
             both = self._modes = rec.modes()
@@ -373,7 +375,9 @@ class OpsRecorder:
 
     def __init__(
         self, start_names: Dict[int, Tuple[str, Any]], *, values: bool = True, aten: bool = True, caught: Optional[List[Any]] = None,
+        released: Optional[Dict[int, str]] = None,
     ) -> None:
+        self.released = released if released is not None else {}
         self.aten = aten
         self.caught = caught if caught is not None else []  # the step's recorded warnings (catch_warnings(record=True))
         self.start_names = start_names

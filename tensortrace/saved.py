@@ -480,6 +480,8 @@ class Predictor:
         self._values: Dict[Tuple[str, Optional[str]], Tuple[int, Any]] = {}
         self.silent: Dict[Tuple[str, Optional[str]], List[Tuple[int, int]]] = {}
         self._node_first: Dict[Tuple[int, str], int] = {}  # (id, name) of a walked node -> the step first seen
+        self.released: Dict[int, str] = {}  # CopySlices nodes a freeing backward ran (flow.FlowRecorder.released)
+        self.released_since: Dict[int, int] = {}  # such a node -> the step its prediction was first made
 
     def note(self, index: int, code: str, states: Sequence[TensorState]) -> None:
         """Step ``index``'s code, and each tensor's version where it differs from the one last noted
@@ -553,8 +555,13 @@ class Predictor:
                                 for n in found["order"]}
             found["order"] = None  # keeps no node alive past this call
         predictions = self._predictions(index, targets, found, states)
-        if self.silent:
-            predictions += silent_predictions(self, targets, predictions, namer)
+        if self.released or self.silent:
+            from .unseen import released_predictions, silent_predictions
+
+            if self.released:
+                predictions += released_predictions(self, index, targets, predictions)
+            if self.silent:
+                predictions += silent_predictions(self, targets, predictions, namer)
         return tuple(graph for graph, _ in walked), predictions
 
     @staticmethod
@@ -616,84 +623,6 @@ class Predictor:
         message = (f"backward through `{name}` a second time will fail: its saved tensors were freed {when}; "
                    f"{node} needs its saved `{attr}`.")
         return Prediction(kind=FREED, tensor=name, node=node, saved=attr, changed_at_step=step, message=message)
-
-
-def silent_predictions(predictor: Predictor, targets: Sequence[Tuple[str, Any]], made: Sequence[Prediction],
-                       namer: Any) -> Tuple[Prediction, ...]:
-    """Backwards that will run but use values a silent write changed after the node saved them.
-
-    A node saved a named tensor at version v (it still is at v, so backward
-    raises nothing), the node was walked at an earlier step than the one whose
-    write changed that tensor's values without a version bump: backward
-    computes its gradients from the changed values. Only scenarios with such a
-    write pay for this walk. A node made and written in the same step is not
-    told apart from one made after the write, and predicts nothing.
-    """
-    from .graph import MAX_NODES, walk_nodes
-
-    failing = {p.tensor for p in made if p.kind == STALE}
-    out: List[Prediction] = []
-    for name, fn in targets:
-        if name in failing:
-            continue
-        found = _first_silent(predictor, walk_nodes([fn], MAX_NODES)[0], namer)
-        if found is not None:
-            out.append(_changed(predictor, name, *found, namer))
-    return tuple(out)
-
-
-def _first_silent(predictor: Predictor, order: Sequence[Any], namer: Any) -> Optional[Tuple[Any, Entry, int, int]]:
-    for node in order:
-        first = predictor._node_first.get((id(node), type(node).__name__))
-        if first is None:
-            continue
-        for entry in read_node(node, namer):
-            attr, saved, storage, saved_version, version, stale, freed = entry
-            if saved is None or stale or freed or saved_version is None or saved_version != version:
-                continue
-            for step, at_version in predictor.silent.get((saved, storage), ()):
-                if step > first and at_version == version:
-                    return node, entry, first, step
-    return None
-
-
-def _changed(predictor: Predictor, name: str, node: Any, entry: Entry, first: int, step: int, namer: Any) -> Prediction:
-    attr, saved, storage, saved_version, version = entry[:5]
-    hints = [rf"(?<![\w.]){re.escape(saved)}\.data\b", r"\.numpy\(|\bnp\.|\[.*\]\s*=", rf"(?<![\w.]){re.escape(saved)}(?!\w)"]
-    code = short_code(predictor.codes.get(step, ""), hints)
-    leaves = _leaf_names(node, namer)
-    if len(leaves) == 1:
-        wrong = f"the gradients of `{leaves[0]}` will be wrong"
-    else:  # which inputs' gradients use the saved tensor depends on the node: say only where they go
-        reach = f" (they reach {', '.join(f'`{leaf}`' for leaf in leaves)})" if leaves else ""
-        wrong = f"the gradients it computes from `{saved}` will be wrong{reach}"
-    message = (f"backward through `{name}` will not fail but will use changed values: {_node_name(node)} saved "
-               f"`{saved}` at {_step_name(first)}, and {_step_name(step)} (`{code}`) changed it without a "
-               f"version bump; {wrong}.")
-    return Prediction(kind=CHANGED, tensor=name, node=_node_name(node), saved=attr, saved_tensor=saved,
-                      saved_version=saved_version, version=version, storage=storage,
-                      changed_at_step=step, message=message)
-
-
-def _leaf_names(node: Any, namer: Any, limit: int = 200) -> List[str]:
-    """The named leaves whose gradients flow through ``node`` (its AccumulateGrad nodes' variables)."""
-    from .graph import next_nodes
-
-    names: List[str] = []
-    seen = {id(node)}
-    stack = [node]
-    while stack and len(seen) < limit:
-        current = stack.pop()
-        variable = getattr(current, "variable", None)
-        if variable is not None:
-            leaf = namer(variable)[0]
-            if leaf is not None and leaf not in names:
-                names.append(leaf)
-        for nxt, _ in next_nodes(current):
-            if nxt is not None and id(nxt) not in seen:
-                seen.add(id(nxt))
-                stack.append(nxt)
-    return names
 
 
 def _step_name(index: int) -> str:

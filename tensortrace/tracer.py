@@ -559,6 +559,7 @@ class _Recorder:
         for name, obj in objects.items() if drawn else ():  # names only a drawing uses
             names_by_id.setdefault(id(obj), name)
         self.predictor.note(index, code, tensors)
+        self.predictor.released = self.ops.released
         observed = self.predictor.observe(index, drawn, tensors, objects, Namer(objects, tensors, self.registry), names_by_id)
         stopped = UNANCHORED.format(n=UNANCHORED_NODES)
         if self.predictor.unanchored and stopped not in self._notices:

@@ -357,3 +357,29 @@ def test_a_changed_saved_view_is_said_to_lie_in_its_base_and_share_its_counter()
     what = result.steps[2].error.explanation.what
     assert f"an unnamed view that lies in the storage of `w` ({storage}) and shares its version counter" in what
     assert VERSION_ERROR in result.steps[2].error.message
+
+
+def test_a_view_written_in_place_is_predicted_to_fail_a_second_backward():
+    """CopySlices drops the node it wraps when backward frees the graph; no saved attribute shows it."""
+    result = run([
+        "x = torch.tensor([1., 2., 3.], requires_grad=True)\nw = torch.tensor([2., 2.], requires_grad=True)\n"
+        "y = x + 0.\ny[:2].mul_(w)",
+        "y.sum().backward()",
+        "n = 1",
+        "y.sum().backward()",
+    ])
+    assert result.steps[0].predictions == ()
+    for step in result.steps[1:3]:
+        (p,) = [p for p in step.predictions if p.tensor == "y"]
+        assert (p.kind, p.node, p.changed_at_step) == (FREED, "CopySlices", 2)
+    assert FREED_ERROR in result.steps[3].error.message
+
+
+def test_a_retained_graph_is_not_predicted_freed():
+    result = run([
+        "x = torch.tensor([1., 2., 3.], requires_grad=True)\ny = x * 1\ny[:2] = 0.",
+        "y.sum().backward(retain_graph=True)",
+        "y.sum().backward()",
+    ])
+    assert result.steps[1].predictions == ()
+    assert result.steps[2].status == "ok"
