@@ -13,6 +13,7 @@ import json
 from typing import Any, List
 
 import pytest
+import torch
 import yaml
 
 from tensortrace.model import TensorState, Trace
@@ -358,3 +359,12 @@ def test_tensors_nested_deeper_than_recorded_get_a_notice():
     trace = run(["a = torch.ones(2)\nxs = [[[a]]]\nys = [[a]]"])
     assert at(trace, 1, "ys[0][0]").values.data == (1.0, 1.0)
     assert any(n.startswith("xs[0][0] holds tensors nested") for n in trace.notices), trace.notices
+
+
+def test_a_numpy_summary_keeps_the_precision_of_the_tensor_beside_it():
+    """1e10 + arange(100): summing squares first cancels the std to 0.0; torch says 29.01."""
+    trace = run(["import numpy as np\narr = 1e10 + np.arange(100.)\nt = torch.from_numpy(arr).clone()"])
+    arr, t = at(trace, 1, "arr").values.summary, at(trace, 1, "t").values.summary
+    plain = torch.from_numpy(1e10 + __import__("numpy").arange(100.))
+    assert arr.std == pytest.approx(plain.std().item(), rel=1e-12) == pytest.approx(t.std, rel=1e-12)
+    assert arr.mean == pytest.approx(plain.mean().item(), rel=1e-15)
