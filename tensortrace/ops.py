@@ -139,10 +139,17 @@ def _tensors_in(value: Any, into: List[Any]) -> None:
                 into.append(item)
 
 
+#: In-place ATen operations that change a tensor's sizes and strides only: PyTorch moves
+#: its version, but they write no byte of its storage, so they are not said to write it.
+RESTRIDING = frozenset(f"aten::{n}" for n in (
+    "t_", "transpose_", "swapdims_", "swapaxes_", "unsqueeze_", "squeeze_", "as_strided_", "detach_",
+))
+
+
 class _Plan:
     """What one ``OpOverload``'s schema says: which arguments it writes, its name."""
 
-    __slots__ = ("positions", "keywords", "name", "overload")
+    __slots__ = ("positions", "keywords", "name", "overload", "restrides")
 
     def __init__(self, func: Any) -> None:
         schema = func._schema
@@ -151,6 +158,8 @@ class _Plan:
         self.keywords = frozenset(name for _, name in written)
         self.name = schema.name
         self.overload = schema.overload_name or None
+        # changes only the tensor's shape and strides (its version moves, no byte is written)
+        self.restrides = self.name in RESTRIDING
 
 
 class _Calls(TorchFunctionMode):
@@ -163,7 +172,7 @@ class _Calls(TorchFunctionMode):
         rec = self.rec
         if kwargs is None:
             kwargs = {}
-        if rec.paused:
+        if rec.paused or rec.dispatching:  # PyTorch's own calls while an ATen operation runs in the mode
             return func(*args, **kwargs)
         flow = rec.flow.arm(func, args, kwargs) if (func is _BACKWARD or func is _AUTOGRAD_BACKWARD or func is _GRAD) else None
         if rec.count >= MAX_OPS:
@@ -258,6 +267,16 @@ class _Aten(TorchDispatchMode):
         self.rec = rec
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Sequence[Any] = (), kwargs: Optional[dict] = None) -> Any:
+        # The call mode stays on the stack under this one: the tool's own reads here, and the
+        # calls PyTorch makes back into Python meanwhile (lift_fresh), are not the code's calls.
+        rec = self.rec
+        rec.dispatching += 1
+        try:
+            return self._dispatch(func, args, kwargs)
+        finally:
+            rec.dispatching -= 1
+
+    def _dispatch(self, func: Any, args: Sequence[Any], kwargs: Optional[dict]) -> Any:
         rec = self.rec
         if kwargs is None:
             kwargs = {}
@@ -386,6 +405,7 @@ class OpsRecorder:
         self.aten_off = False  # the dispatch mode left the stack past the limit (``_take_off``)
         self.parent: Optional[int] = None
         self.paused = False
+        self.dispatching = 0  # ATen operations now running under the dispatch mode
         self.pending: List[Tuple[List[Any], int, Any, Optional[int]]] = []  # written tensors until the next operation
         self.seen: Dict[int, Grabbed] = {}  # id → what was read of a tensor this step (checked by its ref)
         # mark → how many new tensors had it this step: a mark is a TensorImpl's address, which a
@@ -482,7 +502,7 @@ class OpsRecorder:
                 in_names.append(name(g, start, end))
                 found = label(g)
                 if found is not None:
-                    into = writes if i in written else reads
+                    into = writes if i in written and not (level == "aten" and what.restrides) else reads
                     if found not in into:
                         into.append(found)
             if parent is not None and writes:

@@ -463,3 +463,28 @@ def test_past_the_limit_a_dispatch_mode_of_the_scenarios_own_keeps_ours_counting
     assert step.ops_omitted == 2 * (3000 - (recorded_calls - 1)) + 10
     assert [op.name for op in _aten(after)] == ["aten::detach"]
     assert torch._C._len_torch_dispatch_stack() == 0
+
+
+def test_restriding_in_place_operations_move_the_version_but_write_nothing():
+    """t_() and unsqueeze_() change sizes and strides only: PyTorch bumps the version, no byte changes."""
+    plain = torch.ones(2, 3)
+    plain.t_()
+    plain.unsqueeze_(0)
+    assert plain._version == 2 and plain.shape == (1, 3, 2)
+    result = _trace(yaml.safe_dump({"title": "t", "steps": [{"run": "m = torch.ones(2, 3)\nm.t_()\nm.unsqueeze_(0)"}]}),
+                    safe=False)
+    step = step_of(result, 0)
+    restrided = [op for op in step.ops if op.name.endswith(("t_", "unsqueeze_"))]
+    assert len(restrided) == 4  # each call and its ATen operation
+    for op in restrided:
+        assert op.writes == () and op.reads == (state(step, "m").storage,), op
+        assert op.version_bumps, op
+
+
+def test_the_tools_own_reads_are_not_calls_the_code_made():
+    """torch.from_numpy makes no torch-function call; the tool's reads of the result
+    (untyped_storage, device) and PyTorch's lift_fresh under the modes are not the code's."""
+    code = "import numpy as np\narr = np.arange(3.)\nt = torch.from_numpy(arr)"
+    result = _trace(yaml.safe_dump({"title": "t", "steps": [{"run": code}]}), safe=False)
+    calls = [op.name for op in _calls(step_of(result, 0))]
+    assert not any("untyped_storage" in n or n.endswith(".device") or "lift_fresh" in n for n in calls), calls
