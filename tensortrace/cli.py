@@ -24,7 +24,7 @@ import typer
 from . import __version__
 from .devices import DEVICE_CHOICES, is_device_name
 from .cli_options import (  # one definition for every command
-    CHANGES, CHECK_TARGETS, DEVICE, FORMAT, GRAPH, MEMORY, NO_VALUES, OPS, OUTPUT,
+    CHANGES, CHECK_TARGETS, COLOR, DEVICE, FORMAT, GRAPH, MEMORY, NO_VALUES, OPS, OUTPUT,
     REQUIRE, SCENARIO_TIMEOUT, SHOW, STEP, STEPS, TARGETS, TIMEOUT, TRUST, WIDTH,
 )
 from .errors import Interrupted, TensorTraceError, UsageError
@@ -90,14 +90,15 @@ def _main(
 # --- shared option handling ----------------------------------------------------------
 
 
-def _render_options(form: str, out: Output, step: Optional[int], steps: Optional[str], changes_only: bool, show: Optional[str], no_values: bool, width: Optional[int]) -> RenderOptions:
+def _render_options(form: str, out: Output, step: Optional[int], steps: Optional[str], changes_only: bool, show: Optional[str], no_values: bool, width: Optional[int],
+                    color: str = "auto") -> RenderOptions:
     return RenderOptions(
         steps=parse_steps(step, steps),
         changes_only=changes_only,
         show=names_of(show) or None,
         values=not no_values,
         width=width if width is not None or form != "console" else _terminal_width(),
-        color=_use_color(out),
+        color=_use_color(out, color),
     )
 
 
@@ -119,9 +120,17 @@ def _terminal_width() -> Optional[int]:
     return None
 
 
-def _use_color(out: Output) -> bool:
+def _use_color(out: Output, color: str = "auto") -> bool:
+    """--color always/never decide; auto: NO_COLOR turns colour off, FORCE_COLOR on (for ``less -R``),
+    else colour goes to a terminal only."""
+    if color not in ("auto", "always", "never"):
+        raise UsageError(f"--color {color!r}: use auto, always or never")
+    if color != "auto":
+        return color == "always"
     if os.environ.get("NO_COLOR"):
         return False
+    if os.environ.get("FORCE_COLOR", "") not in ("", "0"):
+        return True
     return out.is_terminal
 
 
@@ -251,6 +260,7 @@ def run(
     width: Optional[int] = WIDTH,
     graph: Optional[str] = GRAPH,
     ops: str = OPS,
+    color: str = COLOR,
 ) -> None:
     """Run scenarios and show what happened at every step."""
 
@@ -269,7 +279,7 @@ def run(
                 out, live, scenarios, progress, trust=trust, device=device, timeout=timeout, memory_limit=memory_limit,
                 scenario_timeout=scenario_timeout, require_confinement=require_confinement, ops=ops,
             )
-            options = replace(_render_options(form, out, step, steps, changes_only, show, no_values, width), ops=ops)
+            options = replace(_render_options(form, out, step, steps, changes_only, show, no_values, width, color), ops=ops)
             out.write(_rest_of_output(_noting_show(traces, show), form, live, options))
         return _run_status(traces, interrupted)
 
@@ -409,6 +419,7 @@ def render_cmd(
     no_values: bool = NO_VALUES,
     width: Optional[int] = WIDTH,
     ops: str = OPS,
+    color: str = COLOR,
 ) -> None:
     """Render a saved JSON trace again, without running anything."""
 
@@ -418,7 +429,7 @@ def render_cmd(
         traces = _noting_show(load_traces(trace_file), show)
         check_steps_exist(parse_steps(step, steps), [len(t.steps) for t in traces], any(t.setup is not None for t in traces))
         with _output(output) as out:
-            options = replace(_render_options(form, out, step, steps, changes_only, show, no_values, width), ops=ops)
+            options = replace(_render_options(form, out, step, steps, changes_only, show, no_values, width, color), ops=ops)
             out.write(render(traces, form, options))
         return EXIT_OK if all(t.passed for t in traces) else EXIT_FAILED
 
