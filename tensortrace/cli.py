@@ -25,7 +25,7 @@ from . import __version__
 from .devices import DEVICE_CHOICES, is_device_name
 from .cli_options import (  # one definition for every command
     CHANGES, CHECK_TARGETS, COLOR, DEVICE, FORMAT, GRAPH, MEMORY, NO_VALUES, OPS, OUTPUT,
-    REQUIRE, SCENARIO_TIMEOUT, SHOW, STEP, STEPS, TARGETS, TIMEOUT, TRUST, WIDTH,
+    REQUIRE, SCENARIO_TIMEOUT, SHOW, STEP, STEPS, TARGETS, TIMEOUT, TRUST, WIDTH, wants_color,
 )
 from .errors import Interrupted, TensorTraceError, UsageError
 from .model import Trace
@@ -121,17 +121,7 @@ def _terminal_width() -> Optional[int]:
 
 
 def _use_color(out: Output, color: str = "auto") -> bool:
-    """--color always/never decide; auto: NO_COLOR turns colour off, FORCE_COLOR on (for ``less -R``),
-    else colour goes to a terminal only."""
-    if color not in ("auto", "always", "never"):
-        raise UsageError(f"--color {color!r}: use auto, always or never")
-    if color != "auto":
-        return color == "always"
-    if os.environ.get("NO_COLOR"):
-        return False
-    if os.environ.get("FORCE_COLOR", "") not in ("", "0"):
-        return True
-    return out.is_terminal
+    return wants_color(color, out.is_terminal)
 
 
 def _fail(exc: TensorTraceError) -> None:

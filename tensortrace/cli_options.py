@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+
 import typer
+
+from .errors import UsageError
 
 TARGETS = typer.Argument(
     ..., metavar="SCENARIO", show_default=False, autocompletion=lambda incomplete: _complete_scenario(incomplete),
@@ -65,3 +69,17 @@ GRAPH = typer.Option(
     help="Draw the autograd graph of these names (comma-separated) as it stands after the last step, "
     "as a 'graph:' key on the last step would.",
 )
+
+
+def wants_color(color: str, is_terminal: bool) -> bool:
+    """--color always/never decide; auto: NO_COLOR turns colour off, FORCE_COLOR on (for ``less -R``),
+    else colour goes to a terminal only."""
+    if color not in ("auto", "always", "never"):
+        raise UsageError(f"--color {color!r}: use auto, always or never")
+    if color != "auto":
+        return color == "always"
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR", "") not in ("", "0"):
+        return True
+    return is_terminal
