@@ -488,3 +488,15 @@ def test_the_tools_own_reads_are_not_calls_the_code_made():
     result = _trace(yaml.safe_dump({"title": "t", "steps": [{"run": code}]}), safe=False)
     calls = [op.name for op in _calls(step_of(result, 0))]
     assert not any("untyped_storage" in n or n.endswith(".device") or "lift_fresh" in n for n in calls), calls
+
+
+def test_a_version_move_of_an_unnamed_alias_is_not_put_beside_the_named_tensor():
+    """d.data.add_(1): only the temporary .data tensor's counter moves; d stays at version 0."""
+    plain = torch.ones(3)
+    plain.data.add_(1)
+    assert plain._version == 0
+    result = _trace(yaml.safe_dump({"title": "t", "steps": [{"run": "d = torch.ones(3)\nd.data.add_(1)"}]}), safe=False)
+    step = step_of(result, 0)
+    assert state(step, "d").version == 0
+    (line,) = [t for t in ops_lines(step, "calls") if t.startswith("Tensor.add_")]
+    assert line.endswith("· an unnamed tensor's version 0 → 1"), line
