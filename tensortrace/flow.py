@@ -22,7 +22,7 @@ import torch
 
 from .graph import next_nodes, node_name
 from .identity import mark, storage_ref
-from .model import Flow, FlowNode, Values
+from .model import Flow, FlowNode, Values, evolve
 from .probe import EXACT_LIMIT, tensor_values
 
 MAX_FLOW_NODES = 200  # nodes recorded per backward call; the rest are counted
@@ -299,4 +299,33 @@ class FlowRecorder:
         return tuple(flows + flows_more)
 
 
-__all__ = ["BACKWARD_CALLS", "MAX_FLOW_NODES", "FlowRecorder", "is_backward"]
+def with_hook_notes(flows: Tuple[Flow, ...], objects: Dict[str, Any]) -> Tuple[Flow, ...]:
+    """The flows, each saying which named tensors' hooks (``register_hook``) ran in it: a hook runs
+    between what is sent to the node it feeds and what that node receives (its ``grad_in``)."""
+    if not flows:
+        return flows
+    hooked = []
+    for name, obj in objects.items():
+        try:
+            if isinstance(obj, torch.Tensor) and obj._backward_hooks:
+                hooked.append((name, obj.is_leaf, obj.grad_fn))
+        except Exception:
+            continue
+    if not hooked:
+        return flows
+    out = []
+    for flow in flows:
+        names = {n.name for n in flow.nodes}
+        leaves = {n.leaf for n in flow.nodes if n.leaf is not None}
+        ran = [f"`{name}`" for name, leaf, fn in hooked
+               if (name in leaves if leaf else fn is not None and node_name(fn) in names)]
+        if ran:
+            note = (f"{', '.join(ran)} {'has a hook' if len(ran) == 1 else 'have hooks'} (register_hook): "
+                    "a hook runs between the gradient sent to the node it feeds and what that node receives, "
+                    "so that node's grad_in is the hook's result, not what was sent")
+            flow = evolve(flow, notice=f"{flow.notice}; {note}" if flow.notice else note)
+        out.append(flow)
+    return tuple(out)
+
+
+__all__ = ["BACKWARD_CALLS", "MAX_FLOW_NODES", "FlowRecorder", "is_backward", "with_hook_notes"]

@@ -40,7 +40,7 @@ import torch
 from torch.overrides import TorchFunctionMode, resolve_name
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from .flow import BACKWARD_CALLS, FlowRecorder
+from .flow import BACKWARD_CALLS, FlowRecorder, with_hook_notes
 from .model import Flow, OpRecord, OpTensors, VersionBump
 from .identity import mark as _mark
 from .recordability import UNRECORDABLE, recordable  # noqa: F401 - part of this module's interface
@@ -384,7 +384,8 @@ class OpsSession:
         if recorder is None:
             return (), 0, ()
         try:
-            return recorder.finish(registry, self.names)
+            ops, omitted, flows = recorder.finish(registry, self.names)
+            return ops, omitted, with_hook_notes(flows, objects)
         finally:
             recorder.flow.owner = None  # no cycle left for the garbage collector: the step's recording is freed now
 
