@@ -23,8 +23,9 @@ import typer
 from . import __version__
 from .devices import DEVICE_CHOICES, is_device_name
 from .cli_options import (  # one definition for every command
-    ALL_ROWS, CHANGES, CHECK_TARGETS, DEVICE, FORMAT, GRAPH, MEMORY, NO_VALUES, OPS, OUTPUT,
-    REQUIRE, SCENARIO_TIMEOUT, SHOW, STEP, STEPS, TARGETS, TIMEOUT, TRUST, WIDTH,
+    ALL_ROWS, CHANGES, CHECK_TARGETS, COLOR, DEVICE, FORMAT, GRAPH, MEMORY, NO_VALUES, OPS,
+    OUTPUT, REQUIRE, SCENARIO_TIMEOUT, SHOW, STEP, STEPS, TARGETS, TIMEOUT, TRUST, WIDTH,
+    wants_color,
 )
 from .errors import Interrupted, TensorTraceError, UsageError
 from .model import Trace
@@ -90,14 +91,15 @@ def _main(
 # --- shared option handling ----------------------------------------------------------
 
 
-def _render_options(form: str, out: Output, step: Optional[int], steps: Optional[str], changes_only: bool, show: Optional[str], no_values: bool, width: Optional[int]) -> RenderOptions:
+def _render_options(form: str, out: Output, step: Optional[int], steps: Optional[str], changes_only: bool, show: Optional[str], no_values: bool, width: Optional[int],
+                    color: str = "auto") -> RenderOptions:
     return RenderOptions(
         steps=parse_steps(step, steps),
         changes_only=changes_only,
         show=names_of(show) or None,
         values=not no_values,
         width=width if width is not None or form != "console" else _terminal_width(),
-        color=_use_color(out),
+        color=_use_color(out, color),
     )
 
 
@@ -119,10 +121,8 @@ def _terminal_width() -> Optional[int]:
     return None
 
 
-def _use_color(out: Output) -> bool:
-    if os.environ.get("NO_COLOR"):
-        return False
-    return out.is_terminal
+def _use_color(out: Output, color: str = "auto") -> bool:
+    return wants_color(color, out.is_terminal)
 
 
 def _fail(exc: TensorTraceError) -> None:
@@ -252,6 +252,7 @@ def run(
     width: Optional[int] = WIDTH,
     graph: Optional[str] = GRAPH,
     ops: str = OPS,
+    color: str = COLOR,
 ) -> None:
     """Run scenarios and show what happened at every step."""
 
@@ -270,8 +271,10 @@ def run(
                 out, live, scenarios, progress, trust=trust, device=device, timeout=timeout, memory_limit=memory_limit,
                 scenario_timeout=scenario_timeout, require_confinement=require_confinement, ops=ops,
             )
-            options = replace(_render_options(form, out, step, steps, changes_only, show, no_values, width), ops=ops,
-                              all_rows=all_rows)
+            options = replace(
+                _render_options(form, out, step, steps, changes_only, show, no_values, width, color),
+                ops=ops, all_rows=all_rows,
+            )
             out.write(_rest_of_output(_noting_show(traces, show), form, live, options))
         return _run_status(traces, interrupted)
 
@@ -417,6 +420,7 @@ def render_cmd(
     no_values: bool = NO_VALUES,
     width: Optional[int] = WIDTH,
     ops: str = OPS,
+    color: str = COLOR,
 ) -> None:
     """Render a saved JSON trace again, without running anything."""
 
@@ -426,8 +430,10 @@ def render_cmd(
         traces = _noting_show(load_traces(trace_file), show)
         check_steps_exist(parse_steps(step, steps), [len(t.steps) for t in traces], any(t.setup is not None for t in traces))
         with _output(output) as out:
-            options = replace(_render_options(form, out, step, steps, changes_only, show, no_values, width), ops=ops,
-                              all_rows=all_rows)
+            options = replace(
+                _render_options(form, out, step, steps, changes_only, show, no_values, width, color),
+                ops=ops, all_rows=all_rows,
+            )
             out.write(render(traces, form, options))
         return EXIT_OK if all(t.passed for t in traces) else EXIT_FAILED
 

@@ -2,15 +2,42 @@
 
 from __future__ import annotations
 
+import os
+
 import typer
 
-TARGETS = typer.Argument(..., metavar="SCENARIO", help="Scenario files (.yaml, .py, .ipynb), or names of bundled scenarios (see 'tensortrace list').", show_default=False)
+from .errors import UsageError
+
+TARGETS = typer.Argument(
+    ..., metavar="SCENARIO", show_default=False, autocompletion=lambda incomplete: _complete_scenario(incomplete),
+    help="Scenario files (.yaml, .py, .ipynb), or names of bundled scenarios (see 'tensortrace list').",
+)
 CHECK_TARGETS = typer.Argument(
     ..., metavar="SCENARIO", show_default=False,
     help="Scenario files (.yaml, .py, .ipynb), folders (every .yaml file in them, sorted), or names of bundled scenarios.",
 )
+FORMATS = ("console", "json", "jsonl", "markdown", "html", "svg", "dot", "mermaid")
+
+
+def _complete_format(incomplete: str) -> list:
+    return [f for f in FORMATS if f.startswith(incomplete)]
+
+
+def _complete_scenario(incomplete: str) -> list:
+    """Bundled scenario names (files complete as files in the shell)."""
+    from .library import bundled_names
+
+    return [n for n in bundled_names() if n.startswith(incomplete)]
+
+
+COLOR = typer.Option(
+    "auto", "--color", metavar="WHEN",
+    help="Colour the console output: auto (on a terminal, unless NO_COLOR is set; FORCE_COLOR forces it, "
+    "for less -R), always or never.",
+    autocompletion=lambda incomplete: [w for w in ("auto", "always", "never") if w.startswith(incomplete)],
+)
 FORMAT = typer.Option(
-    None, "--format", "-f", metavar="FORMAT", show_default=False,
+    None, "--format", "-f", metavar="FORMAT", show_default=False, autocompletion=_complete_format,
     help="console, json, jsonl, markdown, html, svg, dot or mermaid. Default: what the -o file's suffix names "
     "(.json, .jsonl, .md, .html, .svg, .dot, .mmd), else console.",
 )
@@ -47,3 +74,17 @@ GRAPH = typer.Option(
     help="Draw the autograd graph of these names (comma-separated) as it stands after the last step, "
     "as a 'graph:' key on the last step would.",
 )
+
+
+def wants_color(color: str, is_terminal: bool) -> bool:
+    """--color always/never decide; auto: NO_COLOR turns colour off, FORCE_COLOR on (for ``less -R``),
+    else colour goes to a terminal only."""
+    if color not in ("auto", "always", "never"):
+        raise UsageError(f"--color {color!r}: use auto, always or never")
+    if color != "auto":
+        return color == "always"
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR", "") not in ("", "0"):
+        return True
+    return is_terminal

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import math
 import warnings
-import weakref
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
 from .graph import next_nodes, node_name
-from .model import Flow, FlowNode, Values
+from .identity import mark, storage_ref
+from .model import Flow, FlowNode, Values, evolve
 from .probe import EXACT_LIMIT, tensor_values
 
 MAX_FLOW_NODES = 200  # nodes recorded per backward call; the rest are counted
@@ -54,6 +54,38 @@ def _small_values(g: Any) -> Optional[Values]:
     return Values(kind="exact", data=tuple(data))
 
 
+_TRANSFORMED = ("a backward call inside a torch.func transform (grad, jacrev, vmap, hessian): its "
+                "gradient flow is not recorded, since its tensors are wrappers without storage")
+_peek_transform = torch._C._functorch.peek_interpreter_stack
+_wrapped = torch._C._functorch.is_functorch_wrapped_tensor
+
+
+def _in_transform(args: Sequence[Any], kwargs: Dict[str, Any]) -> bool:
+    """Whether a backward call runs inside a ``torch.func`` transform, or on its wrapped tensors.
+
+    Hooks there would read wrapped gradients, which have no storage to read
+    (PyTorch then refuses: "Cannot access data pointer"), so the call runs unwatched.
+    """
+    if _peek_transform() is not None:
+        return True
+    for a in list(args) + list(kwargs.values()):
+        items = a if isinstance(a, (list, tuple)) else (a,)
+        if any(isinstance(t, torch.Tensor) and _wrapped(t) for t in items):
+            return True
+    return False
+
+
+def _frees(func: Any, args: Sequence[Any], kwargs: Dict[str, Any]) -> bool:
+    """Whether a backward call frees the saved tensors of the nodes it runs: retain_graph
+    (which defaults to create_graph) is false. ``Tensor.backward(self, gradient, retain_graph,
+    create_graph)``, ``autograd.backward(tensors, grad_tensors, retain_graph, create_graph)``,
+    ``autograd.grad(outputs, inputs, grad_outputs, retain_graph, create_graph)``."""
+    at = 3 if func is BACKWARD_CALLS[2] else 2
+    retain = kwargs.get("retain_graph", args[at] if len(args) > at else None)
+    create = kwargs.get("create_graph", args[at + 1] if len(args) > at + 1 else False)
+    return not (create if retain is None else retain)
+
+
 def is_backward(func: Any) -> bool:
     """Whether ``func`` is one of the calls that run the autograd engine."""
     return func is BACKWARD_CALLS[0] or func is BACKWARD_CALLS[1] or func is BACKWARD_CALLS[2]
@@ -78,16 +110,17 @@ class _Node:
         self.grad_in: Tuple[Optional[Values], ...] = ()
         self.grad_out: Tuple[Optional[Values], ...] = ()
         self.ran = False
-        self.leaf: Any = None  # weak reference to an AccumulateGrad's leaf
+        self.leaf: Any = None  # (identity.mark, storage_ref) of an AccumulateGrad's leaf, never a weak reference to it
         self.before: Optional[Values] = None
         self.after: Optional[Values] = None
 
 
 class _Armed:
-    __slots__ = ("func", "nodes", "roots", "handles", "omitted", "notice")
+    __slots__ = ("func", "nodes", "roots", "handles", "omitted", "notice", "frees")
 
-    def __init__(self, func: Any) -> None:
+    def __init__(self, func: Any, frees: bool = True) -> None:
         self.func = func
+        self.frees = frees  # the call frees what its nodes saved (no retain_graph, no create_graph)
         self.nodes: List[_Node] = []
         self.roots: List[int] = []
         self.handles: List[Any] = []
@@ -103,6 +136,10 @@ class FlowRecorder:
         self.values = values
         self.calls: List[_Armed] = []
         self.skipped: List[Any] = []  # backward calls beyond MAX_FLOWS (their functions)
+        # id of a CopySlices node a freeing backward ran -> its name: PyTorch then drops the
+        # node it wraps, whose saved tensors no attribute shows, and a second backward raises
+        shared = getattr(owner, "released", None)
+        self.released: Dict[int, str] = shared if shared is not None else {}
 
     def _summary(self, grads: Any) -> Tuple[Optional[Values], ...]:
         if not self.values:
@@ -131,8 +168,11 @@ class FlowRecorder:
         if len(self.calls) >= MAX_FLOWS:
             self.skipped.append(func)
             return None
-        armed = _Armed(func)
+        armed = _Armed(func, _frees(func, args, kwargs))
         self.calls.append(armed)
+        if _in_transform(args, kwargs):
+            armed.notice = _TRANSFORMED
+            return armed
         try:
             with torch._C.DisableTorchFunctionSubclass():  # a subclass's __torch_function__ never sees these reads
                 self._walk(armed, _roots(func, args, kwargs))
@@ -187,7 +227,7 @@ class FlowRecorder:
         node = entry.node
         variable = getattr(node, "variable", None) if entry.name == "AccumulateGrad" else None
         if isinstance(variable, torch.Tensor):
-            entry.leaf = weakref.ref(variable)
+            entry.leaf = (mark(variable), storage_ref(variable))
             entry.before = self._leaf_grad(variable)
 
         def arrived(grad_outputs: Any) -> None:
@@ -209,9 +249,11 @@ class FlowRecorder:
                 pass
         armed.handles = []
         for entry in armed.nodes:
-            variable = entry.leaf() if entry.leaf is not None else None
-            if variable is not None:
+            variable = getattr(entry.node, "variable", None) if entry.leaf is not None else None
+            if isinstance(variable, torch.Tensor):
                 entry.after = self._leaf_grad(variable)
+            if armed.frees and entry.ran and entry.name.endswith("CopySlices"):
+                self.released[id(entry.node)] = entry.name
             entry.node = None
 
     def finish(self, start: Dict[int, Tuple[str, Any]], end: Dict[int, Tuple[str, Any]], call_name: Any) -> Tuple[Flow, ...]:
@@ -228,8 +270,12 @@ class FlowRecorder:
         def leaf_name(ref: Any) -> Optional[str]:
             if ref is None:
                 return None
-            hit = end.get(id(ref)) or start.get(id(ref))
-            return hit[0] if hit is not None and hit[1] is ref else None
+            mark_, sref = ref
+            for index in (end, start):  # a mark is an address: the storage tells live from dead
+                hit = index.get(mark_)
+                if hit is not None and (sref is None or hit[1] is None or hit[1] is sref):
+                    return hit[0]
+            return None
 
         flows = []
         for armed in self.calls:
@@ -253,4 +299,33 @@ class FlowRecorder:
         return tuple(flows + flows_more)
 
 
-__all__ = ["BACKWARD_CALLS", "MAX_FLOW_NODES", "FlowRecorder", "is_backward"]
+def with_hook_notes(flows: Tuple[Flow, ...], objects: Dict[str, Any]) -> Tuple[Flow, ...]:
+    """The flows, each saying which named tensors' hooks (``register_hook``) ran in it: a hook runs
+    between what is sent to the node it feeds and what that node receives (its ``grad_in``)."""
+    if not flows:
+        return flows
+    hooked = []
+    for name, obj in objects.items():
+        try:
+            if isinstance(obj, torch.Tensor) and obj._backward_hooks:
+                hooked.append((name, obj.is_leaf, obj.grad_fn))
+        except Exception:
+            continue
+    if not hooked:
+        return flows
+    out = []
+    for flow in flows:
+        names = {n.name for n in flow.nodes}
+        leaves = {n.leaf for n in flow.nodes if n.leaf is not None}
+        ran = [f"`{name}`" for name, leaf, fn in hooked
+               if (name in leaves if leaf else fn is not None and node_name(fn) in names)]
+        if ran:
+            note = (f"{', '.join(ran)} {'has a hook' if len(ran) == 1 else 'have hooks'} (register_hook): "
+                    "a hook runs between the gradient sent to the node it feeds and what that node receives, "
+                    "so that node's grad_in is the hook's result, not what was sent")
+            flow = evolve(flow, notice=f"{flow.notice}; {note}" if flow.notice else note)
+        out.append(flow)
+    return tuple(out)
+
+
+__all__ = ["BACKWARD_CALLS", "MAX_FLOW_NODES", "FlowRecorder", "is_backward", "with_hook_notes"]

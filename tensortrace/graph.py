@@ -316,6 +316,33 @@ def proven_names(suspects: Optional[List[Any]], objects: Dict[str, Any]) -> Opti
     )
 
 
+def view_family(suspects: Optional[List[Any]], objects: Dict[str, Any]) -> Tuple[str, ...]:
+    """The names that share a version counter with the changed saved tensors: their view base
+    and its other views (a saved ``w[:2]`` is a view of ``w``, and every write to ``w`` moves it)."""
+    import torch
+
+    bases = []
+    for s in suspects or ():
+        try:
+            bases.append(s._base if s._base is not None else s)
+        except Exception:
+            continue
+    if not bases:
+        return ()
+    ids = {id(b) for b in bases}
+    names = []
+    for name, obj in objects.items():
+        if not isinstance(obj, torch.Tensor):
+            continue
+        try:
+            base = obj._base
+        except Exception:
+            continue
+        if id(obj) in ids or (base is not None and id(base) in ids):
+            names.append(name)
+    return tuple(names)
+
+
 def _place(t: Any) -> Optional[Tuple[int, int, Tuple[int, ...], Tuple[int, ...], int]]:
     try:
         return (int(t.untyped_storage()._cdata), int(t.storage_offset()), tuple(t.shape), tuple(t.stride()), int(t._version))

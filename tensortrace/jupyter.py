@@ -75,6 +75,13 @@ def _say(exc: TensorTraceError) -> None:
     print(f"tensortrace: {exc}", file=sys.stderr)
 
 
+def _this_cell(shell: Any) -> int:
+    """The number of the cell now running: IPython counts it before running it, so its
+    ``execution_count`` is already the next cell's (one higher) while the cell runs."""
+    count = int(getattr(shell, "execution_count", 1) or 1)
+    return count - 1 if count > 1 else count
+
+
 def run_cell(shell: Any, line: str, cell: str) -> None:
     """``%%tensortrace``: run the cell statement by statement, record each, show the trace."""
     from .snooper import DEFAULT_MAX_ITERATIONS, LineRecorder
@@ -94,7 +101,7 @@ def run_cell(shell: Any, line: str, cell: str) -> None:
         shell.showsyntaxerror(filename=filename)
         return
     recorder = LineRecorder(
-        f"cell [{shell.execution_count}]",
+        f"cell [{_this_cell(shell)}]",
         None,
         show=_names(opts.show),
         graph=_names(opts.graph),

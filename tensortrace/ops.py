@@ -40,53 +40,20 @@ import torch
 from torch.overrides import TorchFunctionMode, resolve_name
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from .flow import BACKWARD_CALLS, FlowRecorder
+from .flow import BACKWARD_CALLS, FlowRecorder, with_hook_notes
 from .model import Flow, OpRecord, OpTensors, VersionBump
+from .identity import mark as _mark
+from .recordability import UNRECORDABLE, recordable  # noqa: F401 - part of this module's interface
 from .storages import StorageRegistry
 
 MAX_OPS = 2000  # operations (calls and ATen operations together) recorded per step; the rest are counted
 
-#: The words in a scenario's code that turn recording off, the level still
-#: recorded, and why. Dynamo skips compiling any frame while a non-infra
-#: TorchDispatchMode is on the stack ("non-infra torch dispatch mode present,
-#: this is not supported today in torch.compile",
-#: torch/_dynamo/convert_frame.py) and would trace into a TorchFunctionMode;
-#: under a TorchDispatchMode, ``clone()`` of an inference tensor leaves the
-#: copy at version 0 where plain PyTorch gives 1 (tests/test_ops.py pins it).
-#: Recording must not change what the scenario shows, so these fall back.
-UNRECORDABLE = (
-    ("compile", None, "the scenario uses torch.compile, which does not compile under a TorchDispatchMode "
-     "(dynamo would run the code eagerly), so its operations were not recorded"),
-    ("_dynamo", None, "the scenario uses torch._dynamo, which does not compile under a TorchDispatchMode, "
-     "so its operations were not recorded"),
-    ("inference_mode", "call", "the scenario uses torch.inference_mode, whose tensors' version counters a "
-     "TorchDispatchMode changes, so only the calls it made were recorded, not their ATen operations"),
-)
-
 _Tensor = torch.Tensor
 _plain = torch._C.DisableTorchFunctionSubclass
 _HERE = frozenset({__file__, torch.utils._python_dispatch.__file__, torch._ops.__file__})  # frames the modes add
-# (id of the tensor, weak reference to it, storage key or None); the key is
+# (id of the tensor, (its identity.mark, the mark's generation), storage key or None); the key is
 # (device, address, bytes, weak reference to the storage, identity for addressless storages)
 Grabbed = Tuple[int, Any, Optional[Tuple[Any, int, int, Any, Optional[int]]]]
-
-
-def recordable(code: str) -> Tuple[Optional[str], Optional[str]]:
-    """The deepest level (``aten``, ``call`` or None: nothing) a scenario whose code is ``code`` can be recorded at, and why not deeper."""
-    level: Optional[str] = "aten"
-    notes = []
-    for word, fallback, why in UNRECORDABLE:
-        if word in code:
-            notes.append(why)
-            level = fallback if level is not None else None
-    return level, (notes[0] if notes else None)
-
-
-def _ref(obj: Any) -> Any:
-    try:
-        return weakref.ref(obj)
-    except TypeError:
-        return None
 
 
 def _grab(t: Any) -> Grabbed:
@@ -98,10 +65,7 @@ def _grab(t: Any) -> Grabbed:
 
 
 def _grab_plain(t: Any) -> Grabbed:
-    try:
-        ref = _weakref(t)
-    except TypeError:
-        ref = None
+    ref = _mark(t)
     try:
         s = t.untyped_storage()
         n = s.nbytes()
@@ -115,15 +79,33 @@ def _grab_plain(t: Any) -> Grabbed:
     return (id(t), ref, key)
 
 
-def _light(t: Any) -> Grabbed:
-    """Identity only: a call's tensors, whose storages its ATen operations (or ``finish``) read."""
+def _storage_is(key: Any, t: Any) -> bool:
+    """Whether ``t``'s storage is the one ``key`` was read from: a dead tensor of the step may
+    have had ``t``'s identity and mark (addresses are reused), never its live storage."""
+    if key is None:
+        return True
     try:
-        return (0, _weakref(t), None)
-    except TypeError:
-        return (0, None, None)
+        if type(t) is not _Tensor:
+            with _plain():
+                return key[3]() is t.untyped_storage()
+        return key[3]() is t.untyped_storage()
+    except Exception:
+        return False
 
 
-_weakref = weakref.ref
+def _complete(rec: "OpsRecorder", grabbed: List[Grabbed], tensors: List[Any]) -> None:
+    """Read, after the call, the storage of each of its tensors.
+
+    The tool holds no reference to a tensor after its call (``identity``), so
+    its storage is read while the call still holds it, never looked up later
+    by a mark a dead temporary may have shared.
+    """
+    for i, t in enumerate(tensors):
+        if grabbed[i][2] is None:
+            grabbed[i] = rec.take(t)
+
+
+_weakref = weakref.ref  # storages only: a weak reference to a tensor blocks torch.utils.swap_tensors
 
 
 def _version(t: Any) -> Optional[int]:
@@ -157,10 +139,17 @@ def _tensors_in(value: Any, into: List[Any]) -> None:
                 into.append(item)
 
 
+#: In-place ATen operations that change a tensor's sizes and strides only: PyTorch moves
+#: its version, but they write no byte of its storage, so they are not said to write it.
+RESTRIDING = frozenset(f"aten::{n}" for n in (
+    "t_", "transpose_", "swapdims_", "swapaxes_", "unsqueeze_", "squeeze_", "as_strided_", "detach_",
+))
+
+
 class _Plan:
     """What one ``OpOverload``'s schema says: which arguments it writes, its name."""
 
-    __slots__ = ("positions", "keywords", "name", "overload")
+    __slots__ = ("positions", "keywords", "name", "overload", "restrides")
 
     def __init__(self, func: Any) -> None:
         schema = func._schema
@@ -169,6 +158,8 @@ class _Plan:
         self.keywords = frozenset(name for _, name in written)
         self.name = schema.name
         self.overload = schema.overload_name or None
+        # changes only the tensor's shape and strides (its version moves, no byte is written)
+        self.restrides = self.name in RESTRIDING
 
 
 class _Calls(TorchFunctionMode):
@@ -181,7 +172,7 @@ class _Calls(TorchFunctionMode):
         rec = self.rec
         if kwargs is None:
             kwargs = {}
-        if rec.paused:
+        if rec.paused or rec.dispatching:  # PyTorch's own calls while an ATen operation runs in the mode
             return func(*args, **kwargs)
         flow = rec.flow.arm(func, args, kwargs) if (func is _BACKWARD or func is _AUTOGRAD_BACKWARD or func is _GRAD) else None
         if rec.count >= MAX_OPS:
@@ -205,7 +196,7 @@ class _Calls(TorchFunctionMode):
         if kwargs:
             for a in kwargs.values():
                 _tensors_in(a, tensors)
-        grab = _light if rec.aten else _grab
+        grab = rec.light if rec.aten else rec.take
         before = [_version(t) for t in tensors] if tensors else tensors
         entry: List[Any] = ["call", func, None, [grab(t) for t in tensors] if tensors else [], (), [], []]
         index = len(rec.raw)
@@ -223,18 +214,23 @@ class _Calls(TorchFunctionMode):
                 rec.settle()
             if flow is not None:
                 rec.flow.disarm(flow)
+            if tensors and rec.aten:
+                _complete(rec, entry[3], tensors)
             if tensors:
                 bumps = entry[6]
                 for i, t in enumerate(tensors):
                     now = _version(t)
                     if now != before[i]:
                         bumps.append((i, before[i], now))
+        produced: List[Any] = []
         if isinstance(out, _Tensor):
-            entry[5] = [grab(out)]
+            produced.append(out)
         elif type(out) in _SEQUENCES:
-            produced: List[Any] = []
             _tensors_in(out, produced)
+        if produced:
             entry[5] = [grab(t) for t in produced]
+            if rec.aten:
+                _complete(rec, entry[5], produced)
         return out
 
 
@@ -271,6 +267,16 @@ class _Aten(TorchDispatchMode):
         self.rec = rec
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Sequence[Any] = (), kwargs: Optional[dict] = None) -> Any:
+        # The call mode stays on the stack under this one: the tool's own reads here, and the
+        # calls PyTorch makes back into Python meanwhile (lift_fresh), are not the code's calls.
+        rec = self.rec
+        rec.dispatching += 1
+        try:
+            return self._dispatch(func, args, kwargs)
+        finally:
+            rec.dispatching -= 1
+
+    def _dispatch(self, func: Any, args: Sequence[Any], kwargs: Optional[dict]) -> Any:
         rec = self.rec
         if kwargs is None:
             kwargs = {}
@@ -311,8 +317,8 @@ class _Aten(TorchDispatchMode):
             seen.pop(id(ins[i]), None)
         for t in ins:  # a tensor seen before in this step (an earlier result) is not read again
             g = seen.get(id(t))
-            if g is None or g[1] is None or g[1]() is not t:
-                g = seen[id(t)] = _grab(t)
+            if g is None or g[1] is None or g[1] != rec.ref(t) or not _storage_is(g[2], t):
+                g = seen[id(t)] = rec.take(t)
             grabbed.append(g)
         for i in written:  # set_ and the like may give it another storage
             seen.pop(id(ins[i]), None)
@@ -327,12 +333,15 @@ class _Aten(TorchDispatchMode):
                 pending.append((entry, i, ins[i], _version(ins[i])))
         out = func(*args, **kwargs)
         if isinstance(out, _Tensor):
-            g = seen[id(out)] = _grab(out)
+            rec.born(out, grabbed)
+            g = seen[id(out)] = rec.take(out)
             entry[5] = [g]
         elif type(out) in _SEQUENCES:
             produced: List[Any] = []
             _tensors_in(out, produced)
-            entry[5] = [_grab(t) for t in produced]
+            for t in produced:
+                rec.born(t, grabbed)
+            entry[5] = [rec.take(t) for t in produced]
         return out
 
 
@@ -347,6 +356,7 @@ class OpsSession:
                 notices.append(why)
         self.values = values
         self.names: Dict[int, Tuple[str, Any]] = {}
+        self.released: Dict[int, str] = {}  # flow.FlowRecorder.released, for the whole run
         self.now: Optional[OpsRecorder] = None
         self._modes: Optional[_Both] = None  # one object of each mode for the run, pointed at each step's recorder
 
@@ -354,7 +364,8 @@ class OpsSession:
         """The modes that record one step's code, or nothing."""
         if self.level is None:
             return contextlib.nullcontext()
-        rec = self.now = OpsRecorder(self.names, values=self.values, aten=self.level == "aten", caught=caught)
+        rec = self.now = OpsRecorder(self.names, values=self.values, aten=self.level == "aten", caught=caught,
+                                     released=self.released)
         both = self._modes
         if both is None:
             both = self._modes = rec.modes()
@@ -373,7 +384,8 @@ class OpsSession:
         if recorder is None:
             return (), 0, ()
         try:
-            return recorder.finish(registry, self.names)
+            ops, omitted, flows = recorder.finish(registry, self.names)
+            return ops, omitted, with_hook_notes(flows, objects)
         finally:
             recorder.flow.owner = None  # no cycle left for the garbage collector: the step's recording is freed now
 
@@ -383,7 +395,9 @@ class OpsRecorder:
 
     def __init__(
         self, start_names: Dict[int, Tuple[str, Any]], *, values: bool = True, aten: bool = True, caught: Optional[List[Any]] = None,
+        released: Optional[Dict[int, str]] = None,
     ) -> None:
+        self.released = released if released is not None else {}
         self.aten = aten
         self.caught = caught if caught is not None else []  # the step's recorded warnings (catch_warnings(record=True))
         self.start_names = start_names
@@ -392,10 +406,36 @@ class OpsRecorder:
         self.aten_off = False  # the dispatch mode left the stack past the limit (``_take_off``)
         self.parent: Optional[int] = None
         self.paused = False
+        self.dispatching = 0  # ATen operations now running under the dispatch mode
         self.pending: List[Tuple[List[Any], int, Any, Optional[int]]] = []  # written tensors until the next operation
-        self.seen: Dict[int, Grabbed] = {}  # id → what was read of a tensor this step (checked by its weak reference)
+        self.seen: Dict[int, Grabbed] = {}  # id → what was read of a tensor this step (checked by its ref)
+        # mark → how many new tensors had it this step: a mark is a TensorImpl's address, which a
+        # new tensor can only have once the one before it died (``born``)
+        self.generations: Dict[int, int] = {}
         self.plans: Dict[Any, _Plan] = _PLANS
         self.flow = FlowRecorder(self, values=values)
+
+    def ref(self, t: Any) -> Optional[Tuple[int, int]]:
+        """Who ``t`` is now: its ``identity.mark`` and that mark's generation in this step."""
+        m = _mark(t)
+        return None if m is None else (m, self.generations.get(m, 0))
+
+    def take(self, t: Any) -> Grabbed:
+        """``_grab(t)``, its mark made a ``ref``."""
+        g = _grab(t)
+        return (g[0], None if g[1] is None else (g[1], self.generations.get(g[1], 0)), g[2])
+
+    def light(self, t: Any) -> Grabbed:
+        """Identity only: a call's tensors, whose storages ``_complete`` reads after the call."""
+        return (id(t), self.ref(t), None)
+
+    def born(self, out: Any, ins: List[Grabbed]) -> None:
+        """Note an ATen operation's result: unless it is one of its inputs (an in-place
+        operation returns its input), it is a new tensor, and any earlier one with its mark is dead."""
+        m = _mark(out)
+        if m is None or any(g[1] is not None and g[1][0] == m for g in ins):
+            return
+        self.generations[m] = self.generations.get(m, 0) + 1
 
     def modes(self) -> "_Both":
         return _Both(_Calls(self), _Aten(self) if self.aten else None)
@@ -415,28 +455,11 @@ class OpsRecorder:
         start, end = self.start_names, end_names
         raw = self.raw
         labels: Dict[int, Optional[str]] = {}
-        keys: Dict[int, Any] = {}  # weak reference's id → storage key, from the ATen operations' tensors
-        for entry in raw:
-            if entry[0] == "aten":
-                for g in entry[3]:
-                    if g[1] is not None and g[2] is not None:
-                        keys[id(g[1])] = g[2]
-                for g in entry[5]:
-                    if g[1] is not None and g[2] is not None:
-                        keys[id(g[1])] = g[2]
 
         def label(g: Grabbed) -> Optional[str]:
             key = g[2]
-            if key is None:
-                ref = g[1]
-                if ref is None:
-                    return None
-                key = keys.get(id(ref))
-                if key is None:  # a call's tensor no ATen operation touched: read it now, if it lives
-                    t = ref()
-                    key = keys[id(ref)] = _grab(t)[2] if t is not None else None
-                    if key is None:
-                        return None
+            if key is None:  # a storage-less tensor (``_complete`` read every call's tensor)
+                return None
             sref = key[3]
             found = labels.get(id(sref))
             if found is None:
@@ -448,12 +471,25 @@ class OpsRecorder:
                 labels[id(sref)] = found
             return found
 
-        def name(g: Grabbed, first: Dict[int, Tuple[str, Any]], second: Dict[int, Tuple[str, Any]]) -> Optional[str]:
+        generations = self.generations
+
+        def name(g: Grabbed, first: Dict[Any, Tuple[str, Any]], second: Dict[Any, Tuple[str, Any]]) -> Optional[str]:
             ref = g[1]
             if ref is None:
                 return None
-            hit = first.get(id(ref)) or second.get(id(ref))
-            return hit[0] if hit is not None and hit[1] is ref else None
+            key = g[2]
+            sref = key[3] if key is not None else None
+            if sref is not None and sref() is None:  # its storage died, so did it
+                return None
+            mark, generation = ref
+            # the start's names are the tensors before any new one; the end's, those after the last
+            # (asked for a result first, the end comes first)
+            pairs = ((start, 0), (end, generations.get(mark, 0)))
+            for index, current in (pairs if first is start else pairs[::-1]):
+                hit = index.get(mark)
+                if hit is not None and generation == current and (sref is None or hit[1] is None or hit[1] is sref):
+                    return hit[0]
+            return None
 
         # Labels are made in this order (every input, then every output), so that
         # storages first seen here are numbered in the order the step used them.
@@ -467,7 +503,7 @@ class OpsRecorder:
                 in_names.append(name(g, start, end))
                 found = label(g)
                 if found is not None:
-                    into = writes if i in written else reads
+                    into = writes if i in written and not (level == "aten" and what.restrides) else reads
                     if found not in into:
                         into.append(found)
             if parent is not None and writes:
@@ -573,29 +609,33 @@ class _Both:
                 rec.settle()
 
 
-def name_index(objects: Dict[str, Any]) -> Dict[int, Tuple[str, Any]]:
-    """Names of the tensors bound now (and ``NAME.grad`` of leaves), keyed by their weak reference's id.
+def name_index(objects: Dict[str, Any]) -> Dict[Any, Tuple[str, Any]]:
+    """Names of the tensors bound now (and ``NAME.grad`` of leaves), keyed by their ``identity.mark``,
+    with a weak reference to their storage (None for a tensor without one).
 
-    A weak reference (never the tensor) keeps the key meaningful: CPython
-    hands out one plain weak reference per object, so an operation's
-    reference to the same tensor is the same object, alive or not.
+    A mark, never a weak reference to the tensor: a weak reference to a tensor
+    makes ``torch.utils.swap_tensors`` refuse it. A mark is the address of the
+    tensor's ``TensorImpl``, which a dead temporary of the step may have had;
+    its storage tells them apart.
     """
-    index: Dict[int, Tuple[str, Any]] = {}
+    index: Dict[Any, Tuple[str, Any]] = {}
     for name, obj in objects.items():
         if not isinstance(obj, _Tensor):
             continue
-        ref = _ref(obj)
-        if ref is not None and id(ref) not in index:
-            index[id(ref)] = (name, ref)
+        _index_one(index, name, obj)
         try:
             grad = obj.grad if obj.is_leaf else None
         except Exception:
             grad = None
         if grad is not None:
-            gref = _ref(grad)
-            if gref is not None and id(gref) not in index:
-                index[id(gref)] = (f"{name}.grad", gref)
+            _index_one(index, f"{name}.grad", grad)
     return index
+
+
+def _index_one(index: Dict[Any, Tuple[str, Any]], name: str, t: Any) -> None:
+    _, ref, key = _grab(t)
+    if ref is not None and ref not in index:
+        index[ref] = (name, key[3] if key is not None else None)
 
 
 __all__ = ["MAX_OPS", "OpsRecorder", "OpsSession", "call_name", "name_index", "recordable"]

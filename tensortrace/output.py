@@ -47,7 +47,14 @@ def format_for(fmt: Optional[str], path: Optional[str]) -> str:
     if fmt is not None:
         return fmt
     if path not in (None, "-"):
-        return _SUFFIX_FORMATS.get(Path(path).suffix.lower(), "console")
+        suffix = Path(path).suffix.lower()
+        if suffix in ("", ".txt", ".log"):
+            return "console"
+        if suffix not in _SUFFIX_FORMATS:  # out.pdf would otherwise get console text
+            known = ", ".join(sorted(_SUFFIX_FORMATS))
+            raise UsageError(f"-o {path}: no format writes {suffix} files (known suffixes: {known}, and .txt for "
+                             "console text); name one with --format, or use one of these suffixes")
+        return _SUFFIX_FORMATS[suffix]
     return "console"
 
 

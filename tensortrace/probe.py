@@ -516,8 +516,8 @@ def ndarray_values(arr: Any) -> Values:
             return Values(kind="summary", summary=Summary(numel=int(arr.size), head=freeze(encode_number_tree(head[:HEAD]))))
         nan_count = inf_count = count = 0
         lo = hi = None
-        total = 0.0
-        sq = 0.0
+        mean = m2 = 0.0  # merged per chunk as stats.moments merges them (Chan et al.): summing
+        # squares first cancels to 0.0 for values far from zero (1e10 + arange(100))
         for chunk in iter_chunks(arr, CHUNK):
             c = chunk.astype(_np.float64).reshape(-1)
             finite = _np.isfinite(c)
@@ -528,11 +528,17 @@ def ndarray_values(arr: Any) -> Values:
                 continue
             lo = float(c.min()) if lo is None else min(lo, float(c.min()))
             hi = float(c.max()) if hi is None else max(hi, float(c.max()))
-            total += float(c.sum())
-            sq += float((c * c).sum())
-            count += int(c.size)
-        mean = total / count if count else None
-        std = math.sqrt(max(0.0, (sq - count * mean * mean) / (count - 1))) if count > 1 else None
+            n = int(c.size)
+            c_mean = float(c.sum()) / n
+            d = c - c_mean
+            c_m2 = float(_np.dot(d, d))
+            total = count + n
+            delta = c_mean - mean
+            mean += delta * n / total
+            m2 += c_m2 + delta * delta * count * n / total
+            count = total
+        std = math.sqrt(m2 / (count - 1)) if count > 1 else None
+        mean = mean if count else None
         summary = Summary(
             numel=int(arr.size), min=lo, max=hi, mean=mean, std=std,
             nan_count=nan_count, inf_count=inf_count, head=freeze(encode_number_tree(head[:HEAD])),

@@ -3,7 +3,8 @@
 Most tensors are untouched by most steps, yet every step's snapshot used to
 read each one again, element by element. ``SnapshotCache`` keeps, per
 tensor, the record of the last snapshot and the facts it was read from: the
-tensor object itself (a weak reference, never keeping it alive), its
+tensor object itself (its ``identity.mark``: a weak reference to a tensor
+would make ``torch.utils.swap_tensors`` refuse it), its
 version counter, address, shape, stride, offset, dtype, flags, ``grad_fn``,
 its storage (identity and label) and its ``grad`` (object, version, address).
 
@@ -38,6 +39,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, Optional, Tuple
 
 import torch
 
+from .identity import mark
 from .model import TensorState, evolve
 from .writes import UNWRITTEN
 
@@ -80,6 +82,7 @@ class _Fresh:
 
 
 def _weak(obj: Any) -> Callable[[], Any]:
+    """A weak reference to a storage (never to a tensor), or one that is always dead."""
     try:
         return weakref.ref(obj)
     except TypeError:
@@ -177,14 +180,14 @@ class SnapshotCache:
         the key are all this reads before comparing its memory.
         """
         entry = self._records.get(id(t))
-        if entry is None or entry.ref() is not t or type(t) not in _PLAIN_TYPES:
+        if entry is None or type(t) not in _PLAIN_TYPES or entry.ref != mark(t):
             return None
         try:
             facts = key, grad, base = _facts(t)
             if key != entry.key:
                 self._facts_of, self._facts = t, facts  # keep() reads them again otherwise
                 return None
-            if (entry.grad_ref() if entry.grad_ref is not None else None) is not grad:
+            if entry.grad_ref != (mark(grad) if grad is not None else None):
                 return None
             if self._mark(entry.span, entry.view, t) != entry.values:
                 return None
@@ -217,8 +220,8 @@ class SnapshotCache:
             grad_values = self._print(grad_span, grad) if grad_span is not None else None
         except Exception:
             return
-        ref = _weak(t)
-        grad_ref = _weak(grad) if grad is not None else None
+        ref = mark(t)
+        grad_ref = mark(grad) if grad is not None else None
         self._seen[id(t)] = _Entry(ref, key, grad_ref, values, grad_values, state, span, grad_span)
 
     def _print(self, span: Tuple[int, int], t: torch.Tensor) -> Any:

@@ -36,6 +36,7 @@ from .model import Prediction, SavedTensor, TensorState
 
 STALE = "backward_will_fail"  # a saved tensor's version moved: backward raises the in-place error
 FREED = "backward_freed"  # backward freed the saved tensors: a second backward raises
+CHANGED = "backward_uses_changed_values"  # values changed without a version bump: backward runs, wrongly
 MAX_CODE = 60  # characters of a step's code quoted in a prediction
 
 _VERSIONS = re.compile(r"is at version (\d+); expected version (\d+) instead")
@@ -140,11 +141,26 @@ def _saved_items(node: Any) -> List[Item]:
     return out
 
 
+class _Freed:
+    """Stands for a saved tensor whose very attribute refuses to be read because backward
+    freed it (a custom ``autograd.Function``'s ``_raw_saved_tensors`` raises then)."""
+
+    data = None
+    unpack_hook = None
+
+
+FREED_RAW = _Freed()
+
+
 def raw_saved(node: Any) -> Iterator[Tuple[str, Any, str]]:
     """Each saved attribute of ``node`` that can be read: (name, its raw saved value, its ``_saved_`` property)."""
     for attr, raw_name, prop in saved_attributes(node):
         try:
             raw = getattr(node, raw_name)
+        except RuntimeError as exc:
+            if _TWICE in str(exc):
+                yield attr, FREED_RAW, prop
+            continue
         except Exception:
             continue
         yield attr, raw, prop
@@ -192,6 +208,8 @@ def _unpack(item: Item) -> Tuple[Any, Optional[Tuple[str, Optional[int], Optiona
     ("freed", None, None), ("refused", None, None), or ("hooked", None, None) when unpacking
     would run the user's hook, so it is not done."""
     _, raw, node, prop = item
+    if raw is FREED_RAW:
+        return None, ("freed", None, None)
     if getattr(raw, "unpack_hook", None) is not None:
         return None, ("hooked", None, None)
     try:
@@ -304,7 +322,8 @@ def scan(roots: Sequence[Any], namer: Any, max_nodes: int, reads: Optional[Dict[
 
     order, nexts, root_at, truncated, unanchored = walked if walked is not None else walk_nodes(roots, max_nodes)
     if reads and _all_read_and_fine(order, reads):
-        return {"stale": [None] * len(root_at), "freed": [None] * len(root_at), "truncated": truncated, "unanchored": unanchored}
+        return {"stale": [None] * len(root_at), "freed": [None] * len(root_at), "truncated": truncated,
+                "unanchored": unanchored, "order": order}
     facts = _Facts(order, namer, reads)
     stale_out: List[Any] = []
     freed_out: List[Any] = []
@@ -326,7 +345,7 @@ def scan(roots: Sequence[Any], namer: Any, max_nodes: int, reads: Optional[Dict[
                         stack.append(j)
         stale_out.append(stale)
         freed_out.append(freed)
-    return {"stale": stale_out, "freed": freed_out, "truncated": truncated, "unanchored": unanchored}
+    return {"stale": stale_out, "freed": freed_out, "truncated": truncated, "unanchored": unanchored, "order": order}
 
 
 def _all_read_and_fine(order: Sequence[Any], reads: Dict[int, Any]) -> bool:
@@ -428,6 +447,12 @@ def _node_name(node: Any) -> str:
 # --- per-step history and the predictions ------------------------------------------
 
 
+def _writes_to(name: str) -> str:
+    """A regex for a line that writes in place into ``name`` (``name.add_(``, ``name[0] =``, ``name +=``)."""
+    return (rf"(?<![\w.]){re.escape(name)}(?:\.data)?(?:(?:\[[^\]]*\])*\s*(?:\.\w+_\(|[-+*/@]=)"
+            rf"|(?:\[[^\]]*\])+\s*=[^=])")
+
+
 def short_code(code: str, hints: Sequence[str] = ()) -> str:
     """A step's code on one line, bounded: of a longer step, the last line a hint (a regex) finds."""
     lines = [line.strip() for line in code.strip().splitlines() if line.strip()]
@@ -450,6 +475,13 @@ class Predictor:
         self.freed_since: Dict[int, int] = {}  # id of a node seen freed -> the step it was first seen so
         self.unanchored = False  # a walk stopped at nodes that could not anchor their next ones (graph.UNANCHORED)
         self._last: Dict[int, TensorState] = {}  # the last step's records, by identity
+        # (name, storage) -> (version, values) last noted; and the steps that changed the values
+        # without moving the version (``.data``, NumPy): autograd cannot see those writes
+        self._values: Dict[Tuple[str, Optional[str]], Tuple[int, Any]] = {}
+        self.silent: Dict[Tuple[str, Optional[str]], List[Tuple[int, int]]] = {}
+        self._node_first: Dict[Tuple[int, str], int] = {}  # (id, name) of a walked node -> the step first seen
+        self.released: Dict[int, str] = {}  # CopySlices nodes a freeing backward ran (flow.FlowRecorder.released)
+        self.released_since: Dict[int, int] = {}  # such a node -> the step its prediction was first made
 
     def note(self, index: int, code: str, states: Sequence[TensorState]) -> None:
         """Step ``index``'s code, and each tensor's version where it differs from the one last noted
@@ -462,11 +494,23 @@ class Predictor:
                 continue
             version = s.version
             if version is not None:
+                self._note_values(index, s)
                 seen = versions.get((s.name, s.storage))
                 if seen is None:
                     versions[(s.name, s.storage)] = [(index, version)]
                 elif seen[-1][1] != version:
                     seen.append((index, version))
+
+    def _note_values(self, index: int, s: TensorState) -> None:
+        """Note a step that changed ``s``'s values while its version stayed (a silent write)."""
+        key = (s.name, s.storage)
+        before = self._values.get(key)
+        values = s.values
+        if values is None or values.kind == "unavailable":
+            return
+        self._values[key] = (s.version, values)
+        if before is not None and before[0] == s.version and before[1] != values:
+            self.silent.setdefault(key, []).append((index, s.version))
 
     def changed_at(self, name: Optional[str], storage: Optional[str], saved_version: int, version: int,
                    states: Sequence[TensorState]) -> Optional[int]:
@@ -505,7 +549,20 @@ class Predictor:
             reads.clear()
         if any(stopped for _, stopped in walked) or (found is not None and found["unanchored"]):
             self.unanchored = True
-        return tuple(graph for graph, _ in walked), self._predictions(index, targets, found, states)
+        if found is not None:
+            first = self._node_first
+            self._node_first = {(id(n), type(n).__name__): first.get((id(n), type(n).__name__), index)
+                                for n in found["order"]}
+            found["order"] = None  # keeps no node alive past this call
+        predictions = self._predictions(index, targets, found, states)
+        if self.released or self.silent:
+            from .unseen import released_predictions, silent_predictions
+
+            if self.released:
+                predictions += released_predictions(self, index, targets, predictions)
+            if self.silent:
+                predictions += silent_predictions(self, targets, predictions, namer)
+        return tuple(graph for graph, _ in walked), predictions
 
     @staticmethod
     def _targets(states: Sequence[TensorState], objects: Dict[str, Any]) -> List[Tuple[str, Any]]:
@@ -545,9 +602,14 @@ class Predictor:
         node, (attr, saved, storage, saved_version, version, _, _), _ = found
         step = self.changed_at(saved, storage, saved_version, version, states)
         what = f"`{saved}`" if saved is not None else "an unnamed tensor"
-        where = f" ({storage})" if storage else ""
+        # an unnamed one at the version of the named tensors on its storage shares their counter (a view)
+        partners = [s.name for s in states if saved is None and storage and s.storage == storage
+                    and s.version == version and s.kind != "ndarray"]
+        shared = f", in the storage of {', '.join(f'`{n}`' for n in partners)}" if partners else ""
+        where = f" ({storage}{shared})" if storage else ""
         now = f"`{saved}` is" if saved is not None else "it is"
-        hints = [_IN_PLACE] + ([rf"(?<![\w.]){re.escape(saved)}(?!\w)"] if saved is not None else [])
+        writers = [saved] if saved is not None else partners
+        hints = [_writes_to(n) for n in writers] + [_IN_PLACE] + [rf"(?<![\w.]){re.escape(n)}(?!\w)" for n in writers]
         when = f" (changed by `{short_code(self.codes.get(step, ''), hints)}` at {_step_name(step)})" if step is not None else ""
         message = (f"backward through `{name}` will fail: {node} saved {what}{where} at version {saved_version}, "
                    f"and {now} now at version {version}{when}.")

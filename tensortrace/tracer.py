@@ -26,7 +26,8 @@ from .events import Assembler, End, Event, Start
 from .expectations import declared_outcome, evaluate_expectation, first_line
 from .explain import name_the_saved_tensor
 from .helpers import base_namespace
-from .graph import UNANCHORED, UNANCHORED_NODES, proven_names, saved_suspects
+from .graph import UNANCHORED, UNANCHORED_NODES, proven_names, saved_suspects, view_family
+from .members import expand_value as _expand
 from .names import covers as _covers
 from .ops import OpsSession
 from .model import (
@@ -44,7 +45,7 @@ from .model import (
     WarningInfo,
 )
 from .saved import Namer, Predictor
-from .probe import StorageRegistry, is_ndarray, plain_reads, probe_named, reason_of
+from .probe import StorageRegistry, plain_reads, probe_named
 from .reuse import SnapshotCache
 from .writes import WriteWatch
 from .scenario import Code, Scenario, StepSpec
@@ -391,7 +392,10 @@ class _Recorder:
             ops, omitted, flow = self.ops.finish(self.registry, objects)
             graphs, predictions = self.observe(spec, spec.index, spec.run.text, tensors, objects)
             if error is not None:
-                error = name_the_saved_tensor(error, tensors, proven=proven_names(classes.pop("saved", None), objects))
+                suspects = classes.pop("saved", None)
+                error = name_the_saved_tensor(error, tensors, proven=proven_names(suspects, objects),
+                                              family=view_family(suspects, objects))
+                del suspects
         del objects
         shown = self.shown_names(spec, tensors)
         return Step(
@@ -555,6 +559,7 @@ class _Recorder:
         for name, obj in objects.items() if drawn else ():  # names only a drawing uses
             names_by_id.setdefault(id(obj), name)
         self.predictor.note(index, code, tensors)
+        self.predictor.released = self.ops.released
         observed = self.predictor.observe(index, drawn, tensors, objects, Namer(objects, tensors, self.registry), names_by_id)
         stopped = UNANCHORED.format(n=UNANCHORED_NODES)
         if self.predictor.unanchored and stopped not in self._notices:
@@ -574,37 +579,6 @@ class _Recorder:
                 at = f" (line {line})" if line else ""
                 notes.append(f"{name!r} in {where}{at} is never bound in this scenario")
         return tuple(notes)
-
-
-def _expand(name: str, value: Any, found: List[Tuple[str, Any, str]], depth: int, notes: Optional[List[str]] = None) -> None:
-    """Add ``value``'s tensors to ``found`` under the names the contract gives them.
-
-    Containers are read with the built-in types' own methods (``list.__getitem__``,
-    ``dict.items``), so that a subclass's overrides, which the user's code may
-    count or log, never run on the tool's behalf.
-    """
-    if isinstance(value, torch.Tensor):
-        kind = "parameter" if isinstance(value, torch.nn.Parameter) else "tensor"
-        found.append((name, value, kind))
-    elif is_ndarray(value):
-        found.append((name, value, "ndarray"))
-    elif isinstance(value, torch.nn.Module):
-        try:
-            members = [(f"{name}.{pname}", p, "parameter") for pname, p in value.named_parameters()]
-            members += [(f"{name}.{bname}", b, "buffer") for bname, b in value.named_buffers()]
-        except Exception as exc:  # e.g. an __init__ that never called super().__init__()
-            if notes is not None:
-                notes.append(f"{name}: its parameters could not be listed ({type(exc).__name__}: {reason_of(exc)})")
-            return
-        found.extend(members)
-    elif depth < 2 and isinstance(value, (list, tuple)) and not isinstance(value, torch.Size):
-        getitem = list.__getitem__ if isinstance(value, list) else tuple.__getitem__
-        for i, item in enumerate(getitem(value, slice(0, MAX_NAMES))):
-            _expand(f"{name}[{i}]", item, found, depth + 1, notes)
-    elif depth < 2 and isinstance(value, dict):
-        for key, item in list(dict.items(value))[:MAX_NAMES]:
-            if isinstance(key, (str, int)) and not isinstance(key, bool):
-                _expand(f"{name}[{key!r}]", item, found, depth + 1, notes)
 
 
 def _error_info(exc: BaseException, lines: Dict[str, Code]) -> ErrorInfo:

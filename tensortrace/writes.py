@@ -45,7 +45,6 @@ from __future__ import annotations
 import ast
 import functools
 import inspect
-import weakref
 from typing import Any, Dict, Optional
 
 import torch
@@ -59,7 +58,6 @@ HANDED_OUT = frozenset(
      "share_memory_", "__reduce_ex__", "__reduce__", "__getstate__"}
 )
 
-_plain = torch._C.DisableTorchFunctionSubclass
 
 
 def _data_descriptors() -> frozenset:
@@ -183,15 +181,11 @@ class WriteWatch:
     @staticmethod
     def _note(grabbed: Any, into: Dict[int, Any]) -> bool:
         """Add the storage of a tensor an operation touched to ``into``; False when it cannot be found."""
-        t = grabbed[1]() if grabbed[1] is not None else None
-        if t is None:
+        key = grabbed[2]  # read while the operation held the tensor: the tool keeps no reference to it
+        storage = key[3]() if key is not None else None
+        if storage is None:
             return False
-        try:
-            with _plain():
-                storage = t.untyped_storage()
-            into[id(storage)] = weakref.ref(storage)
-        except Exception:
-            return False
+        into[id(storage)] = key[3]
         return True
 
 

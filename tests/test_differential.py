@@ -52,6 +52,21 @@ OPS = [
     "a = x * 2",
     "r = torch.randn(2)",
     "w = v.exp()",
+    # The tool must never change what PyTorch allows: no weak reference to a tensor
+    # (swap_tensors refuses one), no hook reading a functorch wrapper, no call of a
+    # method the user's module overrides.
+    "s = torch.zeros(4)",
+    "torch.utils.swap_tensors(s, d)",
+    "torch.utils.swap_tensors(s, x)",
+    "j = torch.func.jacrev(torch.sin)(a.detach())",
+    "q = torch.func.vmap(torch.func.grad(lambda z: z.sin().sum()))(a.detach().view(2, 2))",
+    "jg = torch.func.jacrev(lambda z: (z * z).sum())(x)",
+    "class Lin(torch.nn.Linear):\n"
+    "    def named_parameters(self, *args, **kwargs):\n        raise RuntimeError('named_parameters called')\n"
+    "    def named_buffers(self, *args, **kwargs):\n        raise RuntimeError('named_buffers called')\n"
+    "    def parameters(self, *args, **kwargs):\n        raise RuntimeError('parameters called')\n"
+    "m = Lin(4, 1)",
+    "o = m(a)",
 ]
 FACTS = ("version", "requires_grad", "is_leaf", "grad_fn", "values", "grad")
 
@@ -88,17 +103,29 @@ def plain_run(steps: List[str]) -> List[Tuple[Any, List[Tuple[str, str]], Dict[s
         facts: Dict[str, Dict[str, Any]] = {}
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            for name, value in ns.items():
-                if isinstance(value, torch.Tensor):
-                    facts[name] = {}
-                    for fact in FACTS:
-                        try:
-                            facts[name][fact] = _read(value, fact)
-                        except Exception:
-                            facts[name][fact] = "refused"
+            for name, value in _tensors_of(ns):
+                facts[name] = {}
+                for fact in FACTS:
+                    try:
+                        facts[name][fact] = _read(value, fact)
+                    except Exception:
+                        facts[name][fact] = "refused"
         out.append((error, [(w.category.__name__, str(w.message)) for w in caught], facts))
     out.append(torch.get_rng_state())
     return out
+
+
+def _tensors_of(ns: Dict[str, Any]) -> List[Tuple[str, torch.Tensor]]:
+    """The namespace's tensors and its modules' parameters and buffers, read through
+    ``nn.Module``'s own methods (a subclass may override them to fail)."""
+    found = []
+    for name, value in ns.items():
+        if isinstance(value, torch.Tensor):
+            found.append((name, value))
+        elif isinstance(value, torch.nn.Module):
+            found += [(f"{name}.{k}", p) for k, p in torch.nn.Module.named_parameters(value)]
+            found += [(f"{name}.{k}", b) for k, b in torch.nn.Module.named_buffers(value)]
+    return found
 
 
 def recorded(state: TensorState, fact: str) -> Any:

@@ -216,3 +216,25 @@ def test_a_loop_of_backward_calls_records_the_first_ones_and_counts_the_rest():
     assert last.nodes == () and last.notice == f"5 more backward calls in this step; the first {flow_module.MAX_FLOWS} are recorded"
     assert _data(recorded[-1].nodes[-1].leaf_grad_after) == (20.0, 20.0)
     assert state(step, "a").grad.data == (25.0, 25.0)
+
+
+def test_a_tensor_hook_in_the_flow_is_said_and_its_result_is_what_the_node_received():
+    import yaml as _yaml
+
+    from tensortrace.scenario import loads_scenario
+    from tensortrace.tracer import trace as _trace
+
+    seen = []
+    x = torch.tensor([1., 2.], requires_grad=True)
+    y = x * 2
+    y.register_hook(lambda g: seen.append(g.clone()) or g * 10)
+    y.sum().backward()
+    code = ["x = torch.tensor([1., 2.], requires_grad=True)\ny = x * 2\nh = y.register_hook(lambda g: g * 10)",
+            "y.sum().backward()"]
+    result = _trace(loads_scenario(_yaml.safe_dump({"title": "t", "steps": code})), safe=False)
+    (flow,) = result.steps[1].flow
+    assert "`y` has a hook (register_hook)" in flow.notice
+    (mul,) = [n for n in flow.nodes if n.name == "MulBackward0"]
+    assert mul.grad_in[0].data == tuple((seen[0] * 10).tolist())
+    (acc,) = [n for n in flow.nodes if n.name == "AccumulateGrad"]
+    assert acc.leaf_grad_after.data == tuple(x.grad.tolist())

@@ -111,3 +111,10 @@ def test_the_documented_examples_run_and_show_a_trace(notebook):
             shown, _ = _shown_text(notebook, i)
             assert "PASSED" in shown, where
         assert cell.source == text
+
+
+def test_the_cell_magic_titles_its_trace_with_the_cells_own_number(notebook):
+    """The notebook shows In [2] beside the cell; the trace says cell [2], not the next number."""
+    text, _ = _shown_text(notebook, 1)
+    assert notebook.cells[1].execution_count == 2
+    assert "cell [2]" in text and "cell [3]" not in text

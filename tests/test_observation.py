@@ -13,6 +13,7 @@ import json
 from typing import Any, List
 
 import pytest
+import torch
 import yaml
 
 from tensortrace.model import TensorState, Trace
@@ -319,3 +320,51 @@ def test_of_proven_aliases_the_tensor_the_operation_made_is_named():
         "n = 1",
     ])
     assert "In this scenario that is `y` (storage S2)" in trace.steps[2].error.explanation.what
+
+
+SWAP = [
+    "g = torch.ones(3)\nh = torch.zeros(3)",
+    "torch.utils.swap_tensors(g, h)",
+    "lin = nn.Linear(2, 2)\ny = lin(torch.ones(1, 2)).sum()",
+    "y.backward()\ntorch.utils.swap_tensors(g, h)\nz = g + 1",
+]
+
+
+@pytest.mark.parametrize("safe, ops", [(True, True), (False, True), (False, False)])
+def test_swap_tensors_runs_as_in_plain_pytorch(safe, ops):
+    """torch.utils.swap_tensors refuses a tensor any weak reference points to; the tool
+    holds none, in safe mode, under --trust and with --ops none."""
+    scenario = loads_scenario(yaml.safe_dump({"title": "swap", "steps": SWAP}))
+    (trace,) = run_scenario(scenario, safe=safe, ops=ops, limits=Limits(timeout=20))
+    assert [s.status for s in trace.steps] == ["ok"] * len(SWAP), [s.error for s in trace.steps]
+    assert at(trace, 2, "g").values.data == (0.0, 0.0, 0.0)
+    assert at(trace, 2, "h").values.data == (1.0, 1.0, 1.0)
+    assert at(trace, 4, "z").values.data == (2.0, 2.0, 2.0)
+
+
+def test_modules_swap_their_parameters_on_conversion_as_in_plain_pytorch():
+    """With swap_module_params_on_conversion, Module._apply (double(), load_state_dict)
+    swaps each parameter in place: plain PyTorch allows it, so must the tool."""
+    trace = run([
+        "torch.__future__.set_swap_module_params_on_conversion(True)\nlin = nn.Linear(2, 2)",
+        "lin.double()",
+        "lin.load_state_dict({k: v.clone() for k, v in lin.state_dict().items()})",
+        "torch.__future__.set_swap_module_params_on_conversion(False)",
+    ])
+    assert [s.status for s in trace.steps] == ["ok"] * 4, [s.error for s in trace.steps]
+    assert at(trace, 2, "lin.weight").dtype == "float64"
+
+
+def test_tensors_nested_deeper_than_recorded_get_a_notice():
+    trace = run(["a = torch.ones(2)\nxs = [[[a]]]\nys = [[a]]"])
+    assert at(trace, 1, "ys[0][0]").values.data == (1.0, 1.0)
+    assert any(n.startswith("xs[0][0] holds tensors nested") for n in trace.notices), trace.notices
+
+
+def test_a_numpy_summary_keeps_the_precision_of_the_tensor_beside_it():
+    """1e10 + arange(100): summing squares first cancels the std to 0.0; torch says 29.01."""
+    trace = run(["import numpy as np\narr = 1e10 + np.arange(100.)\nt = torch.from_numpy(arr).clone()"])
+    arr, t = at(trace, 1, "arr").values.summary, at(trace, 1, "t").values.summary
+    plain = torch.from_numpy(1e10 + __import__("numpy").arange(100.))
+    assert arr.std == pytest.approx(plain.std().item(), rel=1e-12) == pytest.approx(t.std, rel=1e-12)
+    assert arr.mean == pytest.approx(plain.mean().item(), rel=1e-15)

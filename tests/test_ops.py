@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
+import yaml
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from tensortrace.errors import PolicyError
+from tensortrace.helpers import base_namespace
 from tensortrace.model import Trace
 from tensortrace.ops import MAX_OPS, recordable
 from tensortrace.render.ops import ops_lines
@@ -262,9 +264,36 @@ def test_compiling_scenarios_are_not_recorded_and_say_why():
     assert recordable("f = torch.compile(g)")[0] is None
     assert recordable("with torch.inference_mode(): pass")[0] == "call"
     assert recordable("a = torch.ones(2)") == ("aten", None)
-    result = _trace(DETACH_ZERO.replace("c.zero_()", "c.zero_()  # no torch.compile here, but named"), safe=False)
+    assert recordable("tr = torch.jit.trace(f, (x,))")[0] == "call"
+    result = _trace(DETACH_ZERO.replace("c.zero_()", "c.zero_()\n      f = torch.compile"), safe=False)
     assert not any(s.ops for s in result.steps)
     assert any("torch.compile" in n for n in result.notices)
+
+
+def test_words_in_comments_and_strings_leave_recording_on():
+    """Only the code's names decide: a comment or a string naming torch.compile or
+    inference_mode changes nothing."""
+    named = "c.zero_()  # no torch.compile or torch.inference_mode here\n      s = 'torch.compile'"
+    result = _trace(DETACH_ZERO.replace("c.zero_()", named), safe=False)
+    assert any(op.level == "aten" for s in result.steps for op in s.ops)
+    assert not result.notices
+
+
+def test_jit_trace_runs_as_in_plain_pytorch_while_recording():
+    """Under a TorchDispatchMode, torch.jit.trace records a graph that fails when run; the
+    scenario's calls are still recorded, its ATen operations not."""
+    code = (
+        "def f(z):\n    return z.view(2, 2) * 2\n"
+        "import warnings\nwarnings.simplefilter('ignore')\n"
+        "tr = torch.jit.trace(f, (torch.ones(4),))\no = tr(torch.ones(4))"
+    )
+    plain = base_namespace()
+    exec(code, plain)
+    result = _trace(yaml.safe_dump({"title": "t", "steps": [{"run": code}]}), safe=False)
+    step = step_of(result, 0)
+    assert step.status == "ok", step.error
+    assert state(step, "o").values.data == tuple(map(tuple, plain["o"].tolist()))
+    assert _calls(step) and not _aten(step)
 
 
 @pytest.mark.parametrize(
@@ -434,3 +463,40 @@ def test_past_the_limit_a_dispatch_mode_of_the_scenarios_own_keeps_ours_counting
     assert step.ops_omitted == 2 * (3000 - (recorded_calls - 1)) + 10
     assert [op.name for op in _aten(after)] == ["aten::detach"]
     assert torch._C._len_torch_dispatch_stack() == 0
+
+
+def test_restriding_in_place_operations_move_the_version_but_write_nothing():
+    """t_() and unsqueeze_() change sizes and strides only: PyTorch bumps the version, no byte changes."""
+    plain = torch.ones(2, 3)
+    plain.t_()
+    plain.unsqueeze_(0)
+    assert plain._version == 2 and plain.shape == (1, 3, 2)
+    result = _trace(yaml.safe_dump({"title": "t", "steps": [{"run": "m = torch.ones(2, 3)\nm.t_()\nm.unsqueeze_(0)"}]}),
+                    safe=False)
+    step = step_of(result, 0)
+    restrided = [op for op in step.ops if op.name.endswith(("t_", "unsqueeze_"))]
+    assert len(restrided) == 4  # each call and its ATen operation
+    for op in restrided:
+        assert op.writes == () and op.reads == (state(step, "m").storage,), op
+        assert op.version_bumps, op
+
+
+def test_the_tools_own_reads_are_not_calls_the_code_made():
+    """torch.from_numpy makes no torch-function call; the tool's reads of the result
+    (untyped_storage, device) and PyTorch's lift_fresh under the modes are not the code's."""
+    code = "import numpy as np\narr = np.arange(3.)\nt = torch.from_numpy(arr)"
+    result = _trace(yaml.safe_dump({"title": "t", "steps": [{"run": code}]}), safe=False)
+    calls = [op.name for op in _calls(step_of(result, 0))]
+    assert not any("untyped_storage" in n or n.endswith(".device") or "lift_fresh" in n for n in calls), calls
+
+
+def test_a_version_move_of_an_unnamed_alias_is_not_put_beside_the_named_tensor():
+    """d.data.add_(1): only the temporary .data tensor's counter moves; d stays at version 0."""
+    plain = torch.ones(3)
+    plain.data.add_(1)
+    assert plain._version == 0
+    result = _trace(yaml.safe_dump({"title": "t", "steps": [{"run": "d = torch.ones(3)\nd.data.add_(1)"}]}), safe=False)
+    step = step_of(result, 0)
+    assert state(step, "d").version == 0
+    (line,) = [t for t in ops_lines(step, "calls") if t.startswith("Tensor.add_")]
+    assert line.endswith("· an unnamed tensor's version 0 → 1"), line

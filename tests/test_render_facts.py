@@ -293,3 +293,18 @@ def ok_result(expr):
 
 def bad_result(expr):
     return ExpectationResult(expr=expr, passed=False)
+
+
+def test_a_write_made_inside_a_call_is_noted_with_the_call_that_made_it():
+    """opt.step() names neither the weight nor the detached snapshot; the recorded call wrote S1."""
+    from tensortrace.library import bundled_path
+    from tensortrace.scenario import load_scenario
+    from tensortrace.tracer import trace
+
+    result = trace(load_scenario(bundled_path("optimizer-step")), safe=False)
+    step = next(s for s in result.steps if s.code.strip() == "opt.step()")
+    prev = result.steps[result.steps.index(step) - 1]
+    (note,) = [n for n in aliasing_notes(prev, step) if n.name == "snap"]
+    storage = next(t.storage for t in step.tensors if t.name == "lin.weight")
+    assert note.describe() == (
+        f"snap changed (values and version): it shares {storage} with lin.weight (written by Tensor.add_)")

@@ -25,7 +25,8 @@ from hypothesis import strategies as st
 
 import tensortrace
 from tensortrace.model import Trace
-from tensortrace.saved import FREED, STALE
+import tensortrace.helpers
+from tensortrace.saved import CHANGED, FREED, STALE
 from tensortrace.scenario import loads_scenario
 from tensortrace.tracer import trace
 
@@ -51,7 +52,7 @@ def agreement(result: Trace) -> List[Tuple[str, Optional[str], str]]:
         found = BACKWARD.match(step.code)
         if found is None:
             continue
-        kinds = {p.kind for p in before.predictions if p.tensor == found.group(1)}
+        kinds = {p.kind for p in before.predictions if p.tensor == found.group(1) and p.kind != CHANGED}
         message = step.error.message if step.error is not None else ""
         happened = "stale" if VERSION_ERROR in message else "freed" if FREED_ERROR in message else "none"
         if not kinds:
@@ -111,14 +112,60 @@ def test_a_saved_output_is_named_and_its_in_place_change_through_an_alias_is_cau
     assert VERSION_ERROR in result.steps[2].error.message
 
 
-def test_data_aliases_change_nothing_autograd_sees_so_nothing_is_predicted():
+def _plain_grad(steps: List[str], leaf: str) -> torch.Tensor:
+    """The gradient plain PyTorch gives ``leaf`` after running ``steps``."""
+    ns = tensortrace.helpers.base_namespace()
+    for code in steps:
+        exec(code, ns)
+    return ns[leaf].grad
+
+
+def test_a_data_write_to_a_saved_tensor_is_predicted_to_give_a_wrong_gradient():
+    """``.data`` writes move no version: backward runs on the changed values, as the prediction says."""
+    steps = [
+        "x = torch.tensor([1., 2., 3.], requires_grad=True)",
+        "y = x.sigmoid()",
+        "y.data.mul_(0.5)",
+        "y.sum().backward()",
+    ]
+    wrong, right = _plain_grad(steps, "x"), _plain_grad(steps[:2] + steps[3:], "x")
+    assert not torch.allclose(wrong, right)  # plain PyTorch: no error, another gradient
+    result = run(steps)
+    assert result.steps[1].predictions == ()
+    (p,) = result.steps[2].predictions
+    assert (p.kind, p.tensor, p.node, p.saved, p.saved_tensor, p.changed_at_step) == (
+        CHANGED, "y", "SigmoidBackward0", "result", "y", 3)
+    assert (p.saved_version, p.version) == (0, 0)
+    assert p.message == (
+        "backward through `y` will not fail but will use changed values: SigmoidBackward0 saved `y` at step 2, "
+        "and step 3 (`y.data.mul_(0.5)`) changed it without a version bump; the gradients of `x` will be wrong.")
+    assert result.steps[3].status == "ok"
+    assert state(result.steps[3], "x").grad.data == tuple(wrong.tolist())
+
+
+def test_a_numpy_write_to_a_saved_tensor_is_predicted_and_names_the_writing_statement():
+    steps = [
+        "w = torch.tensor([1., 2., 3.], requires_grad=True)\nv = torch.tensor([1., 1., 1.], requires_grad=True)\n"
+        "loss = (w * v).sum()",
+        "arr = v.detach().numpy()\nn = 1\narr[0] = 100.\nm = 2",
+        "loss.backward()",
+    ]
+    assert _plain_grad(steps, "w").tolist() == [100., 2. / 2., 1.]
+    result = run(steps)
+    (p,) = [p for p in result.steps[1].predictions if p.kind == CHANGED]
+    assert (p.tensor, p.node, p.saved_tensor, p.changed_at_step) == ("loss", "MulBackward0", "v", 2)
+    assert "step 2 (`arr[0] = 100.`)" in p.message and "(they reach `v`, `w`)" in p.message
+
+
+def test_a_graph_made_after_a_silent_write_predicts_nothing():
+    """The node saved the values as they are after the write: its gradient is right."""
     result = run([
-        "x = torch.tensor([1., 2., 3.], requires_grad=True)\ny = x.sigmoid()",
-        "y.data.zero_()",
+        "x = torch.tensor([1., 2., 3.], requires_grad=True)\nz = x * 1",
+        "z.data.mul_(0.5)",
+        "y = z.sigmoid()",
         "y.sum().backward()",
     ])
-    assert result.steps[1].predictions == ()
-    assert result.steps[2].status == "ok"
+    assert all(step.predictions == () for step in result.steps[:3])
 
 
 def test_freed_saved_tensors_are_predicted_with_the_step_that_freed_them():
@@ -268,3 +315,71 @@ def test_predictions_agree_with_backward_in_every_bundled_scenario(path):
     for result in tensortrace.trace_variants(tensortrace.load_scenario(path), safe=False):
         for code, predicted, happened in agreement(result):
             assert predicted == happened, (path.name, result.scenario.variant, code)
+
+
+def test_a_custom_function_after_backward_is_predicted_to_fail_a_second_time():
+    """ctx.save_for_backward's tensors are freed by backward; the node's attribute then refuses."""
+    fn = (
+        "class Sq(torch.autograd.Function):\n"
+        "    @staticmethod\n    def forward(ctx, a):\n        ctx.save_for_backward(a)\n        return a * a\n"
+        "    @staticmethod\n    def backward(ctx, g):\n        (a,) = ctx.saved_tensors\n        return 2 * a * g\n"
+        "p = torch.tensor([1., 2.], requires_grad=True)\nq = Sq.apply(p).sum()"
+    )
+    result = run([fn, "q.backward()", "q.backward()"])
+    assert result.steps[0].predictions == ()
+    (p,) = result.steps[1].predictions
+    assert (p.kind, p.tensor, p.node, p.changed_at_step) == (FREED, "q", "SqBackward", 2)
+    assert FREED_ERROR in result.steps[2].error.message
+
+
+def test_the_culprit_is_the_statement_that_wrote_the_saved_tensor_not_the_last():
+    result = run([
+        "w = torch.tensor([1., 2., 3.], requires_grad=True)\nv = torch.ones(3)\nd = v.data\np = w * v",
+        "v.mul_(2.)\nd.add_(1.)\nk = v + 1",
+        "p.sum().backward()",
+    ])
+    (p,) = result.steps[1].predictions
+    assert p.message.endswith("(changed by `v.mul_(2.)` at step 2).")
+    assert VERSION_ERROR in result.steps[2].error.message
+
+
+def test_a_changed_saved_view_is_said_to_lie_in_its_base_and_share_its_counter():
+    result = run([
+        "w = torch.tensor([1., 2., 3.], requires_grad=True)\nx = torch.ones(3, requires_grad=True)\n"
+        "y = (w[:2] * x[:2]).sum()",
+        "with torch.no_grad():\n    w.add_(1)",
+        "y.backward()",
+    ])
+    storage = state(result.steps[1], "w").storage
+    (p,) = result.steps[1].predictions
+    assert f"saved an unnamed tensor ({storage}, in the storage of `w`)" in p.message
+    assert "(changed by `w.add_(1)` at step 2)" in p.message
+    what = result.steps[2].error.explanation.what
+    assert f"an unnamed view that lies in the storage of `w` ({storage}) and shares its version counter" in what
+    assert VERSION_ERROR in result.steps[2].error.message
+
+
+def test_a_view_written_in_place_is_predicted_to_fail_a_second_backward():
+    """CopySlices drops the node it wraps when backward frees the graph; no saved attribute shows it."""
+    result = run([
+        "x = torch.tensor([1., 2., 3.], requires_grad=True)\nw = torch.tensor([2., 2.], requires_grad=True)\n"
+        "y = x + 0.\ny[:2].mul_(w)",
+        "y.sum().backward()",
+        "n = 1",
+        "y.sum().backward()",
+    ])
+    assert result.steps[0].predictions == ()
+    for step in result.steps[1:3]:
+        (p,) = [p for p in step.predictions if p.tensor == "y"]
+        assert (p.kind, p.node, p.changed_at_step) == (FREED, "CopySlices", 2)
+    assert FREED_ERROR in result.steps[3].error.message
+
+
+def test_a_retained_graph_is_not_predicted_freed():
+    result = run([
+        "x = torch.tensor([1., 2., 3.], requires_grad=True)\ny = x * 1\ny[:2] = 0.",
+        "y.sum().backward(retain_graph=True)",
+        "y.sum().backward()",
+    ])
+    assert result.steps[1].predictions == ()
+    assert result.steps[2].status == "ok"

@@ -78,7 +78,8 @@ def explain(type_name: str, message: str) -> Optional[Explanation]:
 
 
 def name_the_saved_tensor(
-    error: ErrorInfo, tensors: Sequence[TensorState], *, proven: Optional[Sequence[str]] = None
+    error: ErrorInfo, tensors: Sequence[TensorState], *, proven: Optional[Sequence[str]] = None,
+    family: Sequence[str] = (),
 ) -> ErrorInfo:
     """Say which of the scenario's names PyTorch's "[torch.FloatTensor [3]], output 0 of Sigmoid" is.
 
@@ -115,6 +116,16 @@ def name_the_saved_tensor(
         which = "that is" if len(candidates) == 1 else "that is the memory of"
         where = f" (storage {candidates[0].storage})"
         note = f" In this scenario {which} {names}{where}, saved at version {fields['saved']} and now at version {now}."
+    elif family:  # unnamed, but a view of a named tensor: it lies in its storage and shares its counter
+        states = {t.name: t for t in tensors}
+        storage = next((states[n].storage for n in family if n in states and states[n].storage), None)
+        where = f" ({storage})" if storage else ""
+        names = ", ".join(f"`{n}`" for n in family)
+        note = (
+            f" In this scenario that is an unnamed view that lies in the storage of {names}{where} and shares "
+            f"its version counter, so writing {names} changed it: saved at version {fields['saved']} and "
+            f"now at version {now}."
+        )
     else:
         made_by = f", the output of `{op}`" if op else ""
         note = (

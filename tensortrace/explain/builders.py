@@ -80,17 +80,21 @@ def inplace_saved_fix(name: str = "") -> str:
     then the fix names no tensor at all, for a made-up name such as ``x``
     may well be another tensor of the user's scenario.
     """
+    # Which operation wrote is not in the message: name none (the code may have used another),
+    # only the rule: the out-of-place form drops the trailing underscore.
     if not name:
         return (
-            "Make the change out-of-place so that it creates a new tensor (`.sigmoid()` "
-            "instead of `.sigmoid_()`, `+` instead of `+=`), or change a `clone()` of the "
-            "tensor, or make the change only after backward() has run."
+            "Make the change out-of-place so that it creates a new tensor (the operation "
+            "without its trailing `_`, `+` instead of `+=`), or change a `clone()` of the "
+            "tensor (also when the write went through an alias such as `.detach()` or a view), "
+            "or make the change only after backward() has run."
         )
     return (
-        f"Make the change out-of-place so that it creates a new tensor (`{name} = "
-        f"{name}.sigmoid()` instead of `{name}.sigmoid_()`, `{name} = {name} + 1` instead of "
-        f"`{name} += 1`), or change a copy (`{name} = {name}.clone()` first), or make the "
-        "change only after backward() has run."
+        f"Make the change out-of-place so that it creates a new tensor (`{name} = {name}.op(...)` "
+        f"instead of `{name}.op_(...)`, `{name} = {name} + 1` instead of `{name} += 1`), or change "
+        f"a copy (`{name}.clone()`; when the write went through an alias of `{name}`, such as "
+        "`.detach()` or a view, make that alias a clone), or make the change only after "
+        "backward() has run."
     )
 
 
@@ -267,6 +271,18 @@ def from_numpy_dtype(f: Fields) -> Reading:
     return "A NumPy array of an unsupported type", what, fix
 
 
+def _minus_one_example(numel: str) -> str:
+    """An example that fits this count: ``x.view(-1, d)`` for a divisor d of it."""
+    try:
+        n = int(numel)
+    except ValueError:
+        return ""
+    if n < 2:
+        return " (e.g. `x.view(-1)`)"
+    d = next((k for k in range(2, min(n, 10_000)) if n % k == 0), n)
+    return f" (e.g. `x.view(-1, {d})`: {n} is a multiple of {d})"
+
+
 def view_shape(f: Fields) -> Reading:
     """Code because it works out how many elements the asked-for shape holds."""
     count = _known_numel(f["shape"])
@@ -283,7 +299,7 @@ def view_shape(f: Fields) -> Reading:
     )
     fix = (
         f"Choose sizes whose product is {f['numel']}, or let one size be worked out with "
-        "-1 (e.g. `x.view(-1, 4)` when the count is a multiple of 4)."
+        f"-1{_minus_one_example(f['numel'])}."
     )
     return "A new shape with the wrong number of elements", what, fix
 

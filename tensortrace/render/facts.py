@@ -119,12 +119,14 @@ class AliasNote:
     storage: str
     via: Tuple[str, ...]
     same_object: Optional[str] = None  # a name in ``via`` bound to this very object
+    by: Tuple[str, ...] = ()  # the recorded calls that wrote it, when the code names none of ``via``
 
     def describe(self) -> str:
         what = " and ".join(self.fields)
         if self.same_object is not None:
             return f"{self.name} changed ({what}): {self.same_object} is the same object"
-        return f"{self.name} changed ({what}): it shares {self.storage} with {', '.join(self.via)}"
+        written = f" (written by {', '.join(self.by)})" if self.by else ""
+        return f"{self.name} changed ({what}): it shares {self.storage} with {', '.join(self.via)}{written}"
 
 
 def aliasing_notes(prev_step: Optional[Step], step: Step) -> Tuple[AliasNote, ...]:
@@ -151,7 +153,27 @@ def aliasing_notes(prev_step: Optional[Step], step: Step) -> Tuple[AliasNote, ..
         if via:
             same = next((n for n in via if _same_object(step, state.name, n)), None)
             notes.append(AliasNote(state.name, fields, state.storage, via, same))
+        else:
+            written = _written_inside(step, state.name, state.storage, groups[state.storage])
+            if written is not None:
+                notes.append(AliasNote(state.name, fields, state.storage, written[0], None, written[1]))
     return tuple(notes)
+
+
+def _written_inside(step: Step, name: str, storage: str,
+                    group: Sequence[str]) -> Optional[Tuple[Tuple[str, ...], Tuple[str, ...]]]:
+    """The named tensors on ``storage`` that a recorded call wrote, and those calls: a write
+    made inside a call the code made (``opt.step()`` writes ``lin.weight``), which the code never names."""
+    via: Dict[str, None] = {}
+    by: Dict[str, None] = {}
+    for op in step.ops:
+        if op.level != "call" or storage not in op.writes:
+            continue
+        names = [n for n in op.tensors.in_ if n is not None and n != name and n in group]
+        if names:
+            via.update(dict.fromkeys(names))
+            by[op.name[len("torch."):] if op.name.startswith("torch.") else op.name] = None
+    return (tuple(via), tuple(by)) if via else None
 
 
 def _same_object(step: Step, one: str, other: str) -> bool:

@@ -75,8 +75,9 @@ def op_text(op: OpRecord, holders: Dict[str, List[str]]) -> str:
             f"{label} ({', '.join(holders[label])})" if holders.get(label) else label for label in op.writes
         )
     for bump in op.version_bumps:
-        who = f"{bump.name}: " if bump.name else ""
-        text += f" · {who}version {bump.from_} → {bump.to}"
+        # an unnamed tensor's counter (the temporary of d.data.add_(1)) is not the named holder's
+        who = f"{bump.name}: version" if bump.name else "an unnamed tensor's version"
+        text += f" · {who} {bump.from_} → {bump.to}"
     return text
 
 
