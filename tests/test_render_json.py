@@ -209,3 +209,18 @@ def test_every_record_in_a_steps_lists_is_one_line_and_nodes_one_line_each():
                     assert _compact(node) in lines
                     nodes += 1
     assert records > 20 and nodes > 5
+
+
+@pytest.mark.parametrize("fmt", ["json", "jsonl"])
+def test_json_spells_bidi_and_c1_characters_as_escapes_that_read_back_the_same(fmt):
+    """A U+202E in a trace would reorder what a terminal or an editor shows of the file."""
+    hostile = "a\u202eb\x85c\u2066d\u2028e"
+    trace = detach_trace()
+    trace = evolve(trace, scenario=evolve(trace.scenario, title=hostile),
+                   steps=(evolve(trace.steps[0], stdout=hostile),) + trace.steps[1:])
+    text = render([trace], fmt)
+    assert not any(ch in text for ch in "\u202e\x85\u2066\u2028")
+    first = json.loads(text.splitlines()[0] if fmt == "jsonl" else text)
+    assert first["scenario"]["title"] == hostile
+    if fmt == "json":
+        assert first["steps"][0]["stdout"] == hostile

@@ -16,6 +16,7 @@ recorder reuses the record of a tensor no step changed) is encoded once.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Dict, List, Sequence, Tuple
 
 import msgspec
@@ -36,9 +37,21 @@ STEP_DEPTH = 2
 _encode = encoder().encode
 
 
+# Characters JSON may hold raw that a terminal or an editor would act on or reorder (DEL and
+# C1 controls, bidirectional marks and overrides, line and paragraph separators): written as
+# \u escapes, which every JSON reader reads back as the same characters. They can only stand
+# inside strings, so the text is scanned as a whole.
+_RAW = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def _spelled(match: "re.Match[str]") -> str:
+    return f"\\u{ord(match.group(0)):04x}"
+
+
 def _compact(value: Any) -> str:
-    """``value`` (plain data or records) as JSON on one line, UTF-8 kept."""
-    return _encode(value).decode("utf-8")
+    """``value`` (plain data or records) as JSON on one line, UTF-8 kept but for ``_RAW``."""
+    text = _encode(value).decode("utf-8")
+    return _RAW.sub(_spelled, text) if _RAW.search(text) else text
 
 
 _string = _compact  # a string as ``_compact`` writes it
