@@ -358,6 +358,7 @@ class OpsSession:
         self.names: Dict[int, Tuple[str, Any]] = {}
         self.released: Dict[int, str] = {}  # flow.FlowRecorder.released, for the whole run
         self.now: Optional[OpsRecorder] = None
+        self.known = 0  # storages the registry had labelled when the last step's recording finished
         self._modes: Optional[_Both] = None  # one object of each mode for the run, pointed at each step's recorder
 
     def modes(self, caught: List[Any]) -> Any:
@@ -384,9 +385,10 @@ class OpsSession:
         if recorder is None:
             return (), 0, ()
         try:
-            ops, omitted, flows = recorder.finish(registry, self.names)
+            ops, omitted, flows = recorder.finish(registry, self.names, before=self.known)
             return ops, omitted, with_hook_notes(flows, objects)
         finally:
+            self.known = len(registry.allocations)
             recorder.flow.owner = None  # no cycle left for the garbage collector: the step's recording is freed now
 
 
@@ -448,8 +450,14 @@ class OpsRecorder:
             if after != before:
                 entry[6].append((i, before, after))
 
-    def finish(self, registry: StorageRegistry, end_names: Dict[int, Tuple[str, Any]]) -> Tuple[Tuple[OpRecord, ...], int, Tuple[Flow, ...]]:
-        """The step's operations as records, how many more were not recorded, and its backward flows."""
+    def finish(
+        self, registry: StorageRegistry, end_names: Dict[int, Tuple[str, Any]], before: int = 0,
+    ) -> Tuple[Tuple[OpRecord, ...], int, Tuple[Flow, ...]]:
+        """The step's operations as records, how many more were not recorded, and its backward flows.
+
+        ``before`` is how many storages the registry had labelled before the step: labels are
+        numbered in order of first sight, so S1..S``before`` existed before any of its operations.
+        """
         if self.pending:
             self.settle()
         start, end = self.start_names, end_names
@@ -511,10 +519,10 @@ class OpsRecorder:
                     child_writes[parent].extend(writes)
                 else:
                     child_writes[parent] = list(writes)
-            rows.append((level, what, reads, writes, tuple(in_names)))
-        records = []
+            rows.append((level, what, reads, writes, tuple(in_names), (*reads, *writes)))
+        fields = []
         for index, entry in enumerate(raw):
-            level, what, reads, writes, in_names = rows[index]
+            level, what, reads, writes, in_names, _ = rows[index]
             if level == "call":
                 title, overload = call_name(what), None
                 extra = child_writes.get(index)
@@ -530,13 +538,49 @@ class OpsRecorder:
                 outputs, out_names = (label(outs[0]),), (name(outs[0], end, start),)
             else:
                 outputs, out_names = tuple([label(g) for g in outs]), tuple([name(g, end, start) for g in outs])
-            records.append(OpRecord(
+            fields.append(dict(
                 level=level, name=title, overload=overload, parent=entry[2], reads=tuple(reads), writes=tuple(writes),
                 outputs=outputs, tensors=OpTensors(in_=in_names, out=out_names),
                 version_bumps=tuple([VersionBump(name=in_names[i], from_=b, to=a) for i, b, a in bumps]) if bumps else (),
             ))
+        existed = _existed(fields, rows, before)
+        records = [OpRecord(existed=e, **f) for f, e in zip(fields, existed)]
         flows = self.flow.finish(start, end, call_name) if self.flow.calls else ()
         return tuple(records), max(0, self.count - len(records)), flows
+
+
+def _existed(fields: List[Dict[str, Any]], rows: List[Any], before: int) -> List[Tuple[bool, ...]]:
+    """Per operation, per result: whether its storage existed before the operation began.
+
+    It did if the registry had labelled it before the step (``before``), or if an earlier
+    operation of the step touched it: its inputs count from its own start, a call's results
+    from the end of the ATen operations it ran, so a call's own allocation is new to it.
+    """
+    first: Dict[str, Tuple[int, int]] = {}  # label -> (index, 0: read or written; 1: a result)
+    ends: Dict[int, int] = {}  # a call's index -> the index of the last ATen operation it ran
+    for index, f in enumerate(fields):
+        if f["parent"] is not None:
+            ends[f["parent"]] = index
+    for index, f in enumerate(fields):
+        for label in rows[index][5]:  # what its own arguments live on
+            first.setdefault(label, (index, 0))
+        at = (ends.get(index, index), 1) if f["level"] == "call" else (index, 1)
+        for label in f["outputs"]:
+            if label is not None and first.get(label, at) > at:
+                first[label] = at
+    return [
+        tuple(label is not None and (_number(label) <= before or first.get(label, (index, 1)) <= (index, 0))
+              for label in f["outputs"])
+        for index, f in enumerate(fields)
+    ]
+
+
+def _number(label: str) -> int:
+    """``S12`` → 12: the registry numbers labels in order of first sight."""
+    try:
+        return int(label[1:])
+    except ValueError:
+        return 1 << 62
 
 
 _DEVICE_NAMES: Dict[Any, str] = {}

@@ -500,3 +500,40 @@ def test_a_version_move_of_an_unnamed_alias_is_not_put_beside_the_named_tensor()
     assert state(step, "d").version == 0
     (line,) = [t for t in ops_lines(step, "calls") if t.startswith("Tensor.add_")]
     assert line.endswith("· an unnamed tensor's version 0 → 1"), line
+
+
+EXISTING = """
+title: results that already exist
+setup: |
+  import numpy as np
+  x = torch.ones(3, requires_grad=True)
+  arr = np.ones(3, dtype=np.float32)
+steps:
+  - run: (x * 2).sum().backward()
+  - run: print(x.grad)
+  - run: shared = torch.as_tensor(arr)
+  - run: |
+      y = x.detach() + 1
+      z = y.view(3)
+"""
+
+
+@pytest.mark.parametrize("level", ["calls", "aten"])
+def test_a_result_whose_storage_existed_before_the_call_is_not_called_new(level):
+    result = _trace(EXISTING, safe=False)
+    get = next(op for op in _calls(step_of(result, 2)) if op.name == "torch.Tensor.grad.__get__")
+    grad = get.outputs[0]
+    assert any(grad in op.outputs for op in step_of(result, 1).ops)  # made by the backward before
+    assert get.existed == (True,)
+    assert f"Tensor.grad(x) → x.grad ({grad}, no copy)" in ops_lines(step_of(result, 2), level)
+    arr = state(step_of(result, 3), "shared").storage
+    assert f"torch.as_tensor() → shared ({arr}, no copy)" in ops_lines(step_of(result, 3), level)
+    step = step_of(result, 4)
+    y = state(step, "y").storage
+    lines = ops_lines(step, level)
+    assert f"Tensor.add(·) → y ({y}, new)" in lines  # a result the call allocated is new
+    assert f"Tensor.view(y) → z ({y}, no copy)" in lines
+    if level == "aten":
+        assert f"  aten::add(·) → y ({y}, new)" in lines
+    add = next(op for op in _calls(step) if op.name == "torch.Tensor.add")
+    assert add.existed == (False,)

@@ -63,7 +63,9 @@ def op_text(op: OpRecord, holders: Dict[str, List[str]]) -> str:
         if label is not None and label in op.writes:  # an in-place result: said by "writes"
             continue
         who = op.tensors.out[i] if i < len(op.tensors.out) else None
-        where = "" if label is None else (f"{label}, no copy" if label in known else f"{label}, new")
+        # existed: the storage was there before the call (x.grad, as_tensor of an array)
+        existed = op.existed[i] if i < len(op.existed) else label in known
+        where = "" if label is None else (f"{label}, no copy" if existed else f"{label}, new")
         if who is not None:
             outs.append(f"{who} ({where})" if where else who)
         else:

@@ -23,6 +23,9 @@ Format history (``FORMAT_VERSION``):
    declared here; a document that breaks one is refused, never guessed at.
    The data is that of version 2 (one-line records may be spaced
    differently), so versions 1 and 2 are read through the same records.
+   ``OpRecord.existed`` says, per result, whether its storage existed before
+   the operation (empty when absent: the renderer then compares with the
+   operation's arguments, as before).
 """
 
 
@@ -301,6 +304,9 @@ class OpRecord(Record):
     outputs: OptionalNames = ()
     tensors: OpTensors = OpTensors()
     version_bumps: Annotated[Tuple[VersionBump, ...], Meta(max_length=MAX_ITEMS)] = ()
+    # per result: its storage existed before the operation began (``x.grad``, ``torch.as_tensor``
+    # of an array); empty in traces written before this was recorded
+    existed: Annotated[Tuple[bool, ...], Meta(max_length=MAX_ITEMS)] = ()
 
 
 _GRADS = Annotated[Tuple[Optional[Values], ...], Meta(max_length=MAX_ITEMS)]
