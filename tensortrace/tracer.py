@@ -403,6 +403,7 @@ class _Recorder:
             code=spec.run.text,
             line=spec.run.line,
             note=spec.note,
+            cell=self.cell_of(spec),
             status=status,
             error=error,
             warnings=warns,
@@ -422,6 +423,11 @@ class _Recorder:
             ops_omitted=omitted,
             flow=flow,
         )
+
+    def cell_of(self, spec: StepSpec) -> Optional[int]:
+        """The notebook cell a step came from (its ``line`` counts from the cell's top); None elsewhere."""
+        cells = self.scenario.cells
+        return cells[spec.index - 1] if 0 < spec.index <= len(cells) else None
 
     def execute(self, pieces: Sequence[Tuple[Code, str]], index: int):
         """Run code with every warning enabled and output captured (rules 6 and 7)."""

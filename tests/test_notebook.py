@@ -217,3 +217,26 @@ def test_the_extra_the_message_names_exists_and_brings_nbformat():
     extras = text.split("[project.optional-dependencies]", 1)[1].split("\n[", 1)[0]
     line = next(line for line in extras.splitlines() if line.startswith("notebook ="))
     assert "nbformat" in line
+
+
+def test_a_notebooks_steps_name_their_cell_in_every_format(tmp_path):
+    path = write_notebook(
+        tmp_path / "nb.ipynb",
+        [
+            ("md", "# Cells"),
+            ("code", "a = torch.ones(2)"),
+            ("md", "About b."),
+            ("code", "# a comment\nb = a.add_(1)"),
+        ],
+    )
+    trace = trace_of(path)
+    assert [(s["index"], s["cell"], s["line"]) for s in trace["steps"]] == [(1, 2, 1), (2, 4, 2)]
+    console = cli("run", str(path), "--color", "never")
+    assert console.returncode == 0, console.stderr
+    assert "Step 2 · cell 4, line 2" in console.stdout
+    markdown = cli("run", str(path), "--format", "markdown")
+    assert "### Step 2 · cell 4, line 2" in markdown.stdout.splitlines()
+    html = cli("run", str(path), "--format", "html")
+    assert "<h3>Step 2 · cell 4, line 2</h3>" in html.stdout
+    yaml_trace = trace_of(bundled_path("detach"))
+    assert all(s["cell"] is None for s in yaml_trace["steps"])  # not a notebook: no cell

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..model import Trace
 from .facts import all_steps
-from .text import visible
+from .text import step_place, visible
 
 
 def check_line(trace: Trace, target: str) -> str:
@@ -20,7 +20,7 @@ def check_line(trace: Trace, target: str) -> str:
     for step in all_steps(trace):
         if not step.behaved:
             where = "setup" if step.index == 0 else f"step {step.index}"
-            line = f" (line {step.line})" if step.line else ""
+            line = f" ({step_place(step)})" if step.line or step.cell else ""
             why = step.failures[0] if step.failures else "did not behave as declared"
             return visible(f"FAIL {name}: {where}{line}: {why}")
     return visible(f"FAIL {name}: {trace.aborted or 'did not run to the end'}")

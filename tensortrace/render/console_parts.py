@@ -37,6 +37,7 @@ from .text import (
     format_values,
     format_version,
     saved_text,
+    step_place,
 )
 from .facts import is_contiguous
 
@@ -150,8 +151,8 @@ def legend(view: View, *, variants: bool, marks: FrozenSet[str] = frozenset()) -
 
 def step_title(step: Step, extra: str = "") -> Rule:
     title = "setup" if step.index == 0 else f"Step {step.index}"
-    if step.line is not None:
-        title += f" · line {step.line}"
+    if step_place(step):  # "cell 3, line 1" for a notebook's step
+        title += f" · {step_place(step)}"
     return Rule(Text(title + extra, style="bold"), align="left", style="bright_blue")
 
 

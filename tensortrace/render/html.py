@@ -51,8 +51,8 @@ from .layout import (
 )
 from .ops import flow_lines, ops_lines
 from .options import DEFAULT_OPTIONS, RenderOptions
-from .text import (as_int, count_text, fact_text, one_line, outcome, saved_text, visible,
-                   visible_traces)
+from .text import (as_int, count_text, fact_text, one_line, outcome, saved_text, step_place,
+                   visible, visible_traces)
 
 
 
@@ -242,6 +242,9 @@ def _step(number, ident, index, steps, group, keys, names, previous, extras, col
     number_ = as_int(index)
     place = f"{number_}" if number_ is not None else f"at{int(slot)}"  # for the graphs' ids
     label = "Setup" if index == 0 else f"Step {index}"
+    cell = next((s for s in steps if s is not None and s.cell is not None), None)
+    if cell is not None:  # a notebook's step: its cell and line
+        label += f" · {step_place(cell)}"
     out = [html('<section class="tt-step" id="{}" data-step="{}" data-scenario="{}"><h3>{}</h3>',
                 ident, index, number, label)]
     common_code, codes = variant_codes(steps)

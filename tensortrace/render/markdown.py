@@ -59,6 +59,7 @@ from .text import (
     format_values,
     format_version,
     outcome,
+    step_place,
     storage_with_partners,
     visible_traces,
 )
@@ -186,7 +187,10 @@ def _trace_blocks(trace: Trace, options: RenderOptions) -> Iterable[str]:
 
 
 def _step_heading(step: Step) -> str:
-    return "### Setup" if step.index == 0 else f"### Step {_escape(str(step.index))}"
+    if step.index == 0:
+        return "### Setup"
+    cell = f" · {step_place(step)}" if step.cell is not None else ""  # a notebook's step: its cell
+    return f"### Step {_escape(str(step.index))}{_escape(cell)}"
 
 
 def _legend(marks) -> str:

@@ -289,6 +289,14 @@ def format_values(values: Optional[Values], shape: Optional[tuple] = None) -> st
     return f"({values.reason or 'values unavailable'})"
 
 
+def step_place(step: Step) -> str:
+    """Where a step's code is: ``cell 3, line 1`` for a notebook's step, ``line 1``, or nothing."""
+    line = f"line {step.line}" if step.line is not None else ""
+    if step.cell is None:
+        return line
+    return f"cell {step.cell}, {line}" if line else f"cell {step.cell}"
+
+
 def one_line(text: str, limit: int = 60) -> str:
     """Text squeezed onto one line, cut with an ellipsis past ``limit`` characters."""
     flat = " ".join(text.split())

@@ -50,6 +50,8 @@ NOTES: Dict[str, Dict[str, str]] = {
         'code': "the step's code, as run",
         'line': "where the step's code starts in the scenario file",
         'note': "the step's note, in markdown",
+        'cell': "the notebook cell the step came from, numbered from 1 (then line counts from the "
+                "cell's top), or null when the scenario is not a notebook",
         'status': (
             'ok, raised, timeout (ran past --timeout) or killed (the child was stopped by a '
             'limit)'
@@ -244,6 +246,10 @@ NOTES: Dict[str, Dict[str, str]] = {
         ),
         'tensors': 'the tensors it took and gave, by scenario name',
         'version_bumps': 'each argument whose version counter the operation moved',
+        'existed': (
+            'per entry of outputs, whether that storage existed before the operation began '
+            '(no copy); empty in traces written before this was recorded'
+        ),
     },
     'OpTensors': {
         'in': 'the scenario name of each tensor argument (as the step began), null when unnamed',
