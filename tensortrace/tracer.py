@@ -313,6 +313,7 @@ class _Recorder:
         else:
             self.ns = dict(self.initial)
         self.initial_ids = {k: id(v) for k, v in self.ns.items()}
+        self.nones: List[str] = []  # the names the last snapshot saw bound to None
         self.warning_filters: List[Any] = []  # filters the scenario's own code added, kept between steps
         self.seen_names: set = set()
         self.asked: Dict[str, Tuple[str, Optional[int]]] = {}  # name → (where, line) from show/graph
@@ -370,6 +371,7 @@ class _Recorder:
             index=0,
             code=text,
             line=first.line,
+            none=tuple(self.nones),
             status=status,
             error=error,
             warnings=warns,
@@ -404,6 +406,7 @@ class _Recorder:
             line=spec.run.line,
             note=spec.note,
             cell=self.cell_of(spec),
+            none=tuple(self.nones),
             status=status,
             error=error,
             warnings=warns,
@@ -509,6 +512,7 @@ class _Recorder:
         """Every tensor-valued name, expanded as the contract says, in binding order."""
         found: List[Tuple[str, Any, str]] = []
         initial, seen, tensor = self.initial_ids, self.seen_names, torch.Tensor
+        nones = self.nones = []  # names bound to None: a comparison of variants says "None", not "not bound"
         for name, value in list(self.ns.items()):
             if name in initial:
                 if initial[name] == id(value):
@@ -518,6 +522,10 @@ class _Recorder:
             seen.add(name)
             if type(value) is tensor:  # the common case, without _expand's checks
                 found.append((name, value, "tensor"))
+                continue
+            if value is None:
+                if len(nones) < MAX_NAMES:
+                    nones.append(name)
                 continue
             notes: List[str] = []
             _expand(name, value, found, depth=0, notes=notes)

@@ -139,13 +139,13 @@ def variant_differences(traces: Sequence[Trace]) -> Tuple[str, ...]:
                 (f, tuple(describe_fact(s, st, f) for s, st in zip(steps, states)))
                 for f in FIELDS
                 if f in fields
-            )
+            ) + ((("bound", _bindings(steps, states, name)),) if fields else ())
             if signature == last.get(name, ()):
                 continue
             last[name] = signature
             if not fields:
                 continue
-            words = _tensor_words(steps, states, fields, names)
+            words = _tensor_words(steps, states, fields, names, name)
             lines.append(f"{where}, {name}: " + "; ".join(words))
     return tuple(lines)
 
@@ -158,8 +158,19 @@ def _names(steps: Sequence[Optional[Step]]) -> List[str]:
     return list(seen)
 
 
-def _tensor_words(steps, states, fields, names) -> List[str]:
+def _bindings(steps: Sequence[Optional[Step]], states, name: str) -> Tuple[str, ...]:
+    """What ``name`` is bound to in each variant: ``a tensor``, ``None`` or ``not bound``."""
+    return tuple(
+        "a tensor" if st is not None else ("None" if s is not None and name in s.none else "not bound")
+        for s, st in zip(steps, states)
+    )
+
+
+def _tensor_words(steps, states, fields, names, name: str = "") -> List[str]:
     if any(st is None for st in states):
+        bindings = _bindings(steps, states, name)
+        if "None" in bindings:  # bound to None is not unbound: say which
+            return [_spread(bindings, names)]
         present = [n for n, st in zip(names, states) if st is not None]
         absent = [n for n, st in zip(names, states) if st is None]
         return [f"bound in {', '.join(present)}, not in {', '.join(absent)}"]

@@ -366,6 +366,7 @@ class Step(Record):
     failures: Texts = ()  # why the step did not behave as declared
     shown: Optional[Names] = None  # names shown here (None: all)
     tensors: Annotated[Tuple[TensorState, ...], Meta(max_length=MAX_TENSORS)] = ()
+    none: Names = ()  # the scenario's names bound to None after the step (bound, but to no tensor)
     graphs: Annotated[Tuple[Graph, ...], Meta(max_length=MAX_TENSORS)] = ()
     predictions: Annotated[Tuple[Prediction, ...], Meta(max_length=MAX_ITEMS)] = ()  # read after the step
     ops: Annotated[Tuple[OpRecord, ...], Meta(max_length=MAX_OPS)] = ()  # what the step ran (``--ops``)

@@ -50,6 +50,10 @@ NOTES: Dict[str, Dict[str, str]] = {
         'code': "the step's code, as run",
         'line': "where the step's code starts in the scenario file",
         'note': "the step's note, in markdown",
+        'none': (
+            "the scenario's names bound to None after the step (bound, but to no tensor); "
+            'empty in traces written before this was recorded'
+        ),
         'cell': "the notebook cell the step came from, numbered from 1 (then line counts from the "
                 "cell's top), or null when the scenario is not a notebook",
         'status': (
