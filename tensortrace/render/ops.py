@@ -8,6 +8,10 @@ it ran, e.g.::
       aten::detach(a) → c (S1, no copy)
     Tensor.zero_(c) writes S1 (a, c) · c: version 0 → 1
 
+A result whose storage existed before the call (a view, ``x.grad``,
+``torch.as_tensor`` of an array: ``OpRecord.existed``) says "no copy"; one
+the call allocated says "new".
+
 Calls that take and give no tensor (``torch._C._set_grad_enabled``, which a
 ``no_grad`` block makes) are left out here; the JSON keeps them.
 
