@@ -383,6 +383,7 @@ class OpsSession:
             return (), 0, ()
         self.names = name_index(objects)
         if recorder is None:
+            self.known = len(registry.allocations)
             return (), 0, ()
         try:
             ops, omitted, flows = recorder.finish(registry, self.names, before=self.known)
