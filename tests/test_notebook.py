@@ -240,3 +240,13 @@ def test_a_notebooks_steps_name_their_cell_in_every_format(tmp_path):
     assert "<h3>Step 2 · cell 4, line 2</h3>" in html.stdout
     yaml_trace = trace_of(bundled_path("detach"))
     assert all(s["cell"] is None for s in yaml_trace["steps"])  # not a notebook: no cell
+
+
+def test_check_names_the_cell_of_a_notebook_step_that_misbehaved(tmp_path):
+    path = write_notebook(
+        tmp_path / "nb.ipynb",
+        [("code", "a = torch.ones(2)"), ("md", "b"), ("code", "# expect: a.sum() == 0\nb = a * 2")],
+    )
+    result = cli("check", str(path))
+    assert result.returncode == 1, result.stderr
+    assert "step 2 (cell 3, line 2): expectation failed: a.sum() == 0" in result.stdout
