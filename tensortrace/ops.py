@@ -570,7 +570,8 @@ def _existed(fields: List[Dict[str, Any]], rows: List[Any], before: int) -> List
             if label is not None and first.get(label, at) > at:
                 first[label] = at
     return [
-        tuple(label is not None and (_number(label) <= before or first.get(label, (index, 1)) <= (index, 0))
+        tuple(label is not None
+              and (_number(label) <= before or first.get(label, (index, 1)) <= (index, 0))
               for label in f["outputs"])
         for index, f in enumerate(fields)
     ]

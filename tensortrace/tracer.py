@@ -428,7 +428,7 @@ class _Recorder:
         )
 
     def cell_of(self, spec: StepSpec) -> Optional[int]:
-        """The notebook cell a step came from (its ``line`` counts from the cell's top); None elsewhere."""
+        """The notebook cell a step came from (its ``line`` counts from there); None elsewhere."""
         cells = self.scenario.cells
         return cells[spec.index - 1] if 0 < spec.index <= len(cells) else None
 
@@ -512,7 +512,7 @@ class _Recorder:
         """Every tensor-valued name, expanded as the contract says, in binding order."""
         found: List[Tuple[str, Any, str]] = []
         initial, seen, tensor = self.initial_ids, self.seen_names, torch.Tensor
-        nones = self.nones = []  # names bound to None: a comparison of variants says "None", not "not bound"
+        nones = self.nones = []  # bound to None: variants compared say "None", not "not bound"
         for name, value in list(self.ns.items()):
             if name in initial:
                 if initial[name] == id(value):

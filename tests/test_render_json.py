@@ -45,7 +45,8 @@ def test_the_scenario_of_an_event_is_the_traces_own_scenario_object():
 
 
 def test_version_1_traces_still_load():
-    data = json.loads((GOLD / "trace_detach_v1.json").read_text(encoding="utf-8"))  # as version 1 wrote it
+    # as version 1 wrote it
+    data = json.loads((GOLD / "trace_detach_v1.json").read_text(encoding="utf-8"))
     assert data["format_version"] == 1
     assert isinstance(Trace.from_dict(data), Trace)
 

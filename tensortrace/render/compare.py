@@ -161,7 +161,8 @@ def _names(steps: Sequence[Optional[Step]]) -> List[str]:
 def _bindings(steps: Sequence[Optional[Step]], states, name: str) -> Tuple[str, ...]:
     """What ``name`` is bound to in each variant: ``a tensor``, ``None`` or ``not bound``."""
     return tuple(
-        "a tensor" if st is not None else ("None" if s is not None and name in s.none else "not bound")
+        "a tensor" if st is not None
+        else ("None" if s is not None and name in s.none else "not bound")
         for s, st in zip(steps, states)
     )
 

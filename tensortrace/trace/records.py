@@ -352,7 +352,7 @@ class Step(Record):
     code: Text
     line: Optional[int]
     note: Optional[Text] = None
-    cell: Optional[Annotated[int, Meta(ge=1)]] = None  # a notebook's cell (from 1), whose lines ``line`` counts
+    cell: Optional[Annotated[int, Meta(ge=1)]] = None  # a notebook's cell (from 1); ``line`` counts in it
     status: Literal["ok", "raised", "timeout", "killed"] = "ok"
     error: Optional[ErrorInfo] = None
     warnings: Annotated[Tuple[WarningInfo, ...], Meta(max_length=MAX_ITEMS)] = ()
