@@ -414,3 +414,40 @@ def test_a_loss_computed_under_no_grad_names_the_block():
     (cut,) = watch.report.failure.cuts
     assert cut.kind == "torch.no_grad()" and cut.place.code == "with torch.no_grad():"
     assert "outside the torch.no_grad() block" in watch.report.failure.fixes[0]
+
+
+def test_the_watch_rests_while_nothing_is_saved_and_wakes_for_the_next_graph():
+    import tensortrace
+    from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode
+
+    class Theirs(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    with pytest.raises(RuntimeError):
+        with tensortrace.doctor(os.devnull) as watch:
+            w = torch.randn(3, requires_grad=True)
+            (w * w).sum().backward()
+            assert _get_current_dispatch_mode() is None  # the graph is freed: nothing to watch
+            with Theirs():  # a mode of the code's own, entered and left while the watch rests
+                (w * w).sum().backward()
+            y = torch.sigmoid(w)
+            assert _get_current_dispatch_mode() is not None  # y's graph saved y: watching again
+            y.mul_(2)
+            y.sum().backward()
+    assert _get_current_dispatch_mode() is None
+    assert watch.report.failure.writes[0].place.code == "y.mul_(2)"
+
+
+def test_a_detach_between_steps_is_a_cut():
+    import tensortrace
+
+    with pytest.raises(RuntimeError):
+        with tensortrace.doctor(os.devnull) as watch:
+            w = torch.randn(3, requires_grad=True)
+            (w * 2).sum().backward()
+            v = torch.detach(w)
+            u = w.detach()
+            (v * u).sum().backward()
+    assert [(c.kind, c.place.code) for c in watch.report.failure.cuts] == [
+        ("detach()", "u = w.detach()"), ("detach()", "v = torch.detach(w)")]

@@ -15,16 +15,19 @@ Three light instruments, on only between ``Recorder.start`` and ``stop``:
   the very error PyTorch raises, word for word; during a backward it also
   compares a fingerprint taken, which finds writes that bump no version
   (``.data``, NumPy).
-* a ``TorchDispatchMode`` sees each ATen operation: one that writes
-  (``Tensor(a!)`` in its schema) into the memory of a live saved tensor is
-  recorded with the user's line and the name that line used; a ``detach``
-  called from the user's own code is recorded as a cut.
+* a ``TorchDispatchMode`` sees each ATen operation while a saved tensor is
+  alive (from the first save until a backward frees the last one: a write
+  can hit nothing outside that window, and each operation the mode sees costs
+  a Python call): one that writes (``Tensor(a!)`` in its schema) into the
+  memory of a live saved tensor is recorded with the user's line and the name
+  that line used.
 * ``torch.autograd.backward`` and ``torch.autograd.grad`` are wrapped (which
   covers ``Tensor.backward``) to know each backward's line, and to read a
   failure while its graph and frame still exist (``diagnose.py``);
-  ``torch.no_grad.__enter__``, ``Tensor.data``, ``Tensor.numpy`` and
-  ``torch.from_numpy`` are wrapped to record cuts the dispatcher does not
-  see, and memory NumPy shares.
+  ``torch.no_grad.__enter__``, ``Tensor.detach``, ``torch.detach``,
+  ``Tensor.data``, ``Tensor.numpy`` and ``torch.from_numpy`` are wrapped to
+  record cuts (the mode is off between steps, when ``h = h.detach()`` is
+  typical), and memory NumPy shares.
 
 Nothing here changes what the user's code computes, raises or keeps alive
 beyond the graph's own lifetime: a record lives as long as the graph node
@@ -53,7 +56,6 @@ from .places import Spot, is_user_code, spot_of, storage_key, user_frame
 MAX_WRITES = 16  # writes kept per saved tensor
 MAX_CUTS = 64  # recent cuts kept
 _SEQ = torch._C._autograd._get_sequence_nr  # the sequence number the next graph node gets
-_DETACH = torch.ops.aten.detach.default
 _NO_DISPATCH = torch._C._DisableTorchDispatch
 
 
@@ -157,11 +159,8 @@ class _Watch(TorchDispatchMode):
             plan = _PLANS.get(func)
             if plan is None:
                 plan = _PLANS[func] = _written(func)
-            if plan:
-                if rec.index:
-                    rec.note_writes(func, plan, args, kwargs)
-            elif func is _DETACH and args and getattr(args[0], "requires_grad", False):
-                rec.note_cut("detach()", outside(sys._getframe(1)))
+            if plan and rec.index:
+                rec.note_writes(func, plan, args, kwargs)
         return func(*args, **kwargs)
 
 
@@ -188,6 +187,7 @@ class Recorder:
         self._undo: List[Callable[[], None]] = []
         self._hooks: Any = None
         self._mode: Optional[_Watch] = None
+        self._watching = False  # whether the mode is on the dispatch mode stack now
 
     # switching on and off ---------------------------------------------------------
     def start(self) -> None:
@@ -198,17 +198,20 @@ class Recorder:
         enter = self._cutting(torch.no_grad.__enter__, "torch.no_grad()")
         self._patch(torch.no_grad, "__enter__", enter)
         self._patch(torch.Tensor, "numpy", self._numpy(torch.Tensor.numpy))
+        self._patch(torch.Tensor, "detach", self._detaching(torch.Tensor.detach))
+        self._patch(torch, "detach", self._detaching(torch.detach))
         self._patch(torch, "from_numpy", self._from_numpy(torch.from_numpy))
         base = torch._C.TensorBase.data
         self._patch(torch.Tensor, "data", property(self._data_get(base.__get__), base.__set__))
         self._mode = _Watch(self)
         self._mode.__enter__()
+        self._watching = True
 
     def stop(self) -> None:
         self.settle_writes()
-        if self._mode is not None:
+        if self._mode is not None and self._watching:
             self._mode.__exit__(None, None, None)
-            self._mode = None
+        self._mode, self._watching = None, False
         if self._hooks is not None:
             self._hooks.__exit__(None, None, None)
             self._hooks = None
@@ -243,7 +246,24 @@ class Recorder:
             self.busy = False
         self.saved += 1
         self.index.setdefault(key, []).append(weakref.ref(saved))
+        if not self._watching:
+            self.wake()
         return saved
+
+    def wake(self) -> None:
+        """The write watch on again: a saved tensor is alive. Only from an empty mode stack
+        (pushing above a mode of the code's own would break its exit), never inside a backward
+        (whose mode stack is popped for the while)."""
+        if self._mode is not None and self.current is None and _current_mode() is None:
+            self._mode.__enter__()
+            self._watching = True
+
+    def rest(self) -> None:
+        """The write watch off while no saved tensor is alive: no write can hit one."""
+        if self._watching and not self.index and _current_mode() is self._mode:
+            self.settle_writes()
+            self._mode.__exit__(None, None, None)
+            self._watching = False
 
     def unpack(self, saved: Any) -> Any:
         if not isinstance(saved, SavedTensor):
@@ -389,6 +409,17 @@ class Recorder:
 
         return from_numpy
 
+    def _detaching(self, original: Callable) -> Callable:
+        recorder = self
+
+        @functools.wraps(original)
+        def detach(tensor: Any, *args: Any, **kwargs: Any) -> Any:
+            if not recorder.busy and getattr(tensor, "requires_grad", False):
+                recorder.note_cut("detach()", sys._getframe(1))
+            return original(tensor, *args, **kwargs)
+
+        return detach
+
     def _data_get(self, original: Callable) -> Callable:
         recorder = self
 
@@ -432,6 +463,7 @@ class Recorder:
                 recorder.unpacked.clear()
                 recorder.calls.append(this)
                 recorder.prune()  # what this backward freed leaves the index
+                recorder.rest()
                 if recorder.hits:
                     recorder.settle(this, frame)
 
