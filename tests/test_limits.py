@@ -270,7 +270,7 @@ def test_memory_beyond_the_limit_is_that_steps_error(tmp_path, step):
 def test_the_same_allocation_succeeds_without_the_cap(tmp_path):
     # proves the failure above comes from --memory-limit, not from the machine
     path = write(tmp_path, HUNGRY.format(step="xs = [torch.ones(2**18) for i in range(1024)]"))
-    result = tensortrace("run", str(path), "--format", "json", "--memory-limit", "256", "--trust", "--timeout", "20")
+    result = tensortrace("run", str(path), "--format", "json", "--memory-limit", "256", "--trust", "--timeout", "60")
     assert result.returncode == 0, result.stderr
     assert [s["status"] for s in json.loads(result.stdout)["steps"]] == ["ok", "ok", "ok"]
 
