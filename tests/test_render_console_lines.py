@@ -73,6 +73,20 @@ def test_any_text_draws_as_rich_draws_it(text: str, width: int, indent: int, col
     assert _segments(console, title) == _segments(console, title.reference())
 
 
+def test_a_table_sizes_a_piece_as_it_sizes_the_reference():
+    from rich.measure import Measurement
+    from rich.table import Table
+
+    console = _console(80, False)
+    for piece in (TextLine("ran:", "dim", 4), TitleLine("Step 2 · line 19"), BLANK):
+        measured = Measurement.get(console, console.options, piece)
+        assert measured == Measurement.get(console, console.options, piece.reference())
+        table, reference = Table(), Table()
+        table.add_row(piece, "x")
+        reference.add_row(piece.reference(), "x")
+        assert _segments(console, table) == _segments(console, reference)
+
+
 def test_what_rich_would_rewrite_goes_to_rich():
     assert console_lines.fits_line("Step 2 · line 19", 16)
     assert not console_lines.fits_line("Step 2 · line 19", 15)

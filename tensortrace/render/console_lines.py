@@ -20,6 +20,7 @@ from typing import Iterator
 
 from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions, RenderableType
+from rich.measure import Measurement
 from rich.padding import Padding
 from rich.rule import Rule
 from rich.segment import Segment
@@ -54,6 +55,10 @@ class TextLine:
         """The line as rich draws it, wrapping between words where it must."""
         return Padding(Text(self.words, style=self.style), (0, 0, 0, self.indent))
 
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        """As wide as the reference, for a table or panel that sizes itself to its contents."""
+        return Measurement.get(console, options, self.reference())
+
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator:
         room = options.max_width - self.indent
         words = self.words
@@ -80,6 +85,10 @@ class TitleLine:
         """The title as rich's ``Rule`` draws it, cut short with an ellipsis where it must."""
         return Rule(Text(self.title, style=TITLE_STYLE), align="left", style=RULE_STYLE)
 
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        """As wide as the reference, for a table or panel that sizes itself to its contents."""
+        return Measurement.get(console, options, self.reference())
+
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator:
         width = options.max_width
         title = self.title
@@ -99,6 +108,10 @@ class BlankLine:
 
     def reference(self) -> Text:
         return Text("")
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        """As wide as the reference, for a table or panel that sizes itself to its contents."""
+        return Measurement.get(console, options, self.reference())
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator:
         yield Segment("")
