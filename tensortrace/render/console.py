@@ -49,6 +49,7 @@ from .console_parts import (
     storage_colour,
     trace_footer,
 )
+from .console_lines import BLANK, TextLine
 from .console_table import state_table
 from .console_variants import variant_parts
 from .ops import flow_lines, ops_lines
@@ -132,7 +133,7 @@ def _step_parts(
     columns: Sequence[str],
 ) -> Iterable[RenderableType]:
     """One step; ``shown_prev`` is the step drawn just before it (None: the first drawn)."""
-    yield Text("")
+    yield BLANK
     yield step_title(step)
     if step.code.strip():
         yield code_syntax(step.code, step.line, view.color)
@@ -155,10 +156,10 @@ def ops_parts(step: Step, level: str) -> Iterable[RenderableType]:
     if lines:
         yield say("ran:", style="dim")
         for line in lines:
-            yield Padding(Text(line, style="dim" if line.startswith("  ") else ""), (0, 0, 0, 4))
+            yield TextLine(line, "dim" if line.startswith("  ") else "", 4)
     for flow in step.flow:
         for i, line in enumerate(flow_lines(flow)):
-            yield Padding(Text(line, style="bold" if i == 0 else ""), (0, 0, 0, 2))
+            yield TextLine(line, "bold" if i == 0 else "", 2)
 
 
 def unchanged_line(names: Sequence[str], width: int) -> str:

@@ -15,10 +15,10 @@ from rich import box
 from rich.console import Console, Group, RenderableType
 from rich.padding import Padding
 from rich.panel import Panel
-from rich.rule import Rule
 from rich.text import Text
 from rich.tree import Tree
 
+from .console_lines import TextLine, TitleLine
 from .plaincode import plain_code
 from .prose import prose
 from ..model import ErrorInfo, ExpectationResult, Graph, Step, TensorState, Trace, record
@@ -149,11 +149,13 @@ def legend(view: View, *, variants: bool, marks: FrozenSet[str] = frozenset()) -
     return text
 
 
-def step_title(step: Step, extra: str = "") -> Rule:
+def step_title(step: Step, extra: str = "") -> RenderableType:
+    """"Step 2 · line 19 ────": a rule with the step's number and line (``TitleLine``)."""
     title = "setup" if step.index == 0 else f"Step {step.index}"
-    if step_place(step):  # "cell 3, line 1" for a notebook's step
-        title += f" · {step_place(step)}"
-    return Rule(Text(title + extra, style="bold"), align="left", style="bright_blue")
+    place = step_place(step)
+    if place:  # "line 19", or "cell 3, line 1" for a notebook's step
+        title += f" · {place}"
+    return TitleLine(title + extra)
 
 
 def code_syntax(code: str, line: Optional[int], color: bool = True) -> RenderableType:
@@ -188,9 +190,9 @@ def storage_colour(label: Optional[str], view: View) -> str:
 
 
 
-def say(words: str, style: str = "", indent: int = 2) -> Padding:
+def say(words: str, style: str = "", indent: int = 2) -> RenderableType:
     """A line of prose under a step, indented so that it wraps inside its margin."""
-    return Padding(Text(words, style=style), (0, 0, 0, indent))
+    return TextLine(words, style, indent)
 
 
 def mark_cell(cell: Text, view: View, style: str, mark: str) -> None:
@@ -257,7 +259,7 @@ def stdout_block(stdout: str, prefix: str) -> Padding:
     return Padding(text, (0, 0, 0, 2))
 
 
-def expectation_lines(result: ExpectationResult, prefix: str) -> Iterable[Padding]:
+def expectation_lines(result: ExpectationResult, prefix: str) -> Iterable[RenderableType]:
     if result.passed:
         yield say(f"✓ {prefix}{result.expr}", style="green")
         return

@@ -22,6 +22,8 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 
+from . import console_lines
+
 TAB_SIZE = 4  # Syntax's default
 _GUTTER_PADDING = 2  # rich.syntax.NUMBERS_COLUMN_DEFAULT_PADDING
 
@@ -66,7 +68,12 @@ class PlainCode:
         new_line = Segment("\n")
         blank = Style.null()
         for line_no, line in enumerate(text.split("\n", allow_blank=ends_on_newline), self.start_line):
-            wrapped = console.render_lines(line, wrap_options, style=blank, pad=False)
+            plain = line.plain
+            if plain and console_lines.fits_line(plain, code_width):
+                # one line that needs no wrapping: the segment render_lines would give
+                wrapped = [[Segment(plain)]]
+            else:
+                wrapped = console.render_lines(line, wrap_options, style=blank, pad=False)
             for first, row in enumerate(wrapped):
                 if self.line_numbers:
                     if first == 0:

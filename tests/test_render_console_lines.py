@@ -1,0 +1,117 @@
+"""A step's one-line pieces written as segments are, segment for segment, what rich draws.
+
+``console_lines`` writes a step's title rule, its prose lines and its blank
+line straight as segments when they fit on one line; each piece keeps its
+rich drawing as ``reference``. Both are drawn and compared as segments (what
+the terminal, HTML and SVG are made of), in colour and without, at several
+widths, over texts at and around the edges of the fast path; and whole pages
+are compared with the reference path forced.
+"""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from rich.console import Console
+
+from render_fixtures import detach_trace, recorded_traces, troubled_trace
+from tensortrace.render import RenderOptions, render
+from tensortrace.render import console_lines
+from tensortrace.render.console_lines import BLANK, TextLine, TitleLine
+from tensortrace.render.plaincode import PlainCode
+
+WIDTHS = (20, 40, 80, 100, 160)
+STYLES = ("", "dim", "bold", "bold yellow", "green")
+TEXTS = (
+    "ran:", "Step 2 · line 19", "setup", "⚠ predicted: x.backward() will fail",
+    "shared memory: S1 holds a, b", "名前 (new) 変数", "  leading spaces", "trailing spaces  ",
+    "a" * 17, "a" * 18, "a" * 19, "a" * 38, "a" * 40, "two words " * 12,
+    "tab\there", "new\nline", "\x1b[31mred", "line\u2028separator", "", " ",
+)
+
+
+def _console(width: int, color: bool) -> Console:
+    return Console(file=io.StringIO(), width=width, color_system="truecolor" if color else None,
+                   force_terminal=color, markup=False, highlight=False, emoji=False,
+                   _environ={})
+
+
+def _segments(console: Console, renderable) -> list:
+    """Every segment as its repr, which SVG's identifiers hash (a missing style is not Style())."""
+    return [repr(segment) for segment in console.render(renderable)]
+
+
+@pytest.mark.parametrize("color", [False, True])
+@pytest.mark.parametrize("width", WIDTHS)
+def test_lines_are_the_references_segments(width: int, color: bool):
+    console = _console(width, color)
+    fast = 0
+    for text in TEXTS:
+        for style in STYLES:
+            for indent in (2, 4, 6):
+                line = TextLine(text, style, indent)
+                assert _segments(console, line) == _segments(console, line.reference()), \
+                    (text, style, indent)
+                fast += bool(text) and console_lines.fits_line(text, width - indent)
+        title = TitleLine(text)
+        assert _segments(console, title) == _segments(console, title.reference()), text
+    assert _segments(console, BLANK) == _segments(console, BLANK.reference())
+    assert fast >= 40  # the fast path really ran, not only the reference
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(max_size=50), width=st.integers(1, 60), indent=st.integers(1, 8),
+       color=st.booleans())
+def test_any_text_draws_as_rich_draws_it(text: str, width: int, indent: int, color: bool):
+    console = _console(width, color)
+    line = TextLine(text, "dim", indent)
+    assert _segments(console, line) == _segments(console, line.reference())
+    title = TitleLine(text)
+    assert _segments(console, title) == _segments(console, title.reference())
+
+
+def test_a_table_sizes_a_piece_as_it_sizes_the_reference():
+    from rich.measure import Measurement
+    from rich.table import Table
+
+    console = _console(80, False)
+    for piece in (TextLine("ran:", "dim", 4), TitleLine("Step 2 · line 19"), BLANK):
+        measured = Measurement.get(console, console.options, piece)
+        assert measured == Measurement.get(console, console.options, piece.reference())
+        table, reference = Table(), Table()
+        table.add_row(piece, "x")
+        reference.add_row(piece.reference(), "x")
+        assert _segments(console, table) == _segments(console, reference)
+
+
+def test_what_rich_would_rewrite_goes_to_rich():
+    assert console_lines.fits_line("Step 2 · line 19", 16)
+    assert not console_lines.fits_line("Step 2 · line 19", 15)
+    assert not console_lines.fits_line("名前", 3)  # two columns a character
+    for text in ("a\tb", "a\nb", "a\x1bb", "a\u2028b", "a\x85b"):
+        assert not console_lines.fits_line(text, 80)
+
+
+@pytest.mark.parametrize("width", (10, 30, 80))
+def test_code_lines_are_what_render_lines_gives(monkeypatch, width: int):
+    console = _console(width, False)
+    codes = [("t0.add_(1)", 5), ("x = 1\n\ny = x + 2\n", None), ("y = " + "x + " * 30, 120),
+             ("名前 = torch.ones(3)", 1), ("if x:\n\tpass", 9)]
+    fast = [_segments(console, PlainCode(code, line)) for code, line in codes]
+    monkeypatch.setattr(console_lines, "fits_line", lambda text, room: False)
+    assert fast == [_segments(console, PlainCode(code, line)) for code, line in codes]
+
+
+@pytest.mark.parametrize("color", [False, True])
+@pytest.mark.parametrize("fmt", ["console", "svg"])
+def test_pages_are_the_same_through_rich(monkeypatch, fmt: str, color: bool):
+    traces = [detach_trace(), troubled_trace(), *recorded_traces("detach-vs-data")]
+    for width in (60, 100):
+        options = RenderOptions(width=width, color=color, ops="calls")
+        fast = render(traces, fmt, options)
+        with monkeypatch.context() as patch:
+            patch.setattr(console_lines, "fits_line", lambda text, room: False)
+            assert render(traces, fmt, options) == fast

@@ -1,0 +1,58 @@
+"""Making a trace visible skips, with one search, every record that holds nothing to spell.
+
+``visible_record`` walks a record field by field only where its JSON text
+shows a character ``visible`` would spell; a clean step comes back as the
+very same object. Each result is compared with the full walk (the check
+forced to say "walk it"), which is what the renderers read before.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from render_fixtures import detach_trace, recorded_traces, troubled_trace
+from tensortrace.model import evolve
+from tensortrace.render import text as text_module
+from tensortrace.render.text import visible_record
+
+
+def _walked(monkeypatch, value):
+    with monkeypatch.context() as patch:
+        patch.setattr(text_module, "_holds_none", lambda record: False)
+        return visible_record(value)
+
+
+@pytest.mark.parametrize("trace", [detach_trace(), troubled_trace(),
+                                   *recorded_traces("detach-vs-data")])
+def test_a_clean_trace_comes_back_as_it_is(monkeypatch, trace):
+    assert visible_record(trace) is trace
+    assert _walked(monkeypatch, trace) == trace
+
+
+@pytest.mark.parametrize("raw, spelled", [
+    ("t\x1b[31m", "t\\x1b[31m"), ("a\rb", "a\\x0db"), ("x\x7f", "x\\x7f"), ("c1\x85", "c1\\x85"),
+    ("\u202eab", "\\u202eab"), ("lone\udc80", "lone\\udc80"), ("bell\x07", "bell\\x07"),
+])
+def test_only_the_step_that_holds_a_control_is_walked(monkeypatch, raw: str, spelled: str):
+    trace = detach_trace()
+    steps = list(trace.steps)
+    first = steps[1].tensors[0]
+    steps[1] = evolve(steps[1], stdout=f"printed {raw}\n",
+                      tensors=(evolve(first, name=raw),) + tuple(steps[1].tensors[1:]))
+    dirty = evolve(trace, steps=tuple(steps))
+    shown = visible_record(dirty)
+    assert shown == _walked(monkeypatch, dirty)
+    assert shown.steps[1].tensors[0].name == spelled
+    assert shown.steps[1].stdout == f"printed {spelled}\n"
+    assert shown.steps[1].tensors[1] is dirty.steps[1].tensors[1]  # its clean neighbour kept
+    assert all(a is b for n, (a, b) in enumerate(zip(shown.steps, dirty.steps)) if n != 1)
+
+
+def test_a_backslash_in_the_text_is_kept_as_it_is(monkeypatch):
+    trace = detach_trace()
+    code = 're.sub(r"\\bx\\u0041", "", s)\nprint("\\r")'  # backslashes, no controls
+    steps = (evolve(trace.steps[0], code=code),) + tuple(trace.steps[1:])
+    written = evolve(trace, steps=steps)
+    shown = visible_record(written)
+    assert shown.steps[0].code == code
+    assert shown == _walked(monkeypatch, written)
