@@ -8,41 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from .trace import *  # noqa: F403 - the records, re-exported under their old home
+from .trace import Step
+from .trace import __all__ as _RECORD_NAMES
 from .trace.document import check_format as _check_format
-from .trace.numbers import decode_number, encode_number_tree, freeze  # noqa: F401 - re-exported
-from .trace.records import (  # noqa: F401 - re-exported
-    CONFINEMENT_ESSENTIAL,
-    CONFINEMENT_EXTRA,
-    FORMAT_NAME,
-    FORMAT_VERSION,
-    READABLE_VERSIONS,
-    Confinement,
-    Declared,
-    Environment,
-    ErrorInfo,
-    ExpectationResult,
-    Explanation,
-    Flow,
-    FlowNode,
-    Graph,
-    GraphNode,
-    OpRecord,
-    OpTensors,
-    Prediction,
-    SavedTensor,
-    ScenarioInfo,
-    Step,
-    StorageInfo,
-    Summary,
-    TensorState,
-    Trace,
-    Values,
-    VersionBump,
-    WarningInfo,
-    evolve,
-    graph_nodes,
-    node_ids,
-)
 from .trace.validate import InvalidRecord, converted, encoder
 
 
@@ -91,32 +60,5 @@ def step_from_dict(data: Any) -> Step:
     return record_from_dict(Step, data)
 
 
-__all__ = [
-    "FORMAT_NAME",
-    "FORMAT_VERSION",
-    "Declared",
-    "Environment",
-    "ErrorInfo",
-    "ExpectationResult",
-    "Explanation",
-    "Flow",
-    "FlowNode",
-    "Graph",
-    "GraphNode",
-    "OpRecord",
-    "OpTensors",
-    "Prediction",
-    "SavedTensor",
-    "ScenarioInfo",
-    "Step",
-    "StorageInfo",
-    "Summary",
-    "TensorState",
-    "Trace",
-    "Values",
-    "VersionBump",
-    "WarningInfo",
-    "evolve",
-    "step_from_dict",
-    "step_to_dict",
-]
+__all__ = [*_RECORD_NAMES, "check_format", "record", "record_from_dict", "record_to_dict",
+           "step_from_dict", "step_to_dict"]
