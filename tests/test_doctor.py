@@ -18,6 +18,17 @@ import torch
 from conftest import REPO
 from tensortrace.doctor.records import Report, report_from_json
 
+
+@pytest.fixture(autouse=True)
+def _one_intra_op_thread():
+    """The in-process tests train on one thread: OpenMP's pool, once started in this worker,
+    does not survive the fork of a later test's child, whose own parallel work would hang."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 EXAMPLES = REPO / "examples" / "doctor"
 
 
