@@ -1,8 +1,8 @@
 """What the tracer's insight into a step costs, against the same run without it.
 
 ``ops_and_flow``: recording what each step ran (calls and ATen operations,
-``tensortrace.ops``) and the gradient flow of its backward calls
-(``tensortrace.flow``), on a 200-step scenario whose steps are like the bundled scenarios' (clone,
+``tensortrace.record.ops``) and the gradient flow of its backward calls
+(``tensortrace.record.flow``), on a 200-step scenario whose steps are like the bundled scenarios' (clone,
 detach, an in-place write, a view, a backward call...). Both runs trace the
 same scenario in this process (``--trust``, no child process, so that only
 the tracer is timed); they alternate, and the fastest of ``--repeat`` runs of
@@ -58,7 +58,7 @@ def _scenario(steps: int, cycle=CYCLE):
 
 def _per_step(scenario, steps: int, repeat: int):
     """(ours, baseline): the fastest CPU time per step with and without recording, alternating."""
-    from tensortrace.tracer import trace
+    from tensortrace.record.tracer import trace
 
     trace(scenario, safe=False, ops=True)  # warm both paths (imports, schema plans, allocator)
     trace(scenario, safe=False, ops=False)

@@ -28,7 +28,7 @@ CHILD = textwrap.dedent(
     import json, resource, sys
     import torch
     import tensortrace
-    from tensortrace.helpers import base_namespace
+    from tensortrace.record.helpers import base_namespace
 
     def rss_kb():
         with open("/proc/self/status") as f:

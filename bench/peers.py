@@ -153,7 +153,7 @@ def w_steps(tensors: str, steps: str, repeat: str) -> dict:
 
     import torch
     import tensortrace
-    from tensortrace.helpers import base_namespace
+    from tensortrace.record.helpers import base_namespace
 
     sys.path.append(str(PEERS))
     import torchsnooper
@@ -296,8 +296,8 @@ def w_graph(nodes: str, repeat: str) -> dict:
 
     sys.path.append(str(PEERS))
     import torchviz
-    from tensortrace.graph import walk_graph
-    from tensortrace.model import Environment, ScenarioInfo, Step, Trace
+    from tensortrace.record.graph import walk_graph
+    from tensortrace.trace import Environment, ScenarioInfo, Step, Trace
     from tensortrace.render import render
 
     x = torch.ones(3, requires_grad=True)
@@ -329,9 +329,9 @@ def w_graph(nodes: str, repeat: str) -> dict:
 
 def w_check(repeat: str) -> dict:
     """Each bundled scenario through the runner, in order, as ``tensortrace check`` runs them: its fastest round per variant."""
-    from tensortrace.library import bundled_names, bundled_path
-    from tensortrace import runner
-    from tensortrace.runner import run_all
+    from tensortrace.scenario.library import bundled_names, bundled_path
+    from tensortrace.run import runner
+    from tensortrace.run.runner import run_all
     from tensortrace.scenario import load_scenario
 
     if hasattr(runner, "prepare"):  # as 'tensortrace check' does before its first file

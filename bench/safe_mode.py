@@ -41,7 +41,7 @@ def main() -> None:
     args = parser.parse_args()
 
     import tensortrace
-    from tensortrace.library import resolve_target
+    from tensortrace.scenario.library import resolve_target
 
     scenario = tensortrace.load_scenario(resolve_target(args.scenario))
     print(f"scenario: {args.scenario} ({len(scenario.steps)} steps, {len(scenario.resolved())} variant(s))")
@@ -75,8 +75,8 @@ def wall_cost(scenario, repeat: int) -> None:
     """The kernel's wall: whole forked runs with and without it, and confine() on its own."""
     import os
 
-    from tensortrace import confine
-    from tensortrace.runner import run_scenario
+    from tensortrace.run import confine
+    from tensortrace.run.runner import run_scenario
 
     report = confine.available()
     if not report.complete:

@@ -7,7 +7,7 @@ interleaved runs: CPU time, because a busy machine stretches wall time.
 
 * ``saved_tensors``: reading what every node of a 100,000-node graph saved
   for backward, and predicting failing backwards after every step
-  (``tensortrace/saved.py``), against tracing the same graph without them.
+  (``tensortrace/record/saved.py``), against tracing the same graph without them.
   Target: at most 2.0.
 
     python bench/saved_tensors.py [--nodes N] [--repeat R]
@@ -22,10 +22,8 @@ from typing import Callable, Tuple
 from unittest import mock
 
 import tensortrace
-from tensortrace import saved as saved_module
-from tensortrace import tracer
-
-
+from tensortrace.record import saved as saved_module
+from tensortrace.record import tracer
 def _cpu() -> float:
     """CPU seconds of this process and of its reaped children (the forked graph walks)."""
     own = resource.getrusage(resource.RUSAGE_SELF)

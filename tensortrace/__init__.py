@@ -23,7 +23,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any
 
-__version__ = "0.1.0"
+from .version import __version__  # noqa: E402
 
 from .errors import PolicyError, ScenarioError, TensorTraceError, TraceFormatError, UsageError  # noqa: E402
 
@@ -31,14 +31,26 @@ from .errors import PolicyError, ScenarioError, TensorTraceError, TraceFormatErr
 # function ``tensortrace.trace``: loaded here, once, and its name given back to
 # the function, so that ``import tensortrace.trace.records`` and
 # ``tensortrace.trace(...)`` both mean what they say.
-from . import trace as _records  # noqa: E402, F401
+from . import trace as _records  # noqa: E402
+from .trace import present as _present_seam  # noqa: E402, F401 - loads the seam
 del trace  # noqa: F821 - bound by the import above
+
+
+def _present(how: str, traces: Any, *args: Any, **options: Any) -> str:
+    """Traces drawn by the renderers, which the records may not import: plugged in below."""
+    from .render import notebook
+
+    draw = {"render": notebook.render_traces, "html": notebook.html, "markdown": notebook.markdown}
+    return draw[how](traces, *args, **options)
+
+
+_records.present.plug(_present)
 
 # name -> module that defines it, imported when the name is first used
 _LAZY = {
-    "FORMAT_VERSION": "model",
-    "Trace": "model",
-    "Scenario": "scenario",
+    "FORMAT_VERSION": "trace",
+    "Trace": "trace",
+    "Scenario": "scenario.spec",
     "loads_scenario": "scenario",
     "load_scenario": "api",
     "trace": "api",

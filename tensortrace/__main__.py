@@ -4,14 +4,14 @@ The command's modules are imported as long-lived objects (``collector.long_lived
 the garbage collector never walks them again in this process.
 """
 
-from . import collector
+from .trace import collector
 
 
 def main() -> None:
     """Entry point of the ``tensortrace`` command and ``python -m tensortrace``."""
     collector.own_process()
     with collector.long_lived():
-        from .cli import main as cli_main
+        from .cli.main import main as cli_main
     cli_main()
 
 

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any, List, Optional, Union
 
 from .errors import TensorTraceError, UsageError
-from .model import Trace
-from .scenario import Scenario
+from .trace import Trace
+from .scenario.spec import Scenario
 
 Source = Union[str, "os.PathLike[str]", Scenario]
 
@@ -36,7 +36,7 @@ _PYTHON_WORDS = (
     (re.compile(r"--require-confinement\b"), "require_confinement=True"),
     (re.compile(r"give a file name to -o\b"), "give a file name to output="),
     (re.compile(r"run 'tensortrace list' (?:to see|for) (?:the )?bundled scenarios"),
-     "see tensortrace.library.bundled_names() for the bundled scenarios"),
+     "see tensortrace.scenario.library.bundled_names() for the bundled scenarios"),
     (re.compile(r"--format\b"), "fmt="),
 )
 
@@ -94,7 +94,7 @@ def load_scenario(source: Source) -> Scenario:
             return loads_scenario(source)
         if not isinstance(source, (str, os.PathLike)):
             raise UsageError(f"load_scenario() takes a path, a bundled scenario's name or scenario text, not {type(source).__name__}")
-        from .library import resolve_target
+        from .scenario.library import resolve_target
         from .scenario import load_scenario as load_file  # the loader's one entry point for files
 
         target = source if isinstance(source, Path) else resolve_target(os.fspath(source))
@@ -132,7 +132,7 @@ def trace(
 
 def _trace(source: Source, variant: Optional[str], *, safe: bool, device: Optional[str], timeout: Optional[float],
            memory_limit: Optional[int], isolate: Optional[bool]) -> Union[Trace, Traces]:
-    from .devices import DEVICE_CHOICES, is_device_name
+    from .scenario.devices import DEVICE_CHOICES, is_device_name
 
     if device is not None and (not isinstance(device, str) or not is_device_name(device)):
         raise UsageError(f"device={device!r} is not one of {DEVICE_CHOICES}")
@@ -149,7 +149,7 @@ def _trace(source: Source, variant: Optional[str], *, safe: bool, device: Option
     else:
         scenarios = scenario.resolved()
     if isolate:
-        from .runner import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT, Limits, run_all
+        from .run.runner import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT, Limits, run_all
 
         limits = Limits(
             timeout=_positive(DEFAULT_TIMEOUT if timeout is None else timeout),
@@ -157,7 +157,7 @@ def _trace(source: Source, variant: Optional[str], *, safe: bool, device: Option
         )
         traces = run_all(scenarios, safe=safe, device=device, limits=limits)
     else:
-        from .tracer import collect, iter_trace
+        from .record.tracer import collect, iter_trace
 
         traces = [collect(iter_trace(s, safe=safe, device=device, timeout=_positive(timeout))) for s in scenarios]
     if variant is not None or not scenario.variants:
@@ -175,7 +175,7 @@ def trace_variants(scenario: Source, **options: Any) -> List[Trace]:
 
     ``options`` are ``tracer.iter_trace``'s (``safe``, ``device``, ``timeout``, ``values``).
     """
-    from .tracer import collect, iter_trace
+    from .record.tracer import collect, iter_trace
 
     return [collect(iter_trace(s, **options)) for s in load_scenario(scenario).resolved()]
 

@@ -37,13 +37,13 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 
 import torch
 
-from . import __version__
+from .version import __version__
 from .errors import TensorTraceError, UsageError
-from .model import Environment, ErrorInfo, Graph, ScenarioInfo, Step, StorageInfo, TensorState, Trace
-from .names import covers
-from .probe import StorageRegistry, plain_reads, probe_named
-from .reuse import SnapshotCache
-from .tracer import MAX_MESSAGE, MAX_NAMES, _expand, _exception_text, bounded
+from .trace import Environment, ErrorInfo, Graph, ScenarioInfo, Step, StorageInfo, TensorState, Trace
+from .trace.names import covers
+from .record.probe import StorageRegistry, plain_reads, probe_named
+from .record.reuse import SnapshotCache
+from .record.tracer import MAX_MESSAGE, MAX_NAMES, _expand, _exception_text, bounded
 
 DEFAULT_MAX_ITERATIONS = 10  # times one line is recorded before its later runs are only counted
 # Names a notebook's namespace holds for the shell itself, never the user's tensors.
@@ -176,7 +176,7 @@ class LineRecorder:
         """Graphs of the names asked for, at the steps where they are (re)bound to a tensor with a grad_fn."""
         if not self.graph:
             return ()
-        from .graph import walk_graph
+        from .record.graph import walk_graph
 
         names_by_id: Dict[int, str] = {}
         for name, obj in objects.items():
@@ -195,7 +195,7 @@ class LineRecorder:
 
 def error_info(exc: BaseException, line: Optional[int]) -> ErrorInfo:
     """The record of an exception the user's code raised at ``line``."""
-    from .explain import explain
+    from .record.explain import explain
 
     cls = type(exc)
     message = bounded(_exception_text(exc), MAX_MESSAGE)
@@ -389,7 +389,7 @@ class snoop:
         max_iterations: int = DEFAULT_MAX_ITERATIONS,
         width: Optional[int] = None,
     ) -> None:
-        from .output import format_for
+        from .cli.output import format_for
         from .render import FORMATS
 
         if isinstance(show, str) or isinstance(graph, str):
@@ -500,7 +500,7 @@ def _writable(path: str) -> str:
 
 def write_trace(traces: List[Trace], path: Optional[str], fmt: str, *, width: Optional[int] = None) -> None:
     """Render to ``path`` (atomically), or to stderr when there is none."""
-    from .output import Output
+    from .cli.output import Output
     from .render import RenderOptions, render
 
     if path is None:

@@ -18,7 +18,7 @@ from typing import Mapping, Optional, Sequence, Union
 import pytest
 
 import tensortrace
-from tensortrace.model import Step, TensorState, Trace
+from tensortrace.trace import Step, TensorState, Trace
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -114,7 +114,7 @@ def cli(*args: str, input: Union[str, bytes, None] = None, env: Optional[Mapping
     stderr, as the interpreter would print it, so that a test that looks for
     "Traceback" sees it; it is also kept in ``exception``.
     """
-    from tensortrace.cli import main
+    from tensortrace.cli.main import main
 
     argv = ["tensortrace", *map(str, args)]
     data = input.encode("utf-8") if isinstance(input, str) else (input or b"")

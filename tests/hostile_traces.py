@@ -13,7 +13,7 @@ import dataclasses
 import typing
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from tensortrace.model import Trace, evolve
+from tensortrace.trace import Trace, evolve
 
 # One hostile text per threat; each is kept whole inside the strings it replaces.
 SCRIPT = "</script><script>alert(1)</script>"

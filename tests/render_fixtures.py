@@ -19,8 +19,8 @@ import os
 from pathlib import Path
 from typing import Any, Optional, Sequence, Tuple
 
-from tensortrace.model import evolve
-from tensortrace.model import (
+from tensortrace.trace import evolve
+from tensortrace.trace import (
     Declared,
     Environment,
     ErrorInfo,

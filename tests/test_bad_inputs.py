@@ -50,7 +50,7 @@ EXPECTED = {
     "expect-assignment.yaml": ":4:21: an expectation of step 1 is not a valid Python expression: an expectation is an expression that must come out true, and '=' assigns; compare with '==': a.sum() == 2",
     "step-indentation.yaml": ":6:7: step 2 is not valid Python: expected an indented block after 'if' statement on line 5",
     "expect-variant-list.yaml": ":9:9: each item of 'expect' of step 2 must be an expression, not a mapping; to expect by variant, drop the '- '",
-    # Python files and notebooks (tensortrace/pyscenario.py, notebook.py)
+    # Python files and notebooks (tensortrace/scenario/pyfile.py, notebook.py)
     "binary.py": ": this is a binary file, not a Python file",
     "comment-only.py": ": the file has no statements to run",
     "empty.py": ": the file is empty; write at least one Python statement",
@@ -196,8 +196,7 @@ def _outcome(path: Path):
 def test_libyaml_and_the_pure_python_reader_load_every_file_alike(path, monkeypatch):
     """The loader composes with libyaml when it can; what it reads, and what it refuses and
     where, is what the pure-Python reader (whose messages it words) gives."""
-    from tensortrace import yamlread
-
+    from tensortrace.scenario import yamlread
     fast = _outcome(path)
     monkeypatch.setattr(yamlread, "_FAST_LOADER", None)
     assert _outcome(path) == fast
@@ -228,8 +227,7 @@ def _texts():
 def test_libyaml_and_the_pure_python_reader_agree_on_generated_texts():
     from hypothesis import HealthCheck, given, settings
 
-    from tensortrace import yamlread
-
+    from tensortrace.scenario import yamlread
     def outcome(text: str):
         try:
             return loads_scenario(text, path="gen.yaml")

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from tensortrace import events
+from tensortrace.trace import events
 from tensortrace.errors import ScenarioError
-from tensortrace.model import Step
-from tensortrace.runner import Limits, run_scenario
+from tensortrace.trace import Step
+from tensortrace.run.runner import Limits, run_scenario
 from tensortrace.scenario import MAX_EXPANDED_STEPS, MAX_VARIANTS, loads_scenario
-from tensortrace.tracer import MAX_MESSAGE, MAX_WARNINGS
+from tensortrace.record.tracer import MAX_MESSAGE, MAX_WARNINGS
 
 
 def trace_of(text: str, tmp_path: Path, safe: bool = True, **options):
@@ -62,7 +62,7 @@ def test_an_exception_whose_str_fails_is_recorded_as_python_prints_it(tmp_path: 
 
 
 def test_the_whole_trace_is_capped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("tensortrace.runner.MAX_TRACE_BYTES", 200_000)
+    monkeypatch.setattr("tensortrace.run.runner.MAX_TRACE_BYTES", 200_000)
     steps = "".join("  - print('y' * 60_000)\n" for _ in range(10))
     trace = trace_of(f"title: t\nsteps:\n{steps}", tmp_path)
     assert 1 <= len(trace.steps) < 10
@@ -105,7 +105,7 @@ def test_events_round_trip_through_the_codec() -> None:
 def test_an_unchanged_tensor_crosses_as_a_reference_and_a_bad_reference_is_refused() -> None:
     from render_fixtures import tensor
 
-    from tensortrace.model import record_to_dict
+    from tensortrace.trace import record_to_dict
 
     a, b = tensor("a", [1.0, 2.0]), tensor("b", [3.0])
     first, second = Step(index=1, code="a", line=1, status="ok", tensors=(a, b)), Step(index=2, code="b", line=2, status="ok", tensors=(a, b))

@@ -17,8 +17,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from tensortrace.model import FORMAT_VERSION
-from tensortrace.schemas import scenario_schema, trace_schema
+from tensortrace.trace import FORMAT_VERSION
+from tensortrace.scenario.schemas import scenario_schema, trace_schema
 
 from conftest import REPO, cli, cli_process
 

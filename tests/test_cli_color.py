@@ -35,7 +35,7 @@ def test_an_unknown_output_suffix_is_refused_with_the_known_ones(tmp_path):
 
 
 def test_completion_offers_bundled_scenarios_and_formats():
-    from tensortrace.cli_options import _complete_format, _complete_scenario
+    from tensortrace.cli.options import _complete_format, _complete_scenario
 
     assert "detach-vs-data" in _complete_scenario("detach-")
     assert all(n.startswith("detach") for n in _complete_scenario("detach"))

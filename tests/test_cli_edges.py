@@ -294,8 +294,8 @@ def test_progress_on_a_terminal_shows_step_i_of_n_and_its_line(tmp_path):
     from rich.console import Console
 
     import tensortrace
-    from tensortrace.render.progress import RunProgress, plans_of
-    from tensortrace.runner import run_all
+    from tensortrace.cli.progress import RunProgress, plans_of
+    from tensortrace.run.runner import run_all
 
     scenario = tensortrace.load_scenario(write_scenario(tmp_path, SMALL.replace("steps:", "setup: c = 1\nsteps:")))
     screen = io.StringIO()

@@ -5,9 +5,7 @@ import subprocess
 import sys
 import textwrap
 
-from tensortrace import collector
-
-
+from tensortrace.trace import collector
 def _in_a_process(code: str) -> str:
     done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
@@ -35,7 +33,7 @@ def test_in_a_library_process_long_lived_only_pauses_and_restores():
 def test_in_the_commands_own_process_what_it_imports_is_frozen():
     out = _in_a_process("""
         import gc
-        from tensortrace import collector
+        from tensortrace.trace import collector
         collector.own_process()
         before = gc.get_freeze_count()
         with collector.long_lived():
@@ -63,7 +61,7 @@ def test_the_command_freezes_its_modules_and_still_collects_garbage():
         gone = weakref.ref(a)
         del a, b
         gc.collect()
-        print(gc.get_freeze_count() > 1000, gc.isenabled(), gone() is None, "tensortrace.cli" in sys.modules)
+        print(gc.get_freeze_count() > 1000, gc.isenabled(), gone() is None, "tensortrace.cli.main" in sys.modules)
     """)
     assert out.splitlines()[-1] == "True True True True"
 
@@ -71,7 +69,7 @@ def test_the_command_freezes_its_modules_and_still_collects_garbage():
 def test_a_renderer_is_imported_long_lived_once_and_later_calls_freeze_nothing():
     out = _in_a_process("""
         import gc
-        from tensortrace import collector
+        from tensortrace.trace import collector
         from tensortrace.render import renderer
         collector.own_process()
         before = gc.get_freeze_count()

@@ -20,9 +20,9 @@ from typing import Dict, List
 
 import pytest
 
-from tensortrace import confine
-from tensortrace.model import Trace
-from tensortrace.runner import ConfinementUnavailable, Limits, run_scenario
+from tensortrace.run import confine
+from tensortrace.trace import Trace
+from tensortrace.run.runner import ConfinementUnavailable, Limits, run_scenario
 from tensortrace.scenario import loads_scenario
 
 REPORT = confine.available()
@@ -304,8 +304,7 @@ def _cli(*args: str, env: dict | None = None):
     """The command in this process (conftest's ``cli``), with the once-per-process notice reset."""
     from conftest import cli as run_cli
 
-    from tensortrace import cli
-
+    from tensortrace.cli import common as cli
     cli._said_unconfined = False
     return run_cli(*args, env=env)
 
@@ -384,7 +383,7 @@ def test_kernel_interfaces_that_bypass_the_other_layers_are_refused(tmp_path: Pa
     """Each call is made with harmless arguments; the filter answers EPERM before the kernel looks at them."""
     steps = [
         "import ctypes, errno, os\n"
-        "from tensortrace.confine import _libseccomp\n"
+        "from tensortrace.run.confine import _libseccomp\n"
         "libc = ctypes.CDLL(None, use_errno=True)\n"
         "libc.syscall.restype = ctypes.c_long\n"
         "def call(name):\n"
@@ -666,7 +665,7 @@ def test_the_event_pipe_cannot_signal_the_parent_even_without_landlock_scopes(tm
 
 
 def test_the_kept_environment_is_short_and_never_holds_credentials() -> None:
-    from tensortrace.childenv import kept_environment
+    from tensortrace.run.childenv import kept_environment
 
     environ = {
         "OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2", "LANG": "C.UTF-8", "LC_ALL": "C", "TZ": "UTC",
@@ -681,7 +680,7 @@ def test_the_kept_environment_is_short_and_never_holds_credentials() -> None:
 
 
 def test_docs_list_what_the_child_keeps() -> None:
-    from tensortrace.childenv import KEPT_NAMES, KEPT_PREFIXES
+    from tensortrace.run.childenv import KEPT_NAMES, KEPT_PREFIXES
 
     text = (Path(__file__).resolve().parents[1] / "docs" / "safety.md").read_text(encoding="utf-8")
     for name in sorted(KEPT_NAMES):

@@ -20,10 +20,10 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tensortrace.helpers import base_namespace
-from tensortrace.model import TensorState, encode_number_tree, freeze
+from tensortrace.record.helpers import base_namespace
+from tensortrace.trace import TensorState, encode_number_tree, freeze
 from tensortrace.scenario import loads_scenario
-from tensortrace.tracer import trace
+from tensortrace.record.tracer import trace
 
 START = "x = torch.tensor([1., 2., 3., 4.], requires_grad=True)\na = x * 2"
 OPS = [

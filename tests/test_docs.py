@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tensortrace.library import bundled_scenarios, scenarios_markdown
+from tensortrace.scenario.library import bundled_scenarios, scenarios_markdown
 
 from conftest import REPO
 

@@ -24,9 +24,9 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tensortrace.explain import RULES, TOPICS, explain, name_the_saved_tensor
-from tensortrace.explain.rules import ExplanationDataError, load_rules, parse_rules
-from tensortrace.model import ErrorInfo, Explanation, TensorState
+from tensortrace.record.explain import RULES, TOPICS, explain, name_the_saved_tensor
+from tensortrace.record.explain.rules import ExplanationDataError, load_rules, parse_rules
+from tensortrace.trace import ErrorInfo, Explanation, TensorState
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -1158,7 +1158,7 @@ def test_long_messages_are_handled_quickly():
 
 
 def test_module_does_not_import_torch():
-    code = "import sys, tensortrace.explain; assert 'torch' not in sys.modules, 'torch imported'"
+    code = "import sys, tensortrace.record.explain; assert 'torch' not in sys.modules, 'torch imported'"
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60
     )
@@ -1167,7 +1167,7 @@ def test_module_does_not_import_torch():
 
 def test_importing_does_not_read_the_data_file():
     code = (
-        "import tensortrace.explain as e; from tensortrace.explain.rules import load_rules; "
+        "import tensortrace.record.explain as e; from tensortrace.record.explain.rules import load_rules; "
         "assert load_rules.cache_info().currsize == 0, 'read on import'; "
         "assert e.explain('RuntimeError', 'Trying to backward through the graph a second time'); "
         "assert load_rules.cache_info().currsize == 1"

@@ -18,8 +18,8 @@ import pytest
 import torch
 
 import tensortrace
-from tensortrace.scenario import Scenario
-from tensortrace.helpers import base_namespace
+from tensortrace.scenario.spec import Scenario
+from tensortrace.record.helpers import base_namespace
 
 from conftest import REPO, has_sandbox
 
@@ -157,7 +157,7 @@ def _facts(obj: Any) -> Dict[str, Any]:
 
 
 def _traced_facts(state) -> Dict[str, Any]:
-    from tensortrace.model import decode_number
+    from tensortrace.trace import decode_number
 
     def decode(tree):
         if isinstance(tree, tuple):
@@ -256,7 +256,7 @@ def test_two_runs_give_identical_json_without_pointers(scenarios):
 
 
 def test_forked_runner_gives_the_same_trace_as_in_process(scenarios):
-    from tensortrace.runner import Limits, run_scenario
+    from tensortrace.run.runner import Limits, run_scenario
 
     def unconfined(trace):
         # the forked child is behind the kernel's wall, the in-process run is not; nothing else may differ

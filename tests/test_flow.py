@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import torch
 
-from tensortrace import flow as flow_module
-from tensortrace.flow import MAX_FLOW_NODES
-from tensortrace.model import Trace
-from tensortrace.ops import OpsRecorder
-from tensortrace.probe import StorageRegistry
+from tensortrace.record import flow as flow_module
+from tensortrace.record.flow import MAX_FLOW_NODES
+from tensortrace.trace import Trace
+from tensortrace.record.ops import OpsRecorder
+from tensortrace.record.probe import StorageRegistry
 from tensortrace.render.ops import flow_lines
 from tensortrace.scenario import loads_scenario
-from tensortrace.tracer import trace
+from tensortrace.record.tracer import trace
 
 from conftest import state, step_of
 
@@ -222,7 +222,7 @@ def test_a_tensor_hook_in_the_flow_is_said_and_its_result_is_what_the_node_recei
     import yaml as _yaml
 
     from tensortrace.scenario import loads_scenario
-    from tensortrace.tracer import trace as _trace
+    from tensortrace.record.tracer import trace as _trace
 
     seen = []
     x = torch.tensor([1., 2.], requires_grad=True)

@@ -19,13 +19,13 @@ import pytest
 import torch
 
 from conftest import cli, write_scenario
-from tensortrace.graph import ANCHOR, UNANCHORED_NODES, graph_of, walk_graph, walk_nodes
+from tensortrace.record.graph import ANCHOR, UNANCHORED_NODES, graph_of, walk_graph, walk_nodes
 
 PRESERVED = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 13)  # node objects live with their nodes
 
 CHAIN = """
 import sys, threading, torch
-from tensortrace.graph import walk_graph, walk_nodes
+from tensortrace.record.graph import walk_graph, walk_nodes
 
 def chain(n):
     x = torch.ones(1, requires_grad=True)

@@ -9,8 +9,8 @@ import msgspec
 import pytest
 
 from render_fixtures import detach_trace
-from tensortrace.events import Decoder, Encoder, EventError, graph_columns, graph_from_wire
-from tensortrace.model import FORMAT_NAME, FORMAT_VERSION, Graph, GraphNode, SavedTensor, evolve, record_to_dict
+from tensortrace.trace.events import Decoder, Encoder, EventError, graph_columns, graph_from_wire
+from tensortrace.trace import FORMAT_NAME, FORMAT_VERSION, Graph, GraphNode, SavedTensor, evolve, record_to_dict
 from tensortrace.render.json import _compact, node_lines, render_json
 
 OTHER = SavedTensor("other", None, "S1", 0, 0, False, False)

@@ -16,7 +16,7 @@ from html.parser import HTMLParser
 
 
 from conftest import REPO, cli
-from tensortrace.model import evolve
+from tensortrace.trace import evolve
 from render_fixtures import (_PTR, alternating_graph, chain_graph, detach_trace, graph_trace, ladder_graph,
                              recorded_traces, shared_graph, troubled_trace, variant_traces, wide_graph)
 from tensortrace.render import RenderOptions, render

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tensortrace.library import TEMPLATE, bundled_dir, bundled_names
+from tensortrace.scenario.library import TEMPLATE, bundled_dir, bundled_names
 from tensortrace.scenario import load_scenario
 
 from conftest import REPO, cli
@@ -210,7 +210,7 @@ def test_wheel_installs_into_a_fresh_venv_and_runs_the_bundled_library(tmp_path)
     # The explanations are data beside the code: a wheel without them would
     # still import, and only fail on the first error it meets.
     explained = subprocess.run(
-        [str(python), "-c", "from tensortrace.explain import explain; "
+        [str(python), "-c", "from tensortrace.record.explain import explain; "
          "print(explain('RuntimeError', 'Trying to backward through the graph a second time').topic)"],
         capture_output=True, text=True, cwd=outside, env=env, timeout=120,
     )

@@ -28,7 +28,7 @@ from typing import List, Optional
 import jsonschema
 import pytest
 
-from tensortrace.schemas import trace_schema
+from tensortrace.scenario.schemas import trace_schema
 
 from conftest import cli
 
@@ -282,7 +282,7 @@ def test_the_same_allocation_succeeds_without_the_cap(tmp_path):
 
 def _in_limited_child(scenario, limits, body) -> dict:
     """Fork, apply the limits in the child, run ``body`` there; return what it reports."""
-    from tensortrace.runner import _apply_limits
+    from tensortrace.run.runner import _apply_limits
 
     read_fd, write_fd = os.pipe()
     pid = os.fork()
@@ -315,7 +315,7 @@ def test_applied_limits_make_file_writes_fail(tmp_path):
     import resource
 
     from tensortrace import load_scenario
-    from tensortrace.runner import Limits
+    from tensortrace.run.runner import Limits
 
     scenario = load_scenario(write(tmp_path, "title: t\nsteps:\n  - a = 1\n"))
     new = tmp_path / "new.txt"
@@ -355,7 +355,7 @@ def test_without_time_and_memory_limits_only_writes_are_capped(tmp_path):
     import resource
 
     from tensortrace import load_scenario
-    from tensortrace.runner import Limits
+    from tensortrace.run.runner import Limits
 
     scenario = load_scenario(write(tmp_path, "title: t\nsteps:\n  - a = 1\n"))
     target = tmp_path / "new.txt"
@@ -604,7 +604,7 @@ def test_the_parent_never_blocks_in_select_for_more_than_a_tick(monkeypatch):
     starts is handled only when select returns: so select never waits past TICK."""
     import types
 
-    from tensortrace import runner
+    from tensortrace.run import runner
     from tensortrace.scenario import loads_scenario
 
     waits = []

@@ -11,7 +11,7 @@ nbformat = pytest.importorskip("nbformat")
 
 from conftest import cli  # noqa: E402
 from tensortrace.errors import ScenarioError  # noqa: E402
-from tensortrace.library import bundled_path  # noqa: E402
+from tensortrace.scenario.library import bundled_path  # noqa: E402
 from tensortrace.scenario import load_scenario, loads_scenario  # noqa: E402
 
 # Bundled scenarios without setup, variants, seed or device: their steps are the whole story.

@@ -16,8 +16,8 @@ import pytest
 import torch
 import yaml
 
-from tensortrace.model import TensorState, Trace
-from tensortrace.runner import Limits, run_scenario
+from tensortrace.trace import TensorState, Trace
+from tensortrace.run.runner import Limits, run_scenario
 from tensortrace.scenario import loads_scenario
 
 
@@ -192,7 +192,7 @@ def test_meta_tensors_never_share_a_storage():
 
 
 def test_same_storage_of_meta_tensors_and_empty_views():
-    from tensortrace.helpers import same_storage
+    from tensortrace.record.helpers import same_storage
     import torch
 
     m1, m2 = torch.empty(3, device="meta"), torch.empty(3, device="meta")
@@ -264,7 +264,7 @@ def test_expanded_tensors_are_summarised_from_their_storage():
 
 def test_summaries_of_expanded_and_transposed_views_equal_those_of_copies():
     import torch
-    from tensortrace.probe import tensor_values
+    from tensortrace.record.probe import tensor_values
 
     base = torch.tensor([[0.0, float("nan"), 2.0], [3.0, float("inf"), 5.0]])
     view = base[:, None, :].expand(2, 1000, 3)
@@ -279,8 +279,8 @@ def test_summaries_of_expanded_and_transposed_views_equal_those_of_copies():
 
 
 def test_a_base_and_its_transpose_are_read_once_per_step(monkeypatch):
-    from tensortrace import probe
-    from tensortrace.tracer import trace
+    from tensortrace.record import probe
+    from tensortrace.record.tracer import trace
 
     passes = []
     real = probe._moments

@@ -10,12 +10,12 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from tensortrace.errors import PolicyError
-from tensortrace.helpers import base_namespace
-from tensortrace.model import Trace
-from tensortrace.ops import MAX_OPS, recordable
+from tensortrace.record.helpers import base_namespace
+from tensortrace.trace import Trace
+from tensortrace.record.ops import MAX_OPS, recordable
 from tensortrace.render.ops import ops_lines
 from tensortrace.scenario import loads_scenario
-from tensortrace.tracer import check_policy, trace
+from tensortrace.record.tracer import check_policy, trace
 
 from conftest import REPO, cli, state, step_of, write_scenario
 
@@ -367,7 +367,7 @@ def _outcome(result: Trace):
 
 def test_the_bundled_library_shows_the_same_with_and_without_recording():
     from tensortrace.scenario import load_scenario
-    from tensortrace.tracer import trace_variants
+    from tensortrace.record.tracer import trace_variants
 
     paths = sorted((REPO / "scenarios").glob("*.yaml"))
     assert len(paths) >= 40

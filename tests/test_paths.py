@@ -209,7 +209,7 @@ def test_check_of_a_folder_takes_only_its_regular_files(shared: Path, outside: P
 
 
 def test_a_scenario_is_read_with_a_bound_not_trusted_from_its_size(tmp_path: Path) -> None:
-    from tensortrace.inputs import TooLarge, read_regular
+    from tensortrace.scenario.inputs import TooLarge, read_regular
 
     path = scenario(tmp_path)
     data, real = read_regular(path, 1 << 20)
@@ -239,7 +239,7 @@ def test_output_through_a_unix_socket_and_never_onto_a_block_device(tmp_path: Pa
     import socket
 
     from tensortrace.errors import UsageError
-    from tensortrace.output import Output
+    from tensortrace.cli.output import Output
 
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(str(tmp_path / "sock"))
@@ -271,7 +271,7 @@ def test_explore_does_not_read_a_proc_file_to_guess_its_kind(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A link to /proc/kmsg would block the first read for ever: it must not be opened at all."""
-    from tensortrace.tracefile import is_saved_trace
+    from tensortrace.cli.tracefile import is_saved_trace
 
     link = tmp_path / "k"
     link.symlink_to("/proc/self/status")

@@ -17,11 +17,11 @@ from typing import Dict, Set
 import pytest
 import torch
 
-from tensortrace.helpers import base_namespace
-from tensortrace.library import bundled_names, bundled_path
-from tensortrace.saved import FREED, STALE
+from tensortrace.record.helpers import base_namespace
+from tensortrace.scenario.library import bundled_names, bundled_path
+from tensortrace.record.saved import FREED, STALE
 from tensortrace.scenario import load_scenario
-from tensortrace.tracer import trace_variants
+from tensortrace.record.tracer import trace_variants
 
 VERSION_ERROR = "modified by an inplace operation"
 FREED_ERROR = "Trying to backward through the graph a second time"

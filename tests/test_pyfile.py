@@ -321,8 +321,8 @@ def test_the_readmes_python_example_is_the_start_of_the_example_file():
 
 @pytest.mark.parametrize("suffix", [".py", ".ipynb"])
 def test_the_kernels_wall_lets_the_child_read_the_scenario_file_and_not_its_neighbour(tmp_path, suffix):
-    from tensortrace.confine import available
-    from tensortrace.runner import run_all
+    from tensortrace.run.confine import available
+    from tensortrace.run.runner import run_all
 
     if "landlock-files" not in available().enforced:
         pytest.skip("this kernel has no Landlock: " + "; ".join(available().missing))

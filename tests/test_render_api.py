@@ -12,7 +12,7 @@ import pytest
 
 from render_fixtures import detach_trace, variant_traces
 from tensortrace.errors import TensorTraceError, UsageError
-from tensortrace.model import Trace
+from tensortrace.trace import Trace
 from tensortrace.render import FORMATS, RenderOptions, render
 
 REPO = Path(__file__).resolve().parent.parent

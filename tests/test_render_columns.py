@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 
-from tensortrace.model import evolve
+from tensortrace.trace import evolve
 from render_fixtures import ENV, detach_trace, tensor, troubled_trace, variant_traces
-from tensortrace.model import ScenarioInfo, Step, Trace
+from tensortrace.trace import ScenarioInfo, Step, Trace
 from tensortrace.render import RenderOptions, render
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tensortrace.render.compare import variant_differences
 from tensortrace.scenario import loads_scenario
-from tensortrace.tracer import trace_variants
+from tensortrace.record.tracer import trace_variants
 
 SCENARIO = """
 title: a gradient read before and after backward

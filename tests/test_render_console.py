@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from tensortrace.model import evolve
+from tensortrace.trace import evolve
 from render_fixtures import (
     _PTR,
     assert_gold,
@@ -15,7 +15,7 @@ from render_fixtures import (
     troubled_trace,
     variant_traces,
 )
-from tensortrace.model import Step, Trace
+from tensortrace.trace import Step, Trace
 from tensortrace.render import RenderOptions, render
 from tensortrace.render.console import resolve_width
 
@@ -198,7 +198,7 @@ def test_variants_stay_readable_when_narrow(width):
 def _many(count: int) -> "Trace":
     """``count`` tensors bound at step 1, then one of them written at steps 2 and 3."""
     from render_fixtures import ENV
-    from tensortrace.model import ScenarioInfo, Trace
+    from tensortrace.trace import ScenarioInfo, Trace
 
     states = tuple(tensor(f"t{i}", (0.0, 0.0), storage=f"S{i + 1}") for i in range(count))
     second = tuple(evolve(s, version=1) if i == 5 else s

@@ -23,7 +23,7 @@ from render_fixtures import (
     tensor,
     troubled_trace,
 )
-from tensortrace.model import ScenarioInfo, Step, Trace, evolve
+from tensortrace.trace import ScenarioInfo, Step, Trace, evolve
 from tensortrace.render import RenderOptions, render
 from tensortrace.render import console_table
 from tensortrace.render.console_parts import TABLE_INDENT, View

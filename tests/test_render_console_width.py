@@ -13,9 +13,9 @@ from typing import Iterable, List, Set
 
 import pytest
 
-from tensortrace.model import evolve
+from tensortrace.trace import evolve
 from render_fixtures import ENV, ok, recorded_traces, tensor
-from tensortrace.model import ScenarioInfo, Step, Trace
+from tensortrace.trace import ScenarioInfo, Step, Trace
 from tensortrace.render import RenderOptions, render
 from tensortrace.render.text import format_number
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tensortrace.render import RenderOptions, render
-from tensortrace.render.listing import render_scenario_list
+from tensortrace.cli.listing import render_scenario_list
 from tensortrace.render.text import visible
 
 from conftest import cli
@@ -117,7 +117,7 @@ def test_markdown_shows_html_from_the_scenario_as_text(saved):
 
 def test_in_colour_only_the_console_own_styling_is_an_escape(saved):
     result = invoke("render", str(saved), "--format", "json")
-    from tensortrace.model import Trace
+    from tensortrace.trace import Trace
 
     trace = Trace.from_dict(json.loads(result.stdout))
     text = render([trace], "console", RenderOptions(width=200, color=True))
@@ -188,7 +188,7 @@ def test_the_list_table_spells_out_titles_and_tags():
 
 
 def test_a_file_whose_result_cannot_be_reported_gets_its_own_error_line(tmp_path, monkeypatch):
-    import tensortrace.render.check as check
+    import tensortrace.cli.check as check
 
     first, second = tmp_path / "first.yaml", tmp_path / "second.yaml"
     for path in (first, second):
@@ -223,8 +223,8 @@ CONVERTED = (
 
 
 def test_convert_spells_control_and_bidi_characters_and_loads_back_the_same(tmp_path):
-    from tensortrace.convert import scenario_yaml
-    from tensortrace.loader import loads_scenario
+    from tensortrace.cli.convert import scenario_yaml
+    from tensortrace.scenario.loader import loads_scenario
     from tensortrace.scenario import load_scenario
 
     source = tmp_path / "hostile.py"
@@ -254,7 +254,7 @@ def test_convert_on_the_command_line_writes_the_escapes(tmp_path):
 
 
 def test_convert_leaves_ordinary_text_as_literal_blocks(tmp_path):
-    from tensortrace.convert import scenario_yaml
+    from tensortrace.cli.convert import scenario_yaml
     from tensortrace.scenario import load_scenario
 
     source = tmp_path / "plain.py"

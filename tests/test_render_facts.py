@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tensortrace.model import evolve
+from tensortrace.trace import evolve
 from render_fixtures import detach_trace, exact, tensor, troubled_trace, variant_traces
-from tensortrace.model import ExpectationResult, Step, Summary, Values
+from tensortrace.trace import ExpectationResult, Step, Summary, Values
 from tensortrace.render.compare import (
     differing_fields,
     group_traces,
@@ -297,9 +297,9 @@ def bad_result(expr):
 
 def test_a_write_made_inside_a_call_is_noted_with_the_call_that_made_it():
     """opt.step() names neither the weight nor the detached snapshot; the recorded call wrote S1."""
-    from tensortrace.library import bundled_path
+    from tensortrace.scenario.library import bundled_path
     from tensortrace.scenario import load_scenario
-    from tensortrace.tracer import trace
+    from tensortrace.record.tracer import trace
 
     result = trace(load_scenario(bundled_path("optimizer-step")), safe=False)
     step = next(s for s in result.steps if s.code.strip() == "opt.step()")

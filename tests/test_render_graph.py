@@ -25,7 +25,7 @@ from render_fixtures import (
     variant_traces,
     wide_graph,
 )
-from tensortrace.model import Graph, GraphNode
+from tensortrace.trace import Graph, GraphNode
 from tensortrace.render import RenderOptions, render
 from tensortrace.render.diagram import mermaid_for_graph
 from tensortrace.render.outline import graph_outline, line_text

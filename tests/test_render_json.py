@@ -9,12 +9,12 @@ import pytest
 
 from render_fixtures import GOLD, detach_trace, variant_traces
 from tensortrace.errors import TraceFormatError
-from tensortrace.model import FORMAT_NAME, FORMAT_VERSION, Summary, Trace, evolve
+from tensortrace.trace import FORMAT_NAME, FORMAT_VERSION, Summary, Trace, evolve
 from tensortrace.render import render
 from tensortrace.render.json import traces_from_dict, traces_from_json
 from tensortrace.trace import InvalidRecord
 from tensortrace.render.jsonl import JsonlStream
-from tensortrace.schemas import trace_schema
+from tensortrace.scenario.schemas import trace_schema
 
 
 def _events(traces) -> list:
@@ -132,7 +132,7 @@ def test_both_wrapper_forms_and_a_single_trace_load():
 
 
 def test_several_traces_come_in_a_wrapper_that_says_its_format(tmp_path):
-    from tensortrace.model import FORMAT_NAME, FORMAT_VERSION
+    from tensortrace.trace import FORMAT_NAME, FORMAT_VERSION
     from tensortrace.render.json import render_json, traces_from_dict
     from render_fixtures import recorded_traces
 

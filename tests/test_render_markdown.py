@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from tensortrace.model import evolve
+from tensortrace.trace import evolve
 from render_fixtures import (
     _PTR,
     assert_gold,
@@ -15,7 +15,7 @@ from render_fixtures import (
     troubled_trace,
     variant_traces,
 )
-from tensortrace.model import Step
+from tensortrace.trace import Step
 from tensortrace.render import RenderOptions, render
 
 

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tensortrace.cli import OUTPUT_FORMATS
+from tensortrace.cli.common import OUTPUT_FORMATS
 
 from conftest import cli
 
@@ -16,7 +16,7 @@ RENDER_FORMATS = [f for f in OUTPUT_FORMATS if f != "jsonl"]
 
 NO_TORCH = (
     "import sys; sys.modules['torch'] = None; "
-    "from tensortrace.cli import main; "
+    "from tensortrace.cli.main import main; "
     "sys.argv = ['tensortrace', 'render', sys.argv[1], '--format', sys.argv[2]]; "
     "main()"
 )

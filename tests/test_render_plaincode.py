@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.syntax import Syntax
 from rich.table import Table
 
-from tensortrace.library import bundled_names, bundled_path
+from tensortrace.scenario.library import bundled_names, bundled_path
 from tensortrace.render.console_parts import SYNTAX_THEME, code_syntax
 from tensortrace.render.plaincode import PlainCode, plain_code
 from tensortrace.scenario import load_scenario

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markdown import Markdown
 
 import tensortrace
-from tensortrace.library import bundled_names, bundled_path
+from tensortrace.scenario.library import bundled_names, bundled_path
 from tensortrace.render.prose import _Inert, _Prose, prose
 from tensortrace.scenario import load_scenario
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 
-from tensortrace.model import evolve
+from tensortrace.trace import evolve
 from render_fixtures import detach_trace, graph_trace, shared_graph
 
-from tensortrace.model import Graph, GraphNode, Prediction, SavedTensor
+from tensortrace.trace import Graph, GraphNode, Prediction, SavedTensor
 from tensortrace.render import render
 from tensortrace.render.options import RenderOptions
 from tensortrace.render.outline import graph_outline, line_text

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from render_fixtures import detach_trace, recorded_traces, troubled_trace
-from tensortrace.model import evolve
+from tensortrace.trace import evolve
 from tensortrace.render import text as text_module
 from tensortrace.render.text import visible_record
 

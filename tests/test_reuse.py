@@ -1,6 +1,6 @@
 """A record reused from the previous snapshot is exactly the record a fresh read gives.
 
-The snapshot cache (``tensortrace.reuse``) skips reading a tensor that is
+The snapshot cache (``tensortrace.record.reuse``) skips reading a tensor that is
 provably unchanged. These tests change tensors in every way that bypasses
 the version counter (``.data``, NumPy over the same memory, ``.grad.data``),
 small and large, and check that each change still shows; and they trace every
@@ -14,11 +14,11 @@ from typing import Any, List
 import pytest
 import yaml
 
-from tensortrace import reuse
-from tensortrace.library import bundled_names, bundled_path
-from tensortrace.model import TensorState, Trace
+from tensortrace.record import reuse
+from tensortrace.scenario.library import bundled_names, bundled_path
+from tensortrace.trace import TensorState, Trace
 from tensortrace.scenario import load_scenario, loads_scenario
-from tensortrace.tracer import trace, trace_variants
+from tensortrace.record.tracer import trace, trace_variants
 
 from conftest import comparable
 
@@ -98,7 +98,7 @@ def test_every_bundled_scenario_traces_the_same_with_and_without_reuse(name, mon
 def test_the_json_document_holds_exactly_the_trace_with_one_line_per_record():
     import json
 
-    from tensortrace.model import FORMAT_VERSION
+    from tensortrace.trace import FORMAT_VERSION
     from tensortrace.render.json import render_json
 
     result = run(["a = torch.ones(2)", "print('\\x00x\\x00')", "b = [a, a * 2]"], setup="z = torch.zeros(70)")
@@ -130,8 +130,7 @@ def test_a_change_that_moves_no_version_still_shows():
 @pytest.mark.parametrize("name", bundled_names())
 def test_every_bundled_scenario_reads_the_same_through_the_plain_tensor_path(name, monkeypatch):
     """``probe._probe_plain`` reads a plain tensor's facts in one go; the fact-by-fact reader is the reference."""
-    from tensortrace import probe
-
+    from tensortrace.record import probe
     scenario = load_scenario(bundled_path(name))
     monkeypatch.setattr(reuse.SnapshotCache, "reuse", lambda self, *args: None)
     quick = trace_variants(scenario, safe=False)
@@ -143,8 +142,7 @@ def test_every_bundled_scenario_reads_the_same_through_the_plain_tensor_path(nam
 def test_the_plain_tensor_path_gives_the_careful_readers_record(monkeypatch):
     import torch
 
-    from tensortrace import probe
-
+    from tensortrace.record import probe
     x = torch.ones(3, requires_grad=True)
     y = x * 2
     y.retain_grad()
@@ -171,8 +169,7 @@ def test_the_plain_tensor_path_gives_the_careful_readers_record(monkeypatch):
 def test_a_steps_recording_is_freed_without_the_cycle_collector():
     import gc
 
-    from tensortrace import ops
-
+    from tensortrace.record import ops
     gc.collect()
     gc.disable()
     try:

@@ -14,7 +14,7 @@ def test_an_optimizer_scenario_imports_dynamo_once_in_the_parent() -> None:
     code = textwrap.dedent(
         """
         import sys, time
-        from tensortrace.runner import Limits, run_scenario
+        from tensortrace.run.runner import Limits, run_scenario
         from tensortrace.scenario import loads_scenario
         text = (
             "title: t\\nsteps:\\n"
@@ -36,7 +36,7 @@ def test_a_scenario_without_optimizers_does_not_pay_for_dynamo() -> None:
     code = textwrap.dedent(
         """
         import sys
-        from tensortrace.runner import run_scenario
+        from tensortrace.run.runner import run_scenario
         from tensortrace.scenario import loads_scenario
         run_scenario(loads_scenario("title: t\\nsteps:\\n  - a = torch.ones(2)\\n", path="s.yaml"))
         print("torch._dynamo" in sys.modules)
@@ -56,8 +56,8 @@ def test_recording_a_step_is_never_charged_to_its_time_limit(monkeypatch, safe: 
     """
     import time
 
-    from tensortrace import tracer
-    from tensortrace.runner import GRACE, Limits, run_scenario
+    from tensortrace.record import tracer
+    from tensortrace.run.runner import GRACE, Limits, run_scenario
     from tensortrace.scenario import loads_scenario
 
     real = tracer._Recorder.snapshot
@@ -82,7 +82,7 @@ def test_a_compiling_scenario_has_dynamo_and_inductor_imported_by_the_parent() -
     code = textwrap.dedent(
         """
         import sys
-        from tensortrace.runner import Limits, run_scenario
+        from tensortrace.run.runner import Limits, run_scenario
         from tensortrace.scenario import loads_scenario
         text = 'title: t\\nsteps:\\n  - "f = torch.compile(lambda x: x * 2)"\\n'
         [trace] = run_scenario(loads_scenario(text, path="c.yaml"), safe=False, limits=Limits(timeout=120))

@@ -24,11 +24,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tensortrace
-from tensortrace.model import Trace
-import tensortrace.helpers
-from tensortrace.saved import CHANGED, FREED, STALE
+from tensortrace.trace import Trace
+import tensortrace.record.helpers
+from tensortrace.record.saved import CHANGED, FREED, STALE
 from tensortrace.scenario import loads_scenario
-from tensortrace.tracer import trace
+from tensortrace.record.tracer import trace
 
 SCENARIOS = sorted((Path(__file__).parent.parent / "scenarios").glob("*.yaml"))
 BACKWARD = re.compile(r"^\s*([A-Za-z_]\w*)(?:\.sum\(\)|\.mean\(\))?\.backward\((?:retain_graph=True)?\)\s*$")
@@ -114,7 +114,7 @@ def test_a_saved_output_is_named_and_its_in_place_change_through_an_alias_is_cau
 
 def _plain_grad(steps: List[str], leaf: str) -> torch.Tensor:
     """The gradient plain PyTorch gives ``leaf`` after running ``steps``."""
-    ns = tensortrace.helpers.base_namespace()
+    ns = tensortrace.record.helpers.base_namespace()
     for code in steps:
         exec(code, ns)
     return ns[leaf].grad

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import tensortrace
-from tensortrace.model import Trace
+from tensortrace.trace import Trace
 from tensortrace.snooper import LineRecorder, Statements, _Session, backend_for
 
 from conftest import REPO

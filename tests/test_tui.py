@@ -23,7 +23,7 @@ import pytest
 
 pytest.importorskip("textual")
 
-from tensortrace.tracefile import load_traces  # noqa: E402
+from tensortrace.cli.tracefile import load_traces  # noqa: E402
 from tensortrace.render.explore import FOLLOW_MARK  # noqa: E402
 from tensortrace.render.facts import all_steps  # noqa: E402
 from tensortrace.tui import INSTALL_HINT  # noqa: E402
@@ -386,7 +386,7 @@ def test_a_broken_json_trace_is_one_line(tmp_path):
 
 
 def test_without_textual_it_says_how_to_install():
-    code = ("import sys; sys.modules['textual'] = None; from tensortrace.cli import main; "
+    code = ("import sys; sys.modules['textual'] = None; from tensortrace.cli.main import main; "
             "sys.argv = ['tensortrace', 'explore', 'detach']; main()")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 2, result.stderr
@@ -395,7 +395,7 @@ def test_without_textual_it_says_how_to_install():
 
 def test_explore_at_a_terminal_traces_then_explores(monkeypatch):
     """The README's command, as a person at a terminal runs it; the app driven by the pilot."""
-    import tensortrace.cli as cli_module
+    import tensortrace.cli.main as cli_module
     import tensortrace.tui as tui
 
     readme = (REPO / "README.md").read_text(encoding="utf-8")
@@ -428,7 +428,7 @@ def test_a_saved_trace_explores_without_torch(saved):
     path = saved("detach")
     code = (
         "import sys, asyncio; sys.modules['torch'] = None\n"
-        "from tensortrace.tracefile import load_traces, is_saved_trace\n"
+        "from tensortrace.cli.tracefile import load_traces, is_saved_trace\n"
         "from tensortrace.tui.app import ExplorerApp\n"
         "assert is_saved_trace(sys.argv[1])\n"
         "app = ExplorerApp(load_traces(sys.argv[1]))\n"
@@ -447,7 +447,7 @@ def test_a_saved_trace_explores_without_torch(saved):
 def test_a_json_trace_is_told_from_a_scenario_by_its_contents(saved, tmp_path):
     copy = tmp_path / "trace.txt"
     copy.write_text(saved("detach").read_text(encoding="utf-8"), encoding="utf-8")
-    from tensortrace.tracefile import is_saved_trace
+    from tensortrace.cli.tracefile import is_saved_trace
 
     assert is_saved_trace(str(copy)) and is_saved_trace(str(saved("detach")))
     assert not is_saved_trace(str(REPO / "scenarios" / "detach.yaml")) and not is_saved_trace("detach")
@@ -490,7 +490,7 @@ def test_offline_svg_removes_the_web_fonts(saved, tmp_path):
 
 def test_a_python_file_explores_as_its_scenario_does(monkeypatch):
     """`tensortrace explore examples/detach.py`: the .py file is traced through run's loader, with its own lines."""
-    import tensortrace.cli as cli_module
+    import tensortrace.cli.main as cli_module
     import tensortrace.tui as tui
 
     found = {}

@@ -17,12 +17,12 @@ from typing import Any, List
 import torch
 import yaml
 
-from tensortrace.helpers import base_namespace
-from tensortrace.model import Trace
-from tensortrace import runner
-from tensortrace.runner import Limits, run_scenario
+from tensortrace.record.helpers import base_namespace
+from tensortrace.trace import Trace
+from tensortrace.run import runner
+from tensortrace.run.runner import Limits, run_scenario
 from tensortrace.scenario import loads_scenario
-from tensortrace.tracer import trace
+from tensortrace.record.tracer import trace
 
 
 def scenario(steps: List[Any]):

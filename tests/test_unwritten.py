@@ -1,7 +1,7 @@
 """A large tensor's memory is read again only when it may have changed, and every change shows.
 
 In safe mode the tracer proves from the ATen operations a step ran which
-storages it did not write (``tensortrace.writes``); the snapshot cache then
+storages it did not write (``tensortrace.record.writes``); the snapshot cache then
 keeps their marks without reading their memory. These tests write large
 tensors in every way that bypasses the version counter, through the
 recording or around it, and check that the values shown change; and that
@@ -18,12 +18,14 @@ import pytest
 import torch
 import yaml
 
-from tensortrace import probe, reuse
-from tensortrace.library import bundled_names, bundled_path
-from tensortrace.model import TensorState, Trace
+from tensortrace.record import probe
+
+from tensortrace.record import reuse
+from tensortrace.scenario.library import bundled_names, bundled_path
+from tensortrace.trace import TensorState, Trace
 from tensortrace.scenario import load_scenario, loads_scenario
-from tensortrace.tracer import trace, trace_variants
-from tensortrace.writes import WriteWatch, code_reason
+from tensortrace.record.tracer import trace, trace_variants
+from tensortrace.record.writes import WriteWatch, code_reason
 
 from conftest import cli_process, comparable, write_scenario
 

@@ -111,7 +111,7 @@ def write_report(report: Any, path: Optional[str], fmt: str, *,
         stream.write(render_report(report, fmt, width=width, color=color))
         stream.flush()
         return
-    from ..output import Output
+    from ..cli.output import Output
 
     out = Output(path)
     try:
@@ -131,7 +131,7 @@ def run_target(target: str, args: Sequence[str], *, module: bool = False,
     """Run a script (or ``-m`` module) under the doctor; the script's exit status."""
     form = check_format(fmt, output)
     if output not in (None, "-"):
-        from ..output import Output
+        from ..cli.output import Output
 
         Output(output).discard()  # a folder that is not there: said now, before the script runs
     argv0 = _check_target(target, module)

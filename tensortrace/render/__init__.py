@@ -18,9 +18,9 @@ import sys
 from importlib import import_module
 from typing import Dict, Optional, Sequence, Tuple
 
-from ..collector import long_lived
+from ..trace.collector import long_lived
 from ..errors import UsageError
-from ..model import Trace
+from ..trace import Trace
 from .options import DEFAULT_OPTIONS, RenderOptions, Renderer, StreamRenderer
 
 # format -> (module, function); modules are imported on first use, so that

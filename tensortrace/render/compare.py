@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from ..model import ExpectationResult, Step, TensorState, Trace
+from ..trace import ExpectationResult, Step, TensorState, Trace
 from .facts import FIELDS, all_steps, fact, storage_groups, tensors_by_name
 from .text import fact_text, format_values, one_line, outcome, storage_names
 

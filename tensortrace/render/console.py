@@ -33,7 +33,7 @@ from rich.padding import Padding
 from rich.text import Text
 
 from .prose import prose
-from ..model import Step, Trace
+from ..trace import Step, Trace
 from .compare import group_traces
 from .console_parts import (
     View,

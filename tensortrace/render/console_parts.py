@@ -21,7 +21,8 @@ from rich.tree import Tree
 from .console_lines import TextLine, TitleLine
 from .plaincode import plain_code
 from .prose import prose
-from ..model import ErrorInfo, ExpectationResult, Graph, Step, TensorState, Trace, record
+from ..trace import ErrorInfo, ExpectationResult, Graph, Step, TensorState, Trace
+from .structs import record
 from .layout import QUIET_ROWS, summary_parts, unshown_failures
 from .options import RenderOptions
 from .outline import NO_GRAD_FN, TRUNCATED, OutlineLine, graph_outline, line_text

@@ -27,7 +27,7 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
-from ..model import TensorState
+from ..trace import TensorState
 from .console_parts import (
     CHANGED_MARK,
     CHANGED_STYLE,

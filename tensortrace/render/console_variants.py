@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .prose import prose
-from ..model import Step, TensorState, Trace
+from ..trace import Step, TensorState, Trace
 from .compare import (
     differing_fields,
     merged_expectations,

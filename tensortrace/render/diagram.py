@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, Iterator, List, NamedTuple, Sequence, Tuple
 
-from ..model import Graph, Step, Trace
+from ..trace import Graph, Step, Trace
 from .compare import group_traces
 from .facts import all_steps
 from .options import DEFAULT_OPTIONS, RenderOptions

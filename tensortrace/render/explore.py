@@ -19,7 +19,7 @@ from rich.padding import Padding
 from rich.text import Text
 
 from .prose import prose
-from ..model import Step, Trace
+from ..trace import Step, Trace
 from .console import ops_parts, shared_memory_line
 from .console_table import HEADERS
 from .console_parts import (

@@ -15,7 +15,7 @@ from typing import Sequence
 
 from rich.console import Console
 
-from ..model import Trace
+from ..trace import Trace
 from .console import console_renderables
 from .console_parts import make_console
 from .options import DEFAULT_OPTIONS, DEFAULT_WIDTH, RenderOptions

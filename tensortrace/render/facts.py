@@ -13,8 +13,9 @@ import keyword
 import re
 from typing import Dict, Iterator, Optional, Sequence, Tuple
 
-from ..model import Step, TensorState, Trace, record, evolve
-from ..names import covers, expand
+from ..trace import Step, TensorState, Trace, evolve
+from .structs import record
+from ..trace.names import covers, expand
 
 # The facts a table shows, in column order, and what changed_fields reports.
 FIELDS: Tuple[str, ...] = (

@@ -22,7 +22,7 @@ from typing import Dict, List, Mapping, Optional, Sequence
 
 from markupsafe import Markup
 
-from ..model import Graph
+from ..trace import Graph
 from .outline import NO_GRAD_FN, TRUNCATED, OutlineLine, graph_outline, line_text
 from .text import count_text
 

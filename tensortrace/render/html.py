@@ -35,7 +35,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from markupsafe import Markup, escape
 
-from ..model import FORMAT_NAME, FORMAT_VERSION, Step, Trace
+from ..trace import FORMAT_NAME, FORMAT_VERSION, Step, Trace
 from .compare import group_traces, merged_expectations, step_indexes, steps_by_index, variant_differences, variant_name
 from .facts import aliasing_notes, all_steps
 from .graph_svg import graph_svg

@@ -21,9 +21,9 @@ from typing import Any, Dict, List, Sequence, Tuple
 
 import msgspec
 
-from ..collector import paused_gc
+from ..trace.collector import paused_gc
 from ..errors import TraceFormatError
-from ..model import FORMAT_NAME, FORMAT_VERSION, Graph, GraphNode, Step, Trace, evolve
+from ..trace import FORMAT_NAME, FORMAT_VERSION, Graph, GraphNode, Step, Trace, evolve
 from ..trace import document
 from ..trace.validate import InvalidRecord, enc_hook, encoder
 from .options import DEFAULT_OPTIONS, RenderOptions

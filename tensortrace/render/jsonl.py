@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ..model import FORMAT_NAME, FORMAT_VERSION, Step, Trace
+from ..trace import FORMAT_NAME, FORMAT_VERSION, Step, Trace
 from .facts import all_steps
 from .json import dumps
 from .options import DEFAULT_OPTIONS, RenderOptions

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Dict, FrozenSet, List, NamedTuple, Optional, Sequence, Tuple
 
-from ..model import Step, TensorState, Trace
+from ..trace import Step, TensorState, Trace
 from .compare import group_traces, step_indexes, steps_by_index
 from .facts import (
     VALUE_FIELDS,

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from typing import Iterable, List, Optional, Sequence
 
-from ..model import ErrorInfo, ExpectationResult, Graph, Step, TensorState, Trace
+from ..trace import ErrorInfo, ExpectationResult, Graph, Step, TensorState, Trace
 from .compare import (
     differing_fields,
     merged_expectations,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Iterable, Optional, Sequence
 
 from ..errors import UsageError
-from ..model import Trace
+from ..trace import Trace
 from . import FORMATS, render
 from .options import RenderOptions
 

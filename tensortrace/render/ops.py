@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from ..model import Flow, FlowNode, OpRecord, Step, Values
+from ..trace import Flow, FlowNode, OpRecord, Step, Values
 from .text import format_values, one_line, plural
 
 MAX_SHOWN_OPS = 60  # lines of operations drawn per step; the JSON holds every recorded one
@@ -107,7 +107,7 @@ def ops_lines(step: Step, level: str) -> List[str]:
     if hidden:
         lines.append(f"… and {plural(hidden, 'more operation')} (the JSON trace holds them)")
     if step.ops_omitted:
-        # at least: past the limit a call counts once, its ATen operations uncounted (tensortrace.ops._take_off)
+        # at least: past the limit a call counts once, its ATen operations uncounted (tensortrace.record.ops._take_off)
         lines.append(f"… and at least {plural(step.ops_omitted, 'more operation')} not recorded")
     return lines
 

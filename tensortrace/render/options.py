@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import FrozenSet, Optional, Protocol, Sequence, Tuple
 
-from ..model import Step, Trace, record
+from ..trace import Step, Trace
+from .structs import record
 
 
 @record

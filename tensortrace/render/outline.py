@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Tuple
 
-from ..model import Graph, GraphNode, SavedTensor, record
+from ..trace import Graph, GraphNode, SavedTensor
+from .structs import record
 from .text import saved_text
 
 # A run of at least this many repetitions of a pattern of names is drawn as one line.

@@ -20,7 +20,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, TypeVar
 import msgspec
 
 
-from ..model import ErrorInfo, GraphNode, SavedTensor, Step, Summary, TensorState, Trace, Values, evolve
+from ..trace import ErrorInfo, GraphNode, SavedTensor, Step, Summary, TensorState, Trace, Values, evolve
 from .facts import is_contiguous
 
 # A row or a dimension longer than this is shown as its first and last items.

@@ -8,6 +8,14 @@ generates the JSON Schema from the declarations; ``validate`` turns any
 violation into one ``InvalidRecord`` naming the field.
 """
 
+from .document import (
+    RECORDS,
+    Trace,
+    record_from_dict,
+    record_to_dict,
+    step_from_dict,
+    step_to_dict,
+)
 from .numbers import decode_number, encode_number_tree, freeze
 from .records import (
     CONFINEMENT_ESSENTIAL,
@@ -15,7 +23,6 @@ from .records import (
     FORMAT_NAME,
     FORMAT_VERSION,
     READABLE_VERSIONS,
-    RECORDS,
     Confinement,
     Declared,
     Environment,
@@ -35,7 +42,6 @@ from .records import (
     StorageInfo,
     Summary,
     TensorState,
-    Trace,
     Values,
     VersionBump,
     WarningInfo,
@@ -51,4 +57,5 @@ __all__ = [
     "Graph", "GraphNode", "InvalidRecord", "OpRecord", "OpTensors", "Prediction", "SavedTensor", "ScenarioInfo",
     "Step", "StorageInfo", "Summary", "TensorState", "Trace", "Values", "VersionBump", "WarningInfo",
     "decode_number", "encode_number_tree", "evolve", "freeze", "graph_nodes", "node_ids",
+    "record_from_dict", "record_to_dict", "step_from_dict", "step_to_dict",
 ]

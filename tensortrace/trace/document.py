@@ -13,10 +13,73 @@ import functools
 from typing import Annotated, Any, Callable, Dict, List, Literal, Optional, Tuple
 
 import msgspec
-from msgspec import field
+from msgspec import Meta, field
 
-from .records import FORMAT_NAME, FORMAT_VERSION, MAX_ITEMS, READABLE_VERSIONS, Trace
+from .records import (
+    FORMAT_NAME,
+    FORMAT_VERSION,
+    MAX_ITEMS,
+    PARTS,
+    READABLE_VERSIONS,
+    Environment,
+    Record,
+    ScenarioInfo,
+    Step,
+    StorageInfo,
+    Text,
+    Texts,
+)
 from .validate import InvalidRecord, converted, decoder, decoding, encoder
+
+
+
+class Trace(Record):
+    """One run of one scenario (or variant): its setup, steps, storages and notices."""
+
+    scenario: ScenarioInfo
+    environment: Environment
+    setup: Optional[Step] = None
+    steps: Annotated[Tuple[Step, ...], Meta(max_length=MAX_ITEMS)] = ()
+    storages: Annotated[Tuple[StorageInfo, ...], Meta(max_length=MAX_ITEMS)] = ()
+    notices: Texts = ()  # e.g. a shown name never bound
+    aborted: Optional[Text] = None  # why the run stopped before its last step
+
+    @property
+    def passed(self) -> bool:
+        """The scenario behaved as declared: setup and every step, run to the end."""
+        if self.aborted is not None:
+            return False
+        if self.setup is not None and not self.setup.behaved:
+            return False
+        return all(step.behaved for step in self.steps)
+
+    def to_dict(self) -> dict:
+        """The trace document as JSON-ready data: ``format``, ``format_version``, the fields, ``passed``."""
+        return trace_to_dict(self)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "Trace":
+        """The trace a ``to_dict`` document (of any readable version) holds; ``InvalidRecord`` otherwise."""
+        return trace_from_dict(data)
+
+    def render(self, fmt: str = "console", **options: Any) -> str:
+        """This trace as text in ``fmt``; ``options`` as ``render.notebook.render_traces`` takes them."""
+        from .present import present
+
+        return present("render", [self], fmt, **options)
+
+    def _repr_html_(self) -> str:
+        from .present import present
+
+        return present("html", [self])
+
+    def _repr_markdown_(self) -> str:
+        from .present import present
+
+        return present("markdown", [self])
+
+
+RECORDS = (*PARTS, Trace)  # every kind of record a trace document holds
 
 
 class TraceDocument(Trace, kw_only=True):
@@ -113,3 +176,23 @@ def traces_from_json(text: bytes) -> List[Trace]:
     if head.format is not None or head.format_version is not None:
         check_format(head)
     return [_trace(t) for t in decoding(_decode(TracesDocument), text).traces]
+
+
+def record_to_dict(record: Any) -> Any:
+    """A record (or a tuple of them) as JSON-ready data, as the trace document holds it."""
+    return msgspec.json.decode(encoder().encode(record))
+
+
+def record_from_dict(kind: type, data: Any) -> Any:
+    """A record of type ``kind`` from its JSON-ready data, every field checked (``InvalidRecord``)."""
+    return converted(data, kind)
+
+
+def step_to_dict(step: Step) -> dict:
+    """One step as JSON-ready data (the unit of ``--format jsonl``)."""
+    return record_to_dict(step)
+
+
+def step_from_dict(data: Any) -> Step:
+    """One step from its JSON-ready data, every field checked (``InvalidRecord``)."""
+    return record_from_dict(Step, data)

@@ -36,6 +36,16 @@ import msgspec
 from msgspec import Meta, field
 from msgspec.structs import force_setattr, replace
 
+from .bounds import (  # noqa: F401 - re-exported: the records' bounds
+    MAX_DATA_DEPTH,
+    MAX_DIMS,
+    MAX_ITEMS,
+    MAX_NAME,
+    MAX_NODES,
+    MAX_OPS,
+    MAX_TENSORS,
+    MAX_TEXT,
+)
 from .numbers import NumberTree, spell
 
 FORMAT_NAME = "tensortrace.trace"
@@ -43,17 +53,6 @@ FORMAT_VERSION = 3
 #: Versions whose trace document this reads (1 and 2 hold the same data as 3).
 READABLE_VERSIONS = (1, 2, 3)
 
-# Bounds, far above what a real run records (the recorder's own limits are in
-# tensortrace.tracer, graph, ops and flow), so that only a forged or damaged
-# trace meets them.
-MAX_NAME = 1 << 16  # characters of a name, label, class name or short text
-MAX_TEXT = 1 << 22  # characters of code, a message, printed output
-MAX_DIMS = 1024  # dimensions of a shape
-MAX_TENSORS = 100_000  # tensors recorded per step (the recorder keeps 500)
-MAX_NODES = 1_000_000  # nodes of one graph (the walk stops at 250,000)
-MAX_OPS = 100_000  # operations per step (the recorder keeps 2,000)
-MAX_ITEMS = 1_000_000  # any other list: steps, storages, warnings, ...
-MAX_DATA_DEPTH = 512  # nesting of a tensor's exact values (one level per dimension)
 
 Name = Annotated[str, Meta(max_length=MAX_NAME)]
 Text = Annotated[str, Meta(max_length=MAX_TEXT)]
@@ -200,7 +199,7 @@ class Declared(Record):
 
 
 class SavedTensor(Record):
-    """One tensor an autograd node saved for backward (``tensortrace/saved.py`` reads it)."""
+    """One tensor an autograd node saved for backward (``tensortrace/record/saved.py`` reads it)."""
 
     attr: Name  # "self", "other", "result", "tensors[0]" (PyTorch's _saved_* name)
     tensor: Optional[Name] = None  # the named tensor it is, when one is
@@ -370,7 +369,7 @@ class Step(Record):
     graphs: Annotated[Tuple[Graph, ...], Meta(max_length=MAX_TENSORS)] = ()
     predictions: Annotated[Tuple[Prediction, ...], Meta(max_length=MAX_ITEMS)] = ()  # read after the step
     ops: Annotated[Tuple[OpRecord, ...], Meta(max_length=MAX_OPS)] = ()  # what the step ran (``--ops``)
-    ops_omitted: Count = 0  # operations counted beyond the recorded ones (tensortrace.ops.MAX_OPS)
+    ops_omitted: Count = 0  # operations counted beyond the recorded ones (tensortrace.record.ops.MAX_OPS)
     flow: Annotated[Tuple[Flow, ...], Meta(max_length=MAX_ITEMS)] = ()  # one per backward call the step made
 
 
@@ -394,7 +393,7 @@ class ScenarioInfo(Record):
     variant: Optional[Name] = None
 
 
-# The layers of the kernel's wall (``tensortrace.confine`` builds them), by the
+# The layers of the kernel's wall (``tensortrace.run.confine`` builds them), by the
 # names traces record; the wall has a hole unless every essential one is up.
 CONFINEMENT_ESSENTIAL = ("closed-descriptors", "no-new-privs", "no-capabilities", "landlock-files", "seccomp")
 CONFINEMENT_EXTRA = ("landlock-network", "landlock-scopes")
@@ -423,61 +422,12 @@ class Environment(Record):
     confinement: Optional[Confinement] = None  # safe mode only; None under --trust
 
 
-class Trace(Record):
-    """One run of one scenario (or variant): its setup, steps, storages and notices."""
-
-    scenario: ScenarioInfo
-    environment: Environment
-    setup: Optional[Step] = None
-    steps: Annotated[Tuple[Step, ...], Meta(max_length=MAX_ITEMS)] = ()
-    storages: Annotated[Tuple[StorageInfo, ...], Meta(max_length=MAX_ITEMS)] = ()
-    notices: Texts = ()  # e.g. a shown name never bound
-    aborted: Optional[Text] = None  # why the run stopped before its last step
-
-    @property
-    def passed(self) -> bool:
-        """The scenario behaved as declared: setup and every step, run to the end."""
-        if self.aborted is not None:
-            return False
-        if self.setup is not None and not self.setup.behaved:
-            return False
-        return all(step.behaved for step in self.steps)
-
-    def to_dict(self) -> dict:
-        """The trace document as JSON-ready data: ``format``, ``format_version``, the fields, ``passed``."""
-        from .document import trace_to_dict
-
-        return trace_to_dict(self)
-
-    @classmethod
-    def from_dict(cls, data: Any) -> "Trace":
-        """The trace a ``to_dict`` document (of any readable version) holds; ``InvalidRecord`` otherwise."""
-        from .document import trace_from_dict
-
-        return trace_from_dict(data)
-
-    def render(self, fmt: str = "console", **options: Any) -> str:
-        """This trace as text in ``fmt``; ``options`` as ``render.notebook.render_traces`` takes them."""
-        from ..render.notebook import render_traces
-
-        return render_traces([self], fmt, **options)
-
-    def _repr_html_(self) -> str:
-        from ..render.notebook import html
-
-        return html([self])
-
-    def _repr_markdown_(self) -> str:
-        from ..render.notebook import markdown
-
-        return markdown([self])
-
 
 def evolve(record: Any, **changes: Any) -> Any:
     """A copy of ``record`` with ``changes``: the one way code changes a record (records are frozen)."""
     return replace(record, **changes)
 
 
-RECORDS = (Summary, Values, TensorState, Explanation, ErrorInfo, WarningInfo, ExpectationResult, Declared,
-           SavedTensor, Prediction, GraphNode, Graph, OpTensors, VersionBump, OpRecord, FlowNode, Flow, Step,
-           StorageInfo, ScenarioInfo, Confinement, Environment, Trace)
+PARTS = (Summary, Values, TensorState, Explanation, ErrorInfo, WarningInfo, ExpectationResult, Declared,
+         SavedTensor, Prediction, GraphNode, Graph, OpTensors, VersionBump, OpRecord, FlowNode, Flow, Step,
+         StorageInfo, ScenarioInfo, Confinement, Environment)

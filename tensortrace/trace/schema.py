@@ -8,7 +8,8 @@ import msgspec
 
 from .document import TraceDocument, TracesDocument
 from .numbers import NumberTree
-from .records import FORMAT_VERSION, MAX_DATA_DEPTH, MAX_NAME
+from .bounds import MAX_DATA_DEPTH, MAX_NAME
+from .records import FORMAT_VERSION
 
 _TREE = "#/$defs/NumberTree"
 

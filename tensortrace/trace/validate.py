@@ -16,7 +16,7 @@ from typing import Any, Callable, Optional, TypeVar
 import msgspec
 
 from .numbers import NumberTree
-from .records import MAX_DATA_DEPTH, MAX_NAME
+from .bounds import MAX_DATA_DEPTH, MAX_NAME
 
 T = TypeVar("T")
 

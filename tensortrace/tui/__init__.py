@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..errors import UsageError
-from ..model import Trace
+from ..trace import Trace
 
 INSTALL_HINT = "pip install 'tensortrace[tui]'"
 

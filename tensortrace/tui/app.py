@@ -22,7 +22,7 @@ from textual.containers import Horizontal
 from textual.widgets import DataTable, Footer, Input, OptionList, Static
 
 from ..errors import TensorTraceError
-from ..model import Trace
+from ..trace import Trace
 from ..render import explore as draw
 from .export import export_view
 from .state import Explorer, names_of_rows

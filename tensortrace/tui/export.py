@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from ..errors import UsageError
-from ..model import Trace
-from ..output import Output
+from ..trace import Trace
+from ..cli.output import Output
 from ..render import render
 from ..render.options import RenderOptions
 

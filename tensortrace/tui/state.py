@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import List, Optional, Sequence, Tuple
 
-from ..model import Step, Trace
+from ..trace import Step, Trace
 from ..render.facts import all_steps, changed_fields
 from ..render.layout import Row, run_columns, table_rows
 from ..render.options import RenderOptions

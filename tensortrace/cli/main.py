@@ -1,0 +1,104 @@
+"""The command line: parse, call the library, write, choose the exit status.
+
+Nothing here knows how tracing or rendering works. Library errors
+(``TensorTraceError``) are printed as one line on stderr with exit status 2;
+a scenario that did not behave as declared exits 1; Ctrl-C exits 130 after
+printing what was traced so far.
+
+The annotations here are objects, not strings (no ``from __future__ import
+annotations``): typer reads every command's signature at every start, and
+string annotations would be compiled and evaluated anew each time.
+"""
+
+import os
+import sys
+
+import typer
+
+from ..version import __version__
+
+app = typer.Typer(
+    name="tensortrace",
+    help="See what PyTorch does to your tensors: run a scenario step by step and show storage, versions and autograd.",
+    add_completion=True,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+class _Command(typer.core.TyperCommand):
+    """A command whose help names each argument by its metavar alone (no ``<list[str]>``)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        for param in self.params:
+            if isinstance(param, typer.core.TyperArgument):
+                param.display_type_rich = lambda ctx: None
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        typer.echo(version_text())
+        raise typer.Exit()
+
+
+def version_text() -> str:
+    import platform
+    from importlib import metadata  # here: importing it costs every command about 20 ms
+
+    try:
+        torch_version = metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        torch_version = "not installed"
+    return f"tensortrace {__version__}, torch {torch_version}, Python {platform.python_version()}"
+
+
+@app.callback()
+def _main(
+    version: bool = typer.Option(False, "--version", callback=_version_callback, is_eager=True, help="Print the versions of tensortrace, torch and Python."),
+) -> None:
+    """See what PyTorch does to your tensors."""
+
+
+from .common import EXIT_INTERRUPTED, EXIT_OK  # noqa: E402
+from .tracing import check, run  # noqa: E402
+from .reading import convert, explore, list_cmd, new, render_cmd, schema, show  # noqa: E402
+from .doctor import CONTEXT, doctor  # noqa: E402 (imports neither torch nor rich)
+
+app.command(cls=_Command)(run)
+app.command(cls=_Command)(check)
+app.command("render", cls=_Command)(render_cmd)
+app.command(cls=_Command)(explore)
+app.command(cls=_Command)(schema)
+app.command("list", cls=_Command)(list_cmd)
+app.command(cls=_Command)(show)
+app.command(cls=_Command)(new)
+app.command(cls=_Command)(convert)
+app.command("doctor", cls=_Command, context_settings=CONTEXT)(doctor)
+
+
+def _terminated(signum: int, frame: object) -> None:
+    """SIGTERM/SIGHUP: unwind like an error, so temporary files go and the child is stopped."""
+    raise SystemExit(128 + signum)
+
+
+def main() -> None:
+    """Parse the command line and run the command (``tensortrace.__main__.main`` imports and calls this)."""
+    import signal
+
+    for name in ("SIGTERM", "SIGHUP"):
+        if hasattr(signal, name) and signal.getsignal(getattr(signal, name)) == signal.SIG_DFL:
+            signal.signal(getattr(signal, name), _terminated)
+    try:
+        app()
+    except BrokenPipeError:
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except OSError:
+            pass
+        sys.exit(EXIT_OK)
+    except KeyboardInterrupt:
+        sys.stderr.write("tensortrace: interrupted\n")
+        sys.exit(EXIT_INTERRUPTED)

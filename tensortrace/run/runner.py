@@ -1,0 +1,638 @@
+"""Run scenarios in a child process behind the kernel's wall, streaming steps back.
+
+The child is forked after torch is imported (start-up stays fast), confines
+itself (``tensortrace.run.confine``) in safe mode, runs the tracer, and sends every
+event over a pipe (``tensortrace.trace.events``: JSON lines, never pickle). The parent
+trusts nothing it receives: every event and the whole stream are bounded in
+bytes, values and depth, decoded into the typed records, and accepted only in
+the order the scenario it loaded can produce them; the code, lines and notes
+shown are that scenario's, never the child's. Limits:
+
+* wall clock per step (``timeout``): an alarm inside the child ends a
+  runaway Python step, and the parent kills a child stuck in native code;
+  the limit is for the step's own code, so the child marks, in a word of
+  memory shared with the parent (``RanMark``), each step whose code is done,
+  and the parent reads the mark only when a limit passes: recording costs
+  no message and no wake-up of the parent;
+* wall clock per scenario (``scenario_timeout``), kept by the parent;
+* in safe mode, also the kernel's wall, no file writes (RLIMIT_FSIZE = 0), a
+  memory cap (RLIMIT_AS) and a CPU-time cap (RLIMIT_CPU), hard limits lowered.
+
+A step that exceeds a limit is recorded as that step's error; what was traced
+before it is kept. Where ``fork`` is unavailable, scenarios run in-process.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import select
+import signal
+import struct
+import sys
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, List, Optional, Sequence
+
+from ..errors import Interrupted, TensorTraceError
+from ..trace.events import (MAX_TRACE_BYTES, Assembler, Crashed, Decoder, Encoder, EventError, LineReader, Plan, Start, Unusable, encode,
+                     size_text)
+from ..trace import Environment, ErrorInfo, Explanation, ScenarioInfo, Step, Trace, evolve
+
+if TYPE_CHECKING:  # pragma: no cover - the scenario module imports yaml, which rendering never needs
+    from ..scenario.spec import Scenario
+
+GRACE = 2.0  # seconds the parent waits past the step limit before killing the child
+# The longest the parent blocks in select at a time. A Ctrl-C that lands after
+# Python last checked for signals but before select starts does not interrupt
+# it; Python handles it once select returns, so within this much.
+TICK = 0.25
+READ_SIZE = 1 << 20  # bytes the parent reads from the pipe at most at a time
+DEFAULT_TIMEOUT = 5.0
+DEFAULT_SCENARIO_TIMEOUT = 300.0
+DEFAULT_MEMORY_MB = 4096
+REQUIRE_ENV = "TENSORTRACE_REQUIRE_CONFINEMENT"
+
+StartCallback = Callable[[Trace], None]
+StepCallback = Callable[[Trace, Step], None]
+
+
+@dataclass(frozen=True)
+class Limits:
+    timeout: Optional[float] = DEFAULT_TIMEOUT  # seconds per step; None: no limit
+    memory_mb: Optional[int] = DEFAULT_MEMORY_MB  # extra address space for the child (safe mode)
+    scenario_timeout: Optional[float] = DEFAULT_SCENARIO_TIMEOUT  # seconds per scenario (each variant); None: no limit
+
+
+class ConfinementUnavailable(TensorTraceError):
+    """The kernel's wall was required and cannot be built on this machine."""
+
+    def __init__(self, missing: Sequence[str]) -> None:
+        super().__init__(
+            "safe mode cannot be confined by the kernel here, and confinement was required "
+            f"(--require-confinement or {REQUIRE_ENV}=1): missing {'; '.join(missing)}. "
+            "Run on Linux 5.13+ with libseccomp, or drop the requirement to run with the Python-level checks only"
+        )
+        self.missing = tuple(missing)
+
+
+def run_all(
+    scenarios: Sequence[Scenario],
+    *,
+    safe: bool = True,
+    device: Optional[str] = None,
+    limits: Limits = Limits(),
+    on_start: Optional[StartCallback] = None,
+    on_step: Optional[StepCallback] = None,
+    isolate: bool = True,
+    confine: Optional[bool] = None,
+    require_confinement: bool = False,
+    ops: bool = True,
+) -> List[Trace]:
+    """Trace every variant of every scenario; callbacks see each step as it finishes.
+
+    In safe mode nothing runs until every variant of every scenario has passed
+    the policy check, which runs once each. ``confine`` (default: the same as
+    ``safe``) puts the child behind the kernel's wall; it is separate from
+    ``safe`` so that the wall can be shown to hold on its own, with plain Python
+    inside. ``require_confinement`` refuses to run, before anything runs,
+    where the wall would be incomplete. ``ops`` records what each step ran
+    (``tensortrace.record.ops``). Ctrl-C raises ``Interrupted`` with the traces so far.
+    """
+    from ..record import tracer  # imports torch
+
+    _freeze_imported_objects()
+    confine = safe if confine is None else confine
+    variants = [variant for scenario in scenarios for variant in scenario.resolved()]
+    if safe:  # the device is checked in the child: asking CUDA here would make it unusable there
+        for variant in variants:
+            tracer.check_policy(variant)
+    if confine and require_confinement:
+        require_kernel_confinement(isolate)
+    forked = isolate and hasattr(os, "fork")
+    if forked:
+        _import_once_for_all(variants)
+        _warm_for_children(variants, explanations=len(variants) > 1)
+        if confine:
+            _prepare_lazy_imports()
+    traces: List[Trace] = []
+    for variant in variants:
+        assembler = Assembler(on_start, on_step)
+        run_one = _run_forked if forked else _run_inline
+        try:
+            traces.append(run_one(variant, assembler, safe=safe, device=device, limits=limits, confine=confine, ops=ops))
+        except KeyboardInterrupt:
+            raise Interrupted(traces + [assembler.trace(aborted="interrupted (Ctrl-C)")]) from None
+    return traces
+
+
+def prepare(scenarios: Sequence[Scenario], *, confine: bool = True) -> None:
+    """Pay, before the first of several ``run_all`` calls, what each would pay on its first run.
+
+    ``check`` runs its files one by one; without this, the file that first
+    needs ``torch._dynamo`` (an optimizer) is charged seconds of importing
+    that every later file then shares.
+    """
+    from ..record import tracer  # noqa: F401 - imports torch
+
+    _freeze_imported_objects()
+    if hasattr(os, "fork"):
+        variants = [variant for scenario in scenarios for variant in scenario.resolved()]
+        _import_once_for_all(variants)
+        _warm_for_children(variants, explanations=True)
+        if confine:
+            _prepare_lazy_imports()
+
+
+_frozen = False
+
+
+def _freeze_imported_objects() -> None:
+    """Once per process: move what importing torch made out of the garbage collector's sight.
+
+    torch's ~185k long-lived objects would otherwise be walked by every full
+    collection (about 100 ms each) in the parent and in every child, and the
+    walk would copy the children's shared pages.
+    """
+    global _frozen
+    if not _frozen:
+        import gc
+
+        gc.freeze()
+        _frozen = True
+
+
+# Modules torch imports on first use that cost seconds (torch._dynamo: 800
+# modules), keyed by a word the scenario's code contains when it will need them.
+_SHARED_IMPORTS = (
+    ("optim", "torch._dynamo"),
+    ("torch.compile", "torch._dynamo"),
+    ("torch.compile", "torch._inductor.compile_fx"),  # what the first compiled call needs (--trust only)
+)
+
+
+def _import_once_for_all(variants: Sequence[Scenario]) -> None:
+    """Import in the parent, once, what every child would otherwise import again.
+
+    A forked child shares the parent's modules, so the import is paid once per
+    command instead of once per variant, and never inside a step's time limit.
+    """
+    import importlib
+    import warnings
+
+    code = "\n".join(c.text for variant in variants for _, c, _ in variant.all_code())
+    for word, module in _SHARED_IMPORTS:
+        if word in code and module not in sys.modules:
+            try:
+                with warnings.catch_warnings():  # the tool's own import: its deprecation notices are not the user's
+                    warnings.simplefilter("ignore")
+                    importlib.import_module(module)
+            except Exception:  # an older torch without it: the child imports what it needs itself
+                pass
+
+
+def _warm_for_children(variants: Sequence[Scenario], *, explanations: bool) -> None:
+    """Fill, in the parent, the caches that every forked child would otherwise fill on its first step.
+
+    torch builds its tables of function names on the first ``resolve_name``
+    (about 16 ms), and ``writes`` reads a tensor's data descriptors and parses
+    each step's code once per text; in the parent, that is paid once per
+    command instead of once per variant. ``explanations`` also reads the
+    catalogue of explained errors (about 25 ms, compiling its patterns), which
+    a child reads on its first error: worth it where several children may
+    each meet one. Only caches: a failure here is met again, and reported, in
+    the child.
+    """
+    from ..record import ops, writes
+
+    try:
+        import torch
+
+        ops.call_name(torch.Tensor.add)
+        for variant in variants:
+            writes.code_reason((code.source(mode), mode) for _, code, mode in variant.all_code())
+        if explanations:
+            from ..record.explain import load_rules
+
+            load_rules()
+    except Exception:  # noqa: BLE001 - see above
+        pass
+
+
+def run_scenario(scenario: Scenario, **options) -> List[Trace]:
+    """``run_all`` for one scenario (all its variants)."""
+    return run_all([scenario], **options)
+
+
+def require_kernel_confinement(isolate: bool = True) -> None:
+    """Raise ``ConfinementUnavailable`` unless every layer of the kernel's wall can go up here."""
+    from . import confine
+
+    if not (isolate and hasattr(os, "fork")):
+        raise ConfinementUnavailable(["a child process: this platform cannot fork, so steps would run unconfined in this process"])
+    report = confine.available()
+    if not report.complete:
+        raise ConfinementUnavailable(report.missing)
+
+
+def _run_inline(scenario: Scenario, assembler: Assembler, *, safe, device, limits, confine, ops=True) -> Trace:
+    from ..record import tracer
+    from ..trace import Confinement
+
+    report = Confinement(missing=("all layers: the steps ran in the calling process, with no child to confine",)) if confine else None
+    for event in tracer.iter_trace(scenario, safe=safe, device=device, timeout=limits.timeout, confinement=report, checked=True, ops=ops):
+        assembler.add(event)
+    return assembler.trace()
+
+
+# --- the child -------------------------------------------------------------------
+
+
+# The command line's process runs no tensor operation before it forks, so its
+# children keep PyTorch's threads; a process that may have (the Python API, a
+# notebook) gives its children one thread, since OpenMP's pool does not survive
+# fork and the child's first parallel operation would wait for it forever.
+threads_unused_before_fork = False
+
+
+class RanMark:
+    """The index of the last step whose own code is done, in memory the child shares with its parent.
+
+    Written by the child, read by the parent when a step's limit passes. The
+    child is untrusted: a false mark only moves the parent from the step's
+    limit to the scenario's, which a child could always reach by sending its
+    step late.
+    """
+
+    _WORD = struct.Struct("q")
+
+    def __init__(self) -> None:
+        self._memory = mmap.mmap(-1, self._WORD.size)  # anonymous and shared: survives fork
+        self.mark(-1)
+
+    def mark(self, index: int) -> None:
+        self._WORD.pack_into(self._memory, 0, index)
+
+    def last(self) -> int:
+        return self._WORD.unpack_from(self._memory, 0)[0]
+
+    def close(self) -> None:
+        self._memory.close()
+
+
+def _child_main(write_fd: int, scenario: Scenario, safe: bool, device: Optional[str], limits: Limits, parent: int, confine: bool,
+                ran: RanMark, ops: bool = True) -> None:
+    """Runs in the forked child; never returns."""
+    code = 0
+    try:
+        os.setpgid(0, 0)  # Ctrl-C reaches the parent, which then stops the child
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        _die_with_parent(parent)
+        devnull = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(devnull, fd)
+        os.close(devnull)
+        from ..record import tracer  # torch, imported in the parent already
+
+        if not threads_unused_before_fork:
+            import torch
+
+            torch.set_num_threads(1)  # OpenMP's threads do not survive fork: a parallel operation would hang
+
+        report = None
+        if safe or confine:
+            _scrub_environment()  # before the first step: no token of the user's reaches a trace
+            _apply_limits(scenario, limits)
+        if confine:
+            report = _confine(write_fd, scenario, device)
+        capped = (safe or confine) and limits.memory_mb
+        encoder = Encoder()  # an unchanged tensor's record is sent as a reference to the previous step's
+        # ran.mark: the parent stops counting the step's time
+        for event in tracer.iter_trace(scenario, safe=safe, device=device, timeout=limits.timeout, confinement=report, checked=True, on_ran=ran.mark, ops=ops):
+            _send(write_fd, encoder.encode(_blame_memory_limit(event, limits.memory_mb) if capped else event))
+    except TensorTraceError as exc:  # e.g. a device this machine lacks: the user's to fix
+        _send(write_fd, encode(Unusable(str(exc))))
+        code = 2
+    except BaseException as exc:  # report, never print a traceback from the child
+        try:
+            _send(write_fd, encode(Crashed(f"{type(exc).__name__}: {exc}")))
+        except BaseException:
+            pass
+        code = 3
+    finally:
+        os._exit(code)
+
+
+def _send(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _die_with_parent(parent: int) -> None:
+    """If the command is killed (SIGTERM, SIGHUP, SIGKILL), its child must not run on."""
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            PR_SET_PDEATHSIG = 1
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent:  # the parent died before the request above took effect
+        os._exit(3)
+
+
+def _confine(write_fd: int, scenario: Scenario, device: Optional[str]):
+    """Put this child behind the kernel's wall; a layer that fails to go up ends the run."""
+    from . import confine
+    from ..trace import Confinement
+
+    wanted = scenario.device or device or "cpu"
+    extra = [scenario.path] if scenario.path and os.path.exists(scenario.path) else []
+    try:
+        report = confine.confine(keep_fds=(write_fd,), extra_read=extra, device=wanted)
+    except confine.ConfinementError as exc:
+        raise TensorTraceError(f"safe mode could not confine the child process: {exc}; nothing ran") from None
+    return Confinement(enforced=report.enforced, missing=report.missing)
+
+
+_cache_folder_made = False
+_cache_folder: Optional[str] = None  # torch's inductor cache folder, as made before the wall
+
+
+def _scrub_environment() -> None:
+    """Keep only the variables Python, torch, NumPy and BLAS read (``childenv``).
+
+    The inductor cache folder is named for the child, so that torch finds the
+    one made before the wall without looking up the user's name.
+    """
+    from . import childenv
+
+    childenv.scrub({"TORCHINDUCTOR_CACHE_DIR": _cache_folder} if _cache_folder else {})
+
+
+def _prepare_lazy_imports() -> None:
+    """Make the folder torch's lazy imports create exist before the wall forbids writing.
+
+    Done in the parent, once per process: the folder is on disk, so every
+    confined child finds it there.
+
+    Optimizers, ``torch.func`` and other ``_disable_dynamo`` functions import
+    ``torch._dynamo`` on first use, and that import runs
+    ``os.makedirs(<inductor cache folder>, exist_ok=True)``, which succeeds
+    without writing when the folder exists. torch's own function for the
+    folder's name is loaded from its file, since importing its package would
+    import 800 modules.
+    """
+    global _cache_folder_made, _cache_folder
+    if _cache_folder_made:
+        return
+    _cache_folder_made = True
+    import importlib.util
+
+    try:
+        import torch
+
+        path = os.path.join(os.path.dirname(torch.__file__), "_inductor", "runtime", "cache_dir_utils.py")
+        spec = importlib.util.spec_from_file_location("_tensortrace_inductor_cache_dir", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        folder = os.environ.get("TORCHINDUCTOR_CACHE_DIR") or module.default_cache_dir()
+        os.makedirs(os.path.abspath(folder), exist_ok=True)
+        _cache_folder = os.path.abspath(folder)
+    except Exception:  # another torch, or an unwritable folder: the import will say so itself
+        pass
+
+
+def _blame_memory_limit(event: object, memory_mb: int) -> object:
+    """A step that failed to allocate under the memory cap, with the cap named as the cause.
+
+    The cap is tensortrace's, not the machine's: the same step may well run in
+    plain Python, so the explanation says which option lifts it.
+    """
+    if not isinstance(event, Step) or event.error is None:
+        return event
+    error = event.error
+    if error.type != "MemoryError" and "can't allocate memory" not in error.message[:1000]:
+        return event
+    cause = (
+        f"The scenario's memory limit (--memory-limit, {memory_mb} MiB) caused this: "
+        "safe mode caps the memory a scenario may use."
+    )
+    fix = f"Raise the limit, e.g. --memory-limit {memory_mb * 4}, or lift it with --memory-limit 0."
+    if error.explanation is None:
+        explanation = Explanation(title="Out of memory under tensortrace's memory limit", what=cause, fix=fix, topic="memory-limit")
+    else:
+        explanation = evolve(error.explanation, what=f"{error.explanation.what} {cause}", fix=f"{error.explanation.fix} {fix}")
+    return evolve(event, error=evolve(error, explanation=explanation))
+
+
+def _apply_limits(scenario: Scenario, limits: Limits) -> None:
+    import resource
+
+    import tempfile
+
+    # torch imports some modules lazily (e.g. torch._dynamo when an optimizer
+    # is created) that ask for the temporary folder; Python probes it by
+    # writing a file, so find it while writing is still allowed.
+    tempfile.gettempdir()
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with an error instead
+    resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
+    if limits.memory_mb:
+        try:
+            with open("/proc/self/statm") as f:
+                current = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, ValueError):
+            current = 0
+        cap = current + limits.memory_mb * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+    if limits.timeout:
+        steps = len(scenario.steps) + 1
+        cpu = int(limits.timeout * steps * 2) + 10
+        used = int(sum(os.times()[:2])) + 1
+        resource.setrlimit(resource.RLIMIT_CPU, (used + cpu, used + cpu + 5))
+
+
+# --- the parent --------------------------------------------------------------------
+
+
+def _run_forked(scenario: Scenario, assembler: Assembler, *, safe, device, limits, confine, ops=True) -> Trace:
+    ran = RanMark()
+    read_fd, write_fd = os.pipe()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    parent = os.getpid()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child's coverage is not collected
+        os.close(read_fd)
+        _child_main(write_fd, scenario, safe, device, limits, parent, confine, ran, ops)
+    os.close(write_fd)
+    reader = LineReader()
+    decoder = Decoder()
+    assembler.plan = plan_of(scenario)
+    buffer = bytearray(READ_SIZE)  # read into, again and again: no allocation of a megabyte per read
+    last_index = -1  # the index of the last step received; a mark past it: the step under way has run its code
+    received = 0
+    notes: dict = {}  # "unusable" / "crashed" messages from the child
+    patience = (limits.timeout + GRACE) if limits.timeout else None
+    began = time.monotonic()
+    step_deadline = began + patience if patience else None
+    scenario_deadline = began + limits.scenario_timeout if limits.scenario_timeout else None
+    try:
+        while True:
+            deadlines = [d for d in (step_deadline, scenario_deadline) if d is not None]
+            wait = max(0.0, min(deadlines) - time.monotonic()) if deadlines else TICK
+            ready, _, _ = select.select([read_fd], [], [], min(wait, TICK))
+            if not ready and (not deadlines or time.monotonic() < min(deadlines)):
+                continue  # only the tick passed
+            if not ready and step_deadline is not None and time.monotonic() >= step_deadline and ran.last() > last_index:
+                step_deadline = None  # the step's code is done: recording is the tool's time
+                continue
+            if not ready:  # a limit passed and the child did not end the step itself
+                _kill(pid)
+                over_scenario = scenario_deadline is not None and time.monotonic() >= scenario_deadline
+                reason = "scenario-timeout" if over_scenario else "timeout"
+                return assembler.trace(aborted=_synthesise_stop(assembler, scenario, limits, reason))
+            size = os.readv(read_fd, [buffer])
+            if not size:
+                break
+            received += size
+            if received > MAX_TRACE_BYTES:
+                raise EventError(f"sent more than {size_text(MAX_TRACE_BYTES)} of trace")
+            for line in reader.feed(memoryview(buffer)[:size]):
+                decoder.expected_step = assembler.expected_step
+                event = decoder.decode(line)
+                if isinstance(event, (Unusable, Crashed)):
+                    notes[type(event)] = event.message
+                    continue
+                assembler.add(event)
+                if isinstance(event, Step):
+                    last_index = event.index
+                if patience is not None:
+                    step_deadline = time.monotonic() + patience
+    except EventError as exc:
+        _kill(pid)
+        return assembler.trace(aborted=_synthesise_stop(assembler, scenario, limits, f"the child {exc}; the tracer stopped reading it"))
+    except KeyboardInterrupt:
+        _kill(pid)
+        _drain(read_fd, reader, decoder, assembler)  # steps that finished before Ctrl-C count
+        raise
+    finally:
+        os.close(read_fd)
+        ran.close()
+    _, status = os.waitpid(pid, 0)
+    if Unusable in notes:
+        raise TensorTraceError(notes[Unusable])
+    if assembler.finished:
+        return assembler.trace()
+    crashed = notes.get(Crashed)
+    if crashed and assembler.start is None:
+        raise TensorTraceError(f"the scenario could not be started: {crashed}", path=scenario.path)
+    reason = _death_reason(status, crashed)
+    return assembler.trace(aborted=_synthesise_stop(assembler, scenario, limits, reason))
+
+
+def plan_of(scenario: Scenario) -> Plan:
+    """What a run of ``scenario`` sends, from the scenario itself: the parent shows this, not the child's word."""
+    info = ScenarioInfo(title=scenario.title, description=scenario.description, tags=scenario.tags, source=scenario.path,
+                        variant=scenario.variant)
+    steps = []
+    if scenario.setup:
+        steps.append((0, "\n".join(c.text for c in scenario.setup), scenario.setup[0].line, None))
+    steps.extend((spec.index, spec.run.text, spec.run.line, spec.note) for spec in scenario.steps)
+    return Plan(info, steps)
+
+
+def _drain(read_fd: int, reader: LineReader, decoder: Decoder, assembler: Assembler) -> None:
+    """Keep every complete event a stopped child had already sent."""
+    try:
+        while True:
+            chunk = os.read(read_fd, READ_SIZE)
+            if not chunk:
+                break
+            for line in reader.feed(chunk):
+                decoder.expected_step = assembler.expected_step
+                event = decoder.decode(line)
+                if not isinstance(event, (Unusable, Crashed)):
+                    assembler.add(event)
+    except (OSError, EventError):
+        pass
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    except (ProcessLookupError, ChildProcessError):
+        pass
+
+
+def _death_reason(status: int, crashed: Optional[str]) -> str:
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        if sig == signal.SIGXCPU:
+            return "used up its CPU-time limit"
+        if sig == signal.SIGKILL:
+            return "was killed (SIGKILL; most often the system ran out of memory)"
+        return f"was killed by signal {signal.Signals(sig).name}"
+    if crashed:
+        return f"stopped the tracer: {crashed}"
+    return f"ended the process (exit status {os.WEXITSTATUS(status)})"
+
+
+def _synthesise_stop(partial: Assembler, scenario: Scenario, limits: Limits, reason: str) -> str:
+    """Record the step that was running when the child stopped, and say why."""
+    if partial.steps:
+        index = partial.steps[-1].index + 1
+    elif partial.setup is not None:
+        index = 1
+    else:
+        index = 0 if scenario.setup else 1
+    if index == 0:
+        code = scenario.setup[0]
+        text, line, note = "\n".join(c.text for c in scenario.setup), code.line, None
+        what = "setup"
+    elif index <= len(scenario.steps):
+        spec = scenario.steps[index - 1]
+        text, line, note = spec.run.text, spec.run.line, spec.note
+        what = f"step {index}"
+    else:
+        return f"the tracer stopped after the last step: {reason}"
+    if reason == "timeout":
+        message = f"{what} exceeded the {limits.timeout:g} s time limit (raise it with --timeout)"
+        status = "timeout"
+    elif reason == "scenario-timeout":
+        message = (
+            f"{what} was running when the scenario reached its {limits.scenario_timeout:g} s time limit "
+            "(raise it with --scenario-timeout)"
+        )
+        status = "timeout"
+    elif reason.startswith("the child "):  # a refused event says itself which step it was
+        message = reason
+        status = "killed"
+    else:
+        message = f"{what} {reason}"
+        status = "killed"
+    step = Step(
+        index=index,
+        code=text,
+        line=line,
+        note=note,
+        status=status,
+        error=ErrorInfo(
+            type="TimeoutError" if status == "timeout" else "ProcessKilled",
+            qualname="builtins.TimeoutError" if status == "timeout" else "tensortrace.ProcessKilled",
+            message=message,
+            line=line,
+        ),
+        behaved=False,
+        failures=(message,),
+    )
+    if partial.start is None:
+        info = ScenarioInfo(title=scenario.title, description=scenario.description, tags=scenario.tags, source=scenario.path, variant=scenario.variant)
+        partial.start = Start(info, Environment(tensortrace="", torch="", python="", device=""))
+    partial.plan = None  # the step is the parent's own, made from the scenario
+    partial.add(step)
+    return message
