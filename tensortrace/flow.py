@@ -101,7 +101,8 @@ def _roots(func: Any, args: Sequence[Any], kwargs: Dict[str, Any]) -> List[Any]:
 
 
 class _Node:
-    __slots__ = ("node", "name", "next", "grad_in", "grad_out", "ran", "done", "leaf", "before", "after")
+    __slots__ = ("node", "name", "next", "grad_in", "grad_out", "ran", "done", "leaf", "before",
+                 "after")
 
     def __init__(self, node: Any) -> None:
         self.node = node
@@ -110,7 +111,7 @@ class _Node:
         self.grad_in: Tuple[Optional[Values], ...] = ()
         self.grad_out: Tuple[Optional[Values], ...] = ()
         self.ran = False
-        self.done = False  # the node returned: a node that raised (a stale saved tensor) freed nothing
+        self.done = False  # it returned: a node that raised (a stale saved tensor) freed nothing
         self.leaf: Any = None  # (identity.mark, storage_ref) of an AccumulateGrad's leaf, never a weak reference to it
         self.before: Optional[Values] = None
         self.after: Optional[Values] = None

@@ -37,7 +37,7 @@ from .model import Prediction, SavedTensor, TensorState
 STALE = "backward_will_fail"  # a saved tensor's version moved: backward raises the in-place error
 FREED = "backward_freed"  # backward freed the saved tensors: a second backward raises
 CHANGED = "backward_uses_changed_values"  # values changed without a version bump: backward runs, wrongly
-UNCHECKED = "backward_unchecked"  # CopySlices hides what its in-place node saved, and a tensor changed since
+UNCHECKED = "backward_unchecked"  # CopySlices hides what its node saved; a tensor changed since
 MAX_CODE = 60  # characters of a step's code quoted in a prediction
 
 _VERSIONS = re.compile(r"is at version (\d+); expected version (\d+) instead")
@@ -572,7 +572,8 @@ class Predictor:
         if slices or self.slices:
             from .unseen import unchecked_predictions
 
-            predictions += unchecked_predictions(self, index, targets, predictions, slices, states, objects)
+            predictions += unchecked_predictions(self, index, targets, predictions, slices, states,
+                                                 objects)
         return tuple(graph for graph, _ in walked), predictions
 
     @staticmethod

@@ -23,7 +23,8 @@ import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .model import Prediction
-from .saved import CHANGED, FREED, STALE, UNCHECKED, Entry, Predictor, _node_name, _step_name, read_node, short_code
+from .saved import (CHANGED, FREED, STALE, UNCHECKED, Entry, Predictor, _node_name, _step_name,
+                    read_node, short_code)
 
 
 def released_predictions(predictor: Predictor, index: int, targets: Sequence[Tuple[str, Any]],
@@ -189,16 +190,17 @@ def unchecked_predictions(predictor: Predictor, index: int, targets: Sequence[Tu
 
 
 def _slice_key(node: Any) -> Tuple[int, int]:
-    """A node's identity across steps: its address and its sequence number (an address is reused)."""
+    """A node's identity across steps: its address and sequence number (an address is reused)."""
     try:
         return id(node), int(node._sequence_nr())
     except Exception:
         return id(node), -1
 
 
-def _moved_since(versions: Dict[Key, List[Tuple[int, int]]], first: int, bases: Sequence[Key]) -> List[Tuple[int, Key]]:
-    """(step, key) of each named tensor that existed at step ``first`` and whose version moved since,
-    in step order: the tensors the node inside CopySlices may have saved and that changed.
+def _moved_since(versions: Dict[Key, List[Tuple[int, int]]], first: int,
+                 bases: Sequence[Key]) -> List[Tuple[int, Key]]:
+    """(step, key) of each named tensor that existed at step ``first`` and whose version moved
+    since, in step order: the tensors the node inside CopySlices may have saved and that changed.
 
     In step ``first`` itself only the net move is known: the storage the view
     lies in (``bases``'; any tensor's when no named tensor has the node as its
@@ -215,7 +217,8 @@ def _moved_since(versions: Dict[Key, List[Tuple[int, int]]], first: int, bases: 
             if step > first:
                 out.append((step, key))
                 break
-            if step == first and version - before > (1 if not storages or key[1] in storages else 0):
+            allowed = 1 if not storages or key[1] in storages else 0  # the view's one write
+            if step == first and version - before > allowed:
                 out.append((step, key))
                 break
             before = version
@@ -223,18 +226,21 @@ def _moved_since(versions: Dict[Key, List[Tuple[int, int]]], first: int, bases: 
     return out
 
 
-def _unchecked(predictor: Predictor, name: str, node: str, first: int, moved: List[Tuple[int, Key]]) -> Prediction:
+def _unchecked(predictor: Predictor, name: str, node: str, first: int,
+               moved: List[Tuple[int, Key]]) -> Prediction:
     step, (saved, storage) = moved[0]
     names = []
     for _, (other, _) in moved:
         if other not in names:
             names.append(other)
-    listed = ", ".join(f"`{n}`" for n in names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+    more = f" and {len(names) - 4} more" if len(names) > 4 else ""
+    listed = ", ".join(f"`{n}`" for n in names[:4]) + more
     code = short_code(predictor.codes.get(step, ""), [rf"(?<![\w.]){re.escape(saved)}(?!\w)"])
-    message = (f"backward through `{name}` cannot be checked and may fail: {node} (a view written in place, "
-               f"seen at {_step_name(first)}) holds the in-place operation's own node, whose saved tensors "
-               f"PyTorch does not show, and {listed} changed since (first at {_step_name(step)}, `{code}`); "
-               f"if that node saved one of them, backward will raise \"modified by an inplace operation\".")
+    message = (f"backward through `{name}` cannot be checked and may fail: {node} (a view written "
+               f"in place, seen at {_step_name(first)}) holds the in-place operation's own node, "
+               f"whose saved tensors PyTorch does not show, and {listed} changed since (first at "
+               f"{_step_name(step)}, `{code}`); if that node saved one of them, backward will "
+               f"raise \"modified by an inplace operation\".")
     return Prediction(kind=UNCHECKED, tensor=name, node=node, saved_tensor=saved, storage=storage,
                       changed_at_step=step, message=message)
 

@@ -83,7 +83,8 @@ def compare_with_real(traced: Trace, name: str) -> List[Tuple[int, str, str, Set
             kinds = {p.kind for p in step.predictions if p.tensor == tname}
             happened = real_backward(value)
             compared.append((step.index, tname, happened, kinds))
-            assert happened in expected(kinds), (name, traced.scenario.variant, step.index, step.code, tname, kinds, happened)
+            where = (name, traced.scenario.variant, step.index, step.code, tname, kinds, happened)
+            assert happened in expected(kinds), where
     assert all(o in OUTCOMES.values() for _, _, o, _ in compared)
     return compared
 
@@ -105,18 +106,20 @@ COPY_SLICES = {
         [LEAVES + "b = a.clone()\nv = b[:2]\nv.mul_(w)", NO_GRAD_ADD, "b.sum().backward()"],
         {(2, "b"), (2, "v"), (3, "b"), (3, "v")}),
     "sigmoid_ saves its result, the view": (
-        ["x = torch.ones(4, requires_grad=True)\nb = x * 1\nb[0:2].sigmoid_()", "b.add_(1.)", "n = 1",
-         "b.sum().backward()"],
+        ["x = torch.ones(4, requires_grad=True)\nb = x * 1\nb[0:2].sigmoid_()", "b.add_(1.)",
+         "n = 1", "b.sum().backward()"],
         {(2, "b"), (3, "b"), (4, "b")}),
     "mul_ by a tensor that needs no grad saves it": (
-        ["x = torch.ones(4, requires_grad=True)\nc = torch.full((2,), 3.)\nb = x * 1\nb[:2].mul_(c)",
-         "c.fill_(5.)", "b.sum().backward()"],
+        ["x = torch.ones(4, requires_grad=True)\nc = torch.full((2,), 3.)\nb = x * 1\n"
+         "b[:2].mul_(c)", "c.fill_(5.)", "b.sum().backward()"],
         {(2, "b"), (3, "b")}),
     "exp_ then a write to the base in the same step": (
-        ["x = torch.ones(4, requires_grad=True)\nb = x * 1\nb[1:3].exp_()\nb.mul_(2.)", "b.sum().backward()"],
+        ["x = torch.ones(4, requires_grad=True)\nb = x * 1\nb[1:3].exp_()\nb.mul_(2.)",
+         "b.sum().backward()"],
         {(1, "b")}),  # then the failed backward has run and freed MulBackward0: "a second time"
     "add_ saves nothing: a later change is harmless": (
-        [LEAVES + "b = a.clone()\nb[:2].add_(w)", NO_GRAD_ADD, "b.sum().backward(retain_graph=True)"],
+        [LEAVES + "b = a.clone()\nb[:2].add_(w)", NO_GRAD_ADD,
+         "b.sum().backward(retain_graph=True)"],
         set()),
 }
 
@@ -136,13 +139,16 @@ def test_saved_tensors_inside_copy_slices_against_the_real_backward(pattern):
 
 
 def test_copy_slices_with_nothing_changed_says_nothing():
-    """A view written in place, then steps that change none of the tensors it may have saved: no notice."""
+    """A view written in place, then steps that change none of the tensors it may have saved:
+    no notice."""
     traced = trace(loads_scenario(yaml.safe_dump({"title": "quiet", "steps": [
-        LEAVES + "b = a.clone()\nv = b[:2]\nv.mul_(w)", "u = b * 2", "c = a.detach().clone()\nc.add_(1.)",
-        "q = a.exp()\nc.mul_(3.)", "b.sum().backward()"]})), safe=False)
+        LEAVES + "b = a.clone()\nv = b[:2]\nv.mul_(w)", "u = b * 2",
+        "c = a.detach().clone()\nc.add_(1.)", "q = a.exp()\nc.mul_(3.)", "b.sum().backward()"]})),
+        safe=False)
     compared = compare_with_real(traced, "quiet")
     assert {happened for i, _, happened, _ in compared if i < 5} == {"none"}
-    assert {(s.index, p.kind) for s in traced.steps for p in s.predictions} == {(5, FREED)}  # after the backward
+    made = {(s.index, p.kind) for s in traced.steps for p in s.predictions}
+    assert made == {(5, FREED)}  # after the backward
 
 
 def test_the_comparison_sees_a_real_failure():

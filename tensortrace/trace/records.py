@@ -211,7 +211,8 @@ class SavedTensor(Record):
     freed: bool = False  # a backward freed it: backward through this node again raises
 
 
-PREDICTION_KINDS = ("backward_will_fail", "backward_freed", "backward_uses_changed_values", "backward_unchecked")
+PREDICTION_KINDS = ("backward_will_fail", "backward_freed", "backward_uses_changed_values",
+                    "backward_unchecked")
 
 
 class Prediction(Record):
@@ -225,7 +226,8 @@ class Prediction(Record):
     changed since: backward may fail).
     """
 
-    kind: Literal["backward_will_fail", "backward_freed", "backward_uses_changed_values", "backward_unchecked"]
+    kind: Literal["backward_will_fail", "backward_freed", "backward_uses_changed_values",
+                  "backward_unchecked"]
     tensor: Name  # the named tensor whose backward will fail
     node: Optional[Name] = None  # the node whose saved tensor is the cause, e.g. "MulBackward0"
     saved: Optional[Name] = None  # that saved tensor's attribute, e.g. "other"
