@@ -162,3 +162,28 @@ def test_the_comparison_sees_a_real_failure():
     with torch.no_grad():
         z.add_(1)
     assert real_backward(z) == "stale"
+
+
+def test_pytorch_shows_python_nothing_of_what_copy_slices_wraps():
+    """Why CopySlices backwards are said to be unchecked (docs/json.md): CopySlices has no saved
+    attribute, its next nodes skip the node it wraps, and saving through saved_tensors_hooks
+    turns off the version check, so backward runs on a changed tensor without a word. Should a
+    PyTorch show any of it, this fails, and the prediction can be made exact instead."""
+    a = torch.ones(4, requires_grad=True)
+    w = torch.full((2,), 2.0, requires_grad=True)
+    b = a.clone()
+    b[:2].mul_(w)
+    node = b.grad_fn
+    assert type(node).__name__ == "CopySlices"
+    assert [n for n in dir(node) if "saved" in n] == []
+    assert [type(n).__name__ for n, _ in node.next_functions] == ["CloneBackward0",
+                                                               "AccumulateGrad"]
+    with torch.no_grad():
+        w.add_(1.)
+    assert real_backward(b) == "stale"
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):
+        hooked = a.clone()
+        hooked[:2].mul_(w)
+    with torch.no_grad():
+        w.add_(1.)
+    assert real_backward(hooked) == "none"
