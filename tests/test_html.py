@@ -215,6 +215,22 @@ def test_variants_stand_side_by_side():
     assert "What differs between the variants" in page
 
 
+def test_variant_columns_stack_before_their_tables_would_scroll():
+    """The rules that keep a step with variants within a 1,200 px window (the browser test
+    measures it): a variant's column is at least 40rem wide (or the whole width), so at 1,200 px
+    the variants stand one under another, each table with all its columns; a value may wrap in a
+    narrower column; a table wider than its column still scrolls in its own box, never the page."""
+    page = render(list(variant_traces()), "html")
+    css = re.search(r"<style>(.*?)</style>", page, re.S).group(1)
+    assert ".tt-variants{display:grid;" in css
+    assert "grid-template-columns:repeat(auto-fit,minmax(min(100%,40rem),1fr))}" in css
+    assert ".tt-variant{min-width:0}" in css
+    assert ".tt-variant .tt-table td{white-space:normal}" in css
+    assert ".tt-table-wrap{overflow-x:auto" in css
+    section = re.search(r'<section class="tt-step" id="step-2".*?</section>', page, re.S).group(0)
+    assert section.count('<div class="tt-table-wrap">') >= 2
+
+
 def test_steps_option_keeps_only_those_steps():
     page = render([detach_trace()], "html", RenderOptions(steps=frozenset({2, 4})))
     assert [s["id"] for s in parsed(page).sections] == ["step-2", "step-4"]

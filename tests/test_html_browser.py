@@ -230,6 +230,27 @@ def test_the_detach_page_on_a_phone_and_its_screenshot(browser, pages, tmp_path)
     visit.close()
 
 
+@pytest.mark.parametrize("name", ["detach-vs-data", "copy-methods"])
+def test_variant_tables_fit_a_1200_pixel_window(browser, tmp_path, name):
+    """At 1,200 px no step scrolls the page sideways; each variant's table shows all its columns."""
+    path = tmp_path / f"{name}.html"
+    result = cli("run", name, "-o", str(path))
+    assert result.returncode == 0, result.stderr
+    traces = traces_of(path)
+    assert len(traces) > 1  # a scenario with variants
+    visit = Visit(browser, path, viewport={"width": 1200, "height": 800})
+    for index in drawn_indexes(traces[0]):
+        visit.page.goto(f"{visit.url}#step-{index}")
+        assert visit.step() == str(index)
+        assert visit.page.evaluate("document.documentElement.scrollWidth") <= 1200, index
+        boxes = visit.page.eval_on_selector_all(
+            "section.tt-current .tt-variant .tt-table-wrap",
+            "els => els.map(e => [e.scrollWidth, e.clientWidth])")
+        assert len(boxes) == len(traces), index
+        assert all(inner <= outer + 1 for inner, outer in boxes), (index, boxes)
+    visit.close()
+
+
 def test_printing_shows_every_step(browser, pages):
     visit = Visit(browser, pages["detach"])
     visit.page.emulate_media(media="print")

@@ -101,7 +101,8 @@ def _roots(func: Any, args: Sequence[Any], kwargs: Dict[str, Any]) -> List[Any]:
 
 
 class _Node:
-    __slots__ = ("node", "name", "next", "grad_in", "grad_out", "ran", "leaf", "before", "after")
+    __slots__ = ("node", "name", "next", "grad_in", "grad_out", "ran", "done", "leaf", "before",
+                 "after")
 
     def __init__(self, node: Any) -> None:
         self.node = node
@@ -110,6 +111,7 @@ class _Node:
         self.grad_in: Tuple[Optional[Values], ...] = ()
         self.grad_out: Tuple[Optional[Values], ...] = ()
         self.ran = False
+        self.done = False  # it returned: a node that raised (a stale saved tensor) freed nothing
         self.leaf: Any = None  # (identity.mark, storage_ref) of an AccumulateGrad's leaf, never a weak reference to it
         self.before: Optional[Values] = None
         self.after: Optional[Values] = None
@@ -235,6 +237,7 @@ class FlowRecorder:
             entry.grad_in = self._summary(grad_outputs)
 
         def sent(grad_inputs: Any, grad_outputs: Any) -> None:
+            entry.done = True
             entry.grad_out = self._summary(grad_inputs)
 
         armed.handles.append(node.register_prehook(arrived))
@@ -252,7 +255,7 @@ class FlowRecorder:
             variable = getattr(entry.node, "variable", None) if entry.leaf is not None else None
             if isinstance(variable, torch.Tensor):
                 entry.after = self._leaf_grad(variable)
-            if armed.frees and entry.ran and entry.name.endswith("CopySlices"):
+            if armed.frees and entry.done and entry.name.endswith("CopySlices"):
                 self.released[id(entry.node)] = entry.name
             entry.node = None
 

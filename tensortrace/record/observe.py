@@ -13,7 +13,7 @@ from ..trace import Prediction, TensorState
 from ..trace.collector import paused_gc
 from .graph import MAX_NODES, graph_of
 from .saved import Predictor, scan
-from .unseen import released_predictions, silent_predictions
+from .unseen import released_predictions, silent_predictions, unchecked_predictions
 
 
 def observe(
@@ -48,11 +48,16 @@ def observe(
         predictor.node_first = {
             (id(n), type(n).__name__): first.get((id(n), type(n).__name__), index) for n in found["order"]
         }
+        slices = [n for n in found["order"] if type(n).__name__ == "CopySlices"]
         found["order"] = None  # keeps no node alive past this call
+    else:
+        slices = []
     predictions = predictor.predictions(index, targets, found, states)
     if predictor.released:
         predictions += released_predictions(predictor, index, targets, predictions)
     if predictor.silent:
         predictions += silent_predictions(predictor, targets, predictions, namer)
+    if slices or predictor.slices:
+        predictions += unchecked_predictions(predictor, index, targets, predictions, slices, states, objects)
     return tuple(graph for graph, _ in walked), predictions
 

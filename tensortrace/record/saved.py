@@ -37,6 +37,7 @@ from ..trace import Prediction, SavedTensor, TensorState
 STALE = "backward_will_fail"  # a saved tensor's version moved: backward raises the in-place error
 FREED = "backward_freed"  # backward freed the saved tensors: a second backward raises
 CHANGED = "backward_uses_changed_values"  # values changed without a version bump: backward runs, wrongly
+UNCHECKED = "backward_unchecked"  # CopySlices hides what its node saved; a tensor changed since
 MAX_CODE = 60  # characters of a step's code quoted in a prediction
 
 _VERSIONS = re.compile(r"is at version (\d+); expected version (\d+) instead")
@@ -482,6 +483,9 @@ class Predictor:
         self.node_first: Dict[Tuple[int, str], int] = {}  # (id, name) of a walked node -> the step first seen
         self.released: Dict[int, str] = {}  # CopySlices nodes a freeing backward ran (flow.FlowRecorder.released)
         self.released_since: Dict[int, int] = {}  # such a node -> the step its prediction was first made
+        # (id, sequence number) of a CopySlices node walked -> (the step first seen, its base's
+        # (name, storage) keys): what it wraps saved tensors no attribute shows (unseen.py)
+        self.slices: Dict[Tuple[int, int], Tuple[int, Tuple[Tuple[str, Optional[str]], ...]]] = {}
 
     def note(self, index: int, code: str, states: Sequence[TensorState]) -> None:
         """Step ``index``'s code, and each tensor's version where it differs from the one last noted

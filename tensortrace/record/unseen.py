@@ -1,13 +1,20 @@
-"""Predictions of what no saved attribute shows: writes that move no version, and CopySlices
-nodes a backward already ran.
+"""Predictions of what no saved attribute shows: writes that move no version, CopySlices
+nodes a backward already ran, and changes to what a CopySlices node's hidden node saved.
 
 ``saved.py`` predicts from what PyTorch's unpacking of each saved tensor
-says. Two failures it cannot see that way: a write through ``.data`` or a
+says. Three failures it cannot see that way: a write through ``.data`` or a
 NumPy array changes a saved tensor's values without a version bump (backward
-then runs, on the changed values), and a CopySlices node drops the node it
+then runs, on the changed values); a CopySlices node drops the node it
 wraps when backward frees the graph (a second backward then raises, though
-no attribute shows anything saved). The first comes from the values and
-versions recorded after each step, the second from the gradient flow.
+no attribute shows anything saved); and a tensor that node saved may change
+later (backward then raises "modified by an inplace operation"). The first
+comes from the values and versions recorded after each step, the second
+from the gradient flow. For the third PyTorch gives Python no way in: a
+CopySlices node has no ``_saved_*`` attribute, its ``next_functions`` skip
+the node it wraps, and ``saved_tensors_hooks`` would turn off the very
+version check backward makes. So the tool says, as ``backward_unchecked``,
+that backward may fail, naming the tensors that changed since, and never
+that it will.
 """
 
 from __future__ import annotations
@@ -16,7 +23,18 @@ import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..trace import Prediction
-from .saved import CHANGED, FREED, STALE, Entry, Predictor, _node_name, _step_name, read_node, short_code
+from .saved import (
+    CHANGED,
+    FREED,
+    STALE,
+    UNCHECKED,
+    Entry,
+    Predictor,
+    _node_name,
+    _step_name,
+    read_node,
+    short_code,
+)
 
 
 def released_predictions(predictor: Predictor, index: int, targets: Sequence[Tuple[str, Any]],
@@ -132,4 +150,109 @@ def _leaf_names(node: Any, namer: Any, limit: int = 200) -> List[str]:
     return names
 
 
-__all__ = ["released_predictions", "silent_predictions"]
+Key = Tuple[str, Optional[str]]  # (name, storage label): how Predictor.versions knows a tensor
+
+
+def unchecked_predictions(predictor: Predictor, index: int, targets: Sequence[Tuple[str, Any]],
+                          made: Sequence[Prediction], slices: Sequence[Any], states: Sequence[Any],
+                          objects: Dict[str, Any]) -> Tuple[Prediction, ...]:
+    """Backwards through a CopySlices node whose hidden node may have saved a tensor changed since.
+
+    CopySlices (a view written in place) keeps the in-place operation's own
+    node, whose saved tensors (an argument such as ``w`` in ``v.mul_(w)``,
+    or the written view itself, as in ``b[:2].sigmoid_()``) no attribute
+    shows. Any named tensor that existed when the node was first seen and
+    whose version moved since is one it may have saved: in the step it was
+    first seen, a tensor that existed before and moved, or the storage the
+    view lies in moving by more than the one write; in a later step, any move.
+    Such a backward is said to be unchecked, never to fail. ``slices`` are
+    the CopySlices nodes this step's walk reached.
+    """
+    from .walk import MAX_NODES, walk_nodes
+
+    known = predictor.slices
+    predictor.slices = kept = {}
+    for node in slices:
+        key = _slice_key(node)
+        got = known.get(key)
+        if got is None:
+            bases = {name for name, fn in targets if fn is node}
+            got = (index, tuple((s.name, s.storage) for s in states if s.name in bases))
+        kept[key] = got
+    failing = {p.tensor for p in made if p.kind in (STALE, FREED)}
+    moved_by: Dict[Tuple[int, int], List[Tuple[int, Key]]] = {}
+    out: List[Prediction] = []
+    for name, fn in targets:
+        if name in failing:
+            continue
+        for node in walk_nodes([fn], MAX_NODES)[0] if kept else ():
+            key = _slice_key(node)
+            if key not in kept:
+                continue
+            first, bases = kept[key]
+            moved = moved_by.get(key)
+            if moved is None:
+                moved = moved_by[key] = _moved_since(predictor.versions, first, bases)
+            if moved:
+                out.append(_unchecked(predictor, name, _node_name(node), first, moved))
+                break
+    return tuple(out)
+
+
+def _slice_key(node: Any) -> Tuple[int, int]:
+    """A node's identity across steps: its address and sequence number (an address is reused)."""
+    try:
+        return id(node), int(node._sequence_nr())
+    except Exception:
+        return id(node), -1
+
+
+def _moved_since(versions: Dict[Key, List[Tuple[int, int]]], first: int,
+                 bases: Sequence[Key]) -> List[Tuple[int, Key]]:
+    """(step, key) of each named tensor that existed at step ``first`` and whose version moved
+    since, in step order: the tensors the node inside CopySlices may have saved and that changed.
+
+    In step ``first`` itself only the net move is known: the storage the view
+    lies in (``bases``'; any tensor's when no named tensor has the node as its
+    grad_fn any more) moves once for the write into the view, so more than
+    one move counts; any other tensor's move counts.
+    """
+    storages = {storage for _, storage in bases if storage is not None}
+    out: List[Tuple[int, Key]] = []
+    for key, seen in versions.items():
+        if seen[0][0] > first:  # named only later
+            continue
+        before = 0
+        for step, version in seen:
+            if step > first:
+                out.append((step, key))
+                break
+            allowed = 1 if not storages or key[1] in storages else 0  # the view's one write
+            if step == first and version - before > allowed:
+                out.append((step, key))
+                break
+            before = version
+    out.sort()
+    return out
+
+
+def _unchecked(predictor: Predictor, name: str, node: str, first: int,
+               moved: List[Tuple[int, Key]]) -> Prediction:
+    step, (saved, storage) = moved[0]
+    names = []
+    for _, (other, _) in moved:
+        if other not in names:
+            names.append(other)
+    more = f" and {len(names) - 4} more" if len(names) > 4 else ""
+    listed = ", ".join(f"`{n}`" for n in names[:4]) + more
+    code = short_code(predictor.codes.get(step, ""), [rf"(?<![\w.]){re.escape(saved)}(?!\w)"])
+    message = (f"backward through `{name}` cannot be checked and may fail: {node} (a view written "
+               f"in place, seen at {_step_name(first)}) holds the in-place operation's own node, "
+               f"whose saved tensors PyTorch does not show, and {listed} changed since (first at "
+               f"{_step_name(step)}, `{code}`); if that node saved one of them, backward will "
+               f"raise \"modified by an inplace operation\".")
+    return Prediction(kind=UNCHECKED, tensor=name, node=node, saved_tensor=saved, storage=storage,
+                      changed_at_step=step, message=message)
+
+
+__all__ = ["released_predictions", "silent_predictions", "unchecked_predictions"]

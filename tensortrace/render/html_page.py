@@ -62,8 +62,10 @@ section.tt-step{border-top:1px solid var(--line);padding-top:.4rem;margin-bottom
 .tt-step h3{font-size:1.05rem;margin:.3rem 0}
 .tt-scenario-head h2{font-size:1.15rem;margin:.2rem 0}
 .tt-desc{white-space:pre-wrap;color:var(--muted);margin:.2rem 0 .6rem}
-.tt-variants{display:grid;grid-template-columns:repeat(auto-fit,minmax(19rem,1fr));gap:1rem}
+.tt-variants{display:grid;gap:1rem;
+grid-template-columns:repeat(auto-fit,minmax(min(100%,40rem),1fr))}
 .tt-variant{min-width:0}
+.tt-variant .tt-table td{white-space:normal}
 .tt-variant h4{margin:.4rem 0;font-size:.95rem;color:var(--accent)}
 pre{background:var(--card);border:1px solid var(--line);border-radius:6px;padding:.5rem .7rem;overflow:auto;
 margin:.4rem 0;white-space:pre-wrap;word-break:break-word}

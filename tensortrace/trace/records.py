@@ -210,7 +210,8 @@ class SavedTensor(Record):
     freed: bool = False  # a backward freed it: backward through this node again raises
 
 
-PREDICTION_KINDS = ("backward_will_fail", "backward_freed", "backward_uses_changed_values")
+PREDICTION_KINDS = ("backward_will_fail", "backward_freed", "backward_uses_changed_values",
+                    "backward_unchecked")
 
 
 class Prediction(Record):
@@ -218,11 +219,14 @@ class Prediction(Record):
 
     ``kind`` is ``backward_will_fail`` (a saved tensor changed since it was
     saved), ``backward_freed`` (a backward already freed the saved tensors)
-    or ``backward_uses_changed_values`` (backward will run, on values that
-    changed since they were saved).
+    ``backward_uses_changed_values`` (backward will run, on values that
+    changed since they were saved) or ``backward_unchecked`` (a CopySlices
+    node hides what its in-place node saved, and a tensor it may have saved
+    changed since: backward may fail).
     """
 
-    kind: Literal["backward_will_fail", "backward_freed", "backward_uses_changed_values"]
+    kind: Literal["backward_will_fail", "backward_freed", "backward_uses_changed_values",
+                  "backward_unchecked"]
     tensor: Name  # the named tensor whose backward will fail
     node: Optional[Name] = None  # the node whose saved tensor is the cause, e.g. "MulBackward0"
     saved: Optional[Name] = None  # that saved tensor's attribute, e.g. "other"

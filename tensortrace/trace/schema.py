@@ -211,7 +211,8 @@ NOTES: Dict[str, Dict[str, str]] = {
         'kind': (
             'backward_will_fail: a saved tensor changed since it was saved; backward_freed: a '
             'backward already freed the saved tensors; backward_uses_changed_values: backward '
-            'will run, on values changed since they were saved'
+            'will run, on values changed since they were saved; backward_unchecked: a tensor the '
+            'node inside CopySlices may have saved changed since, so backward may fail'
         ),
         'tensor': 'the named tensor whose backward will fail',
         'node': 'the node whose saved tensor is the cause, e.g. MulBackward0',
