@@ -651,7 +651,7 @@ def test_the_event_pipe_cannot_signal_the_parent_even_without_landlock_scopes(tm
         "import json, sys\n"
         "sys.path.insert(0, sys.argv[1])\n"
         "from pathlib import Path\n"
-        "from tensortrace import confine\n"
+        "from tensortrace.run import confine\n"
         "confine.landlock_abi = lambda: (5, '')\n"
         "from test_confinement import KILL_THE_PARENT, outcomes, run\n"
         "trace = run(Path(sys.argv[2]), KILL_THE_PARENT)\n"

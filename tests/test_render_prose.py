@@ -28,7 +28,7 @@ def _library_texts():
         scenario = load_scenario(bundled_path(name))
         texts.append(scenario.description or "")
         texts.extend(step.note for step in scenario.steps if getattr(step, "note", None))
-    catalogue = Path(tensortrace.__file__).parent / "explain" / "explanations.yaml"
+    catalogue = Path(tensortrace.__file__).parent / "record" / "explain" / "explanations.yaml"
     for entry in yaml.safe_load(catalogue.read_text()):
         texts.extend(entry.get(key) or "" for key in ("what", "fix"))
     return [t.strip() for t in texts if t and t.strip()]
