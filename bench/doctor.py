@@ -39,16 +39,25 @@ VARIANTS = ("plain", "doctor", "anomaly")
 
 def cnn():
     model = nn.Sequential(
-        nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
-        nn.Flatten(), nn.Linear(32, 10))
+        nn.Conv2d(3, 16, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(16, 32, 3, padding=1),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(32, 10),
+    )
     x, y = torch.randn(32, 3, 32, 32), torch.randint(0, 10, (32,))
     return model, x, y, nn.functional.cross_entropy
 
 
 def transformer():
-    model = nn.Sequential(nn.TransformerEncoderLayer(64, 4, 128, dropout=0.1, batch_first=True),
-                          nn.Flatten(), nn.Linear(32 * 64, 10))
+    model = nn.Sequential(
+        nn.TransformerEncoderLayer(64, 4, 128, dropout=0.1, batch_first=True),
+        nn.Flatten(),
+        nn.Linear(32 * 64, 10),
+    )
     x, y = torch.randn(16, 32, 64), torch.randint(0, 10, (16,))
     return model, x, y, nn.functional.cross_entropy
 
@@ -81,8 +90,12 @@ def train(make, variant: str, steps: int) -> float:
 
 def peak_rise(model: str, variant: str, steps: int) -> float:
     """MiB the resident set rose by at its highest during the loop, in a fresh process."""
-    out = subprocess.run([sys.executable, __file__, "--memory-child", model, variant, str(steps)],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, __file__, "--memory-child", model, variant, str(steps)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -136,8 +149,10 @@ def main() -> None:
             print(f"  {variant:<8} {med[variant]:7.3f} s  {med[variant] / base:5.2f}x plain")
         rise = {v: peak_rise(name, v, args.steps) for v in ("plain", "doctor")}
         ratio = (rise["doctor"] / rise["plain"]) if rise["plain"] > 0 else float("nan")
-        print(f"  peak memory rise over the loop: plain {rise['plain']:.1f} MiB, "
-              f"doctor {rise['doctor']:.1f} MiB ({ratio:.2f}x)")
+        print(
+            f"  peak memory rise over the loop: plain {rise['plain']:.1f} MiB, "
+            f"doctor {rise['doctor']:.1f} MiB ({ratio:.2f}x)"
+        )
 
 
 if __name__ == "__main__":

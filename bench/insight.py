@@ -37,14 +37,17 @@ CYCLE = (
     "a.grad = None",
 )
 # A small training step: more operations per step than the library's scenarios have.
-TRAINING = "y = (w * x).sum()\ny.backward()\nwith torch.no_grad():\n    w -= 0.01 * w.grad\nw.grad = None"
+TRAINING = (
+    "y = (w * x).sum()\ny.backward()\nwith torch.no_grad():\n    w -= 0.01 * w.grad\nw.grad = None"
+)
 
 
 def _scenario(steps: int, cycle=CYCLE):
     from tensortrace.scenario import loads_scenario
 
     body = "".join(
-        "  - run: |\n" + "".join(f"      {line}\n" for line in cycle[i % len(cycle)].splitlines()) for i in range(steps)
+        "  - run: |\n" + "".join(f"      {line}\n" for line in cycle[i % len(cycle)].splitlines())
+        for i in range(steps)
     )
     text = (
         "title: insight bench\n"
@@ -69,7 +72,9 @@ def _per_step(scenario, steps: int, repeat: int):
             result = trace(scenario, safe=False, ops=ops)
             best[ops] = min(best[ops], time.process_time() - start)
             assert result.passed and len(result.steps) == steps
-            assert any(s.flow for s in result.steps) if ops else not any(s.ops for s in result.steps)
+            assert (
+                any(s.flow for s in result.steps) if ops else not any(s.ops for s in result.steps)
+            )
     return best[True] / steps, best[False] / steps
 
 
@@ -86,7 +91,9 @@ def ops_and_flow(steps: int = 200, repeat: int = 5, goal: float = 1.5) -> bool:
         f"ops+flow recording, {steps} library-like steps: ours {ours * 1e3:.3f} ms/step  baseline {baseline * 1e3:.3f} ms/step  "
         f"ratio {ratio:.2f}  goal <= {goal}  {'ok' if ok else 'NOT OK'}"
     )
-    ok = ratio <= goal * 1.5  # fail only on a miss beyond what these noisy machines explain (as bench/peers.py)
+    ok = (
+        ratio <= goal * 1.5
+    )  # fail only on a miss beyond what these noisy machines explain (as bench/peers.py)
     ours, baseline = _per_step(_scenario(steps, (TRAINING,)), steps, repeat)
     print(
         f"ops+flow recording, {steps} training steps (no goal): ours {ours * 1e3:.3f} ms/step  "

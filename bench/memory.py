@@ -59,7 +59,9 @@ CHILD = textwrap.dedent(
 
 
 def measure(mode: str, n: int) -> dict:
-    out = subprocess.run([sys.executable, "-c", CHILD, mode, str(n)], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, mode, str(n)], capture_output=True, text=True, check=True
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -69,12 +71,16 @@ def main() -> None:
     args = parser.parse_args()
     plain = measure("untraced", args.elements)
     print(f"elements: {args.elements:,} (float32, {args.elements * 4 / 2**20:,.0f} MiB per tensor)")
-    print(f"untraced: peak {plain['peak_kb'] / 1024:,.0f} MiB, after import {plain['base_kb'] / 1024:,.0f} MiB")
+    print(
+        f"untraced: peak {plain['peak_kb'] / 1024:,.0f} MiB, after import {plain['base_kb'] / 1024:,.0f} MiB"
+    )
     worst = 0.0
     for mode in ("trust", "safe"):
         traced = measure(mode, args.elements)
         whole = traced["peak_kb"] / plain["peak_kb"]
-        scenario = (traced["peak_kb"] - traced["base_kb"]) / max(1, plain["peak_kb"] - plain["base_kb"])
+        scenario = (traced["peak_kb"] - traced["base_kb"]) / max(
+            1, plain["peak_kb"] - plain["base_kb"]
+        )
         worst = max(worst, scenario)
         print(
             f"traced ({mode}): peak {traced['peak_kb'] / 1024:,.0f} MiB; "

@@ -60,7 +60,13 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 HERE = Path(__file__).resolve().parent
 PEERS = HERE / ".peers-lib"
-PEER_PACKAGES = ["torchsnooper", "pysnooper", "torchviz", "graphviz", "setuptools<81"]  # setuptools: pkg_resources
+PEER_PACKAGES = [
+    "torchsnooper",
+    "pysnooper",
+    "torchviz",
+    "graphviz",
+    "setuptools<81",
+]  # setuptools: pkg_resources
 SLACK = 1.5  # a measure fails the script only past its goal by this factor (noisy machines)
 
 ENV: Dict[str, str] = dict(os.environ)
@@ -71,7 +77,17 @@ def ensure_peers() -> None:
         return
     print(f"installing the peers into {PEERS} ...", flush=True)
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(PEERS), *PEER_PACKAGES],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--target",
+            str(PEERS),
+            *PEER_PACKAGES,
+        ],
         check=True,
     )
 
@@ -192,9 +208,15 @@ def w_steps(tensors: str, steps: str, repeat: str) -> dict:
                 start = time.process_time()
                 f()
                 return time.process_time() - start
+
             return run
 
-        return {"traced": traced, "untraced": untraced, "snooped": timed(snoop_ns["f"]), "plain": timed(plain_ns["f"])}
+        return {
+            "traced": traced,
+            "untraced": untraced,
+            "snooped": timed(snoop_ns["f"]),
+            "plain": timed(plain_ns["f"]),
+        }
 
     short, long = prepare(k), prepare(2 * k)
     short["traced"](), short["snooped"]()  # warm
@@ -309,7 +331,11 @@ def w_graph(nodes: str, repeat: str) -> dict:
         start = time.perf_counter()
         graph = walk_graph("y", y.grad_fn, {id(x): "x", id(y): "y"})
         step = Step(index=1, code="y = ...", line=1, graphs=(graph,))
-        trace = Trace(ScenarioInfo(title="graph"), Environment(tensortrace="", torch="", python="", device="cpu"), steps=(step,))
+        trace = Trace(
+            ScenarioInfo(title="graph"),
+            Environment(tensortrace="", torch="", python="", device="cpu"),
+            steps=(step,),
+        )
         text = render([trace], "dot")
         elapsed = time.perf_counter() - start
         assert len(graph.nodes) == int(nodes) and "MulBackward0" in text
@@ -342,7 +368,9 @@ def w_check(repeat: str) -> dict:
             scenario = load_scenario(bundled_path(name))
             start = time.perf_counter()
             traces = run_all([scenario])
-            times.setdefault(name, []).append((time.perf_counter() - start) / len(traces))  # per variant
+            times.setdefault(name, []).append(
+                (time.perf_counter() - start) / len(traces)
+            )  # per variant
             assert all(t.aborted is None for t in traces), (name, [t.aborted for t in traces])
     return {name: min(ts) for name, ts in times.items()}  # noise only ever adds time
 
@@ -358,8 +386,18 @@ class Table:
         self.failed: List[str] = []
         print(f"{'name':<16}{'ours':>12}{'peer':>12}{'ratio':>9}  {'goal':<10}ok", flush=True)
 
-    def row(self, name: str, ours: float, peer: float, goal: float, *, absolute: bool = False, unit: str = "s",
-            passed: bool = True, note: str = "") -> None:
+    def row(
+        self,
+        name: str,
+        ours: float,
+        peer: float,
+        goal: float,
+        *,
+        absolute: bool = False,
+        unit: str = "s",
+        passed: bool = True,
+        note: str = "",
+    ) -> None:
         ratio = ours / peer if peer > 0 else float("inf")
         value = ours if absolute else ratio
         ok = passed and value <= goal
@@ -367,8 +405,11 @@ class Table:
             self.failed.append(name)
         mark = "yes" if ok else ("NO (fails)" if name in self.failed else "no (within noise)")
         goal_text = f"<={goal:g}{unit}" if absolute else f"<={goal:g}x"
-        print(f"{name:<16}{_fmt(ours, unit):>12}{_fmt(peer, unit):>12}{ratio:>8.2f}x  {goal_text:<10}{mark}"
-              + (f"  {note}" if note else ""), flush=True)
+        print(
+            f"{name:<16}{_fmt(ours, unit):>12}{_fmt(peer, unit):>12}{ratio:>8.2f}x  {goal_text:<10}{mark}"
+            + (f"  {note}" if note else ""),
+            flush=True,
+        )
 
 
 def _fmt(value: float, unit: str) -> str:
@@ -381,18 +422,29 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repetitions and sizes (CI)")
     parser.add_argument("--code", help="measure the tensortrace checked out in this folder")
-    parser.add_argument("--only", help="comma-separated row groups: startup,render,steps,cli,"
-                        "snoop,console,render-size,growth,graph,mem,check")
-    parser.add_argument("--no-fail", action="store_true", help="print misses but exit 0 (while goals are still being worked on)")
+    parser.add_argument(
+        "--only",
+        help="comma-separated row groups: startup,render,steps,cli,"
+        "snoop,console,render-size,growth,graph,mem,check",
+    )
+    parser.add_argument(
+        "--no-fail",
+        action="store_true",
+        help="print misses but exit 0 (while goals are still being worked on)",
+    )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args, rest = parser.parse_known_args()
     if args.worker:
         print(json.dumps(WORKERS[args.worker](*rest)))
         return 0
     if args.code:
-        ENV["PYTHONPATH"] = os.pathsep.join([str(Path(args.code).resolve())] + [p for p in [ENV.get("PYTHONPATH")] if p])
+        ENV["PYTHONPATH"] = os.pathsep.join(
+            [str(Path(args.code).resolve())] + [p for p in [ENV.get("PYTHONPATH")] if p]
+        )
     ensure_peers()
-    byte_compile(Path(args.code).resolve() / "tensortrace" if args.code else HERE.parent / "tensortrace")
+    byte_compile(
+        Path(args.code).resolve() / "tensortrace" if args.code else HERE.parent / "tensortrace"
+    )
     quick = args.quick
     only = set(args.only.split(",")) if args.only else None
     want = lambda group: only is None or group in only  # noqa: E731
@@ -400,7 +452,9 @@ def main() -> int:
     tt = [py, "-m", "tensortrace"]
     table = Table()
     tmp = Path(tempfile.mkdtemp(prefix="tensortrace-peers-"))
-    os.chdir(tmp)  # 'python -m' and '-c' put the working folder first on the path: never a checkout's
+    os.chdir(
+        tmp
+    )  # 'python -m' and '-c' put the working folder first on the path: never a checkout's
 
     if want("startup") or want("render"):
         r = 3 if quick else 7
@@ -413,7 +467,9 @@ def main() -> int:
 
         ours, peer = alternate(ours_run, lambda: run_timed([py, "-c", "import torch"])[0], r)
         if want("startup"):
-            table.row("startup", ours, peer, 1.10, passed=codes == {0}, note=f"wall; exit {sorted(codes)}")
+            table.row(
+                "startup", ours, peer, 1.10, passed=codes == {0}, note=f"wall; exit {sorted(codes)}"
+            )
         trace_file = tmp / "trace.json"
         trace_file.write_text(run_timed(tt + ["run", "detach-vs-data", "--format", "json"])[3])
         if want("render"):
@@ -425,22 +481,44 @@ def main() -> int:
                 return cpu
 
             ours, peer = alternate(render_run, lambda: run_timed([py, "-c", "pass"])[1], r + 2)
-            table.row("render", ours, peer, 0.20, absolute=True, passed=rendered == {0},
-                      note=f"CPU; goal on ours alone; exit {sorted(rendered)}")
+            table.row(
+                "render",
+                ours,
+                peer,
+                0.20,
+                absolute=True,
+                passed=rendered == {0},
+                note=f"CPU; goal on ours alone; exit {sorted(rendered)}",
+            )
 
     per_line: Dict[int, float] = {}
     if want("steps") or want("cli"):
         for n in (4, 40, 400):
-            got = worker("steps", n, (40 if quick else 100) * (2 if n >= 400 else 5), 5 if quick else 9)  # a cheap step needs more of them to rise above the noise
+            got = worker(
+                "steps", n, (40 if quick else 100) * (2 if n >= 400 else 5), 5 if quick else 9
+            )  # a cheap step needs more of them to rise above the noise
             per_line[n] = got["peer_per_line"]
             if want("steps"):
-                table.row(f"step{n}", got["ours_per_step"], got["peer_per_line"], 0.5, note="per step vs torchsnooper per line")
+                table.row(
+                    f"step{n}",
+                    got["ours_per_step"],
+                    got["peer_per_line"],
+                    0.5,
+                    note="per step vs torchsnooper per line",
+                )
 
     if want("cli"):
         n = 40
         files = step_files(tmp, n, 10, 410)  # enough steps that start-up's noise is small per step
         ours, codes = cli_per_step(tt, files, ["--format", "json"], 3 if quick else 5)
-        table.row(f"cli-step{n}", ours, per_line[n], 0.5, passed=codes == {0}, note="CPU per step from the CLI")
+        table.row(
+            f"cli-step{n}",
+            ours,
+            per_line[n],
+            0.5,
+            passed=codes == {0},
+            note="CPU per step from the CLI",
+        )
 
     snooped: Dict[int, dict] = {}
     if want("snoop") or want("console"):
@@ -450,17 +528,27 @@ def main() -> int:
             if want("snoop"):
                 goal = 1.0 if n == 4 else 0.5
                 got = snooped[n]
-                table.row(f"snoop{n}", got["ours_per_line"], got["peer_per_line"], goal,
-                          note="snoop() default output per line vs torchsnooper's")
+                table.row(
+                    f"snoop{n}",
+                    got["ours_per_line"],
+                    got["peer_per_line"],
+                    goal,
+                    note="snoop() default output per line vs torchsnooper's",
+                )
 
     if want("console"):
         for n in (4, 40, 400):
             files = step_files(tmp, n, 10, 60 if n >= 400 else 110)
             ours, codes = cli_per_step(tt, files, [], 3 if quick else 5)
             goal = 1.0 if n == 4 else 0.5
-            table.row(f"run-console{n}", ours, snooped[n]["peer_per_line"], goal,
-                      passed=codes == {0},
-                      note="CLI, console output, CPU per step vs torchsnooper per line")
+            table.row(
+                f"run-console{n}",
+                ours,
+                snooped[n]["peer_per_line"],
+                goal,
+                passed=codes == {0},
+                note="CLI, console output, CPU per step vs torchsnooper per line",
+            )
 
     if want("render-size"):
         forms = ["console"] if quick else ["console", "markdown", "html"]
@@ -475,10 +563,15 @@ def main() -> int:
                     cpus.append(cpu)
                     codes.add(code)
                 rows = 410 * n
-                table.row(f"render410x{n}" + ("" if form == "console" else f"-{form[:2]}"),
-                          statistics.median(cpus), run_timed([py, "-c", "pass"])[1],
-                          0.2 + 0.05e-3 * rows, absolute=True, passed=codes == {0},
-                          note=f"CPU; {form}; goal 0.2 s + 0.05 ms x {rows} rows")
+                table.row(
+                    f"render410x{n}" + ("" if form == "console" else f"-{form[:2]}"),
+                    statistics.median(cpus),
+                    run_timed([py, "-c", "pass"])[1],
+                    0.2 + 0.05e-3 * rows,
+                    absolute=True,
+                    passed=codes == {0},
+                    note=f"CPU; {form}; goal 0.2 s + 0.05 ms x {rows} rows",
+                )
 
     if want("growth"):
         a = worker("steps", 40, 50, 3 if quick else 5)["ours_per_step"]
@@ -490,21 +583,39 @@ def main() -> int:
 
     if want("graph"):
         got = worker("graph", 800, 5 if quick else 15)
-        table.row("graph-800", got["ours"], got["peer"], 0.5, note="walk + dot vs torchviz.make_dot(y).source")
+        table.row(
+            "graph-800",
+            got["ours"],
+            got["peer"],
+            0.5,
+            note="walk + dot vs torchviz.make_dot(y).source",
+        )
         big = tmp / "graph.yaml"
         code = "y = x\nfor _ in range(100_000):\n    y = y * 1.0"
-        big.write_text("title: big graph\nsetup: x = torch.ones(1, requires_grad=True)\nsteps:\n  - run: |\n"
-                       + textwrap.indent(code, "      ") + "\n    graph: [y]\n")
+        big.write_text(
+            "title: big graph\nsetup: x = torch.ones(1, requires_grad=True)\nsteps:\n  - run: |\n"
+            + textwrap.indent(code, "      ")
+            + "\n    graph: [y]\n"
+        )
         plain = f"import torch\nx = torch.ones(1, requires_grad=True)\n{code}\n"
         ours_runs, peer_cpus = [], []
-        for _ in range(2 if quick else 3):  # the fastest of each: a single run is at the mercy of the machine's noise
+        for _ in range(
+            2 if quick else 3
+        ):  # the fastest of each: a single run is at the mercy of the machine's noise
             ours_runs.append(run_timed(tt + ["run", str(big), "--format", "json"]))
             peer_cpus.append(run_timed([py, "-c", plain])[1])
         o_cpu, p_cpu = min(run[1] for run in ours_runs), min(peer_cpus)
         o_code = max(run[2] for run in ours_runs)  # every run must pass
         nodes = min(_graph_nodes(run[3]) for run in ours_runs)
-        table.row("graph-100k", o_cpu - p_cpu, p_cpu, 3.0, absolute=True, passed=o_code == 0 and nodes == 100_001,
-                  note=f"CPU over untraced; exit {o_code}, {nodes:,} nodes, {o_cpu:.1f}s in all")
+        table.row(
+            "graph-100k",
+            o_cpu - p_cpu,
+            p_cpu,
+            3.0,
+            absolute=True,
+            passed=o_code == 0 and nodes == 100_001,
+            note=f"CPU over untraced; exit {o_code}, {nodes:,} nodes, {o_cpu:.1f}s in all",
+        )
 
     if want("mem"):
         sys.path.insert(0, str(HERE))
@@ -516,10 +627,18 @@ def main() -> int:
         plain = memory.measure("untraced", 10**8)
         traced = memory.measure("trust", 10**8)
         ours = traced["peak_kb"] - traced["base_kb"]
-        table.row("mem-peak", ours / 1024, (plain["peak_kb"] - plain["base_kb"]) / 1024, 1.10, unit="MiB",
-                  note="scenario only, --trust, in-process")
+        table.row(
+            "mem-peak",
+            ours / 1024,
+            (plain["peak_kb"] - plain["base_kb"]) / 1024,
+            1.10,
+            unit="MiB",
+            note="scenario only, --trust, in-process",
+        )
         mem = tmp / "mem.yaml"
-        mem.write_text("title: memory\nsteps:\n" + "".join(f"  - {s.format(n=10**8)}\n" for s in memory.STEPS))
+        mem.write_text(
+            "title: memory\nsteps:\n" + "".join(f"  - {s.format(n=10**8)}\n" for s in memory.STEPS)
+        )
         plain_code = "import torch\n" + "\n".join(s.format(n=10**8) for s in memory.STEPS)
         ours_runs, peer_runs, codes = [], [], set()
         for _ in range(1 if quick else 3):
@@ -527,17 +646,27 @@ def main() -> int:
             ours_runs.append(cpu)
             codes.add((code, json.loads(out).get("aborted") if out.strip() else "no output"))
             peer_runs.append(run_timed([py, "-c", plain_code])[1])
-        table.row("mem-cpu", statistics.median(ours_runs), statistics.median(peer_runs), 1.3,
-                  passed=codes == {(0, None)}, note=f"CLI, defaults; exit/aborted {sorted(codes)}")
+        table.row(
+            "mem-cpu",
+            statistics.median(ours_runs),
+            statistics.median(peer_runs),
+            1.3,
+            passed=codes == {(0, None)},
+            note=f"CLI, defaults; exit/aborted {sorted(codes)}",
+        )
 
     if want("check"):
-        times = worker("check", 2 if quick else 3)  # one noisy sample of one scenario would be the row's maximum
+        times = worker(
+            "check", 2 if quick else 3
+        )  # one noisy sample of one scenario would be the row's maximum
         median = statistics.median(times.values())
         worst = max(times, key=times.get)
         table.row("check", times[worst], median, 3.0, note=f"slowest: {worst}")
 
     if table.failed:
-        print(f"FAILED (past the goal by more than {SLACK:g}x, or did not pass): {', '.join(table.failed)}")
+        print(
+            f"FAILED (past the goal by more than {SLACK:g}x, or did not pass): {', '.join(table.failed)}"
+        )
         return 0 if args.no_fail else 1
     return 0
 

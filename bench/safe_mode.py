@@ -28,7 +28,9 @@ import time
 
 
 def time_cli(target: str, trust: bool) -> float:
-    cmd = [sys.executable, "-m", "tensortrace", "run", target, "--format", "json"] + (["--trust"] if trust else [])
+    cmd = [sys.executable, "-m", "tensortrace", "run", target, "--format", "json"] + (
+        ["--trust"] if trust else []
+    )
     start = time.perf_counter()
     subprocess.run(cmd, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return time.perf_counter() - start
@@ -44,7 +46,9 @@ def main() -> None:
     from tensortrace.scenario.library import resolve_target
 
     scenario = tensortrace.load_scenario(resolve_target(args.scenario))
-    print(f"scenario: {args.scenario} ({len(scenario.steps)} steps, {len(scenario.resolved())} variant(s))")
+    print(
+        f"scenario: {args.scenario} ({len(scenario.steps)} steps, {len(scenario.resolved())} variant(s))"
+    )
 
     lib = {True: [], False: []}
     for _ in range(3):  # warm up imports and caches alike
@@ -56,7 +60,9 @@ def main() -> None:
             tensortrace.trace_variants(scenario, safe=safe)
             lib[safe].append(time.perf_counter() - start)
     safe_ms, trust_ms = statistics.median(lib[True]) * 1e3, statistics.median(lib[False]) * 1e3
-    print(f"library:      safe {safe_ms:7.2f} ms   trust {trust_ms:7.2f} ms   ratio {safe_ms / trust_ms:.3f}")
+    print(
+        f"library:      safe {safe_ms:7.2f} ms   trust {trust_ms:7.2f} ms   ratio {safe_ms / trust_ms:.3f}"
+    )
 
     wall_cost(scenario, args.repeat)
 
@@ -68,7 +74,9 @@ def main() -> None:
     safe_s, trust_s = statistics.median(cli[False]), statistics.median(cli[True])
     ratio = safe_s / trust_s
     print(f"command line: safe {safe_s:7.3f} s    trust {trust_s:7.3f} s    ratio {ratio:.3f}")
-    print(f"command-line ratio {ratio:.3f}: {'within' if ratio <= 1.10 else 'OVER'} the 1.10 target")
+    print(
+        f"command-line ratio {ratio:.3f}: {'within' if ratio <= 1.10 else 'OVER'} the 1.10 target"
+    )
 
 
 def wall_cost(scenario, repeat: int) -> None:
@@ -80,7 +88,9 @@ def wall_cost(scenario, repeat: int) -> None:
 
     report = confine.available()
     if not report.complete:
-        print(f"kernel wall: not measured, this machine cannot build it ({'; '.join(report.missing)})")
+        print(
+            f"kernel wall: not measured, this machine cannot build it ({'; '.join(report.missing)})"
+        )
         return
     runs = {True: [], False: []}
     for _ in range(2):
@@ -106,9 +116,13 @@ def wall_cost(scenario, repeat: int) -> None:
     with_ms, without_ms = statistics.median(runs[True]) * 1e3, statistics.median(runs[False]) * 1e3
     added = with_ms - without_ms
     setup_ms = statistics.median(setup) * 1e3
-    print(f"kernel wall:  confined {with_ms:7.2f} ms   unconfined {without_ms:7.2f} ms   added {added:6.2f} ms per scenario")
+    print(
+        f"kernel wall:  confined {with_ms:7.2f} ms   unconfined {without_ms:7.2f} ms   added {added:6.2f} ms per scenario"
+    )
     print(f"kernel wall:  confine() itself {setup_ms:6.2f} ms (median of {len(setup)} children)")
-    print(f"kernel wall adds {max(added, setup_ms):.1f} ms: {'within' if max(added, setup_ms) <= 50 else 'OVER'} the 50 ms target")
+    print(
+        f"kernel wall adds {max(added, setup_ms):.1f} ms: {'within' if max(added, setup_ms) <= 50 else 'OVER'} the 50 ms target"
+    )
 
 
 if __name__ == "__main__":

@@ -24,6 +24,8 @@ from unittest import mock
 import tensortrace
 from tensortrace.record import saved as saved_module
 from tensortrace.record import tracer
+
+
 def _cpu() -> float:
     """CPU seconds of this process and of its reaped children (the forked graph walks)."""
     own = resource.getrusage(resource.RUSAGE_SELF)
@@ -31,7 +33,9 @@ def _cpu() -> float:
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-def _compare(base: Callable[[], object], timed: Callable[[], object], repeat: int) -> Tuple[float, float]:
+def _compare(
+    base: Callable[[], object], timed: Callable[[], object], repeat: int
+) -> Tuple[float, float]:
     """The best CPU time of each, runs interleaved so that a busy machine slows both alike."""
     best = [float("inf"), float("inf")]
     for _ in range(repeat):
@@ -66,24 +70,33 @@ def saved_tensors(nodes: int, repeat: int) -> float:
     predictions, so each later step adds about one walk of the graph.
     """
     ratio = 0.0
-    for label, steps in (("graph drawn", SAVED_SCENARIO), ("and one step more", SAVED_SCENARIO + LATER_STEP)):
+    for label, steps in (
+        ("graph drawn", SAVED_SCENARIO),
+        ("and one step more", SAVED_SCENARIO + LATER_STEP),
+    ):
         scenario = tensortrace.loads_scenario(steps.format(half=nodes // 2), path="long.yaml")
 
         def with_facts() -> None:
             trace = tensortrace.trace(scenario, safe=False)
             (graph,) = trace.steps[0].graphs
-            assert len(graph.nodes) > nodes and any(n.saved for n in graph.nodes), "no saved tensors recorded"
+            assert len(graph.nodes) > nodes and any(n.saved for n in graph.nodes), (
+                "no saved tensors recorded"
+            )
             assert all(s.predictions for s in trace.steps[1:]), "the change of v predicted nothing"
 
         def without() -> None:
-            with mock.patch.object(tracer, "Namer", lambda *a: None), \
-                    mock.patch.object(saved_module.Predictor, "_targets", staticmethod(lambda *a: [])):
+            with (
+                mock.patch.object(tracer, "Namer", lambda *a: None),
+                mock.patch.object(saved_module.Predictor, "_targets", staticmethod(lambda *a: [])),
+            ):
                 trace = tensortrace.trace(scenario, safe=False)
             assert not any(n.saved for n in trace.steps[0].graphs[0].nodes)
 
         base, timed = _compare(without, with_facts, repeat)
-        print(f"saved tensors, {nodes:,}-node graph, {label}: {base:.2f} s without, {timed:.2f} s with (CPU): "
-              f"ratio {timed / base:.2f}" + (" (target <= 2.0)" if not ratio else ""))
+        print(
+            f"saved tensors, {nodes:,}-node graph, {label}: {base:.2f} s without, {timed:.2f} s with (CPU): "
+            f"ratio {timed / base:.2f}" + (" (target <= 2.0)" if not ratio else "")
+        )
         ratio = ratio or timed / base
     return ratio
 

@@ -33,6 +33,7 @@ from .errors import PolicyError, ScenarioError, TensorTraceError, TraceFormatErr
 # ``tensortrace.trace(...)`` both mean what they say.
 from . import trace as _records  # noqa: E402
 from .trace import present as _present_seam  # noqa: E402, F401 - loads the seam
+
 del trace  # noqa: F821 - bound by the import above
 
 

@@ -26,7 +26,10 @@ Source = Union[str, "os.PathLike[str]", Scenario]
 
 # Command-line words in the library's messages, and what a Python caller writes instead.
 _PYTHON_WORDS = (
-    (re.compile(r"use --trust to run it as plain Python"), "pass safe=False to run it as plain Python"),
+    (
+        re.compile(r"use --trust to run it as plain Python"),
+        "pass safe=False to run it as plain Python",
+    ),
     (re.compile(r"--trust\b"), "safe=False"),
     (re.compile(r"--device\b"), "device="),
     (re.compile(r"--scenario-timeout\b"), "scenario_timeout="),
@@ -35,8 +38,10 @@ _PYTHON_WORDS = (
     (re.compile(r"--memory-limit\b"), "memory_limit="),
     (re.compile(r"--require-confinement\b"), "require_confinement=True"),
     (re.compile(r"give a file name to -o\b"), "give a file name to output="),
-    (re.compile(r"run 'tensortrace list' (?:to see|for) (?:the )?bundled scenarios"),
-     "see tensortrace.scenario.library.bundled_names() for the bundled scenarios"),
+    (
+        re.compile(r"run 'tensortrace list' (?:to see|for) (?:the )?bundled scenarios"),
+        "see tensortrace.scenario.library.bundled_names() for the bundled scenarios",
+    ),
     (re.compile(r"--format\b"), "fmt="),
 )
 
@@ -93,7 +98,9 @@ def load_scenario(source: Source) -> Scenario:
 
             return loads_scenario(source)
         if not isinstance(source, (str, os.PathLike)):
-            raise UsageError(f"load_scenario() takes a path, a bundled scenario's name or scenario text, not {type(source).__name__}")
+            raise UsageError(
+                f"load_scenario() takes a path, a bundled scenario's name or scenario text, not {type(source).__name__}"
+            )
         from .scenario.library import resolve_target
         from .scenario import load_scenario as load_file  # the loader's one entry point for files
 
@@ -125,13 +132,29 @@ def trace(
     child (default 4096; 0: none).
     """
     try:
-        return _trace(source, variant, safe=safe, device=device, timeout=timeout, memory_limit=memory_limit, isolate=isolate)
+        return _trace(
+            source,
+            variant,
+            safe=safe,
+            device=device,
+            timeout=timeout,
+            memory_limit=memory_limit,
+            isolate=isolate,
+        )
     except TensorTraceError as exc:
         raise speak_python(exc) from None
 
 
-def _trace(source: Source, variant: Optional[str], *, safe: bool, device: Optional[str], timeout: Optional[float],
-           memory_limit: Optional[int], isolate: Optional[bool]) -> Union[Trace, Traces]:
+def _trace(
+    source: Source,
+    variant: Optional[str],
+    *,
+    safe: bool,
+    device: Optional[str],
+    timeout: Optional[float],
+    memory_limit: Optional[int],
+    isolate: Optional[bool],
+) -> Union[Trace, Traces]:
     from .scenario.devices import DEVICE_CHOICES, is_device_name
 
     if device is not None and (not isinstance(device, str) or not is_device_name(device)):
@@ -144,7 +167,9 @@ def _trace(source: Source, variant: Optional[str], *, safe: bool, device: Option
     elif variant is not None:
         if variant not in scenario.variant_names:
             known = ", ".join(scenario.variant_names) or "none"
-            raise UsageError(f"variant={variant!r} is not a variant of {scenario.title!r} (its variants: {known})")
+            raise UsageError(
+                f"variant={variant!r} is not a variant of {scenario.title!r} (its variants: {known})"
+            )
         scenarios = [scenario.for_variant(variant)]
     else:
         scenarios = scenario.resolved()
@@ -159,7 +184,10 @@ def _trace(source: Source, variant: Optional[str], *, safe: bool, device: Option
     else:
         from .record.tracer import collect, iter_trace
 
-        traces = [collect(iter_trace(s, safe=safe, device=device, timeout=_positive(timeout))) for s in scenarios]
+        traces = [
+            collect(iter_trace(s, safe=safe, device=device, timeout=_positive(timeout)))
+            for s in scenarios
+        ]
     if variant is not None or not scenario.variants:
         return traces[0]
     return Traces(traces)

@@ -36,7 +36,9 @@ class _Parser(argparse.ArgumentParser):
 def _cell_parser() -> _Parser:
     p = _Parser(prog="%%tensortrace", add_help=False)
     p.add_argument("--show", default=None, help="names to show, separated by commas")
-    p.add_argument("--graph", default=None, help="names whose autograd graph is drawn, separated by commas")
+    p.add_argument(
+        "--graph", default=None, help="names whose autograd graph is drawn, separated by commas"
+    )
     p.add_argument("--max-iterations", type=int, default=None)
     p.add_argument("--no-values", action="store_true")
     return p
@@ -134,8 +136,15 @@ def run_line(shell: Any, line: str) -> None:
 
     try:
         opts = _line_parser().parse_args(shlex.split(line))
-        result = api._trace(opts.target, opts.variant, safe=not opts.trust, device=opts.device,
-                            timeout=None, memory_limit=None, isolate=True)
+        result = api._trace(
+            opts.target,
+            opts.variant,
+            safe=not opts.trust,
+            device=opts.device,
+            timeout=None,
+            memory_limit=None,
+            isolate=True,
+        )
     except TensorTraceError as exc:
         _say(exc)  # worded for a command line, which is what a line magic is
         return

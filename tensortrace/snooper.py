@@ -39,7 +39,16 @@ import torch
 
 from .version import __version__
 from .errors import TensorTraceError, UsageError
-from .trace import Environment, ErrorInfo, Graph, ScenarioInfo, Step, StorageInfo, TensorState, Trace
+from .trace import (
+    Environment,
+    ErrorInfo,
+    Graph,
+    ScenarioInfo,
+    Step,
+    StorageInfo,
+    TensorState,
+    Trace,
+)
 from .trace.names import covers
 from .record.probe import StorageRegistry, plain_reads, probe_named
 from .record.reuse import SnapshotCache
@@ -80,8 +89,15 @@ class LineRecorder:
         self.graphed: Dict[str, int] = {}  # name -> id of the tensor whose graph was drawn last
 
     # what the backends and the cell magic call ---------------------------------
-    def record(self, code: str, line: Optional[int], namespace: Dict[str, Any], error: Optional[BaseException] = None,
-               *, counted: bool = False) -> None:
+    def record(
+        self,
+        code: str,
+        line: Optional[int],
+        namespace: Dict[str, Any],
+        error: Optional[BaseException] = None,
+        *,
+        counted: bool = False,
+    ) -> None:
         """The statement ``code`` at ``line`` just ran (or raised ``error``); ``namespace`` is what it sees.
 
         ``counted``: the caller has already counted this run with ``skip``.
@@ -93,20 +109,28 @@ class LineRecorder:
             tensors, objects = self._snapshot(namespace)
             graphs = self._graphs(tensors, objects)
         del objects
-        shown = None if self.show is None else tuple(t.name for t in tensors if any(covers(w, t.name) for w in self.show))
-        self.steps.append(Step(
-            index=len(self.steps) + 1,
-            code=code,
-            line=line,
-            note=note,
-            status="ok" if error is None else "raised",
-            error=None if error is None else error_info(error, line),
-            behaved=error is None,
-            failures=() if error is None else (f"raised {type(error).__name__}: {_first_line(error)}",),
-            shown=shown,
-            tensors=tensors,
-            graphs=graphs,
-        ))
+        shown = (
+            None
+            if self.show is None
+            else tuple(t.name for t in tensors if any(covers(w, t.name) for w in self.show))
+        )
+        self.steps.append(
+            Step(
+                index=len(self.steps) + 1,
+                code=code,
+                line=line,
+                note=note,
+                status="ok" if error is None else "raised",
+                error=None if error is None else error_info(error, line),
+                behaved=error is None,
+                failures=()
+                if error is None
+                else (f"raised {type(error).__name__}: {_first_line(error)}",),
+                shown=shown,
+                tensors=tensors,
+                graphs=graphs,
+            )
+        )
 
     def skip(self, line: Optional[int], error: Optional[BaseException] = None) -> bool:
         """Count a run of ``line``; True when it is past ``max_iterations`` and only counted."""
@@ -122,11 +146,19 @@ class LineRecorder:
         pending = self._skipped_note()
         if pending:
             notices.append(pending[0].upper() + pending[1:])
-        more = {line: runs - self.max_iterations for line, runs in self.runs.items() if line is not None and runs > self.max_iterations}
+        more = {
+            line: runs - self.max_iterations
+            for line, runs in self.runs.items()
+            if line is not None and runs > self.max_iterations
+        }
         if more:
-            listed = ", ".join(f"line {line} ran {extra:,} more times" for line, extra in sorted(more.items()))
-            notices.append(f"lines run more than max_iterations={self.max_iterations} times were recorded only the first "
-                           f"{self.max_iterations} times ({listed}); pass a larger max_iterations to see more")
+            listed = ", ".join(
+                f"line {line} ran {extra:,} more times" for line, extra in sorted(more.items())
+            )
+            notices.append(
+                f"lines run more than max_iterations={self.max_iterations} times were recorded only the first "
+                f"{self.max_iterations} times ({listed}); pass a larger max_iterations to see more"
+            )
         return Trace(
             scenario=ScenarioInfo(title=self.title, source=self.source),
             environment=Environment(
@@ -139,7 +171,9 @@ class LineRecorder:
             ),
             steps=tuple(self.steps),
             storages=tuple(
-                StorageInfo(label=a.label, nbytes=a.nbytes, device=a.device, ptr=a.ptr, names=tuple(a.names))
+                StorageInfo(
+                    label=a.label, nbytes=a.nbytes, device=a.device, ptr=a.ptr, names=tuple(a.names)
+                )
                 for a in self.registry.allocations
             ),
             notices=tuple(notices),
@@ -153,18 +187,28 @@ class LineRecorder:
         lines = sorted(self.skipped)
         where = f"line {lines[0]}" if len(lines) == 1 else f"lines {lines[0]}-{lines[-1]}"
         self.skipped = {}
-        return (f"before this step, {total:,} more runs of {where} (past max_iterations={self.max_iterations}) "
-                "ran without being recorded")
+        return (
+            f"before this step, {total:,} more runs of {where} (past max_iterations={self.max_iterations}) "
+            "ran without being recorded"
+        )
 
-    def _snapshot(self, namespace: Dict[str, Any]) -> Tuple[Tuple[TensorState, ...], Dict[str, Any]]:
+    def _snapshot(
+        self, namespace: Dict[str, Any]
+    ) -> Tuple[Tuple[TensorState, ...], Dict[str, Any]]:
         found: List[Tuple[str, Any, str]] = []
         notes: List[str] = []
         for name, value in list(namespace.items()):
-            if name.startswith("_") or name in _SHELL_NAMES or isinstance(value, (types.ModuleType, type)):
+            if (
+                name.startswith("_")
+                or name in _SHELL_NAMES
+                or isinstance(value, (types.ModuleType, type))
+            ):
                 continue
             _expand(name, value, found, depth=0, notes=notes)
             if len(found) >= MAX_NAMES:
-                notes.append(f"more than {MAX_NAMES} tensors are in scope; only the first {MAX_NAMES} are recorded")
+                notes.append(
+                    f"more than {MAX_NAMES} tensors are in scope; only the first {MAX_NAMES} are recorded"
+                )
                 break
         for note in notes:
             if note not in self.notices:
@@ -199,8 +243,13 @@ def error_info(exc: BaseException, line: Optional[int]) -> ErrorInfo:
 
     cls = type(exc)
     message = bounded(_exception_text(exc), MAX_MESSAGE)
-    return ErrorInfo(type=cls.__name__, qualname=f"{cls.__module__}.{cls.__qualname__}", message=message,
-                     line=line, explanation=explain(cls.__name__, message))
+    return ErrorInfo(
+        type=cls.__name__,
+        qualname=f"{cls.__module__}.{cls.__qualname__}",
+        message=message,
+        line=line,
+        explanation=explain(cls.__name__, message),
+    )
 
 
 def _first_line(exc: BaseException) -> str:
@@ -233,7 +282,7 @@ class Statements:
                 body = getattr(node, "body", None)
                 if isinstance(body, list) and body and isinstance(body[0], ast.stmt):
                     end = max(node.lineno, body[0].lineno - 1)
-                self.text[node.lineno] = "\n".join(_dedent(lines[node.lineno - 1:end])).rstrip()
+                self.text[node.lineno] = "\n".join(_dedent(lines[node.lineno - 1 : end])).rstrip()
 
     def starts(self, line: int) -> bool:
         return not self.text or line in self.text
@@ -271,11 +320,17 @@ class _Session:
         self.finish(frame)
         self.pending, self.continued = lineno, False
 
-    def finish(self, frame: Optional[types.FrameType], error: Optional[BaseException] = None) -> None:
+    def finish(
+        self, frame: Optional[types.FrameType], error: Optional[BaseException] = None
+    ) -> None:
         if self.pending is not None and frame is not None:
             line, self.pending = self.pending, None
-            if not self.recorder.skip(line, error):  # past max_iterations: counted, the locals not even read
-                self.recorder.record(self.statements.code(line), line, in_reach(frame), error, counted=True)
+            if not self.recorder.skip(
+                line, error
+            ):  # past max_iterations: counted, the locals not even read
+                self.recorder.record(
+                    self.statements.code(line), line, in_reach(frame), error, counted=True
+                )
 
 
 def in_reach(frame: types.FrameType) -> Dict[str, Any]:
@@ -339,7 +394,9 @@ class _MonitoringBackend:
         mon = sys.monitoring  # type: ignore[attr-defined]
         free = [i for i in (3, 4, 0, 1, 2, 5) if mon.get_tool(i) is None]
         if not free:
-            raise UsageError("snoop() needs a sys.monitoring tool id, and all six are taken by other tools (debuggers, coverage)")
+            raise UsageError(
+                "snoop() needs a sys.monitoring tool id, and all six are taken by other tools (debuggers, coverage)"
+            )
         self.tool = free[0]
         mon.use_tool_id(self.tool, "tensortrace")
         self.session.frame = frame
@@ -395,9 +452,13 @@ class snoop:
         if isinstance(show, str) or isinstance(graph, str):
             raise UsageError("show= and graph= take a list of names, e.g. show=['model', 'loss']")
         if not isinstance(max_iterations, int) or max_iterations < 1:
-            raise UsageError(f"max_iterations={max_iterations!r} must be a whole number of at least 1")
+            raise UsageError(
+                f"max_iterations={max_iterations!r} must be a whole number of at least 1"
+            )
         if callable(output):
-            raise UsageError("write @tensortrace.snoop(), with parentheses: snoop takes options, then the function")
+            raise UsageError(
+                "write @tensortrace.snoop(), with parentheses: snoop takes options, then the function"
+            )
         self.output = None if output is None else _writable(os.fspath(output))
         if fmt is not None and fmt.lower() not in FORMATS:
             raise UsageError(f"fmt={fmt!r} is not one of {', '.join(FORMATS)}")
@@ -411,16 +472,34 @@ class snoop:
         self._active: List[Tuple[_Session, Any, Optional[int]]] = []
 
     def _recorder(self, title: str, source: Optional[str]) -> LineRecorder:
-        return LineRecorder(title, source, show=self.show, graph=self.graph, values=self.values, max_iterations=self.max_iterations)
+        return LineRecorder(
+            title,
+            source,
+            show=self.show,
+            graph=self.graph,
+            values=self.values,
+            max_iterations=self.max_iterations,
+        )
 
     # decorator ----------------------------------------------------------------
     def __call__(self, func: Callable) -> Callable:
-        if inspect.isgeneratorfunction(func) or inspect.iscoroutinefunction(func) or inspect.isasyncgenfunction(func):
-            raise UsageError(f"snoop() traces plain functions; {func.__qualname__} is a generator or async function")
+        if (
+            inspect.isgeneratorfunction(func)
+            or inspect.iscoroutinefunction(func)
+            or inspect.isasyncgenfunction(func)
+        ):
+            raise UsageError(
+                f"snoop() traces plain functions; {func.__qualname__} is a generator or async function"
+            )
         code = getattr(inspect.unwrap(func), "__code__", None)
         if code is None:
-            raise UsageError(f"snoop() traces Python functions; {func!r} has no Python code to trace")
-        last = max((line for _, _, line in code.co_lines() if line is not None), default=code.co_firstlineno)
+            raise UsageError(
+                f"snoop() traces Python functions; {func!r} has no Python code to trace"
+            )
+        last = max(
+            (line for _, _, line in code.co_lines() if line is not None),
+            default=code.co_firstlineno,
+        )
 
         statements: List[Statements] = []  # read from the source at the first call, once
 
@@ -428,7 +507,10 @@ class snoop:
         def traced(*args: Any, **kwargs: Any) -> Any:
             if not statements:
                 statements.append(Statements(code.co_filename, code.co_firstlineno + 1, last))
-            session = _Session(self._recorder(func.__qualname__, f"{code.co_filename}:{code.co_firstlineno}"), statements[0])
+            session = _Session(
+                self._recorder(func.__qualname__, f"{code.co_filename}:{code.co_firstlineno}"),
+                statements[0],
+            )
             backend = backend_for(session, code)
             backend.start()
             try:
@@ -452,8 +534,15 @@ class snoop:
         frame = sys._getframe(1)
         code = frame.f_code
         where = frame.f_lineno
-        title = f"{code.co_name} (line {where})" if code.co_name != "<module>" else f"{os.path.basename(code.co_filename)}, line {where}"
-        session = _Session(self._recorder(title, f"{code.co_filename}:{where}"), Statements(code.co_filename, where + 1, 1 << 30))
+        title = (
+            f"{code.co_name} (line {where})"
+            if code.co_name != "<module>"
+            else f"{os.path.basename(code.co_filename)}, line {where}"
+        )
+        session = _Session(
+            self._recorder(title, f"{code.co_filename}:{where}"),
+            Statements(code.co_filename, where + 1, 1 << 30),
+        )
         backend = backend_for(session, code)
         backend.start(frame)
         self._active.append((session, backend, where))
@@ -480,7 +569,11 @@ class snoop:
         except TensorTraceError as exc:
             if not failing:
                 raise speak_python(exc) from None
-            warnings.warn(f"tensortrace: the trace could not be written: {speak_python(exc)}", RuntimeWarning, stacklevel=3)
+            warnings.warn(
+                f"tensortrace: the trace could not be written: {speak_python(exc)}",
+                RuntimeWarning,
+                stacklevel=3,
+            )
         except OSError as exc:
             error = UsageError(f"cannot write {self.output}: {exc.strerror or exc}")
             if not failing:
@@ -498,7 +591,9 @@ def _writable(path: str) -> str:
     return path
 
 
-def write_trace(traces: List[Trace], path: Optional[str], fmt: str, *, width: Optional[int] = None) -> None:
+def write_trace(
+    traces: List[Trace], path: Optional[str], fmt: str, *, width: Optional[int] = None
+) -> None:
     """Render to ``path`` (atomically), or to stderr when there is none."""
     from .cli.output import Output
     from .render import RenderOptions, render
@@ -521,4 +616,12 @@ def write_trace(traces: List[Trace], path: Optional[str], fmt: str, *, width: Op
         raise
 
 
-__all__ = ["DEFAULT_MAX_ITERATIONS", "LineRecorder", "Statements", "backend_for", "error_info", "snoop", "write_trace"]
+__all__ = [
+    "DEFAULT_MAX_ITERATIONS",
+    "LineRecorder",
+    "Statements",
+    "backend_for",
+    "error_info",
+    "snoop",
+    "write_trace",
+]

@@ -37,7 +37,9 @@ def write_scenario(tmp_path: Path, text: str, name: str = "scenario.yaml") -> Pa
     return path
 
 
-def trace_text(tmp_path: Path, text: str, *, safe: Optional[bool] = None, variant: Optional[str] = None) -> Trace:
+def trace_text(
+    tmp_path: Path, text: str, *, safe: Optional[bool] = None, variant: Optional[str] = None
+) -> Trace:
     """Trace scenario text in this process (safe mode when available unless told)."""
     path = write_scenario(tmp_path, text)
     scenario = tensortrace.load_scenario(path)
@@ -94,11 +96,17 @@ class Result:
     exception: Optional[BaseException] = None
 
 
-_HANDLED_BY_MAIN = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
+_HANDLED_BY_MAIN = tuple(
+    getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
 
 
-def cli(*args: str, input: Union[str, bytes, None] = None, env: Optional[Mapping[str, Optional[str]]] = None,
-        cwd: Union[str, Path, None] = None) -> Result:
+def cli(
+    *args: str,
+    input: Union[str, bytes, None] = None,
+    env: Optional[Mapping[str, Optional[str]]] = None,
+    cwd: Union[str, Path, None] = None,
+) -> Result:
     """Run ``tensortrace ARGS`` in this process, through the same ``main()`` that
     the console script and ``python -m tensortrace`` call.
 
@@ -154,7 +162,14 @@ def cli(*args: str, input: Union[str, bytes, None] = None, env: Optional[Mapping
         for signum, handler in saved_handlers.items():
             signal.signal(signum, handler)
     out, err = stdout.buffer.getvalue(), stderr.buffer.getvalue()
-    return Result(argv[1:], code, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), out, exception)
+    return Result(
+        argv[1:],
+        code,
+        out.decode("utf-8", "replace"),
+        err.decode("utf-8", "replace"),
+        out,
+        exception,
+    )
 
 
 def _set_environment(values: Mapping[str, Optional[str]]) -> None:
@@ -165,15 +180,31 @@ def _set_environment(values: Mapping[str, Optional[str]]) -> None:
             os.environ[name] = value
 
 
-def cli_process(*args: str, input: Optional[str] = None, env: Optional[Mapping[str, str]] = None,
-                cwd: Union[str, Path, None] = None, timeout: float = 300) -> Result:
+def cli_process(
+    *args: str,
+    input: Optional[str] = None,
+    env: Optional[Mapping[str, str]] = None,
+    cwd: Union[str, Path, None] = None,
+    timeout: float = 300,
+) -> Result:
     """Run ``python -m tensortrace ARGS`` as a process of its own: for what only
     a real process shows (start-up, exit status as the shell sees it, signals,
     limits). ``env``, if given, is the whole environment."""
-    done = subprocess.run([sys.executable, "-m", "tensortrace", *map(str, args)], capture_output=True,
-                          input=None if input is None else input.encode(), cwd=cwd, env=env, timeout=timeout)
-    return Result(list(done.args[3:]), done.returncode, done.stdout.decode("utf-8", "replace"),
-                  done.stderr.decode("utf-8", "replace"), done.stdout)
+    done = subprocess.run(
+        [sys.executable, "-m", "tensortrace", *map(str, args)],
+        capture_output=True,
+        input=None if input is None else input.encode(),
+        cwd=cwd,
+        env=env,
+        timeout=timeout,
+    )
+    return Result(
+        list(done.args[3:]),
+        done.returncode,
+        done.stdout.decode("utf-8", "replace"),
+        done.stderr.decode("utf-8", "replace"),
+        done.stdout,
+    )
 
 
 # --- the fast tier: python -m pytest -m "not slow" ----------------------------------------
@@ -181,11 +212,26 @@ def cli_process(*args: str, input: Optional[str] = None, env: Optional[Mapping[s
 # hypothesis at length; and single tests of a second or more in otherwise quick modules.
 # The whole suite (what CI runs) still runs them all.
 SLOW_MODULES = {
-    "test_limits.py", "test_redteam_cli.py", "test_graph_release.py", "test_readme.py",
-    "test_python_docs.py", "test_pyfile.py", "test_properties.py", "test_unwritten.py",
-    "test_render_prose.py", "test_render_plaincode.py", "test_tui.py", "test_html_browser.py",
-    "test_doctor.py", "test_render_hostile.py", "test_trace_trust.py", "test_confinement.py",
-    "test_sandbox_escapes.py", "test_paths.py", "test_bad_inputs.py", "test_fidelity.py",
+    "test_limits.py",
+    "test_redteam_cli.py",
+    "test_graph_release.py",
+    "test_readme.py",
+    "test_python_docs.py",
+    "test_pyfile.py",
+    "test_properties.py",
+    "test_unwritten.py",
+    "test_render_prose.py",
+    "test_render_plaincode.py",
+    "test_tui.py",
+    "test_html_browser.py",
+    "test_doctor.py",
+    "test_render_hostile.py",
+    "test_trace_trust.py",
+    "test_confinement.py",
+    "test_sandbox_escapes.py",
+    "test_paths.py",
+    "test_bad_inputs.py",
+    "test_fidelity.py",
     "test_jupyter.py",
 }
 SLOW_TESTS = (

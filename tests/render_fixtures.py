@@ -161,32 +161,52 @@ def detach_trace() -> Trace:
     a1 = tensor("a", (0.0, 0.0, 0.0), requires_grad=True, version=1)
     b1 = tensor("b", (0.0, 0.0, 0.0), version=1)
     a2 = tensor("a", (0.0, 0.0, 0.0), requires_grad=True, version=1, grad=(2.0, 2.0, 2.0))
-    out = tensor("out", 0.0, storage="S2", requires_grad=True, is_leaf=False,
-                 grad_fn="SumBackward0", nbytes=4)
+    out = tensor(
+        "out",
+        0.0,
+        storage="S2",
+        requires_grad=True,
+        is_leaf=False,
+        grad_fn="SumBackward0",
+        nbytes=4,
+    )
     out_graph = Graph(
         tensor="out",
         root="N1",
         nodes=(
             GraphNode("N1", "SumBackward0", next=("N2",)),
-            GraphNode("N2", "MulBackward0", next=("N3",), saved=(SavedTensor("other", freed=True),)),
+            GraphNode(
+                "N2", "MulBackward0", next=("N3",), saved=(SavedTensor("other", freed=True),)
+            ),
             GraphNode("N3", "AccumulateGrad", leaf="a"),
         ),
     )
     freed = Prediction(
-        kind="backward_freed", tensor="out", node="MulBackward0", saved="other", changed_at_step=5,
+        kind="backward_freed",
+        tensor="out",
+        node="MulBackward0",
+        saved="other",
+        changed_at_step=5,
         message="backward through `out` a second time will fail: its saved tensors were freed at step 5 "
-                "(`out.backward()`); MulBackward0 needs its saved `other`.",
+        "(`out.backward()`); MulBackward0 needs its saved `other`.",
     )
     steps = (
-        Step(index=1, code="a = torch.tensor([1., 2., 3.], requires_grad=True)", line=13,
-             tensors=(a0,)),
+        Step(
+            index=1,
+            code="a = torch.tensor([1., 2., 3.], requires_grad=True)",
+            line=13,
+            tensors=(a0,),
+        ),
         Step(
             index=2,
             code="b = a.detach()",
             line=14,
             note="b is a new Python object on the *same storage*.",
-            expectations=(ok("same_storage(a, b)", 17), ok("not b.requires_grad", 18),
-                          ok("b.is_leaf and b.grad_fn is None", 19)),
+            expectations=(
+                ok("same_storage(a, b)", 17),
+                ok("not b.requires_grad", 18),
+                ok("b.is_leaf and b.grad_fn is None", 19),
+            ),
             tensors=(a0, b0),
         ),
         Step(
@@ -255,17 +275,29 @@ def troubled_trace() -> Trace:
         storage="S3",
         values=Values(
             kind="summary",
-            summary=Summary(numel=10000, min=-3.8, max=3.62, mean=0.0042, std=1.003,
-                            nan_count=2, head=(0.1, -0.25, 1.5)),
+            summary=Summary(
+                numel=10000,
+                min=-3.8,
+                max=3.62,
+                mean=0.0042,
+                std=1.003,
+                nan_count=2,
+                head=(0.1, -0.25, 1.5),
+            ),
         ),
         shape=(100, 100),
         nbytes=40000,
     )
     steps = (
-        Step(index=1, code="a = torch.arange(6.).reshape(2, 3)\nv = a[0, 1:]", line=8,
-             tensors=(a, v)),
-        Step(index=2, code="n = torch.arange(3)\nbig = torch.randn(100, 100)", line=10,
-             tensors=(a, v, n, big)),
+        Step(
+            index=1, code="a = torch.arange(6.).reshape(2, 3)\nv = a[0, 1:]", line=8, tensors=(a, v)
+        ),
+        Step(
+            index=2,
+            code="n = torch.arange(3)\nbig = torch.randn(100, 100)",
+            line=10,
+            tensors=(a, v, n, big),
+        ),
         Step(
             index=3,
             code="v.mul_(10)",
@@ -273,14 +305,21 @@ def troubled_trace() -> Trace:
             note="`v` is a view of the first row of `a`.",
             tensors=(a2, v2, n, big),
             expectations=(
-                ExpectationResult("a[0, 0] == 1", passed=False, line=15, op="==",
-                                  left="tensor(0.)", right="1"),
-                ExpectationResult("v.grad.sum() == 0", passed=False, line=16,
-                                  error="AttributeError: 'NoneType' object has no attribute 'sum'"),
+                ExpectationResult(
+                    "a[0, 0] == 1", passed=False, line=15, op="==", left="tensor(0.)", right="1"
+                ),
+                ExpectationResult(
+                    "v.grad.sum() == 0",
+                    passed=False,
+                    line=16,
+                    error="AttributeError: 'NoneType' object has no attribute 'sum'",
+                ),
             ),
             behaved=False,
-            failures=("expectation failed: a[0, 0] == 1 (line 15)",
-                      "expectation failed: v.grad.sum() == 0 (line 16)"),
+            failures=(
+                "expectation failed: a[0, 0] == 1 (line 15)",
+                "expectation failed: v.grad.sum() == 0 (line 16)",
+            ),
         ),
         Step(
             index=4,
@@ -288,8 +327,13 @@ def troubled_trace() -> Trace:
             line=17,
             stdout="tensor(42.)\n",
             warnings=(WarningInfo("UserWarning", "a made-up warning for the test", 18),),
-            tensors=(a2, v2, n, big,
-                     tensor("w", ("inf", "nan", "inf"), storage="S4", dtype="torch.float32")),
+            tensors=(
+                a2,
+                v2,
+                n,
+                big,
+                tensor("w", ("inf", "nan", "inf"), storage="S4", dtype="torch.float32"),
+            ),
         ),
         Step(
             index=5,
@@ -318,8 +362,9 @@ def troubled_trace() -> Trace:
     )
     return Trace(
         scenario=ScenarioInfo(title="views, dtypes and trouble", source="scenarios/trouble.yaml"),
-        environment=Environment(tensortrace="0.1.0", torch="2.13.0", python="3.11.9",
-                                device="cpu", safe=False),
+        environment=Environment(
+            tensortrace="0.1.0", torch="2.13.0", python="3.11.9", device="cpu", safe=False
+        ),
         setup=Step(index=0, code="print('setting up')", line=5, stdout="setting up\n"),
         steps=steps,
         storages=storages(("S1", ("a", "v")), ("S2", ("n",)), ("S3", ("big",)), ("S4", ("w",))),
@@ -355,34 +400,60 @@ def variant_traces() -> Tuple[Trace, Trace]:
     def run(variant: str) -> Trace:
         alias = "y.detach()" if variant == "detach" else "y.data"
         x = tensor("x", (1.0, 2.0, 3.0), requires_grad=True)
-        y = tensor("y", sig, storage="S2", requires_grad=True, is_leaf=False,
-                   grad_fn="SigmoidBackward0")
+        y = tensor(
+            "y", sig, storage="S2", requires_grad=True, is_leaf=False, grad_fn="SigmoidBackward0"
+        )
         z = tensor("z", sig, storage="S2")
-        y4 = tensor("y", zero, storage="S2", requires_grad=True, is_leaf=False,
-                    grad_fn="SigmoidBackward0", version=1 if variant == "detach" else 0)
+        y4 = tensor(
+            "y",
+            zero,
+            storage="S2",
+            requires_grad=True,
+            is_leaf=False,
+            grad_fn="SigmoidBackward0",
+            version=1 if variant == "detach" else 0,
+        )
         z4 = tensor("z", zero, storage="S2", version=1)
         if variant == "detach":
             step5 = Step(
-                index=5, code="y.sum().backward()", line=12, status="raised",
-                error=ErrorInfo("RuntimeError", "RuntimeError", MODIFIED_INPLACE, 12,
-                                INPLACE_EXPLANATION),
-                raises=Declared("RuntimeError"), raised_as_declared=True, tensors=(x, y4, z4),
+                index=5,
+                code="y.sum().backward()",
+                line=12,
+                status="raised",
+                error=ErrorInfo(
+                    "RuntimeError", "RuntimeError", MODIFIED_INPLACE, 12, INPLACE_EXPLANATION
+                ),
+                raises=Declared("RuntimeError"),
+                raised_as_declared=True,
+                tensors=(x, y4, z4),
             )
         else:
             x5 = tensor("x", (1.0, 2.0, 3.0), requires_grad=True, grad=zero)
-            step5 = Step(index=5, code="y.sum().backward()", line=12, tensors=(x5, y4, z4),
-                         expectations=(ok("x.grad.tolist() == [0., 0., 0.]", 14),))
+            step5 = Step(
+                index=5,
+                code="y.sum().backward()",
+                line=12,
+                tensors=(x5, y4, z4),
+                expectations=(ok("x.grad.tolist() == [0., 0., 0.]", 14),),
+            )
         steps = (
-            Step(index=1, code="x = torch.tensor([1., 2., 3.], requires_grad=True)", line=8,
-                 tensors=(x,)),
+            Step(
+                index=1,
+                code="x = torch.tensor([1., 2., 3.], requires_grad=True)",
+                line=8,
+                tensors=(x,),
+            ),
             Step(index=2, code="y = x.sigmoid()", line=9, tensors=(x, y)),
             Step(index=3, code=f"z = {alias}", line=10, tensors=(x, y, z)),
             Step(index=4, code="z.zero_()", line=11, tensors=(x, y4, z4)),
             step5,
         )
         return Trace(
-            scenario=ScenarioInfo(title=".data vs .detach() after an in-place change",
-                                  source="scenarios/data_vs_detach.yaml", variant=variant),
+            scenario=ScenarioInfo(
+                title=".data vs .detach() after an in-place change",
+                source="scenarios/data_vs_detach.yaml",
+                variant=variant,
+            ),
             environment=ENV,
             steps=steps,
             storages=storages(("S1", ("x",)), ("S2", ("y", "z"))),
@@ -401,10 +472,21 @@ def shared_graph() -> Graph:
         root="N1",
         nodes=(
             GraphNode("N1", "SumBackward0", next=("N2",)),
-            GraphNode("N2", "MulBackward0", next=("N3", "N3"),
-                      saved=(SavedTensor("other", "y", "S3", 0, 0), SavedTensor("self", "y", "S3", 0, 0))),
-            GraphNode("N3", "MulBackward0", next=("N4", "N5"),
-                      saved=(SavedTensor("other", "b", "S2", 0, 1, stale=True), SavedTensor("self", "a", "S1", 0, 0))),
+            GraphNode(
+                "N2",
+                "MulBackward0",
+                next=("N3", "N3"),
+                saved=(SavedTensor("other", "y", "S3", 0, 0), SavedTensor("self", "y", "S3", 0, 0)),
+            ),
+            GraphNode(
+                "N3",
+                "MulBackward0",
+                next=("N4", "N5"),
+                saved=(
+                    SavedTensor("other", "b", "S2", 0, 1, stale=True),
+                    SavedTensor("self", "a", "S1", 0, 0),
+                ),
+            ),
             GraphNode("N4", "AccumulateGrad", leaf="a"),
             GraphNode("N5", "AccumulateGrad", leaf="b"),
         ),
@@ -433,10 +515,13 @@ def alternating_graph(length: int) -> Graph:
 def wide_graph(width: int) -> Graph:
     """``torch.stack(xs).sum()`` over ``width`` leaves."""
     leaves = tuple(f"N{i}" for i in range(3, width + 3))
-    nodes = [GraphNode("N1", "SumBackward0", next=("N2",)),
-             GraphNode("N2", "StackBackward0", next=leaves)]
-    nodes += [GraphNode(f"N{i}", "AccumulateGrad", leaf=f"xs[{i - 3}]")
-              for i in range(3, width + 3)]
+    nodes = [
+        GraphNode("N1", "SumBackward0", next=("N2",)),
+        GraphNode("N2", "StackBackward0", next=leaves),
+    ]
+    nodes += [
+        GraphNode(f"N{i}", "AccumulateGrad", leaf=f"xs[{i - 3}]") for i in range(3, width + 3)
+    ]
     return Graph(tensor="y", root="N1", nodes=tuple(nodes))
 
 
@@ -485,9 +570,7 @@ def without_pointers(trace: Trace) -> Trace:
     def clean(step: Optional[Step]) -> Optional[Step]:
         if step is None:
             return None
-        states = tuple(
-            evolve(t, storage_ptr=None, data_ptr=None) for t in step.tensors
-        )
+        states = tuple(evolve(t, storage_ptr=None, data_ptr=None) for t in step.tensors)
         return evolve(step, tensors=states)
 
     return evolve(
@@ -508,10 +591,7 @@ def trace_scenario(name: str) -> list:
     traces = tensortrace.trace_variants(scenario, safe=False)
     relative = f"scenarios/{name}.yaml"  # not this machine's absolute path
     return [
-        evolve(
-            without_pointers(t), scenario=evolve(t.scenario, source=relative)
-        )
-        for t in traces
+        evolve(without_pointers(t), scenario=evolve(t.scenario, source=relative)) for t in traces
     ]
 
 

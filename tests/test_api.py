@@ -27,7 +27,9 @@ TEXT = textwrap.dedent("""\
 
 def test_importing_the_package_imports_neither_torch_nor_rich_nor_yaml():
     code = "import sys, tensortrace; print(sorted(m for m in ('torch', 'rich', 'yaml', 'typer') if m in sys.modules))"
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
 
@@ -61,12 +63,16 @@ def test_an_unknown_name_is_one_python_sentence():
 
 def test_trace_runs_a_file_in_a_child_process_as_the_command_line_does(tmp_path):
     path = tmp_path / "pid.yaml"
-    path.write_text("title: pid\nsteps:\n  - pid = torch.tensor(__import__('os').getpid())\n", encoding="utf-8")
+    path.write_text(
+        "title: pid\nsteps:\n  - pid = torch.tensor(__import__('os').getpid())\n", encoding="utf-8"
+    )
     trace = tensortrace.trace(path, safe=False)
     (step,) = trace.steps
     (pid,) = step.tensors
     assert pid.values.data != os.getpid()  # not this process
-    here = tensortrace.trace(tensortrace.load_scenario(path), safe=False)  # a Scenario runs in this process
+    here = tensortrace.trace(
+        tensortrace.load_scenario(path), safe=False
+    )  # a Scenario runs in this process
     assert here.steps[0].tensors[0].values.data == os.getpid()
 
 

@@ -28,12 +28,20 @@ def _imports(path: Path) -> set:
 def test_every_module_says_what_it_owns_and_stays_small(path: Path) -> None:
     text = path.read_text(encoding="utf-8")
     if path.name != "__main__.py":
-        assert ast.get_docstring(ast.parse(text)), f"{path.name} opens without a docstring saying what it owns"
-    assert text.count("\n") <= 650, f"{path.name} has {text.count(chr(10))} lines; split it by what it owns"
+        assert ast.get_docstring(ast.parse(text)), (
+            f"{path.name} opens without a docstring saying what it owns"
+        )
+    assert text.count("\n") <= 650, (
+        f"{path.name} has {text.count(chr(10))} lines; split it by what it owns"
+    )
 
 
 def test_rich_is_imported_only_by_the_renderers() -> None:
-    outside = [p.relative_to(PACKAGE) for p in MODULES if "rich" in _imports(p) and p.parent.name not in ("render", "cli")]
+    outside = [
+        p.relative_to(PACKAGE)
+        for p in MODULES
+        if "rich" in _imports(p) and p.parent.name not in ("render", "cli")
+    ]
     assert outside == []
 
 
@@ -49,5 +57,7 @@ def test_the_drawing_side_runs_without_torch() -> None:
         "from tensortrace.render import FORMATS\n"
         "print(len(FORMATS))\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr

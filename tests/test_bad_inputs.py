@@ -92,22 +92,38 @@ def test_an_exception_class_the_scenario_defines_may_be_declared():
 
 
 def test_an_imported_exception_class_may_be_declared():
-    scenario = _load("title: t\nsteps:\n  - run: from json import JSONDecodeError as Bad\n    raises: {all: Bad}\nvariants: {a: {}}\n")
+    scenario = _load(
+        "title: t\nsteps:\n  - run: from json import JSONDecodeError as Bad\n    raises: {all: Bad}\nvariants: {a: {}}\n"
+    )
     assert scenario.steps[0].raises["all"].type == "Bad"
 
 
-@pytest.mark.parametrize("name", ["torch.OutOfMemoryError", "builtins.KeyError", "LookupError", "torch.jit.Error"])
+@pytest.mark.parametrize(
+    "name", ["torch.OutOfMemoryError", "builtins.KeyError", "LookupError", "torch.jit.Error"]
+)
 def test_dotted_and_builtin_exception_names_that_resolve_are_accepted(name):
-    assert _load(f"title: t\nsteps:\n  - run: a = 1\n    raises: {name}\n").steps[0].raises.type == name
+    assert (
+        _load(f"title: t\nsteps:\n  - run: a = 1\n    raises: {name}\n").steps[0].raises.type
+        == name
+    )
 
 
 @pytest.mark.parametrize(
     "declaration, message",
     [
-        ("raises: torch.NoSuchError", "4:13: 'raises' of step 1: 'torch.NoSuchError' does not name anything in torch"),
+        (
+            "raises: torch.NoSuchError",
+            "4:13: 'raises' of step 1: 'torch.NoSuchError' does not name anything in torch",
+        ),
         ("raises: torch.ones", "4:13: 'raises' of step 1: 'torch.ones' is not an exception class"),
-        ("warns: RuntimeError", "4:12: 'warns' of step 1: 'RuntimeError' is not a warning class; did you mean 'RuntimeWarning'?"),
-        ("raises: {type: Exeption, match: x}", "4:20: 'raises' of step 1: 'Exeption' is not an exception class of Python or torch; did you mean 'Exception'?"),
+        (
+            "warns: RuntimeError",
+            "4:12: 'warns' of step 1: 'RuntimeError' is not a warning class; did you mean 'RuntimeWarning'?",
+        ),
+        (
+            "raises: {type: Exeption, match: x}",
+            "4:20: 'raises' of step 1: 'Exeption' is not an exception class of Python or torch; did you mean 'Exception'?",
+        ),
     ],
 )
 def test_a_declared_name_that_names_no_such_class_is_refused_at_load(declaration, message):
@@ -117,12 +133,17 @@ def test_a_declared_name_that_names_no_such_class_is_refused_at_load(declaration
 
 
 def test_a_lone_equals_sign_in_a_multi_line_step_keeps_the_plain_syntax_error():
-    with pytest.raises(ScenarioError, match=r"s.yaml:3:\d+: an expectation of step 1 is not a valid Python expression: invalid syntax$"):
+    with pytest.raises(
+        ScenarioError,
+        match=r"s.yaml:3:\d+: an expectation of step 1 is not a valid Python expression: invalid syntax$",
+    ):
         _load("title: t\nsteps:\n  - {run: a = 1, expect: [a = = 1]}\n")
 
 
 def test_every_corpus_file_has_an_expectation():
-    assert sorted(p.name for p in BAD.iterdir() if p.suffix in (".yaml", ".py", ".ipynb")) == sorted(EXPECTED)
+    assert sorted(
+        p.name for p in BAD.iterdir() if p.suffix in (".yaml", ".py", ".ipynb")
+    ) == sorted(EXPECTED)
 
 
 def assert_one_clear_line(result: Result, expected: str) -> None:
@@ -182,7 +203,9 @@ def test_unreadable_file(tmp_path):
 
 
 _ROOT = Path(__file__).resolve().parent.parent
-_YAML_FILES = sorted(p for folder in ("scenarios", "tests") for p in (_ROOT / folder).rglob("*.yaml"))
+_YAML_FILES = sorted(
+    p for folder in ("scenarios", "tests") for p in (_ROOT / folder).rglob("*.yaml")
+)
 
 
 def _outcome(path: Path):
@@ -197,16 +220,20 @@ def test_libyaml_and_the_pure_python_reader_load_every_file_alike(path, monkeypa
     """The loader composes with libyaml when it can; what it reads, and what it refuses and
     where, is what the pure-Python reader (whose messages it words) gives."""
     from tensortrace.scenario import yamlread
+
     fast = _outcome(path)
     monkeypatch.setattr(yamlread, "_FAST_LOADER", None)
     assert _outcome(path) == fast
 
 
-@pytest.mark.parametrize("text", [
-    "title: deep\nsteps: " + "[" * 100_000 + "]" * 100_000,
-    "title: deep\nsteps:\n  " + "- " * 60_000 + "x",
-    "title: deep\nsteps: " + "{a: " * 60_000 + "1" + "}" * 60_000,
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "title: deep\nsteps: " + "[" * 100_000 + "]" * 100_000,
+        "title: deep\nsteps:\n  " + "- " * 60_000 + "x",
+        "title: deep\nsteps: " + "{a: " * 60_000 + "1" + "}" * 60_000,
+    ],
+)
 def test_nesting_too_deep_for_libyaml_is_refused_in_words_not_a_crash(text):
     with pytest.raises(ScenarioError, match="nested too deeply"):
         loads_scenario(text, path="deep.yaml")
@@ -215,12 +242,57 @@ def test_nesting_too_deep_for_libyaml_is_refused_in_words_not_a_crash(text):
 def _texts():
     from hypothesis import strategies as st
 
-    pieces = st.sampled_from([
-        "title: t\n", "steps:\n", "  - ", "- ", "run: ", "a = 1", "x", "'q'", '"d"', ": ", ":", "? ", "[", "]", "{", "}",
-        ", ", "|\n", ">\n", "    ", "  ", "\n", "#c", "&a ", "*a", "!!str ", "!!python/name:os.system ", "<<: ", "---\n",
-        "...\n", "%YAML 1.1\n", "é", "\u2028", "\ufeff", "\r\n", "@", "`", "expect: ", "note: ", "variants:\n", "1.5",
-        "null", "yes", "~", "0x1F", "-", "%",
-    ])
+    pieces = st.sampled_from(
+        [
+            "title: t\n",
+            "steps:\n",
+            "  - ",
+            "- ",
+            "run: ",
+            "a = 1",
+            "x",
+            "'q'",
+            '"d"',
+            ": ",
+            ":",
+            "? ",
+            "[",
+            "]",
+            "{",
+            "}",
+            ", ",
+            "|\n",
+            ">\n",
+            "    ",
+            "  ",
+            "\n",
+            "#c",
+            "&a ",
+            "*a",
+            "!!str ",
+            "!!python/name:os.system ",
+            "<<: ",
+            "---\n",
+            "...\n",
+            "%YAML 1.1\n",
+            "é",
+            "\u2028",
+            "\ufeff",
+            "\r\n",
+            "@",
+            "`",
+            "expect: ",
+            "note: ",
+            "variants:\n",
+            "1.5",
+            "null",
+            "yes",
+            "~",
+            "0x1F",
+            "-",
+            "%",
+        ]
+    )
     return st.lists(pieces, max_size=30).map("".join)
 
 
@@ -228,13 +300,18 @@ def test_libyaml_and_the_pure_python_reader_agree_on_generated_texts():
     from hypothesis import HealthCheck, given, settings
 
     from tensortrace.scenario import yamlread
+
     def outcome(text: str):
         try:
             return loads_scenario(text, path="gen.yaml")
         except ScenarioError as exc:
             return ("refused", str(exc))
 
-    @settings(max_examples=int(__import__("os").environ.get("TT_FUZZ", "400")), deadline=None, suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=int(__import__("os").environ.get("TT_FUZZ", "400")),
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+    )
     @given(_texts())
     def check(text):
         fast = outcome(text)

@@ -29,7 +29,10 @@ def trace_of(text: str, tmp_path: Path, safe: bool = True, **options):
 
 
 def test_a_huge_exception_message_is_cut_in_the_child(tmp_path: Path) -> None:
-    trace = trace_of("title: t\nsteps:\n  - raise ValueError('x' * 40_000_000)\n  - a = torch.ones(1)\n", tmp_path)
+    trace = trace_of(
+        "title: t\nsteps:\n  - raise ValueError('x' * 40_000_000)\n  - a = torch.ones(1)\n",
+        tmp_path,
+    )
     error = trace.steps[0].error
     assert error.type == "ValueError"
     assert len(error.message) < MAX_MESSAGE + 100
@@ -45,7 +48,10 @@ def test_many_warnings_are_counted_not_all_recorded(tmp_path: Path) -> None:
     )
     step = trace_of(text, tmp_path, safe=False).steps[0]
     assert len(step.warnings) == MAX_WARNINGS + 1
-    assert step.warnings[-1].message == f"{5000 - MAX_WARNINGS:,} more warnings in this step were not recorded"
+    assert (
+        step.warnings[-1].message
+        == f"{5000 - MAX_WARNINGS:,} more warnings in this step were not recorded"
+    )
     assert step.behaved, "a declared warning past the recorded ones still counts"
 
 
@@ -99,7 +105,10 @@ def test_a_malformed_event_is_an_event_error() -> None:
 def test_events_round_trip_through_the_codec() -> None:
     step = Step(index=1, code="a = 1", line=3, status="ok")
     assert events.decode(events.encode(step)) == step
-    assert json.loads(events.encode(events.Unusable("x\x1b"))) == {"event": "unusable", "message": "x\x1b"}
+    assert json.loads(events.encode(events.Unusable("x\x1b"))) == {
+        "event": "unusable",
+        "message": "x\x1b",
+    }
 
 
 def test_an_unchanged_tensor_crosses_as_a_reference_and_a_bad_reference_is_refused() -> None:
@@ -108,20 +117,27 @@ def test_an_unchanged_tensor_crosses_as_a_reference_and_a_bad_reference_is_refus
     from tensortrace.trace import record_to_dict
 
     a, b = tensor("a", [1.0, 2.0]), tensor("b", [3.0])
-    first, second = Step(index=1, code="a", line=1, status="ok", tensors=(a, b)), Step(index=2, code="b", line=2, status="ok", tensors=(a, b))
+    first, second = (
+        Step(index=1, code="a", line=1, status="ok", tensors=(a, b)),
+        Step(index=2, code="b", line=2, status="ok", tensors=(a, b)),
+    )
     encoder, decoder = events.Encoder(), events.Decoder()
     lines = [encoder.encode(first), encoder.encode(second)]
     assert json.loads(lines[1])["step"]["tensors"] == [0, 1] and b'"tensors":[0,1]' in lines[1]
     got = [decoder.decode(line) for line in lines]
     assert [record_to_dict(s) for s in got] == [record_to_dict(first), record_to_dict(second)]
     assert got[1].tensors[0] is got[0].tensors[0] and got[1].tensors[1] is got[0].tensors[1]
-    for bad, why in ((2, r"\$.tensors\[1\]: a reference to tensor 2 of a previous step that has 2$"),
-                     (-1, r"\$.tensors\[1\]: expected int >= 0$"),
-                     (None, r"\$.tensors\[1\]: expected int or object, got null$"),
-                     (True, r"\$.tensors\[1\]: expected int or object, got bool$"),
-                     ("0", r"\$.tensors\[1\]: expected int or object, got str$"),
-                     (0.0, r"\$.tensors\[1\]: expected int or object, got float$")):
-        line = lines[1].replace(b'"tensors":[0,1]', b'"tensors":[0,' + json.dumps(bad).encode() + b"]")
+    for bad, why in (
+        (2, r"\$.tensors\[1\]: a reference to tensor 2 of a previous step that has 2$"),
+        (-1, r"\$.tensors\[1\]: expected int >= 0$"),
+        (None, r"\$.tensors\[1\]: expected int or object, got null$"),
+        (True, r"\$.tensors\[1\]: expected int or object, got bool$"),
+        ("0", r"\$.tensors\[1\]: expected int or object, got str$"),
+        (0.0, r"\$.tensors\[1\]: expected int or object, got float$"),
+    ):
+        line = lines[1].replace(
+            b'"tensors":[0,1]', b'"tensors":[0,' + json.dumps(bad).encode() + b"]"
+        )
         assert line != lines[1]
         replay = events.Decoder()
         replay.decode(lines[0])
@@ -131,7 +147,9 @@ def test_an_unchanged_tensor_crosses_as_a_reference_and_a_bad_reference_is_refus
 
 def test_the_scenario_has_a_wall_clock_limit_beside_the_steps(tmp_path: Path) -> None:
     steps = "".join("  - time.sleep(0.4)\n" for _ in range(20))
-    trace = trace_of(f"title: t\nsetup: import time\nsteps:\n{steps}", tmp_path, safe=False, scenario_timeout=1.5)
+    trace = trace_of(
+        f"title: t\nsetup: import time\nsteps:\n{steps}", tmp_path, safe=False, scenario_timeout=1.5
+    )
     assert trace.aborted is not None and "1.5 s time limit" in trace.aborted
     assert trace.steps[-1].status == "timeout"
     assert len(trace.steps) < 20
@@ -146,7 +164,9 @@ def _variant_bomb(count: int) -> str:
 
 def test_a_variant_bomb_is_refused_at_once() -> None:
     began = time.process_time()
-    with pytest.raises(ScenarioError, match=f"20,000 variants, over the limit of {MAX_VARIANTS}") as info:
+    with pytest.raises(
+        ScenarioError, match=f"20,000 variants, over the limit of {MAX_VARIANTS}"
+    ) as info:
         loads_scenario(_variant_bomb(20_000), path="bomb.yaml")
     assert time.process_time() - began < 10
     assert str(info.value).startswith("bomb.yaml:3:3: ")
@@ -159,6 +179,11 @@ def test_the_largest_allowed_number_of_variants_loads() -> None:
 
 def test_steps_times_variants_is_capped() -> None:
     steps = MAX_EXPANDED_STEPS // 4 + 1
-    lines = ["title: t", "variants:"] + [f"  v{i}: {{x: '1'}}" for i in range(4)] + ["steps:"] + ["  - a = ${x}"] * steps
+    lines = (
+        ["title: t", "variants:"]
+        + [f"  v{i}: {{x: '1'}}" for i in range(4)]
+        + ["steps:"]
+        + ["  - a = ${x}"] * steps
+    )
     with pytest.raises(ScenarioError, match="over the limit of"):
         loads_scenario("\n".join(lines) + "\n", path="many.yaml")

@@ -90,7 +90,10 @@ def test_run_output_file_is_written_whole(good, tmp_path):
     assert result.returncode == 0, result.stderr
     assert result.stdout == ""
     assert json.loads(out.read_text())["passed"] is True
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["good.yaml", "trace.json"]  # no temporary left
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "good.yaml",
+        "trace.json",
+    ]  # no temporary left
 
 
 def test_failed_run_leaves_an_earlier_output_file_intact(tmp_path):
@@ -151,7 +154,11 @@ def test_variants_give_one_trace_each(tmp_path):
     assert data["traces"][0]["steps"][4]["status"] == "raised"
     assert data["traces"][1]["steps"][4]["status"] == "ok"
     check = cli("check", str(path))
-    assert check.stdout.splitlines() == [f"PASS {path} [detach]", f"PASS {path} [data]", "2 passed, 0 failed"]
+    assert check.stdout.splitlines() == [
+        f"PASS {path} [detach]",
+        f"PASS {path} [data]",
+        "2 passed, 0 failed",
+    ]
 
 
 def test_version_names_tensortrace_torch_and_python():
@@ -163,14 +170,19 @@ def test_version_names_tensortrace_torch_and_python():
 
     import tensortrace as tt
 
-    assert result.stdout.strip() == f"tensortrace {tt.__version__}, torch {torch.__version__}, Python {platform.python_version()}"
+    assert (
+        result.stdout.strip()
+        == f"tensortrace {tt.__version__}, torch {torch.__version__}, Python {platform.python_version()}"
+    )
 
 
 def test_console_script_and_module_agree(good):
     exe = Path(sys.executable).with_name("tensortrace")
     if not exe.exists():
         pytest.skip("the console script is not installed next to this interpreter")
-    script = subprocess.run([str(exe), "check", str(good)], capture_output=True, text=True, timeout=300)
+    script = subprocess.run(
+        [str(exe), "check", str(good)], capture_output=True, text=True, timeout=300
+    )
     module = cli_process("check", str(good))
     assert script.returncode == module.returncode == 0
     assert script.stdout == module.stdout
@@ -179,7 +191,10 @@ def test_console_script_and_module_agree(good):
 def test_unknown_format_is_a_usage_error(good):
     result = cli_process("run", str(good), "--format", "yaml")  # exit 2 as a shell sees it
     assert result.returncode == 2
-    assert result.stderr.strip() == "tensortrace: --format 'yaml' is not one of console, json, jsonl, markdown, html, svg, dot, mermaid"
+    assert (
+        result.stderr.strip()
+        == "tensortrace: --format 'yaml' is not one of console, json, jsonl, markdown, html, svg, dot, mermaid"
+    )
 
 
 def test_output_into_a_closed_pipe_ends_quietly(good):
@@ -207,7 +222,10 @@ def test_render_refuses_what_is_not_a_trace(tmp_path):
     path.write_text('{"a": 1}')
     result = cli("render", str(path))
     assert result.returncode == 2
-    assert result.stderr.strip() == f"tensortrace: {path}: this is not a tensortrace trace (no 'format: tensortrace.trace')"
+    assert (
+        result.stderr.strip()
+        == f"tensortrace: {path}: this is not a tensortrace trace (no 'format: tensortrace.trace')"
+    )
     path.write_text("{oops")
     result = cli("render", str(path))
     assert result.returncode == 2 and f"{path}:1:2: not valid JSON" in result.stderr
@@ -229,12 +247,18 @@ def test_schema_command_prints_the_scenario_schema_that_bundled_files_meet():
 def test_docs_copies_of_the_schemas_are_current():
     scenario = json.loads((REPO / "docs" / "scenario.schema.json").read_text())
     trace = json.loads((REPO / "docs" / "trace.schema.json").read_text())
-    assert scenario == scenario_schema(), "regenerate: tensortrace schema > docs/scenario.schema.json"
-    assert trace == trace_schema(), "regenerate: tensortrace schema --trace > docs/trace.schema.json"
+    assert scenario == scenario_schema(), (
+        "regenerate: tensortrace schema > docs/scenario.schema.json"
+    )
+    assert trace == trace_schema(), (
+        "regenerate: tensortrace schema --trace > docs/trace.schema.json"
+    )
 
 
 def test_no_color_when_not_a_terminal(good):
-    result = cli("run", str(good), env={"FORCE_COLOR": None})  # FORCE_COLOR asks for it: test_cli_color.py
+    result = cli(
+        "run", str(good), env={"FORCE_COLOR": None}
+    )  # FORCE_COLOR asks for it: test_cli_color.py
     assert result.returncode == 0, result.stderr
     assert "\x1b[" not in result.stdout
 
@@ -248,7 +272,9 @@ def test_a_device_the_machine_lacks_is_refused_with_its_location(tmp_path):
     path.write_text("title: gpu\ndevice: cuda\nsteps:\n  - a = torch.ones(2)\n")
     result = cli("run", str(path))
     assert result.returncode == 2
-    assert result.stderr.startswith(f"tensortrace: {path}:2:9: the scenario asks for device 'cuda', which this machine does not have")
+    assert result.stderr.startswith(
+        f"tensortrace: {path}:2:9: the scenario asks for device 'cuda', which this machine does not have"
+    )
     assert len(result.stderr.strip().splitlines()) == 1
     flag = cli("check", "detach", "--device", "cuda")
     assert flag.returncode == 2 and "--device asks for device 'cuda'" in flag.stderr
@@ -257,15 +283,23 @@ def test_a_device_the_machine_lacks_is_refused_with_its_location(tmp_path):
 def test_asking_for_a_step_the_scenario_lacks_is_a_usage_error(good):
     result = cli("run", str(good), "--steps", "2-9")
     assert result.returncode == 2
-    assert result.stderr.strip() == "tensortrace: there is no step 4, 5, 6, 7, 8: the scenario has steps 1 to 3"
+    assert (
+        result.stderr.strip()
+        == "tensortrace: there is no step 4, 5, 6, 7, 8: the scenario has steps 1 to 3"
+    )
     assert result.stdout == ""
 
 
 def test_past_a_dozen_tensors_the_console_names_the_unchanged_and_all_rows_draws_them(tmp_path):
     names = [f"w{i}" for i in range(14)]
     path = tmp_path / "many.yaml"
-    path.write_text("title: many\nsteps:\n  - " + ", ".join(names) + " = "
-                    + ", ".join(["torch.zeros(2)"] * 14) + "\n  - w3.add_(1)\n")
+    path.write_text(
+        "title: many\nsteps:\n  - "
+        + ", ".join(names)
+        + " = "
+        + ", ".join(["torch.zeros(2)"] * 14)
+        + "\n  - w3.add_(1)\n"
+    )
     quiet = cli("run", str(path), "--width", "120")
     assert quiet.returncode == 0, quiet.stderr
     second = quiet.stdout.split("Step 2")[1]

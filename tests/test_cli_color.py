@@ -30,7 +30,11 @@ def test_an_unknown_output_suffix_is_refused_with_the_known_ones(tmp_path):
     out = tmp_path / "out.pdf"
     result = cli("run", "detach", "-o", str(out))
     assert result.returncode == 2 and not out.exists()
-    assert "no format writes .pdf files" in result.stderr and ".html" in result.stderr and ".json" in result.stderr
+    assert (
+        "no format writes .pdf files" in result.stderr
+        and ".html" in result.stderr
+        and ".json" in result.stderr
+    )
     assert cli("run", "detach", "-o", str(tmp_path / "out.txt")).returncode == 0
 
 

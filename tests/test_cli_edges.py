@@ -49,20 +49,28 @@ def test_a_plain_install_brings_every_module_the_bundled_library_imports():
         imported |= _imported_modules(path.read_text(encoding="utf-8"))
     assert "numpy" in imported  # the check below has something to check
     missing = sorted(imported - {"torch", "math", "copy"} - installed)
-    assert not missing, f"bundled scenarios import {missing}, which 'pip install -e .' does not install"
+    assert not missing, (
+        f"bundled scenarios import {missing}, which 'pip install -e .' does not install"
+    )
 
 
 def test_a_missing_module_is_one_line_that_says_what_to_install(tmp_path):
-    path = write_scenario(tmp_path, """
+    path = write_scenario(
+        tmp_path,
+        """
         title: needs a module
         steps:
           - import tensortrace_absent_module
           - a = torch.ones(2)
-        """)
+        """,
+    )
     result = invoke("run", str(path), "--trust", "--format", "json")
     error = json.loads(result.stdout)["steps"][0]["error"]
     assert error["type"] == "ModuleNotFoundError"
-    assert error["explanation"]["title"] == "needs tensortrace_absent_module: pip install tensortrace_absent_module"
+    assert (
+        error["explanation"]["title"]
+        == "needs tensortrace_absent_module: pip install tensortrace_absent_module"
+    )
 
 
 # --- file modes ------------------------------------------------------------------------
@@ -138,11 +146,16 @@ def test_step_zero_without_a_setup_is_an_error_naming_the_range(tmp_path):
     assert result.returncode == 2
     assert "there is no step 0: the scenario has steps 1 to 3" in result.stderr
     assert result.stdout == ""
-    assert "there is no step 9: the scenario has steps 1 to 3" in invoke("run", str(path), "--step", "9").stderr
+    assert (
+        "there is no step 9: the scenario has steps 1 to 3"
+        in invoke("run", str(path), "--step", "9").stderr
+    )
 
 
 def test_step_zero_is_the_setup_when_there_is_one(tmp_path):
-    path = write_scenario(tmp_path, SMALL.replace("steps:", "setup: print('hello from setup')\nsteps:"))
+    path = write_scenario(
+        tmp_path, SMALL.replace("steps:", "setup: print('hello from setup')\nsteps:")
+    )
     result = invoke("run", str(path), "--step", "0", "--width", "120")
     assert result.returncode == 0, result.stderr
     assert "hello from setup" in result.stdout
@@ -158,7 +171,9 @@ def test_h_is_help_for_the_program_and_every_command():
     for command in ("run", "check", "render", "list", "show", "new", "schema"):
         result = invoke(command, "-h")
         assert result.returncode == 0, (command, result.stderr)
-        assert result.stdout.startswith("Usage:") and result.stdout == invoke(command, "--help").stdout
+        assert (
+            result.stdout.startswith("Usage:") and result.stdout == invoke(command, "--help").stdout
+        )
 
 
 def test_help_names_arguments_without_python_types():
@@ -178,7 +193,11 @@ def test_check_of_a_folder_checks_its_yaml_files_in_order(tmp_path):
     (tmp_path / "notes.txt").write_text("not a scenario", encoding="utf-8")
     result = invoke("check", str(tmp_path), "--trust")
     assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines() == [f"PASS {tmp_path / 'a.yaml'}", f"PASS {tmp_path / 'b.yaml'}", "2 passed, 0 failed"]
+    assert result.stdout.splitlines() == [
+        f"PASS {tmp_path / 'a.yaml'}",
+        f"PASS {tmp_path / 'b.yaml'}",
+        "2 passed, 0 failed",
+    ]
 
 
 def test_check_of_a_folder_without_scenarios_says_so(tmp_path):
@@ -210,13 +229,18 @@ def test_the_output_format_follows_the_file_suffix(tmp_path, name, looks_like):
 def test_an_explicit_format_wins_over_the_file_suffix(tmp_path):
     path = write_scenario(tmp_path, SMALL)
     target = tmp_path / "t.json"
-    assert invoke("run", str(path), "--trust", "-o", str(target), "--format", "markdown").returncode == 0
+    assert (
+        invoke("run", str(path), "--trust", "-o", str(target), "--format", "markdown").returncode
+        == 0
+    )
     assert target.read_text(encoding="utf-8").startswith("#")
 
 
 def test_graph_option_draws_the_graph_after_the_last_step(tmp_path):
     path = write_scenario(tmp_path, SMALL)
-    data = json.loads(invoke("run", str(path), "--trust", "--format", "json", "--graph", "out").stdout)
+    data = json.loads(
+        invoke("run", str(path), "--trust", "--format", "json", "--graph", "out").stdout
+    )
     assert [g["tensor"] for g in data["steps"][-1]["graphs"]] == ["out"]
     assert all(not step["graphs"] for step in data["steps"][:-1])
     nodes = json.dumps(data["steps"][-1]["graphs"][0])
@@ -255,7 +279,9 @@ def test_a_step_time_limit_names_the_option_that_raises_it(tmp_path):
 
 def test_the_scenario_time_limit_names_the_option_that_raises_it(tmp_path):
     path = write_scenario(tmp_path, LOOP)
-    result = invoke("run", str(path), "--format", "json", "--timeout", "0", "--scenario-timeout", "1")
+    result = invoke(
+        "run", str(path), "--format", "json", "--timeout", "0", "--scenario-timeout", "1"
+    )
     data = json.loads(result.stdout)
     assert data["aborted"] == (
         "step 2 was running when the scenario reached its 1 s time limit (raise it with --scenario-timeout)"
@@ -263,12 +289,15 @@ def test_the_scenario_time_limit_names_the_option_that_raises_it(tmp_path):
 
 
 def test_an_allocation_refused_under_the_memory_limit_names_the_limit(tmp_path):
-    path = write_scenario(tmp_path, """
+    path = write_scenario(
+        tmp_path,
+        """
         title: too big for the cap
         steps:
           - x = torch.empty(10**9)
           - y = [0] * 10**9
-        """)
+        """,
+    )
     data = json.loads(invoke("run", str(path), "--format", "json", "--memory-limit", "256").stdout)
     for step in data["steps"]:
         explanation = step["error"]["explanation"]
@@ -297,13 +326,22 @@ def test_progress_on_a_terminal_shows_step_i_of_n_and_its_line(tmp_path):
     from tensortrace.cli.progress import RunProgress, plans_of
     from tensortrace.run.runner import run_all
 
-    scenario = tensortrace.load_scenario(write_scenario(tmp_path, SMALL.replace("steps:", "setup: c = 1\nsteps:")))
+    scenario = tensortrace.load_scenario(
+        write_scenario(tmp_path, SMALL.replace("steps:", "setup: c = 1\nsteps:"))
+    )
     screen = io.StringIO()
-    progress = RunProgress(plans_of([scenario]), Console(file=screen, force_terminal=True, width=100, _environ={}))
+    progress = RunProgress(
+        plans_of([scenario]), Console(file=screen, force_terminal=True, width=100, _environ={})
+    )
     with progress:
         run_all([scenario], safe=False, on_start=progress.on_start, on_step=progress.on_step)
     drawn = screen.getvalue()
-    for expected in ("· setup", "step 1 of 3: a = torch.ones(2, requires_grad=True)", "step 2 of 3: b = a * 2",
-                     "step 3 of 3: out = b.sum()", "3 of 3 steps done"):
+    for expected in (
+        "· setup",
+        "step 1 of 3: a = torch.ones(2, requires_grad=True)",
+        "step 2 of 3: b = a * 2",
+        "step 3 of 3: out = b.sum()",
+        "3 of 3 steps done",
+    ):
         assert expected in drawn, drawn
     assert drawn.index("step 1 of 3") < drawn.index("step 2 of 3") < drawn.index("step 3 of 3")

@@ -6,8 +6,12 @@ import sys
 import textwrap
 
 from tensortrace.trace import collector
+
+
 def _in_a_process(code: str) -> str:
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
 

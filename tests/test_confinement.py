@@ -33,12 +33,16 @@ needs_wall = pytest.mark.skipif(
 
 
 def run(tmp_path: Path, steps: List[str], *, confined: bool = True, safe: bool = False) -> Trace:
-    body = "\n".join(f"  - run: {json.dumps(step)}" for step in steps)  # a JSON string is a YAML string
+    body = "\n".join(
+        f"  - run: {json.dumps(step)}" for step in steps
+    )  # a JSON string is a YAML string
     text = f"title: the wall\nsteps:\n{body}\n"
     path = tmp_path / "wall.yaml"
     path.write_text(text, encoding="utf-8")
     scenario = loads_scenario(text, path=str(path))
-    [trace] = run_scenario(scenario, safe=safe, confine=confined, limits=Limits(timeout=60))  # a loaded machine is slow
+    [trace] = run_scenario(
+        scenario, safe=safe, confine=confined, limits=Limits(timeout=60)
+    )  # a loaded machine is slow
     return trace
 
 
@@ -59,7 +63,9 @@ def area(tmp_path: Path) -> Path:
 def test_the_area_is_outside_every_readable_path(area: Path) -> None:
     # The secret must not sit under a path the child may read, or the test proves nothing.
     for root in confine.read_paths():
-        assert not str(area).startswith(root.rstrip("/") + "/"), f"{area} lies under readable {root}"
+        assert not str(area).startswith(root.rstrip("/") + "/"), (
+            f"{area} lies under readable {root}"
+        )
 
 
 FILE_ATTACKS = [
@@ -86,16 +92,24 @@ def _file_steps(area: Path) -> List[str]:
         "link": str(area / "link"),
         "secret": str(area / "secret.txt"),
     }
-    return [step.format(**names) for step in FILE_ATTACKS] + ["x = torch.ones(2, requires_grad=True); (x * 3).sum().backward()"]
+    return [step.format(**names) for step in FILE_ATTACKS] + [
+        "x = torch.ones(2, requires_grad=True); (x * 3).sum().backward()"
+    ]
 
 
 @needs_wall
-def test_files_cannot_be_written_created_renamed_truncated_or_read(tmp_path: Path, area: Path) -> None:
+def test_files_cannot_be_written_created_renamed_truncated_or_read(
+    tmp_path: Path, area: Path
+) -> None:
     trace = run(tmp_path, _file_steps(area))
     got = outcomes(trace)
     assert got[1] == "ok"
     for index in range(2, len(FILE_ATTACKS) + 1):
-        assert got[index] == "PermissionError", (index, FILE_ATTACKS[index - 1], trace.steps[index - 1].error)
+        assert got[index] == "PermissionError", (
+            index,
+            FILE_ATTACKS[index - 1],
+            trace.steps[index - 1].error,
+        )
     assert got[len(FILE_ATTACKS) + 1] == "ok", "the run must go on after refused steps"
     assert "top secret" not in (trace.steps[len(FILE_ATTACKS) - 1].stdout or "")
     assert sorted(p.name for p in area.iterdir()) == ["existing.txt", "secret.txt"]
@@ -114,7 +128,9 @@ def test_without_the_wall_the_same_steps_do_harm(tmp_path: Path, area: Path) -> 
 
 @needs_wall
 def test_a_writable_shared_mapping_cannot_be_made(tmp_path: Path) -> None:
-    readable = confine.__file__  # a file the child may read: the wall still forbids writing through a mapping
+    readable = (
+        confine.__file__
+    )  # a file the child may read: the wall still forbids writing through a mapping
     steps = [
         "import mmap",
         "m = mmap.mmap(-1, 4096, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)",
@@ -171,13 +187,22 @@ def test_no_network_connection_can_be_opened(tmp_path: Path, listener: Listener)
         "a, b = socket.socketpair()",
     ]
     got = outcomes(run(tmp_path, steps))
-    assert got == {1: "ok", 2: "PermissionError", 3: "PermissionError", 4: "PermissionError", 5: "PermissionError"}
+    assert got == {
+        1: "ok",
+        2: "PermissionError",
+        3: "PermissionError",
+        4: "PermissionError",
+        5: "PermissionError",
+    }
     assert listener.accepted == 0
 
 
 def test_the_listener_accepts_an_unconfined_connection(tmp_path: Path, listener: Listener) -> None:
     """The control for the network test: the same step connects when nothing stops it."""
-    steps = ["import socket", f"socket.create_connection(('127.0.0.1', {listener.port}), timeout=2).close()"]
+    steps = [
+        "import socket",
+        f"socket.create_connection(('127.0.0.1', {listener.port}), timeout=2).close()",
+    ]
     got = outcomes(run(tmp_path, steps, confined=False))
     assert got == {1: "ok", 2: "ok"}
     for _ in range(50):
@@ -202,7 +227,11 @@ def test_no_process_can_be_started_or_signalled(tmp_path: Path) -> None:
     got = outcomes(trace)
     assert got[1] == "ok"
     for index in (2, 3, 4, 5, 6):
-        assert got[index] == "PermissionError", (index, steps[index - 1], trace.steps[index - 1].error)
+        assert got[index] == "PermissionError", (
+            index,
+            steps[index - 1],
+            trace.steps[index - 1].error,
+        )
     assert got[7] == "ok", "a process may still signal itself"
     assert trace.aborted is None
 
@@ -218,7 +247,10 @@ def test_limits_cannot_be_raised_again(tmp_path: Path) -> None:
     trace = run(tmp_path, steps)
     got = outcomes(trace)
     assert got[1] == "ok" and got[4] == "ok"
-    assert got[2] in ("ValueError", "PermissionError") and got[3] in ("ValueError", "PermissionError")
+    assert got[2] in ("ValueError", "PermissionError") and got[3] in (
+        "ValueError",
+        "PermissionError",
+    )
     assert trace.steps[3].stdout.strip() == "(0, 0)"
 
 
@@ -245,7 +277,9 @@ def test_threads_torch_and_numpy_still_work_inside(tmp_path: Path) -> None:
         "a = np.arange(3.0); b = torch.from_numpy(a); b.add_(1)",
     ]
     trace = run(tmp_path, steps)
-    assert outcomes(trace) == {1: "ok", 2: "ok", 3: "ok", 4: "ok", 5: "ok"}, [s.error for s in trace.steps]
+    assert outcomes(trace) == {1: "ok", 2: "ok", 3: "ok", 4: "ok", 5: "ok"}, [
+        s.error for s in trace.steps
+    ]
 
 
 @needs_wall
@@ -263,8 +297,14 @@ def test_trust_mode_is_not_confined(tmp_path: Path) -> None:
     assert trace.environment.confinement is None
 
 
-def test_a_required_wall_that_cannot_be_built_refuses_before_anything_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(confine, "available", lambda: confine.Report(("seccomp",), ("landlock-files: this kernel has no Landlock",)))
+def test_a_required_wall_that_cannot_be_built_refuses_before_anything_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(
+        confine,
+        "available",
+        lambda: confine.Report(("seccomp",), ("landlock-files: this kernel has no Landlock",)),
+    )
     scenario = loads_scenario("title: t\nsteps:\n  - print('ran')\n", path=str(tmp_path / "s.yaml"))
     started = []
     with pytest.raises(ConfinementUnavailable, match="this kernel has no Landlock"):
@@ -272,10 +312,18 @@ def test_a_required_wall_that_cannot_be_built_refuses_before_anything_runs(tmp_p
     assert started == []
 
 
-def test_a_missing_layer_is_recorded_in_the_trace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_missing_layer_is_recorded_in_the_trace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     real = confine.available()
-    monkeypatch.setattr(confine, "available", lambda: confine.Report(
-        tuple(x for x in real.enforced if x != confine.SECCOMP), real.missing + ("seccomp: libseccomp is not installed",)))
+    monkeypatch.setattr(
+        confine,
+        "available",
+        lambda: confine.Report(
+            tuple(x for x in real.enforced if x != confine.SECCOMP),
+            real.missing + ("seccomp: libseccomp is not installed",),
+        ),
+    )
     trace = run(tmp_path, ["a = torch.ones(2)"], confined=None, safe=True)  # type: ignore[arg-type]
     conf = trace.environment.confinement
     assert conf is not None and not conf.complete
@@ -305,18 +353,27 @@ def _cli(*args: str, env: dict | None = None):
     from conftest import cli as run_cli
 
     from tensortrace.cli import common as cli
+
     cli._said_unconfined = False
     return run_cli(*args, env=env)
 
 
 def _no_landlock(monkeypatch: pytest.MonkeyPatch) -> None:
     real = confine.available()
-    monkeypatch.setattr(confine, "available", lambda: confine.Report(
-        tuple(x for x in real.enforced if not x.startswith("landlock")), ("landlock-files: this kernel has no Landlock (Linux 5.13 or later is needed)",)))
+    monkeypatch.setattr(
+        confine,
+        "available",
+        lambda: confine.Report(
+            tuple(x for x in real.enforced if not x.startswith("landlock")),
+            ("landlock-files: this kernel has no Landlock (Linux 5.13 or later is needed)",),
+        ),
+    )
 
 
 @pytest.mark.parametrize("how", ["option", "environment"])
-def test_require_confinement_refuses_with_one_line_and_exit_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str) -> None:
+def test_require_confinement_refuses_with_one_line_and_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
     _no_landlock(monkeypatch)
     path = tmp_path / "s.yaml"
     path.write_text("title: t\nsteps:\n  - a = torch.ones(1)\n", encoding="utf-8")
@@ -328,10 +385,15 @@ def test_require_confinement_refuses_with_one_line_and_exit_2(tmp_path: Path, mo
     assert result.stdout == ""
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in result.stderr
-    assert "cannot be confined by the kernel here" in lines[0] and "this kernel has no Landlock" in lines[0]
+    assert (
+        "cannot be confined by the kernel here" in lines[0]
+        and "this kernel has no Landlock" in lines[0]
+    )
 
 
-def test_an_unconfined_run_says_so_once_on_stderr(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_unconfined_run_says_so_once_on_stderr(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _no_landlock(monkeypatch)
     paths = []
     for name in ("one", "two"):
@@ -342,7 +404,10 @@ def test_an_unconfined_run_says_so_once_on_stderr(tmp_path: Path, monkeypatch: p
     assert result.returncode == 0, result.stderr
     notices = [line for line in result.stderr.splitlines() if "not confined by the kernel" in line]
     assert len(notices) == 1
-    assert "landlock-files: this kernel has no Landlock" in notices[0] and "--require-confinement" in notices[0]
+    assert (
+        "landlock-files: this kernel has no Landlock" in notices[0]
+        and "--require-confinement" in notices[0]
+    )
 
 
 @needs_wall
@@ -356,7 +421,9 @@ def test_a_confined_run_says_nothing_about_confinement(tmp_path: Path) -> None:
 
 
 @needs_wall
-def test_a_layer_that_fails_to_go_up_stops_the_run_before_any_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_layer_that_fails_to_go_up_stops_the_run_before_any_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A wall half built is not reported as a wall: the run stops, exit 2, nothing ran."""
 
     def broken() -> None:
@@ -368,14 +435,38 @@ def test_a_layer_that_fails_to_go_up_stops_the_run_before_any_step(tmp_path: Pat
     result = _cli("run", str(path), "--format", "json")
     assert result.returncode == 2
     assert result.stdout == ""
-    assert "could not confine the child process" in result.stderr and "seccomp filter could not be loaded" in result.stderr
+    assert (
+        "could not confine the child process" in result.stderr
+        and "seccomp filter could not be loaded" in result.stderr
+    )
     assert "Traceback" not in result.stderr
 
 
-KERNEL_INTERFACES = ["unshare", "setns", "mount", "io_uring_setup", "bpf", "userfaultfd", "keyctl", "open_by_handle_at",
-                     "init_module", "ptrace", "process_vm_writev", "memfd_create", "pidfd_open",
-                     "shmget", "msgget", "semget", "mq_open", "getxattr", "inotify_init1", "fanotify_init",
-                     "process_madvise", "syslog", "kcmp"]
+KERNEL_INTERFACES = [
+    "unshare",
+    "setns",
+    "mount",
+    "io_uring_setup",
+    "bpf",
+    "userfaultfd",
+    "keyctl",
+    "open_by_handle_at",
+    "init_module",
+    "ptrace",
+    "process_vm_writev",
+    "memfd_create",
+    "pidfd_open",
+    "shmget",
+    "msgget",
+    "semget",
+    "mq_open",
+    "getxattr",
+    "inotify_init1",
+    "fanotify_init",
+    "process_madvise",
+    "syslog",
+    "kcmp",
+]
 
 
 @needs_wall
@@ -419,8 +510,11 @@ def test_a_graph_larger_than_the_old_bound_is_drawn_whole_inside_the_wall(tmp_pa
         [trace] = run_scenario(scenario, safe=safe, confine=safe, limits=Limits(timeout=60))
         [graph] = trace.steps[-1].graphs
         assert trace.steps[-1].status == "ok" and trace.aborted is None
-        assert not graph.truncated and len(graph.nodes) == 3000 + 1  # every MulBackward0, and x's AccumulateGrad
+        assert (
+            not graph.truncated and len(graph.nodes) == 3000 + 1
+        )  # every MulBackward0, and x's AccumulateGrad
         assert trace.notices == ()
+
 
 # --- System V IPC, metadata, signals through descriptors ---------------------------------------
 
@@ -448,8 +542,9 @@ def _remove_ipc(ids: Dict[str, int]) -> None:
     libc = ctypes.CDLL(None)
     for name, ident in ids.items():
         if ident is not None:
-            {"shmget": libc.shmctl, "msgget": libc.msgctl}.get(name, lambda i, c, *a: libc.semctl(i, 0, c))(
-                ident, IPC_RMID, None)
+            {"shmget": libc.shmctl, "msgget": libc.msgctl}.get(
+                name, lambda i, c, *a: libc.semctl(i, 0, c)
+            )(ident, IPC_RMID, None)
 
 
 def _printed(trace: Trace, index: int = 0):
@@ -485,9 +580,11 @@ def segment():
 
 
 def _attach_steps(ident: int) -> List[str]:
-    return [_CTYPES_CALL + "libc.shmat.restype = ctypes.c_long\n"
-            "buf = ctypes.create_string_buffer(512)\n"
-            f"print(answer(libc.shmat({ident}, None, 0)), answer(libc.shmctl({ident}, 2, buf)))"]
+    return [
+        _CTYPES_CALL + "libc.shmat.restype = ctypes.c_long\n"
+        "buf = ctypes.create_string_buffer(512)\n"
+        f"print(answer(libc.shmat({ident}, None, 0)), answer(libc.shmctl({ident}, 2, buf)))"
+    ]
 
 
 @needs_wall
@@ -500,7 +597,10 @@ def test_another_process_segment_cannot_be_attached(tmp_path: Path, segment: int
 
 def _xattr_steps(area: Path) -> List[str]:
     secret = str(area / "secret.txt")
-    steps = [f"import os\nprint(os.getxattr({secret!r}, 'user.owner'))", f"print(os.listxattr({secret!r}))"]
+    steps = [
+        f"import os\nprint(os.getxattr({secret!r}, 'user.owner'))",
+        f"print(os.listxattr({secret!r}))",
+    ]
     return steps
 
 
@@ -540,7 +640,9 @@ def test_no_descriptor_can_be_set_to_signal_a_process(tmp_path: Path) -> None:
     assert "'allowed'" in control.steps[0].stdout
 
 
-INOTIFY_STEPS = [_CTYPES_CALL + "print(answer(libc.inotify_init1(0)), answer(libc.fanotify_init(0, 0)))"]
+INOTIFY_STEPS = [
+    _CTYPES_CALL + "print(answer(libc.inotify_init1(0)), answer(libc.fanotify_init(0, 0)))"
+]
 
 
 @needs_wall
@@ -581,8 +683,21 @@ def _run_with_token(tmp_path: Path, confined: bool) -> Trace:
         "print(json.dumps(trace.to_dict()))\n"
     )
     env = dict(os.environ, API_TOKEN="secret-value", OMP_NUM_THREADS="1", LANG="C.UTF-8")
-    done = subprocess.run([sys.executable, "-c", script, str(Path(__file__).parent), str(tmp_path), "1" if confined else "0"],
-                          env=env, capture_output=True, text=True, timeout=240, check=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            script,
+            str(Path(__file__).parent),
+            str(tmp_path),
+            "1" if confined else "0",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=True,
+    )
     return Trace.from_dict(json.loads(done.stdout))
 
 
@@ -590,14 +705,29 @@ def _run_with_token(tmp_path: Path, confined: bool) -> Trace:
 def test_the_users_environment_does_not_reach_the_child(tmp_path: Path) -> None:
     trace = _run_with_token(tmp_path, confined=True)
     got = [(s.error.type if s.error else s.stdout.strip()) for s in trace.steps]
-    assert got == ["[]", "None", "PermissionError", "PermissionError", "PermissionError", "False", "1 C.UTF-8"], got
+    assert got == [
+        "[]",
+        "None",
+        "PermissionError",
+        "PermissionError",
+        "PermissionError",
+        "False",
+        "1 C.UTF-8",
+    ], got
 
 
 def test_without_the_wall_the_child_sees_the_token(tmp_path: Path) -> None:
     """The control: the same steps, unconfined, find the token everywhere."""
     trace = _run_with_token(tmp_path, confined=False)
     got = [(s.error.type if s.error else s.stdout.strip()) for s in trace.steps]
-    assert got[:6] == ["['API_TOKEN', 'HOME']", "b'secret-value'", "True", "True", "True", "True"], got
+    assert got[:6] == [
+        "['API_TOKEN', 'HOME']",
+        "b'secret-value'",
+        "True",
+        "True",
+        "True",
+        "True",
+    ], got
 
 
 KILL_THE_PARENT = [
@@ -619,8 +749,12 @@ def _run_kill_the_parent(tmp_path: Path, script: str):
     import subprocess
     import sys
 
-    return subprocess.run([sys.executable, "-c", script, str(Path(__file__).parent), str(tmp_path)],
-                          capture_output=True, text=True, timeout=240)
+    return subprocess.run(
+        [sys.executable, "-c", script, str(Path(__file__).parent), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
 
 
 def test_without_the_wall_the_event_pipe_kills_the_parent(tmp_path: Path) -> None:
@@ -634,11 +768,16 @@ def test_without_the_wall_the_event_pipe_kills_the_parent(tmp_path: Path) -> Non
         "print('survived')\n"
     )
     done = _run_kill_the_parent(tmp_path, script)
-    assert done.returncode == -9 and "survived" not in done.stdout, (done.returncode, done.stderr[-2000:])
+    assert done.returncode == -9 and "survived" not in done.stdout, (
+        done.returncode,
+        done.stderr[-2000:],
+    )
 
 
 @needs_wall
-def test_the_event_pipe_cannot_signal_the_parent_even_without_landlock_scopes(tmp_path: Path) -> None:
+def test_the_event_pipe_cannot_signal_the_parent_even_without_landlock_scopes(
+    tmp_path: Path,
+) -> None:
     """On a kernel whose Landlock has no signal scopes (ABI below 6, simulated), seccomp alone holds.
 
     With O_ASYNC, F_SETSIG and F_SETOWN on its end of the event pipe, the
@@ -661,22 +800,44 @@ def test_the_event_pipe_cannot_signal_the_parent_even_without_landlock_scopes(tm
     assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
     got, enforced, printed = json.loads(done.stdout)
     assert confine.LANDLOCK_SCOPES not in enforced and confine.SECCOMP in enforced
-    assert got == {"1": "PermissionError", "2": "ok"} and printed.strip() == "the parent is still reading"
+    assert (
+        got == {"1": "PermissionError", "2": "ok"}
+        and printed.strip() == "the parent is still reading"
+    )
 
 
 def test_the_kept_environment_is_short_and_never_holds_credentials() -> None:
     from tensortrace.run.childenv import kept_environment
 
     environ = {
-        "OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2", "LANG": "C.UTF-8", "LC_ALL": "C", "TZ": "UTC",
-        "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", "CUDA_VISIBLE_DEVICES": "0",
+        "OMP_NUM_THREADS": "2",
+        "MKL_NUM_THREADS": "2",
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C",
+        "TZ": "UTC",
+        "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
+        "CUDA_VISIBLE_DEVICES": "0",
         "CUBLAS_WORKSPACE_CONFIG": ":4096:8",
-        "HOME": "/root", "USER": "root", "PATH": "/usr/bin", "API_TOKEN": "x", "AWS_SECRET_ACCESS_KEY": "x",
-        "TORCH_HUB_TOKEN": "x", "CUDA_API_KEY": "x", "PYTORCH_PASSWORD": "x", "SSH_AUTH_SOCK": "/tmp/a",
+        "HOME": "/root",
+        "USER": "root",
+        "PATH": "/usr/bin",
+        "API_TOKEN": "x",
+        "AWS_SECRET_ACCESS_KEY": "x",
+        "TORCH_HUB_TOKEN": "x",
+        "CUDA_API_KEY": "x",
+        "PYTORCH_PASSWORD": "x",
+        "SSH_AUTH_SOCK": "/tmp/a",
     }
     assert sorted(kept_environment(environ)) == [
-        "CUBLAS_WORKSPACE_CONFIG", "CUDA_VISIBLE_DEVICES", "LANG", "LC_ALL", "MKL_NUM_THREADS",
-        "OMP_NUM_THREADS", "PYTORCH_CUDA_ALLOC_CONF", "TZ"]
+        "CUBLAS_WORKSPACE_CONFIG",
+        "CUDA_VISIBLE_DEVICES",
+        "LANG",
+        "LC_ALL",
+        "MKL_NUM_THREADS",
+        "OMP_NUM_THREADS",
+        "PYTORCH_CUDA_ALLOC_CONF",
+        "TZ",
+    ]
 
 
 def test_docs_list_what_the_child_keeps() -> None:
@@ -703,8 +864,12 @@ def bystander():
 
 
 def _priority_steps(pid: int) -> List[str]:
-    return ["import os", f"os.setpriority(os.PRIO_PROCESS, {pid}, 19)",
-            f"print(os.getpriority(os.PRIO_PROCESS, {pid}))", "os.setpriority(os.PRIO_PROCESS, 0, 5)"]
+    return [
+        "import os",
+        f"os.setpriority(os.PRIO_PROCESS, {pid}, 19)",
+        f"print(os.getpriority(os.PRIO_PROCESS, {pid}))",
+        "os.setpriority(os.PRIO_PROCESS, 0, 5)",
+    ]
 
 
 @needs_wall
@@ -712,8 +877,16 @@ def test_the_priority_of_another_process_cannot_be_lowered(tmp_path: Path, bysta
     before = os.getpriority(os.PRIO_PROCESS, bystander)
     steps = _priority_steps(bystander) + ["os.setpriority(os.PRIO_USER, 0, 19)"]
     trace = run(tmp_path, steps)
-    assert outcomes(trace) == {1: "ok", 2: "PermissionError", 3: "ok", 4: "ok", 5: "PermissionError"}
+    assert outcomes(trace) == {
+        1: "ok",
+        2: "PermissionError",
+        3: "ok",
+        4: "ok",
+        5: "PermissionError",
+    }
     assert os.getpriority(os.PRIO_PROCESS, bystander) == before < 19
-    control = run(tmp_path, _priority_steps(bystander), confined=False)  # (never PRIO_USER: every process)
+    control = run(
+        tmp_path, _priority_steps(bystander), confined=False
+    )  # (never PRIO_USER: every process)
     assert outcomes(control) == {1: "ok", 2: "ok", 3: "ok", 4: "ok"}
     assert os.getpriority(os.PRIO_PROCESS, bystander) == 19

@@ -87,7 +87,9 @@ def _read(t: torch.Tensor, fact: str) -> Any:
     return None if g is None else freeze(encode_number_tree(g.tolist()))
 
 
-def plain_run(steps: List[str]) -> List[Tuple[Any, List[Tuple[str, str]], Dict[str, Dict[str, Any]]]]:
+def plain_run(
+    steps: List[str],
+) -> List[Tuple[Any, List[Tuple[str, str]], Dict[str, Dict[str, Any]]]]:
     """Per step: (error type and message, warnings, facts of every tensor name), read as plain code would."""
     torch.manual_seed(0)
     ns = base_namespace()
@@ -167,10 +169,16 @@ def _traced_equals_plain(ops, *, record_ops):
     steps = [START] + ops + ["r = torch.randn(3)"]
     plain = plain_run(steps)
     rng_after_plain = plain.pop()
-    result = trace(loads_scenario(yaml.safe_dump({"title": "random", "steps": steps})), safe=False, ops=record_ops)
+    result = trace(
+        loads_scenario(yaml.safe_dump({"title": "random", "steps": steps})),
+        safe=False,
+        ops=record_ops,
+    )
     assert result.aborted is None and len(result.steps) == len(steps)
     for step, (error, warns, facts) in zip(result.steps, plain):
-        assert (step.error.type, step.error.message) == error if error else step.status == "ok", step.code
+        assert (step.error.type, step.error.message) == error if error else step.status == "ok", (
+            step.code
+        )
         assert [(w.category, w.message) for w in step.warnings] == warns, step.code
         states = {s.name: s for s in step.tensors}
         assert set(states) == set(facts), step.code
@@ -193,7 +201,9 @@ def test_reading_saved_tensors_of_every_graph_changes_nothing(ops):
     result = trace(loads_scenario(yaml.safe_dump(spec)), safe=False)
     assert result.aborted is None and len(result.steps) == len(steps)
     for step, (error, warns, facts) in zip(result.steps, plain):
-        assert (step.error.type, step.error.message) == error if error else step.status == "ok", step.code
+        assert (step.error.type, step.error.message) == error if error else step.status == "ok", (
+            step.code
+        )
         assert [(w.category, w.message) for w in step.warnings] == warns, step.code
         states = {s.name: s for s in step.tensors}
         for name, plain_facts in facts.items():
@@ -203,7 +213,10 @@ def test_reading_saved_tensors_of_every_graph_changes_nothing(ops):
             for node in graph.nodes:
                 for saved in node.saved:
                     if saved.tensor is not None and saved.version is not None and not saved.freed:
-                        assert saved.version == plain_facts_version(facts, saved.tensor), (step.code, saved)
+                        assert saved.version == plain_facts_version(facts, saved.tensor), (
+                            step.code,
+                            saved,
+                        )
     assert torch.equal(torch.get_rng_state(), rng_after_plain)
 
 

@@ -35,8 +35,15 @@ EXAMPLES = REPO / "examples" / "doctor"
 def doctor_cli(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "FORCE_COLOR", "COLUMNS")}
     env["NO_COLOR"] = "1"
-    return subprocess.run([sys.executable, "-m", "tensortrace", "doctor", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "tensortrace", "doctor", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=300,
+    )
 
 
 def example(name: str, tmp_path: Path) -> Tuple[subprocess.CompletedProcess, Report]:
@@ -169,7 +176,8 @@ def test_script_gets_its_own_argv_path_and_main(tmp_path):
     assert argv == [str(script), "-o", "x", "--epochs", "3"]
     assert path0 == str(tmp_path) and name == "__main__" and cwd == str(REPO)
     assert result.stderr.startswith(
-        "tensortrace doctor: nothing to report: watched 0 saved tensors")
+        "tensortrace doctor: nothing to report: watched 0 saved tensors"
+    )
 
 
 def test_exit_status_of_the_script_is_kept(tmp_path):
@@ -192,7 +200,8 @@ def test_missing_script_is_one_sentence(tmp_path):
     result = doctor_cli(str(tmp_path / "nope.py"))
     assert result.returncode == 2
     assert result.stderr.strip() == (
-        f"tensortrace: {tmp_path / 'nope.py'}: no such file; give the Python script to run")
+        f"tensortrace: {tmp_path / 'nope.py'}: no such file; give the Python script to run"
+    )
 
 
 def test_json_report_and_its_schema(tmp_path):
@@ -200,8 +209,13 @@ def test_json_report_and_its_schema(tmp_path):
     assert result.returncode == 0
     report = report_from_json(result.stderr)
     assert report.silent[0].saved.name == "y"
-    schema = subprocess.run([sys.executable, "-m", "tensortrace", "schema", "--doctor"],
-                            capture_output=True, text=True, timeout=120, check=True)
+    schema = subprocess.run(
+        [sys.executable, "-m", "tensortrace", "schema", "--doctor"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     assert "Report" in json.loads(schema.stdout)["$defs"]
 
 
@@ -342,7 +356,8 @@ def test_nothing_to_report_is_one_line(tmp_path):
     text = out.read_text(encoding="utf-8")
     assert text.count("\n") == 1
     assert text.startswith(
-        "tensortrace doctor: nothing to report: watched 2 saved tensors, 0 writes")
+        "tensortrace doctor: nothing to report: watched 2 saved tensors, 0 writes"
+    )
     assert "1 backward call " in text
 
 
@@ -353,7 +368,7 @@ def readme_block(after: str, language: str) -> str:
     text = (REPO / "README.md").read_text(encoding="utf-8")
     start = text.index(after)
     body = text.index(f"```{language}\n", start) + len(f"```{language}\n")
-    return text[body:text.index("```\n", body)]
+    return text[body : text.index("```\n", body)]
 
 
 def test_readme_shows_what_doctor_prints():
@@ -461,4 +476,6 @@ def test_a_detach_between_steps_is_a_cut():
             u = w.detach()
             (v * u).sum().backward()
     assert [(c.kind, c.place.code) for c in watch.report.failure.cuts] == [
-        ("detach()", "u = w.detach()"), ("detach()", "v = torch.detach(w)")]
+        ("detach()", "u = w.detach()"),
+        ("detach()", "v = torch.detach(w)"),
+    ]

@@ -828,9 +828,7 @@ CASES = (
         ("numpy.longdouble", "astype"),
     ),
     Case("from-numpy-list", err(from_numpy_list), "from-numpy", ("got a list",)),
-    Case(
-        "from-numpy-big-endian", err(from_numpy_big_endian), "from-numpy", ("byte order",)
-    ),
+    Case("from-numpy-big-endian", err(from_numpy_big_endian), "from-numpy", ("byte order",)),
     Case(
         "from-numpy-read-only",
         lambda: warned_in_fresh_process(
@@ -1064,7 +1062,10 @@ def test_saved_tensor_explanation_names_tensor_node_and_versions(provoked):
     assert "saved it at version 0" in explanation.what
     assert "now at version 1" in explanation.what
     assert "detach()" in explanation.what and "Views" in explanation.what
-    assert "the operation without its trailing `_`" in explanation.fix and "sigmoid" not in explanation.fix
+    assert (
+        "the operation without its trailing `_`" in explanation.fix
+        and "sigmoid" not in explanation.fix
+    )
     assert "clone()" in explanation.fix and "after backward()" in explanation.fix
     # the message names no Python name, so the fix invents none
     assert "x" not in re.findall(r"\b\w+\b", explanation.fix)
@@ -1210,11 +1211,17 @@ def test_a_well_formed_entry_becomes_a_rule():
         ({"types": "RuntimeError"}, "types must be a non-empty list"),
         ({"types": []}, "types must be a non-empty list"),
         ({"pattern": "(unclosed"}, "pattern does not compile"),
-        ({"what": "The value {valu} is bad."}, "what uses {valu}, which the pattern does not capture"),
+        (
+            {"what": "The value {valu} is bad."},
+            "what uses {valu}, which the pattern does not capture",
+        ),
         ({"fix": "Use { a good one."}, "fix is not a valid template"),
         ({"title": ""}, "title must be non-empty text"),
         ({"builder": "matmul"}, "an entry with a builder has no title, what, fix"),
-        ({"builder": "no_such_builder", "title": None, "what": None, "fix": None}, "no builder 'no_such_builder'"),
+        (
+            {"builder": "no_such_builder", "title": None, "what": None, "fix": None},
+            "no builder 'no_such_builder'",
+        ),
         ({"fix": None}, "an entry has title, what and fix, or a builder"),
     ],
 )
@@ -1231,7 +1238,9 @@ def test_a_malformed_entry_is_refused_with_its_name(change, problem):
 def test_a_missing_key_and_a_repeated_id_are_refused_with_the_entry():
     with pytest.raises(ExplanationDataError, match=r"entry 1 \(example\): missing pattern"):
         parse_rules([{k: v for k, v in _GOOD.items() if k != "pattern"}])
-    with pytest.raises(ExplanationDataError, match=r"entry 2 \(example\): id 'example' is already used by entry 1"):
+    with pytest.raises(
+        ExplanationDataError, match=r"entry 2 \(example\): id 'example' is already used by entry 1"
+    ):
         parse_rules([dict(_GOOD), dict(_GOOD)])
     with pytest.raises(ExplanationDataError, match="entry 1: an entry is a mapping"):
         parse_rules(["just a string"])
@@ -1244,16 +1253,36 @@ def test_a_missing_key_and_a_repeated_id_are_refused_with_the_entry():
 
 def _state(name: str, storage: str, version: int, grad_fn: str = None, shape=(3,)) -> TensorState:
     return TensorState(
-        name=name, kind="tensor", shape=shape, stride=(1,), dtype="float32", device="cpu",
-        storage=storage, storage_ptr=None, storage_nbytes=12, storage_offset=0, data_ptr=None,
-        version=version, requires_grad=True, is_leaf=grad_fn is None, retains_grad=False,
-        grad_fn=grad_fn, grad=None, is_view=False, base=None, values=None,
+        name=name,
+        kind="tensor",
+        shape=shape,
+        stride=(1,),
+        dtype="float32",
+        device="cpu",
+        storage=storage,
+        storage_ptr=None,
+        storage_nbytes=12,
+        storage_offset=0,
+        data_ptr=None,
+        version=version,
+        requires_grad=True,
+        is_leaf=grad_fn is None,
+        retains_grad=False,
+        grad_fn=grad_fn,
+        grad=None,
+        is_view=False,
+        base=None,
+        values=None,
     )
 
 
 def _error(type_name: str, message: str) -> ErrorInfo:
-    return ErrorInfo(type=type_name, qualname=f"builtins.{type_name}", message=message,
-                     explanation=explain(type_name, message))
+    return ErrorInfo(
+        type=type_name,
+        qualname=f"builtins.{type_name}",
+        message=message,
+        explanation=explain(type_name, message),
+    )
 
 
 def test_the_saved_tensor_is_named_when_identity_proves_it(provoked):
@@ -1283,10 +1312,14 @@ def test_the_fix_for_a_named_saved_tensor_uses_that_name(provoked):
 
 def test_a_saved_tensor_no_name_refers_to_is_called_an_unnamed_intermediate(provoked):
     error = _error(*provoked["saved-output-of-sigmoid"])
-    lookalike = [_state("y", "S2", 1, "SigmoidBackward0")]  # same shape, version and creator, not proven
+    lookalike = [
+        _state("y", "S2", 1, "SigmoidBackward0")
+    ]  # same shape, version and creator, not proven
     named = name_the_saved_tensor(error, lookalike, proven=())
     assert "`y`" not in named.explanation.what
-    assert named.explanation.what.startswith(error.explanation.what + " In this scenario that is an unnamed intermediate")
+    assert named.explanation.what.startswith(
+        error.explanation.what + " In this scenario that is an unnamed intermediate"
+    )
 
 
 def test_other_errors_are_left_as_they_are(provoked):
@@ -1297,7 +1330,9 @@ def test_other_errors_are_left_as_they_are(provoked):
     assert name_the_saved_tensor(unexplained, tensors, proven=("y",)) == unexplained
 
 
-@pytest.mark.parametrize("numel, shape, divisor", [(3, "(-1, 4)", 3), (12, "(5, -1)", 2), (7, "(2, 2)", 7)])
+@pytest.mark.parametrize(
+    "numel, shape, divisor", [(3, "(-1, 4)", 3), (12, "(5, -1)", 2), (7, "(2, 2)", 7)]
+)
 def test_the_view_fix_suggests_a_shape_that_fits_the_count(numel, shape, divisor):
     """Raised for real: the suggested view(-1, d) must work on this tensor."""
     import torch

@@ -225,7 +225,8 @@ def test_traced_and_plain_runs_end_identically(scenarios, mode):
             trace = tensortrace.trace(variant, safe=(mode == "safe"))
             ns, plain_errors = run_plain(variant)
             traced_errors = [
-                (s.error.type, s.error.message) if s.status == "raised" else None for s in trace.steps
+                (s.error.type, s.error.message) if s.status == "raised" else None
+                for s in trace.steps
             ]
             assert traced_errors == plain_errors, where
             final = trace.steps[-1]
@@ -241,7 +242,11 @@ def test_traced_and_plain_runs_end_identically(scenarios, mode):
 
 def _without_pointers(data: Any) -> Any:
     if isinstance(data, dict):
-        return {k: _without_pointers(v) for k, v in data.items() if k not in ("storage_ptr", "data_ptr", "ptr")}
+        return {
+            k: _without_pointers(v)
+            for k, v in data.items()
+            if k not in ("storage_ptr", "data_ptr", "ptr")
+        }
     if isinstance(data, list):
         return [_without_pointers(v) for v in data]
     return data
@@ -250,8 +255,12 @@ def _without_pointers(data: Any) -> Any:
 def test_two_runs_give_identical_json_without_pointers(scenarios):
     for label, scenario in scenarios:
         for variant in scenario.resolved():
-            first = json.dumps(_without_pointers(tensortrace.trace(variant).to_dict()), sort_keys=True)
-            second = json.dumps(_without_pointers(tensortrace.trace(variant).to_dict()), sort_keys=True)
+            first = json.dumps(
+                _without_pointers(tensortrace.trace(variant).to_dict()), sort_keys=True
+            )
+            second = json.dumps(
+                _without_pointers(tensortrace.trace(variant).to_dict()), sort_keys=True
+            )
             assert first == second, label
 
 

@@ -42,13 +42,22 @@ def test_the_threes_reach_clone_and_go_on_into_a_grad_while_b_grad_stays_none():
     step = step_of(_trace(CLONE), 1)
     (flow,) = step.flow
     assert flow.call == "torch.Tensor.backward"
-    assert [n.name for n in flow.nodes] == ["SumBackward0", "MulBackward0", "CloneBackward0", "AccumulateGrad"]
+    assert [n.name for n in flow.nodes] == [
+        "SumBackward0",
+        "MulBackward0",
+        "CloneBackward0",
+        "AccumulateGrad",
+    ]
     assert flow.roots == ("F1",)
     clone = _node(flow, "CloneBackward0")
     assert [_data(g) for g in clone.grad_in] == [(3.0, 3.0, 3.0)]
     assert [_data(g) for g in clone.grad_out] == [(3.0, 3.0, 3.0)]
     acc = _node(flow, "AccumulateGrad")
-    assert (acc.leaf, acc.leaf_grad_before, _data(acc.leaf_grad_after)) == ("a", None, (3.0, 3.0, 3.0))
+    assert (acc.leaf, acc.leaf_grad_before, _data(acc.leaf_grad_after)) == (
+        "a",
+        None,
+        (3.0, 3.0, 3.0),
+    )
     assert clone.next == (acc.id,)
     assert all(n.ran for n in flow.nodes)
     assert state(step, "b").grad is None and state(step, "b").retains_grad is False
@@ -78,7 +87,10 @@ def test_gradients_accumulate_across_two_backward_calls():
     )
     (first,) = step_of(result, 1).flow
     second, third = step_of(result, 2).flow
-    before_after = [(_data(f.nodes[-1].leaf_grad_before), _data(f.nodes[-1].leaf_grad_after)) for f in (first, second, third)]
+    before_after = [
+        (_data(f.nodes[-1].leaf_grad_before), _data(f.nodes[-1].leaf_grad_after))
+        for f in (first, second, third)
+    ]
     assert before_after == [(None, (2.0, 2.0)), ((2.0, 2.0), (5.0, 5.0)), ((5.0, 5.0), (9.0, 9.0))]
     assert third.call == "torch.autograd.backward"
 
@@ -100,10 +112,14 @@ def test_a_detached_branch_receives_nothing():
     )
     (flow,) = step.flow
     add = _node(flow, "AddBackward0")
-    assert add.next[1] is None and add.grad_out[1] is None  # the detached side: no node, no gradient
+    assert (
+        add.next[1] is None and add.grad_out[1] is None
+    )  # the detached side: no node, no gradient
     assert _data(add.grad_out[0]) == (1.0, 1.0)
     assert _data(_node(flow, "AccumulateGrad").leaf_grad_after) == (3.0, 3.0)
-    assert any(line.endswith("nothing → (an input that needs no gradient)") for line in flow_lines(flow))
+    assert any(
+        line.endswith("nothing → (an input that needs no gradient)") for line in flow_lines(flow)
+    )
 
 
 def test_autograd_grad_reaches_no_accumulate_grad_and_leaves_grad_alone():
@@ -122,7 +138,12 @@ def test_autograd_grad_reaches_no_accumulate_grad_and_leaves_grad_alone():
     (flow,) = step.flow
     assert flow.call == "torch.autograd.grad"
     acc = _node(flow, "AccumulateGrad")
-    assert (acc.ran, acc.leaf, acc.leaf_grad_before, acc.leaf_grad_after) == (False, "a", None, None)
+    assert (acc.ran, acc.leaf, acc.leaf_grad_before, acc.leaf_grad_after) == (
+        False,
+        "a",
+        None,
+        None,
+    )
     assert _data(_node(flow, "MulBackward0").grad_out[0]) == (2.0, 2.0)
     assert state(step, "g[0]").values.data == (2.0, 2.0) and state(step, "a").grad is None
 
@@ -213,7 +234,11 @@ def test_a_loop_of_backward_calls_records_the_first_ones_and_counts_the_rest():
     )
     *recorded, last = step.flow
     assert len(recorded) == flow_module.MAX_FLOWS and all(f.nodes for f in recorded)
-    assert last.nodes == () and last.notice == f"5 more backward calls in this step; the first {flow_module.MAX_FLOWS} are recorded"
+    assert (
+        last.nodes == ()
+        and last.notice
+        == f"5 more backward calls in this step; the first {flow_module.MAX_FLOWS} are recorded"
+    )
     assert _data(recorded[-1].nodes[-1].leaf_grad_after) == (20.0, 20.0)
     assert state(step, "a").grad.data == (25.0, 25.0)
 
@@ -225,12 +250,14 @@ def test_a_tensor_hook_in_the_flow_is_said_and_its_result_is_what_the_node_recei
     from tensortrace.record.tracer import trace as _trace
 
     seen = []
-    x = torch.tensor([1., 2.], requires_grad=True)
+    x = torch.tensor([1.0, 2.0], requires_grad=True)
     y = x * 2
     y.register_hook(lambda g: seen.append(g.clone()) or g * 10)
     y.sum().backward()
-    code = ["x = torch.tensor([1., 2.], requires_grad=True)\ny = x * 2\nh = y.register_hook(lambda g: g * 10)",
-            "y.sum().backward()"]
+    code = [
+        "x = torch.tensor([1., 2.], requires_grad=True)\ny = x * 2\nh = y.register_hook(lambda g: g * 10)",
+        "y.sum().backward()",
+    ]
     result = _trace(loads_scenario(_yaml.safe_dump({"title": "t", "steps": code})), safe=False)
     (flow,) = result.steps[1].flow
     assert "`y` has a hook (register_hook)" in flow.notice

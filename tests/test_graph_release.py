@@ -21,7 +21,10 @@ import torch
 from conftest import cli, write_scenario
 from tensortrace.record.graph import ANCHOR, UNANCHORED_NODES, graph_of, walk_graph, walk_nodes
 
-PRESERVED = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 13)  # node objects live with their nodes
+PRESERVED = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2]) >= (
+    2,
+    13,
+)  # node objects live with their nodes
 
 CHAIN = """
 import sys, threading, torch
@@ -52,7 +55,12 @@ def in_thread(work, stack_kib):
 
 
 def _run(body: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", CHAIN + textwrap.dedent(body)], capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", CHAIN + textwrap.dedent(body)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_a_walked_100k_node_chain_is_freed_in_process():
@@ -81,7 +89,9 @@ def test_a_walked_chain_is_freed_on_a_small_thread_stack():
     assert done.stdout.split() == ["20001", "freed"]
 
 
-@pytest.mark.skipif(not PRESERVED, reason="before PyTorch 2.13 a node's Python object died with its last reference")
+@pytest.mark.skipif(
+    not PRESERVED, reason="before PyTorch 2.13 a node's Python object died with its last reference"
+)
 def test_without_anchors_the_same_free_crashes():
     """The control: the checks above would catch a walk that stopped anchoring."""
     done = _run("""
@@ -156,7 +166,9 @@ def test_several_roots_share_one_walk():
     roots = [shapes["mixed"].grad_fn, shapes["chain"].grad_fn, shapes["diamond"].grad_fn]
     expected_order, expected_nexts = _reference(roots)
     walk = walk_nodes(roots, 10_000)
-    assert [id(n) for n in walk.order] == [id(n) for n in expected_order] and walk.nexts == expected_nexts
+    assert [id(n) for n in walk.order] == [
+        id(n) for n in expected_order
+    ] and walk.nexts == expected_nexts
     assert walk.root_at[1] == [id(n) for n in walk.order].index(id(roots[1]))
 
 
@@ -193,7 +205,9 @@ def test_nodes_that_cannot_anchor_stop_the_walk_at_the_old_bound():
         node = _Bare(node)
     walk = walk_nodes([node], 10**6)
     assert walk.truncated and walk.unanchored
-    assert len(walk.order) == UNANCHORED_NODES + 1  # the next nodes of the first UNANCHORED_NODES, and the root
+    assert (
+        len(walk.order) == UNANCHORED_NODES + 1
+    )  # the next nodes of the first UNANCHORED_NODES, and the root
     few = node
     for _ in range(UNANCHORED_NODES + 10 - 5):
         few = few.next_functions[0][0]
@@ -230,7 +244,15 @@ def test_safe_mode_draws_a_long_chain_whole_and_frees_it(tmp_path):
     assert result.returncode == 0 and data["aborted"] is None, data["aborted"]
     assert data["environment"]["safe"]
     [graph] = data["steps"][0]["graphs"]
-    assert len(graph["nodes"]) == 50_001 and not graph["truncated"]  # every MulBackward0, and x's AccumulateGrad
-    assert graph["nodes"][-1] == {"id": "N50001", "name": "AccumulateGrad", "leaf": "x", "next": [], "saved": []}
+    assert (
+        len(graph["nodes"]) == 50_001 and not graph["truncated"]
+    )  # every MulBackward0, and x's AccumulateGrad
+    assert graph["nodes"][-1] == {
+        "id": "N50001",
+        "name": "AccumulateGrad",
+        "leaf": "x",
+        "next": [],
+        "saved": [],
+    }
     assert [s["status"] for s in data["steps"]] == ["ok", "ok", "ok"]
     assert data["notices"] == []

@@ -17,13 +17,38 @@ from html.parser import HTMLParser
 
 from conftest import REPO, cli
 from tensortrace.trace import evolve
-from render_fixtures import (_PTR, alternating_graph, chain_graph, detach_trace, graph_trace, ladder_graph,
-                             recorded_traces, shared_graph, troubled_trace, variant_traces, wide_graph)
+from render_fixtures import (
+    _PTR,
+    alternating_graph,
+    chain_graph,
+    detach_trace,
+    graph_trace,
+    ladder_graph,
+    recorded_traces,
+    shared_graph,
+    troubled_trace,
+    variant_traces,
+    wide_graph,
+)
 from tensortrace.render import RenderOptions, render
 from tensortrace.render.facts import changed_fields, tensors_by_name
 from tensortrace.render.json import traces_from_dict
 
-VOID = {"meta", "br", "hr", "img", "input", "link", "source", "wbr", "col", "area", "base", "embed", "track"}
+VOID = {
+    "meta",
+    "br",
+    "hr",
+    "img",
+    "input",
+    "link",
+    "source",
+    "wbr",
+    "col",
+    "area",
+    "base",
+    "embed",
+    "track",
+}
 HOSTILE = "</script><script>alert(1)</script><!-- \u2028\u2029 <img src=x onerror=alert(2)>"
 # The data block: the one place the page's JSON lives.
 DATA = re.compile(r'<script type="application/json" id="tt-data">(.*?)</script>', re.S)
@@ -134,7 +159,9 @@ def test_changed_cells_are_the_facts_that_changed():
     section = re.search(r'<section class="tt-step" id="step-3".*?</section>', page, re.S).group(0)
     before, now = tensors_by_name(trace.steps[1]), tensors_by_name(trace.steps[2])
     for name in ("a", "b"):
-        cells = re.findall(rf'<td class="tt-cell-(\w+)( tt-changed)?" data-trace="0" data-tensor="{name}"', section)
+        cells = re.findall(
+            rf'<td class="tt-cell-(\w+)( tt-changed)?" data-trace="0" data-tensor="{name}"', section
+        )
         marked = {column for column, changed in cells if changed}
         assert marked == set(changed_fields(before[name], now[name])) & {c for c, _ in cells}
         assert {"values", "version"} <= marked
@@ -176,7 +203,12 @@ def test_detach_graph_has_a_box_and_an_edge_per_node():
     root = ET.fromstring(svg)
     ns = "{http://www.w3.org/2000/svg}"
     texts = [t.text for t in root.iter(f"{ns}text")]
-    assert [t.split(" · ")[0] for t in texts] == ["out", "SumBackward0", "MulBackward0", "AccumulateGrad → a.grad"]
+    assert [t.split(" · ")[0] for t in texts] == [
+        "out",
+        "SumBackward0",
+        "MulBackward0",
+        "AccumulateGrad → a.grad",
+    ]
     assert "saved: other" in texts[2]  # what the node saved for backward is in its box
     assert len(list(root.iter(f"{ns}path"))) == 1 + 3  # the arrow head, and 3 edges
 
@@ -184,11 +216,17 @@ def test_detach_graph_has_a_box_and_an_edge_per_node():
 def _boxes(svg: str):
     ns = "{http://www.w3.org/2000/svg}"
     root = ET.fromstring(svg)
-    return root, [(float(r.get("x")), float(r.get("y")), float(r.get("width"))) for r in root.iter(f"{ns}rect")]
+    return root, [
+        (float(r.get("x")), float(r.get("y")), float(r.get("width")))
+        for r in root.iter(f"{ns}rect")
+    ]
 
 
 def test_graph_boxes_never_overlap_and_a_ladder_stays_narrow():
-    page = render([graph_trace(shared_graph(), ladder_graph(30), wide_graph(12), alternating_graph(40))], "html")
+    page = render(
+        [graph_trace(shared_graph(), ladder_graph(30), wide_graph(12), alternating_graph(40))],
+        "html",
+    )
     svgs = re.findall(r"<svg class=\"tt-graph\".*?</svg>", page, re.S)
     assert len(svgs) == 4
     for svg in svgs:
@@ -242,7 +280,7 @@ def test_errors_show_their_explanation_and_warnings_and_output_show():
     assert "element 0 of tensors does not require grad" in page
     assert "declared in <code>raises</code>" in page
     assert 'class="tt-box tt-warn"' in page and 'class="tt-stdout"' in page
-    assert 's2-step-1' in page  # the second scenario's steps have their own ids
+    assert "s2-step-1" in page  # the second scenario's steps have their own ids
 
 
 def test_what_a_step_ran_its_gradient_flow_predictions_and_saved_tensors_are_drawn():
@@ -255,10 +293,17 @@ def test_what_a_step_ran_its_gradient_flow_predictions_and_saved_tensors_are_dra
     first = traces[0].steps[0]
     assert first.ops and first.flow and first.predictions  # what the section must show
     assert "ran 4 calls" in section and "Tensor.backward(y)" in section and "aten::mul" in section
-    assert "gradient flow of Tensor.backward" in section and "x.grad: None → [2., 4., 6.]" in section
+    assert (
+        "gradient flow of Tensor.backward" in section and "x.grad: None → [2., 4., 6.]" in section
+    )
     assert "⚠ predicted: backward through <code>y</code> a second time will fail" in section
     assert "MulBackward0 · saved: other, self: freed by backward" in section
-    quiet = render(traces_from_dict(json.loads(cli("run", "backward-twice", "--format", "json", "--ops", "none").stdout)), "html")
+    quiet = render(
+        traces_from_dict(
+            json.loads(cli("run", "backward-twice", "--format", "json", "--ops", "none").stdout)
+        ),
+        "html",
+    )
     assert "gradient flow" not in quiet and "aten::" not in quiet and "ran 4 calls" not in quiet
 
 
@@ -281,8 +326,9 @@ def test_neither_html_nor_svg_names_any_url_to_fetch():
 
 
 def test_the_url_check_sees_a_url():
-    assert requested_urls('<svg xmlns="http://www.w3.org/2000/svg"><style>url("https://cdn.x/f.woff")</style>') \
-        == ["https://cdn.x/f.woff"]
+    assert requested_urls(
+        '<svg xmlns="http://www.w3.org/2000/svg"><style>url("https://cdn.x/f.woff")</style>'
+    ) == ["https://cdn.x/f.woff"]
 
 
 def test_the_bundled_detach_page_is_small(capsys):

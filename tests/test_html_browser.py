@@ -46,8 +46,10 @@ def browser():
         pytest.skip("the browser tests need Playwright's Python package: pip install -e '.[test]'")
     path = chromium()
     if not path:
-        pytest.skip("the browser tests need Chromium: apt-get install -y chromium "
-                    "(or set TENSORTRACE_CHROMIUM to a Chromium executable)")
+        pytest.skip(
+            "the browser tests need Chromium: apt-get install -y chromium "
+            "(or set TENSORTRACE_CHROMIUM to a Chromium executable)"
+        )
     with sync_playwright() as playwright:
         launched = playwright.chromium.launch(executable_path=path)
         yield launched
@@ -78,7 +80,9 @@ class Visit:
         self.context = browser.new_context(viewport=viewport or {"width": 1100, "height": 800})
         self.context.route("**/*", self._route)
         self.page = self.context.new_page()
-        self.page.on("console", lambda m: m.type in ("error", "warning") and self.errors.append(m.text))
+        self.page.on(
+            "console", lambda m: m.type in ("error", "warning") and self.errors.append(m.text)
+        )
         self.page.on("pageerror", lambda e: self.errors.append(str(e)))
         self.page.on("dialog", self._dialog)
         self.page.goto(self.url + fragment)
@@ -100,7 +104,8 @@ class Visit:
 
     def visible_steps(self) -> List[str]:
         return self.page.eval_on_selector_all(
-            "section.tt-step", "els => els.filter(e => e.offsetParent !== null).map(e => e.id)")
+            "section.tt-step", "els => els.filter(e => e.offsetParent !== null).map(e => e.id)"
+        )
 
     def close(self) -> None:
         assert self.errors == [], self.errors
@@ -114,8 +119,11 @@ def traces_of(page_path: Path):
     import json
     import re
 
-    block = re.search(r'<script type="application/json" id="tt-data">(.*?)</script>',
-                      page_path.read_text(encoding="utf-8"), re.S).group(1)
+    block = re.search(
+        r'<script type="application/json" id="tt-data">(.*?)</script>',
+        page_path.read_text(encoding="utf-8"),
+        re.S,
+    ).group(1)
     return traces_from_dict(json.loads(block))
 
 
@@ -145,7 +153,9 @@ def test_a_link_with_a_step_opens_that_step(browser, pages, name):
     visit = Visit(browser, pages[name], "#step-3")
     assert visit.step() == "3"
     assert visit.visible_steps() == ["step-3"]
-    assert visit.page.locator("nav.tt-steps a[aria-current=step]").get_attribute("href") == "#step-3"
+    assert (
+        visit.page.locator("nav.tt-steps a[aria-current=step]").get_attribute("href") == "#step-3"
+    )
     visit.close()
 
 
@@ -178,19 +188,24 @@ def test_clicking_a_tensor_lights_up_its_storage_and_nothing_else(browser, pages
     section = f"section#step-{step.index}"
     visit.page.click(f'{section} td.tt-cell-name[data-trace="{key}"][data-tensor="{tensor}"]')
     lit = visit.page.eval_on_selector_all(
-        f"{section} td.tt-highlight[data-tensor]", "els => els.map(e => e.dataset.tensor)")
+        f"{section} td.tt-highlight[data-tensor]", "els => els.map(e => e.dataset.tensor)"
+    )
     expected = {n for n in shown_names(step) if tensors_by_name(step)[n].storage == label}
     assert set(lit) == expected
     assert len(expected) >= 2 or name == "saved-tensors"  # the others share memory somewhere
     # at every step: exactly the cells of that storage in that trace
     everywhere = visit.page.eval_on_selector_all(
-        ".tt-highlight", "els => els.map(e => [e.dataset.trace, e.dataset.storage])")
+        ".tt-highlight", "els => els.map(e => [e.dataset.trace, e.dataset.storage])"
+    )
     cells = visit.page.eval_on_selector_all(
-        f'[data-trace="{key}"][data-storage="{label}"]', "els => els.length")
+        f'[data-trace="{key}"][data-storage="{label}"]', "els => els.length"
+    )
     assert everywhere and all(item == [key, label] for item in everywhere)
     assert len(everywhere) == cells
     visit.page.click(f'{section} td.tt-cell-name[data-trace="{key}"][data-tensor="{tensor}"]')
-    assert visit.page.eval_on_selector_all(".tt-highlight", "els => els.length") == 0  # a second click clears
+    assert (
+        visit.page.eval_on_selector_all(".tt-highlight", "els => els.length") == 0
+    )  # a second click clears
     visit.close()
 
 
@@ -201,7 +216,9 @@ def test_hovering_a_tensor_shows_its_record(browser, pages, name):
     state = first.tensors[0]
     visit = Visit(browser, pages[name], f"#step-{first.index}")
     assert visit.page.is_hidden("#tt-tip")
-    visit.page.hover(f'section#step-{first.index} td.tt-cell-values[data-trace="0"][data-tensor="{state.name}"]')
+    visit.page.hover(
+        f'section#step-{first.index} td.tt-cell-values[data-trace="0"][data-tensor="{state.name}"]'
+    )
     assert visit.page.is_visible("#tt-tip")
     card = visit.page.inner_text("#tt-tip")
     stride = "(" + ", ".join(map(str, state.stride)) + ("," if len(state.stride) == 1 else "") + ")"
@@ -245,7 +262,8 @@ def test_variant_tables_fit_a_1200_pixel_window(browser, tmp_path, name):
         assert visit.page.evaluate("document.documentElement.scrollWidth") <= 1200, index
         boxes = visit.page.eval_on_selector_all(
             "section.tt-current .tt-variant .tt-table-wrap",
-            "els => els.map(e => [e.scrollWidth, e.clientWidth])")
+            "els => els.map(e => [e.scrollWidth, e.clientWidth])",
+        )
         assert len(boxes) == len(traces), index
         assert all(inner <= outer + 1 for inner, outer in boxes), (index, boxes)
     visit.close()
@@ -259,7 +277,9 @@ def test_printing_shows_every_step(browser, pages):
 
 
 def test_hostile_scenario_text_does_not_run(browser, tmp_path):
-    scenario = write_scenario(tmp_path, f"""
+    scenario = write_scenario(
+        tmp_path,
+        f"""
         title: '{HOSTILE}'
         description: '{HOSTILE} <img src=x onerror=alert(2)>'
         steps:
@@ -270,7 +290,8 @@ def test_hostile_scenario_text_does_not_run(browser, tmp_path):
             note: '{HOSTILE} <!-- \u2028'
           - run: raise ValueError(x)
             raises: ValueError
-        """)
+        """,
+    )
     out = tmp_path / "hostile.html"
     result = cli("run", str(scenario), "-o", str(out))
     assert result.returncode == 0, result.stderr
@@ -280,7 +301,9 @@ def test_hostile_scenario_text_does_not_run(browser, tmp_path):
     assert visit.page.eval_on_selector_all("script", "els => els.length") == 2
     cell = visit.page.locator("section#step-1 td.tt-cell-name", has_text="<i>k</i>")
     cell.hover()
-    assert "d['<i>k</i>']" in visit.page.inner_text("#tt-tip")  # the record of a name that looks like markup
+    assert "d['<i>k</i>']" in visit.page.inner_text(
+        "#tt-tip"
+    )  # the record of a name that looks like markup
     visit.page.keyboard.press("ArrowRight")
     assert "ValueError" in visit.page.inner_text("section#step-2")
     visit.close()  # no dialog opened, no error logged, nothing requested
@@ -309,7 +332,12 @@ def test_a_trace_whose_every_string_and_number_is_hostile_runs_nothing(browser, 
     out = tmp_path / "hostile.html"
     out.write_text(render(traces, "html"), encoding="utf-8")
     visit = Visit(browser, out)
-    assert visit.page.evaluate(_FOREIGN) == {"scripts": 2, "handlers": [], "links": [], "embedded": 0}
+    assert visit.page.evaluate(_FOREIGN) == {
+        "scripts": 2,
+        "handlers": [],
+        "links": [],
+        "embedded": 0,
+    }
     steps = visit.page.eval_on_selector_all("section.tt-step", "els => els.length")
     for _ in range(steps):
         cell = visit.page.locator("section.tt-current td[data-tensor]").first
@@ -326,7 +354,9 @@ def test_without_scripting_every_step_shows(browser, pages):
     context = browser.new_context(java_script_enabled=False)
     page = context.new_page()
     page.goto(pages["detach"].resolve().as_uri())
-    shown = page.eval_on_selector_all("section.tt-step", "els => els.filter(e => e.offsetParent !== null).length")
+    shown = page.eval_on_selector_all(
+        "section.tt-step", "els => els.filter(e => e.offsetParent !== null).length"
+    )
     assert shown == len(drawn_indexes(traces_of(pages["detach"])[0]))
     assert page.is_hidden("#tt-next")  # the buttons need the script
     context.close()

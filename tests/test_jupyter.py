@@ -36,8 +36,11 @@ CELLS = [
     "%tensortrace nosuch",
 ]
 # the examples of README.md and docs/python.md, run after the cells above
-EXAMPLES = [(f"{path.name}:{line}", text) for path in (REPO / "README.md", REPO / "docs" / "python.md")
-            for line, text in fenced(path, "ipython")]
+EXAMPLES = [
+    (f"{path.name}:{line}", text)
+    for path in (REPO / "README.md", REPO / "docs" / "python.md")
+    for line, text in fenced(path, "ipython")
+]
 
 
 @pytest.fixture(scope="module")
@@ -61,10 +64,17 @@ def _shown_text(nb, index):
 
 def test_the_cell_magic_shows_each_statement_with_its_real_facts(notebook):
     text, plain = _shown_text(notebook, 1)
-    for code in ("a = torch.zeros(4)", "b = a[1:]", "for _ in range(2):", "c = (torch.ones(2, requires_grad=True) * 3).sum()"):
+    for code in (
+        "a = torch.zeros(4)",
+        "b = a[1:]",
+        "for _ in range(2):",
+        "c = (torch.ones(2, requires_grad=True) * 3).sum()",
+    ):
         assert code in text, code
     assert "shared memory: S1 holds a, b" in text
-    assert "SumBackward0" in text and "MulBackward0" in text  # the graph of c, asked for with --graph
+    assert (
+        "SumBackward0" in text and "MulBackward0" in text
+    )  # the graph of c, asked for with --graph
     assert "b.add_(1)" in plain
     assert text.count("b.add_(1)") == 1  # the loop is one step, shown whole
     assert not _outputs(notebook, 1, "error")
@@ -97,7 +107,9 @@ def test_an_error_in_the_cell_is_recorded_then_raised(notebook):
 def test_a_bad_target_is_one_sentence(notebook):
     (said,) = _outputs(notebook, 6, "stream")
     assert said.name == "stderr"
-    assert said.text.startswith("tensortrace: nosuch: no such file, and no bundled scenario named 'nosuch'")
+    assert said.text.startswith(
+        "tensortrace: nosuch: no such file, and no bundled scenario named 'nosuch'"
+    )
     assert not _outputs(notebook, 6, "error")
 
 

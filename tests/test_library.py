@@ -80,7 +80,9 @@ def test_every_scenario_is_documented_and_declares_what_it_shows(path):
     assert all(NAME.match(tag) for tag in scenario.tags), f"{path.name}: tags {scenario.tags}"
     raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     for index, step in enumerate(raw["steps"], 1):
-        assert isinstance(step, dict), f"{path.name}: step {index} is a bare line; make it a mapping with run and note"
+        assert isinstance(step, dict), (
+            f"{path.name}: step {index} is a bare line; make it a mapping with run and note"
+        )
         assert str(step.get("note") or "").strip(), f"{path.name}: step {index} has no note"
     assert all(spec.note for spec in scenario.steps)
     assert expectation_count(scenario) >= 1, f"{path.name}: no expectation"
@@ -91,7 +93,10 @@ def test_list_filters_by_tag():
     assert everything.returncode == 0, everything.stderr
     all_names = listed_names(everything.stdout)
     assert all_names == NAMES
-    assert everything.stdout.splitlines()[-1] == f"{len(SCENARIOS)} scenarios; run one with: tensortrace run NAME"
+    assert (
+        everything.stdout.splitlines()[-1]
+        == f"{len(SCENARIOS)} scenarios; run one with: tensortrace run NAME"
+    )
 
     tagged = cli("list", "--tag", TAG)
     assert tagged.returncode == 0, tagged.stderr
@@ -99,14 +104,19 @@ def test_list_filters_by_tag():
     wanted = sorted(p.stem for p in SCENARIOS if TAG in load_scenario(p).tags)
     assert names == wanted
     assert 0 < len(names) < len(all_names)
-    assert tagged.stdout.splitlines()[-1] == f"{len(names)} scenarios; run one with: tensortrace run NAME"
+    assert (
+        tagged.stdout.splitlines()[-1]
+        == f"{len(names)} scenarios; run one with: tensortrace run NAME"
+    )
 
 
 def test_list_with_an_unknown_tag_is_a_usage_error():
     result = cli("list", "--tag", "no-such-tag")
     assert result.returncode == 2
     assert result.stdout == ""
-    assert result.stderr.count("\n") == 1 and result.stderr.startswith("tensortrace: "), result.stderr
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("tensortrace: "), (
+        result.stderr
+    )
     assert "no-such-tag" in result.stderr
 
 
@@ -156,8 +166,21 @@ def test_wheel_installs_into_a_fresh_venv_and_runs_the_bundled_library(tmp_path)
     it leaves no build/ folder behind and cannot pick up a stale one."""
     pytest.importorskip("build")
     source = tmp_path / "source"
-    shutil.copytree(REPO, source, symlinks=True, ignore=shutil.ignore_patterns(
-        ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache", ".hypothesis"))
+    shutil.copytree(
+        REPO,
+        source,
+        symlinks=True,
+        ignore=shutil.ignore_patterns(
+            ".git",
+            ".venv",
+            "build",
+            "dist",
+            "*.egg-info",
+            "__pycache__",
+            ".pytest_cache",
+            ".hypothesis",
+        ),
+    )
     dist = tmp_path / "dist"
     built = subprocess.run(
         [sys.executable, "-m", "build", "--wheel", "--outdir", str(dist)],
@@ -176,18 +199,41 @@ def test_wheel_installs_into_a_fresh_venv_and_runs_the_bundled_library(tmp_path)
     fresh_site = Path(
         subprocess.run(
             [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-            capture_output=True, text=True, check=True, timeout=120,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=120,
         ).stdout.strip()
     )
     # A plain path line: this environment's packages (torch, typer, ...) become
     # importable, but its .pth files, the editable install among them, do not run.
-    (fresh_site / "outer_environment.pth").write_text(sysconfig.get_paths()["purelib"] + "\n", encoding="utf-8")
+    (fresh_site / "outer_environment.pth").write_text(
+        sysconfig.get_paths()["purelib"] + "\n", encoding="utf-8"
+    )
 
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSTARTUP")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSTARTUP")
+    }
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
     installed = subprocess.run(
-        [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--ignore-installed", "--no-index", str(wheel)],
-        capture_output=True, text=True, env=env, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(python),
+            "install",
+            "--no-deps",
+            "--ignore-installed",
+            "--no-index",
+            str(wheel),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
     )
     assert installed.returncode == 0, installed.stdout + installed.stderr
 
@@ -197,12 +243,22 @@ def test_wheel_installs_into_a_fresh_venv_and_runs_the_bundled_library(tmp_path)
     assert script.exists()
 
     where = subprocess.run(
-        [str(python), "-c", "import pathlib, tensortrace; print(pathlib.Path(tensortrace.__file__).resolve().parent)"],
-        capture_output=True, text=True, cwd=outside, env=env, timeout=120,
+        [
+            str(python),
+            "-c",
+            "import pathlib, tensortrace; print(pathlib.Path(tensortrace.__file__).resolve().parent)",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=outside,
+        env=env,
+        timeout=120,
     )
     assert where.returncode == 0, where.stderr
     package = Path(where.stdout.strip())
-    assert package.is_relative_to(env_dir.resolve()), f"tensortrace imported from {package}, not from the fresh environment"
+    assert package.is_relative_to(env_dir.resolve()), (
+        f"tensortrace imported from {package}, not from the fresh environment"
+    )
     assert not package.is_relative_to(REPO)
     shipped = sorted(p.stem for p in (package / "scenarios").glob("*.yaml"))
     assert shipped == NAMES, "the wheel's scenarios differ from scenarios/"
@@ -210,18 +266,35 @@ def test_wheel_installs_into_a_fresh_venv_and_runs_the_bundled_library(tmp_path)
     # The explanations are data beside the code: a wheel without them would
     # still import, and only fail on the first error it meets.
     explained = subprocess.run(
-        [str(python), "-c", "from tensortrace.record.explain import explain; "
-         "print(explain('RuntimeError', 'Trying to backward through the graph a second time').topic)"],
-        capture_output=True, text=True, cwd=outside, env=env, timeout=120,
+        [
+            str(python),
+            "-c",
+            "from tensortrace.record.explain import explain; "
+            "print(explain('RuntimeError', 'Trying to backward through the graph a second time').topic)",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=outside,
+        env=env,
+        timeout=120,
     )
     assert explained.returncode == 0, explained.stderr
     assert explained.stdout.strip() == "backward-twice"
 
-    listed = subprocess.run([str(script), "list"], capture_output=True, text=True, cwd=outside, env=env, timeout=300)
+    listed = subprocess.run(
+        [str(script), "list"], capture_output=True, text=True, cwd=outside, env=env, timeout=300
+    )
     assert listed.returncode == 0, listed.stderr
     assert listed_names(listed.stdout) == NAMES
 
-    ran = subprocess.run([str(script), "run", "clone", "--format", "json"], capture_output=True, text=True, cwd=outside, env=env, timeout=300)
+    ran = subprocess.run(
+        [str(script), "run", "clone", "--format", "json"],
+        capture_output=True,
+        text=True,
+        cwd=outside,
+        env=env,
+        timeout=300,
+    )
     assert ran.returncode == 0, ran.stderr
     data = json.loads(ran.stdout)
     assert data["passed"] is True

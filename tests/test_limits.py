@@ -47,14 +47,20 @@ def _default_sigint() -> None:
 def tensortrace(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "tensortrace", *args],
-        capture_output=True, text=True, timeout=timeout, preexec_fn=_default_sigint,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        preexec_fn=_default_sigint,
     )
 
 
 def start(*args: str) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "tensortrace", *args],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_default_sigint,
     )
 
 
@@ -161,7 +167,10 @@ def test_a_runaway_step_is_stopped_and_recorded(tmp_path):
     steps = data["steps"]
     assert [s["index"] for s in steps] == [1, 2, 3]  # step 4 never ran
     assert [s["status"] for s in steps] == ["ok", "ok", "timeout"]
-    assert steps[2]["error"]["message"] == "step 3 exceeded the 1 s time limit (raise it with --timeout)"
+    assert (
+        steps[2]["error"]["message"]
+        == "step 3 exceeded the 1 s time limit (raise it with --timeout)"
+    )
     assert steps[2]["error"]["type"] == "TimeoutError"
     assert steps[2]["behaved"] is False
     assert steps[1]["tensors"] and {t["name"] for t in steps[1]["tensors"]} == {"a", "b"}
@@ -170,13 +179,18 @@ def test_a_runaway_step_is_stopped_and_recorded(tmp_path):
 
 
 def test_a_runaway_setup_is_stopped_and_no_step_runs(tmp_path):
-    path = write(tmp_path, "title: t\nsetup: |\n  while True:\n      pass\nsteps:\n  - a = torch.ones(2)\n")
+    path = write(
+        tmp_path, "title: t\nsetup: |\n  while True:\n      pass\nsteps:\n  - a = torch.ones(2)\n"
+    )
     result = tensortrace("run", str(path), "--format", "json", "--timeout", "1")
     assert result.returncode == 1, result.stderr
     assert_no_traceback(result)
     data = json.loads(result.stdout)
     assert data["setup"]["status"] == "timeout"
-    assert data["setup"]["error"]["message"] == "setup exceeded the 1 s time limit (raise it with --timeout)"
+    assert (
+        data["setup"]["error"]["message"]
+        == "setup exceeded the 1 s time limit (raise it with --timeout)"
+    )
     assert data["setup"]["line"] == 3
     assert data["steps"] == []
     assert data["aborted"] == "setup exceeded the 1 s time limit (raise it with --timeout)"
@@ -186,7 +200,10 @@ def test_a_runaway_setup_is_stopped_and_no_step_runs(tmp_path):
 # means to defeat it must ignore the alarm inside the step itself; ignoring it
 # in setup only (the first case) is overridden, and the alarm still works.
 IGNORED_ALARM = {
-    "in setup": ("import signal\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)", "while True:\n    pass"),
+    "in setup": (
+        "import signal\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)",
+        "while True:\n    pass",
+    ),
     "in the step": (
         "import signal\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)",
         "signal.signal(signal.SIGALRM, signal.SIG_IGN)\nwhile True:\n    pass",
@@ -211,7 +228,9 @@ def ignored_alarm_scenario(tmp_path: Path, where: str) -> Path:
 @pytest.mark.parametrize("where", sorted(IGNORED_ALARM))
 def test_trusted_step_that_ignores_the_alarm_is_stopped_by_the_parent(tmp_path, where):
     path = ignored_alarm_scenario(tmp_path, where)
-    result = tensortrace("run", str(path), "--format", "json", "--timeout", "1", "--trust", timeout=60)
+    result = tensortrace(
+        "run", str(path), "--format", "json", "--timeout", "1", "--trust", timeout=60
+    )
     assert result.returncode == 1, result.stderr
     assert_no_traceback(result)
     data = json.loads(result.stdout)
@@ -219,7 +238,10 @@ def test_trusted_step_that_ignores_the_alarm_is_stopped_by_the_parent(tmp_path, 
     assert [s["index"] for s in steps] == [1, 2]
     assert steps[0]["status"] == "ok"
     assert steps[1]["status"] == "timeout"
-    assert steps[1]["error"]["message"] == "step 2 exceeded the 1 s time limit (raise it with --timeout)"
+    assert (
+        steps[1]["error"]["message"]
+        == "step 2 exceeded the 1 s time limit (raise it with --timeout)"
+    )
     # recorded the same whichever layer stopped it (the alarm, or the parent's watchdog)
     assert steps[1]["error"]["type"] == "TimeoutError"
     assert steps[1]["error"]["qualname"] == "builtins.TimeoutError"
@@ -251,7 +273,9 @@ steps:
 )
 def test_memory_beyond_the_limit_is_that_steps_error(tmp_path, step):
     path = write(tmp_path, HUNGRY.format(step=step))
-    result = tensortrace("run", str(path), "--format", "json", "--memory-limit", "256", "--timeout", "20")
+    result = tensortrace(
+        "run", str(path), "--format", "json", "--memory-limit", "256", "--timeout", "20"
+    )
     assert result.returncode == 1, result.stderr
     assert_no_traceback(result)
     data = json.loads(result.stdout)
@@ -261,7 +285,10 @@ def test_memory_beyond_the_limit_is_that_steps_error(tmp_path, step):
     assert hungry["status"] in ("raised", "killed"), hungry
     assert hungry["error"]["message"]
     if hungry["status"] == "raised":  # an exception: the run goes on
-        assert "memory" in hungry["error"]["message"].lower() or hungry["error"]["type"] == "MemoryError"
+        assert (
+            "memory" in hungry["error"]["message"].lower()
+            or hungry["error"]["type"] == "MemoryError"
+        )
         assert [s["status"] for s in steps] == ["ok", "raised", "ok"]
     else:  # the child was stopped: the run ends there, cleanly
         assert len(steps) == 2 and data["aborted"]
@@ -270,7 +297,9 @@ def test_memory_beyond_the_limit_is_that_steps_error(tmp_path, step):
 def test_the_same_allocation_succeeds_without_the_cap(tmp_path):
     # proves the failure above comes from --memory-limit, not from the machine
     path = write(tmp_path, HUNGRY.format(step="xs = [torch.ones(2**18) for i in range(1024)]"))
-    result = tensortrace("run", str(path), "--format", "json", "--memory-limit", "256", "--trust", "--timeout", "60")
+    result = tensortrace(
+        "run", str(path), "--format", "json", "--memory-limit", "256", "--trust", "--timeout", "60"
+    )
     assert result.returncode == 0, result.stderr
     assert [s["status"] for s in json.loads(result.stdout)["steps"]] == ["ok", "ok", "ok"]
 
@@ -427,7 +456,9 @@ def test_ctrl_c_keeps_the_streamed_steps_and_exits_130(tmp_path):
     assert code == 130, stderr
     assert stopped_in < 10
     assert "Traceback" not in stderr
-    assert len(stderr.strip().splitlines()) == 1 and stderr.startswith("tensortrace: interrupted"), stderr
+    assert len(stderr.strip().splitlines()) == 1 and stderr.startswith(
+        "tensortrace: interrupted"
+    ), stderr
     assert events[0]["event"] == "start"
     steps = [e for e in events if e["event"] == "step"]
     assert [s["step"]["index"] for s in steps] == [1, 2]
@@ -463,7 +494,11 @@ def test_ctrl_c_with_an_output_file_writes_what_was_traced(tmp_path):
     assert [s["index"] for s in data["steps"]] == [1, 2]
     assert "interrupt" in data["aborted"].lower()
     assert data["passed"] is False
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.json", "ready", "scenario.yaml"]  # no temporary left
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "out.json",
+        "ready",
+        "scenario.yaml",
+    ]  # no temporary left
     assert wait_until_gone(path) == []
 
 
@@ -527,7 +562,9 @@ def test_ctrl_c_during_check_exits_130(tmp_path):
 
 
 def test_terminating_the_command_also_ends_its_child(tmp_path):
-    path = write(tmp_path, "title: t\nsteps:\n  - a = torch.ones(2)\n  - |\n    while True:\n        pass\n")
+    path = write(
+        tmp_path, "title: t\nsteps:\n  - a = torch.ones(2)\n  - |\n    while True:\n        pass\n"
+    )
     proc = start("run", str(path), "--format", "jsonl", "--timeout", "0")
     try:
         lines = Lines(proc)
@@ -575,7 +612,9 @@ def test_a_killed_child_is_that_steps_error(tmp_path):
     assert data["aborted"] == killed["error"]["message"]
     check = cli("check", str(path), "--trust")
     assert check.returncode == 1
-    assert check.stdout.splitlines()[0].startswith(f"FAIL {path}: step 2 (line 5): step 2 was killed")
+    assert check.stdout.splitlines()[0].startswith(
+        f"FAIL {path}: step 2 (line 5): step 2 was killed"
+    )
 
 
 def test_a_child_that_exits_is_that_steps_error(tmp_path):
@@ -615,7 +654,9 @@ def test_the_parent_never_blocks_in_select_for_more_than_a_tick(monkeypatch):
         return real(rlist, wlist, xlist, timeout)
 
     monkeypatch.setattr(runner, "select", types.SimpleNamespace(select=recording))
-    scenario = loads_scenario("title: a slow step\nsteps:\n  - |\n    import time\n    time.sleep(1)\n")
+    scenario = loads_scenario(
+        "title: a slow step\nsteps:\n  - |\n    import time\n    time.sleep(1)\n"
+    )
     [trace] = runner.run_all([scenario], safe=False, limits=runner.Limits(timeout=60))
     assert trace.aborted is None and trace.steps[0].status == "ok"
     assert len(waits) >= 4  # the second's sleep spanned several ticks

@@ -15,13 +15,25 @@ from tensortrace.scenario.library import bundled_path  # noqa: E402
 from tensortrace.scenario import load_scenario, loads_scenario  # noqa: E402
 
 # Bundled scenarios without setup, variants, seed or device: their steps are the whole story.
-BUNDLED = ["detach", "clone", "views", "version-counter", "leaf-inplace", "inplace-error-message", "hooks", "no-grad"]
+BUNDLED = [
+    "detach",
+    "clone",
+    "views",
+    "version-counter",
+    "leaf-inplace",
+    "inplace-error-message",
+    "hooks",
+    "no-grad",
+]
 
 
 def write_notebook(path, cells):
     """cells: ("md" | "code", source) pairs."""
     notebook = nbformat.v4.new_notebook()
-    notebook.cells = [nbformat.v4.new_markdown_cell(src) if kind == "md" else nbformat.v4.new_code_cell(src) for kind, src in cells]
+    notebook.cells = [
+        nbformat.v4.new_markdown_cell(src) if kind == "md" else nbformat.v4.new_code_cell(src)
+        for kind, src in cells
+    ]
     nbformat.write(notebook, str(path))
     return path
 
@@ -32,7 +44,10 @@ def _directives(spec) -> str:
     for key in ("raises", "warns"):
         declared = getattr(spec, key)
         if declared is not None:
-            lines.append(f"# {key}: {declared.type}" + (f", match: {declared.match}" if declared.match else ""))
+            lines.append(
+                f"# {key}: {declared.type}"
+                + (f", match: {declared.match}" if declared.match else "")
+            )
     if spec.show is not None:
         lines.append(f"# show: {', '.join(spec.show)}")
     if spec.graph is not None:
@@ -64,7 +79,10 @@ def facts(trace):
             s["behaved"],
             s["note"],
             [e["passed"] for e in s["expectations"]],
-            sorted((t["name"], t["version"], t["storage"], t["requires_grad"], t["is_leaf"]) for t in s["tensors"]),
+            sorted(
+                (t["name"], t["version"], t["storage"], t["requires_grad"], t["is_leaf"])
+                for t in s["tensors"]
+            ),
         )
         for s in trace["steps"]
     ]
@@ -77,7 +95,9 @@ def test_a_notebook_of_a_bundled_scenarios_steps_traces_as_the_yaml_does(name, t
     assert facts(from_notebook) == facts(from_yaml)
     assert from_notebook["passed"] == from_yaml["passed"] is True
     assert from_notebook["scenario"]["title"] == from_yaml["scenario"]["title"]
-    assert [s["code"].rstrip() for s in from_notebook["steps"]] == [s["code"].rstrip() for s in from_yaml["steps"]]
+    assert [s["code"].rstrip() for s in from_notebook["steps"]] == [
+        s["code"].rstrip() for s in from_yaml["steps"]
+    ]
 
 
 def test_markdown_directly_above_a_cell_is_its_note_and_lines_count_within_the_cell(tmp_path):
@@ -134,7 +154,11 @@ def test_with_trust_ipython_lines_are_skipped_with_notices(tmp_path):
     assert len(steps) == 3  # the %%time cell and the cell of nothing but a magic make no step
     assert [s["status"] for s in steps] == ["ok", "ok", "ok"]
     a = next(t for t in steps[-1]["tensors"] if t["name"] == "a")
-    assert a["values"]["data"] == [3.0, 3.0, 3.0]  # the loop's a.add_(1) ran twice, the %%time cell's add_(100) never
+    assert a["values"]["data"] == [
+        3.0,
+        3.0,
+        3.0,
+    ]  # the loop's a.add_(1) ran twice, the %%time cell's add_(100) never
     assert "pass  # skipped: !echo hi" in steps[1]["code"]
     assert trace["notices"] == [
         "cell 2, line 1: '%matplotlib inline' was skipped (an IPython line magic, not Python)",
@@ -155,7 +179,9 @@ def test_a_percent_that_starts_a_continued_line_is_python_not_a_magic(tmp_path):
 
 
 def test_a_safe_mode_refusal_inside_a_cell_names_the_cell(tmp_path):
-    path = write_notebook(tmp_path / "nb.ipynb", [("md", "# t"), ("code", "a = 1"), ("code", "b = 2\nimport os")])
+    path = write_notebook(
+        tmp_path / "nb.ipynb", [("md", "# t"), ("code", "a = 1"), ("code", "b = 2\nimport os")]
+    )
     result = cli("run", str(path))
     assert result.returncode == 2
     assert f"{path}: cell 3, line 2, column 1: " in result.stderr and "safe mode" in result.stderr
@@ -163,7 +189,9 @@ def test_a_safe_mode_refusal_inside_a_cell_names_the_cell(tmp_path):
 
 def test_a_directive_below_the_first_statement_of_a_cell_is_refused(tmp_path):
     path = write_notebook(tmp_path / "nb.ipynb", [("code", "a = 1\n# expect: a == 1\nb = 2")])
-    with pytest.raises(ScenarioError, match=r"nb.ipynb: cell 1, line 2, column 1: '# expect:' applies"):
+    with pytest.raises(
+        ScenarioError, match=r"nb.ipynb: cell 1, line 2, column 1: '# expect:' applies"
+    ):
         load_scenario(path)
 
 
@@ -171,7 +199,10 @@ def test_without_nbformat_the_message_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "nbformat", None)
     with pytest.raises(ScenarioError) as info:
         loads_scenario('{"cells": []}', path="nb.ipynb")
-    assert str(info.value) == "nb.ipynb: reading notebooks needs the nbformat package, which is not installed; install it with: pip install 'tensortrace[notebook]'"
+    assert (
+        str(info.value)
+        == "nb.ipynb: reading notebooks needs the nbformat package, which is not installed; install it with: pip install 'tensortrace[notebook]'"
+    )
 
 
 def test_convert_writes_a_notebook_as_yaml_with_the_same_outcomes(tmp_path):

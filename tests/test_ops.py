@@ -48,10 +48,21 @@ def test_detach_then_zero_reads_as_one_storage_written_with_a_version_bump():
     s1 = state(step, "a").storage
     assert state(step, "c").storage == s1
     detach, zero = _aten(step)
-    assert (detach.name, detach.tensors.in_, detach.tensors.out, detach.reads, detach.writes, detach.outputs) == (
-        "aten::detach", ("a",), ("c",), (s1,), (), (s1,))
+    assert (
+        detach.name,
+        detach.tensors.in_,
+        detach.tensors.out,
+        detach.reads,
+        detach.writes,
+        detach.outputs,
+    ) == ("aten::detach", ("a",), ("c",), (s1,), (), (s1,))
     assert detach.version_bumps == ()
-    assert (zero.name, zero.tensors.in_, zero.reads, zero.writes) == ("aten::zero_", ("c",), (), (s1,))
+    assert (zero.name, zero.tensors.in_, zero.reads, zero.writes) == (
+        "aten::zero_",
+        ("c",),
+        (),
+        (s1,),
+    )
     assert [(b.name, b.from_, b.to) for b in zero.version_bumps] == [("c", 0, 1)]
     assert ops_lines(step, "aten") == [
         "Tensor.detach(a) → c (S1, no copy)",
@@ -122,7 +133,9 @@ def test_a_storage_first_seen_inside_an_operation_keeps_its_label_in_later_snaps
         """
     )
     mul = next(op for op in _aten(step_of(result, 1)) if op.name == "aten::mul")
-    assert mul.tensors.out == (None,)  # held in a dict under a float key: unnamed at the end of the step
+    assert mul.tensors.out == (
+        None,
+    )  # held in a dict under a float key: unnamed at the end of the step
     assert state(step_of(result, 2), "e").storage == mul.outputs[0]
     clone_step = _trace(DETACH_ZERO.replace("c = a.detach(); c.zero_()", "b = a.clone()"))
     clone = _aten(step_of(clone_step, 1))[0]
@@ -130,7 +143,9 @@ def test_a_storage_first_seen_inside_an_operation_keeps_its_label_in_later_snaps
 
 
 def test_a_temporary_that_dies_inside_the_step_has_a_label_of_its_own():
-    result = _trace(DETACH_ZERO.replace("c = a.detach(); c.zero_()", "s = (a * 2).sum(); t = torch.ones(3)"))
+    result = _trace(
+        DETACH_ZERO.replace("c = a.detach(); c.zero_()", "s = (a * 2).sum(); t = torch.ones(3)")
+    )
     step = step_of(result, 1)
     mul = next(op for op in _aten(step) if op.name == "aten::mul")
     temp = mul.outputs[0]
@@ -163,7 +178,10 @@ def test_the_number_of_recorded_operations_is_bounded_and_the_rest_counted():
     # past the limit each call counts once: its ATen operation runs without the dispatch mode
     assert step.ops_omitted == 1 + 3000 - recorded_calls
     assert state(step, "x").values.data == (3000.0, 3000.0) and state(step, "x").version == 3000
-    assert ops_lines(step, "calls")[-1] == f"… and at least {step.ops_omitted:,} more operations not recorded"
+    assert (
+        ops_lines(step, "calls")[-1]
+        == f"… and at least {step.ops_omitted:,} more operations not recorded"
+    )
 
 
 class _Count(TorchDispatchMode):
@@ -178,11 +196,20 @@ class _Count(TorchDispatchMode):
 
 def test_the_aten_operations_of_the_call_that_crosses_the_limit_are_all_counted():
     """A backward() recorded just before the limit runs its ATen operations past it: each is counted, none lost."""
-    chain = MAX_OPS // 2 - 4  # y = y * 1.0 is a call and an ATen operation; the backward call crosses the limit
+    chain = (
+        MAX_OPS // 2 - 4
+    )  # y = y * 1.0 is a call and an ATen operation; the backward call crosses the limit
     code = f"w = torch.ones(2, requires_grad=True)\ny = w\nfor _ in range({chain}):\n    y = y * 1.0\ns = y.sum()\ns.backward()\n"
-    result = _trace("title: cross\nsteps:\n  - run: |\n" + "".join(f"      {line}\n" for line in code.splitlines()))
+    result = _trace(
+        "title: cross\nsteps:\n  - run: |\n"
+        + "".join(f"      {line}\n" for line in code.splitlines())
+    )
     step = step_of(result, 1)
-    backward = [i for i, op in enumerate(step.ops) if op.level == "call" and op.name == "torch.Tensor.backward"]
+    backward = [
+        i
+        for i, op in enumerate(step.ops)
+        if op.level == "call" and op.name == "torch.Tensor.backward"
+    ]
     assert len(backward) == 1 and len(step.ops) == MAX_OPS
     under = sum(1 for op in step.ops if op.parent == backward[0])
     # what an independent dispatch mode sees the same backward run
@@ -219,13 +246,17 @@ def test_past_the_limit_a_backward_still_records_its_flow_and_the_next_step_its_
     capped, after = step_of(result, 1), step_of(result, 2)
     assert capped.ops_omitted > 0 and len(capped.flow) == 1 and capped.flow[0].nodes
     assert state(capped, "w").grad.data == (1.0, 1.0)
-    assert [op.name for op in _aten(after)] == ["aten::detach"]  # the dispatch mode is back on the stack
+    assert [op.name for op in _aten(after)] == [
+        "aten::detach"
+    ]  # the dispatch mode is back on the stack
     assert torch._C._len_torch_dispatch_stack() == 0
 
 
 def test_ops_none_records_nothing():
     result = _trace(DETACH_ZERO, ops=False)
-    assert all(not s.ops and not s.flow and s.ops_omitted == 0 for s in (result.setup, *result.steps))
+    assert all(
+        not s.ops and not s.flow and s.ops_omitted == 0 for s in (result.setup, *result.steps)
+    )
 
 
 def test_inference_mode_scenarios_record_calls_only_and_say_why():
@@ -265,7 +296,9 @@ def test_compiling_scenarios_are_not_recorded_and_say_why():
     assert recordable("with torch.inference_mode(): pass")[0] == "call"
     assert recordable("a = torch.ones(2)") == ("aten", None)
     assert recordable("tr = torch.jit.trace(f, (x,))")[0] == "call"
-    result = _trace(DETACH_ZERO.replace("c.zero_()", "c.zero_()\n      f = torch.compile"), safe=False)
+    result = _trace(
+        DETACH_ZERO.replace("c.zero_()", "c.zero_()\n      f = torch.compile"), safe=False
+    )
     assert not any(s.ops for s in result.steps)
     assert any("torch.compile" in n for n in result.notices)
 
@@ -322,7 +355,13 @@ def test_the_json_trace_carries_both_levels_with_its_own_keys(tmp_path):
     assert zero["version_bumps"] == [{"name": "c", "from": 0, "to": 1}]
     assert Trace.from_dict(data) == Trace.from_dict(json.loads(json.dumps(data)))
     assert Trace.from_dict(data).steps[0].ops[3].version_bumps[0].to == 1
-    old = dict(data, steps=[{k: v for k, v in s.items() if k not in ("ops", "ops_omitted", "flow")} for s in data["steps"]])
+    old = dict(
+        data,
+        steps=[
+            {k: v for k, v in s.items() if k not in ("ops", "ops_omitted", "flow")}
+            for s in data["steps"]
+        ],
+    )
     assert Trace.from_dict(old).steps[0].ops == ()  # traces written before these fields still load
     none = json.loads(cli("run", str(path), "--format", "json", "--ops", "none").stdout)
     assert none["steps"][0]["ops"] == [] and none["steps"][0]["flow"] == []
@@ -357,11 +396,31 @@ def _outcome(result: Trace):
     steps = []
     for step in (result.setup, *result.steps) if result.setup else result.steps:
         tensors = tuple(
-            (t.name, t.values, t.version, t.requires_grad, t.is_leaf, t.retains_grad, t.grad_fn, t.grad, t.shape, t.is_view)
+            (
+                t.name,
+                t.values,
+                t.version,
+                t.requires_grad,
+                t.is_leaf,
+                t.retains_grad,
+                t.grad_fn,
+                t.grad,
+                t.shape,
+                t.is_view,
+            )
             for t in step.tensors
         )
         error = (step.error.type, step.error.message) if step.error else None
-        steps.append((step.status, error, step.warnings, step.stdout, [e.passed for e in step.expectations], tensors))
+        steps.append(
+            (
+                step.status,
+                error,
+                step.warnings,
+                step.stdout,
+                [e.passed for e in step.expectations],
+                tensors,
+            )
+        )
     return steps, result.passed
 
 
@@ -384,7 +443,10 @@ def test_render_and_check_take_the_ops_option_too(tmp_path):
     saved = tmp_path / "trace.json"
     assert cli("run", str(path), "-o", str(saved)).returncode == 0
     again = cli("render", str(saved), "--ops", "aten", "--width", "120")
-    assert again.returncode == 0 and "  aten::zero_(c) writes S1 (a, c) · c: version 0 → 1" in again.stdout
+    assert (
+        again.returncode == 0
+        and "  aten::zero_(c) writes S1 (a, c) · c: version 0 → 1" in again.stdout
+    )
     hidden = cli("render", str(saved), "--ops", "none", "--width", "120")
     assert "Tensor.zero_" not in hidden.stdout
     checked = cli("check", str(path), "--ops", "none")
@@ -392,8 +454,7 @@ def test_render_and_check_take_the_ops_option_too(tmp_path):
 
 
 def test_a_subclass_never_sees_the_recording_reads():
-    text = (
-        """
+    text = """
         title: subclass
         setup: |
           seen = []
@@ -412,18 +473,25 @@ def test_a_subclass_never_sees_the_recording_reads():
             expect:
               - seen == ['mul', 'sum', 'backward']
         """
-    )
     result = _trace(text, safe=False)
     plain = _trace(text, safe=False, ops=False)
     step = step_of(result, 1)
     assert step.behaved and step_of(plain, 1).behaved, step.expectations
-    assert [op.name for op in _calls(step)][:3] == ["torch.Tensor.mul", "torch.Tensor.sum", "torch.Tensor.backward"]
+    assert [op.name for op in _calls(step)][:3] == [
+        "torch.Tensor.mul",
+        "torch.Tensor.sum",
+        "torch.Tensor.backward",
+    ]
 
 
 def test_a_write_after_data_is_reassigned_names_the_storage_it_landed_in():
     import yaml
 
-    body = {"title": "t", "setup": "x = torch.ones(3)\ny = torch.zeros(3)", "steps": ["x.add_(0)\nx.data = y\nx.add_(1)"]}
+    body = {
+        "title": "t",
+        "setup": "x = torch.ones(3)\ny = torch.zeros(3)",
+        "steps": ["x.add_(0)\nx.data = y\nx.add_(1)"],
+    }
     step = trace(loads_scenario(yaml.safe_dump(body)), safe=True).steps[0]
     y = next(t for t in step.tensors if t.name == "y")
     first, second = [op for op in step.ops if op.name == "aten::add_"]
@@ -471,8 +539,12 @@ def test_restriding_in_place_operations_move_the_version_but_write_nothing():
     plain.t_()
     plain.unsqueeze_(0)
     assert plain._version == 2 and plain.shape == (1, 3, 2)
-    result = _trace(yaml.safe_dump({"title": "t", "steps": [{"run": "m = torch.ones(2, 3)\nm.t_()\nm.unsqueeze_(0)"}]}),
-                    safe=False)
+    result = _trace(
+        yaml.safe_dump(
+            {"title": "t", "steps": [{"run": "m = torch.ones(2, 3)\nm.t_()\nm.unsqueeze_(0)"}]}
+        ),
+        safe=False,
+    )
     step = step_of(result, 0)
     restrided = [op for op in step.ops if op.name.endswith(("t_", "unsqueeze_"))]
     assert len(restrided) == 4  # each call and its ATen operation
@@ -487,7 +559,9 @@ def test_the_tools_own_reads_are_not_calls_the_code_made():
     code = "import numpy as np\narr = np.arange(3.)\nt = torch.from_numpy(arr)"
     result = _trace(yaml.safe_dump({"title": "t", "steps": [{"run": code}]}), safe=False)
     calls = [op.name for op in _calls(step_of(result, 0))]
-    assert not any("untyped_storage" in n or n.endswith(".device") or "lift_fresh" in n for n in calls), calls
+    assert not any(
+        "untyped_storage" in n or n.endswith(".device") or "lift_fresh" in n for n in calls
+    ), calls
 
 
 def test_a_version_move_of_an_unnamed_alias_is_not_put_beside_the_named_tensor():
@@ -495,7 +569,10 @@ def test_a_version_move_of_an_unnamed_alias_is_not_put_beside_the_named_tensor()
     plain = torch.ones(3)
     plain.data.add_(1)
     assert plain._version == 0
-    result = _trace(yaml.safe_dump({"title": "t", "steps": [{"run": "d = torch.ones(3)\nd.data.add_(1)"}]}), safe=False)
+    result = _trace(
+        yaml.safe_dump({"title": "t", "steps": [{"run": "d = torch.ones(3)\nd.data.add_(1)"}]}),
+        safe=False,
+    )
     step = step_of(result, 0)
     assert state(step, "d").version == 0
     (line,) = [t for t in ops_lines(step, "calls") if t.startswith("Tensor.add_")]

@@ -104,23 +104,41 @@ NO_GRAD_ADD = "with torch.no_grad():\n    w.add_(1.)"
 COPY_SLICES = {
     "mul_ saves the other factor": (
         [LEAVES + "b = a.clone()\nv = b[:2]\nv.mul_(w)", NO_GRAD_ADD, "b.sum().backward()"],
-        {(2, "b"), (2, "v"), (3, "b"), (3, "v")}),
+        {(2, "b"), (2, "v"), (3, "b"), (3, "v")},
+    ),
     "sigmoid_ saves its result, the view": (
-        ["x = torch.ones(4, requires_grad=True)\nb = x * 1\nb[0:2].sigmoid_()", "b.add_(1.)",
-         "n = 1", "b.sum().backward()"],
-        {(2, "b"), (3, "b"), (4, "b")}),
+        [
+            "x = torch.ones(4, requires_grad=True)\nb = x * 1\nb[0:2].sigmoid_()",
+            "b.add_(1.)",
+            "n = 1",
+            "b.sum().backward()",
+        ],
+        {(2, "b"), (3, "b"), (4, "b")},
+    ),
     "mul_ by a tensor that needs no grad saves it": (
-        ["x = torch.ones(4, requires_grad=True)\nc = torch.full((2,), 3.)\nb = x * 1\n"
-         "b[:2].mul_(c)", "c.fill_(5.)", "b.sum().backward()"],
-        {(2, "b"), (3, "b")}),
+        [
+            "x = torch.ones(4, requires_grad=True)\nc = torch.full((2,), 3.)\nb = x * 1\n"
+            "b[:2].mul_(c)",
+            "c.fill_(5.)",
+            "b.sum().backward()",
+        ],
+        {(2, "b"), (3, "b")},
+    ),
     "exp_ then a write to the base in the same step": (
-        ["x = torch.ones(4, requires_grad=True)\nb = x * 1\nb[1:3].exp_()\nb.mul_(2.)",
-         "b.sum().backward()"],
-        {(1, "b")}),  # then the failed backward has run and freed MulBackward0: "a second time"
+        [
+            "x = torch.ones(4, requires_grad=True)\nb = x * 1\nb[1:3].exp_()\nb.mul_(2.)",
+            "b.sum().backward()",
+        ],
+        {(1, "b")},
+    ),  # then the failed backward has run and freed MulBackward0: "a second time"
     "add_ saves nothing: a later change is harmless": (
-        [LEAVES + "b = a.clone()\nb[:2].add_(w)", NO_GRAD_ADD,
-         "b.sum().backward(retain_graph=True)"],
-        set()),
+        [
+            LEAVES + "b = a.clone()\nb[:2].add_(w)",
+            NO_GRAD_ADD,
+            "b.sum().backward(retain_graph=True)",
+        ],
+        set(),
+    ),
 }
 
 
@@ -141,10 +159,23 @@ def test_saved_tensors_inside_copy_slices_against_the_real_backward(pattern):
 def test_copy_slices_with_nothing_changed_says_nothing():
     """A view written in place, then steps that change none of the tensors it may have saved:
     no notice."""
-    traced = trace(loads_scenario(yaml.safe_dump({"title": "quiet", "steps": [
-        LEAVES + "b = a.clone()\nv = b[:2]\nv.mul_(w)", "u = b * 2",
-        "c = a.detach().clone()\nc.add_(1.)", "q = a.exp()\nc.mul_(3.)", "b.sum().backward()"]})),
-        safe=False)
+    traced = trace(
+        loads_scenario(
+            yaml.safe_dump(
+                {
+                    "title": "quiet",
+                    "steps": [
+                        LEAVES + "b = a.clone()\nv = b[:2]\nv.mul_(w)",
+                        "u = b * 2",
+                        "c = a.detach().clone()\nc.add_(1.)",
+                        "q = a.exp()\nc.mul_(3.)",
+                        "b.sum().backward()",
+                    ],
+                }
+            )
+        ),
+        safe=False,
+    )
     compared = compare_with_real(traced, "quiet")
     assert {happened for i, _, happened, _ in compared if i < 5} == {"none"}
     made = {(s.index, p.kind) for s in traced.steps for p in s.predictions}
@@ -176,14 +207,16 @@ def test_pytorch_shows_python_nothing_of_what_copy_slices_wraps():
     node = b.grad_fn
     assert type(node).__name__ == "CopySlices"
     assert [n for n in dir(node) if "saved" in n] == []
-    assert [type(n).__name__ for n, _ in node.next_functions] == ["CloneBackward0",
-                                                               "AccumulateGrad"]
+    assert [type(n).__name__ for n, _ in node.next_functions] == [
+        "CloneBackward0",
+        "AccumulateGrad",
+    ]
     with torch.no_grad():
-        w.add_(1.)
+        w.add_(1.0)
     assert real_backward(b) == "stale"
     with torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):
         hooked = a.clone()
         hooked[:2].mul_(w)
     with torch.no_grad():
-        w.add_(1.)
+        w.add_(1.0)
     assert real_backward(hooked) == "none"

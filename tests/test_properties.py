@@ -30,7 +30,9 @@ from hypothesis import strategies as st
 
 from conftest import cli
 
-SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+SETTINGS = dict(
+    deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 NON_PRINTABLE = yaml.reader.Reader.NON_PRINTABLE
 FORMATS = ["console", "json", "jsonl", "markdown", "html", "svg", "dot", "mermaid"]
 
@@ -51,7 +53,9 @@ def invoke(path: Path, command: str = "run", fmt: str = "json", extra: Optional[
 def assert_clean_end(result, path: Path, command: str = "run", code_location: bool = False) -> None:
     """Exit 0/1/2, no uncaught exception, and exit 2 explained in one line naming the file."""
     exc = result.exception
-    assert exc is None or isinstance(exc, SystemExit), f"uncaught {type(exc).__name__}: {exc}\nstderr: {result.stderr}"
+    assert exc is None or isinstance(exc, SystemExit), (
+        f"uncaught {type(exc).__name__}: {exc}\nstderr: {result.stderr}"
+    )
     assert result.returncode in (0, 1, 2), (result.returncode, result.stderr)
     if currently_in_test_context():  # the plain regression tests below share this check
         event(f"exit {result.returncode}")
@@ -68,7 +72,9 @@ def assert_clean_end(result, path: Path, command: str = "run", code_location: bo
         errors = [ln for ln in lines if ln.startswith("ERROR ")]
         assert len(errors) == 1, result.stderr
         line = errors[0]
-        assert result.stdout.strip().endswith("0 passed, 0 failed, 1 could not be used"), result.stdout
+        assert result.stdout.strip().endswith("0 passed, 0 failed, 1 could not be used"), (
+            result.stdout
+        )
     assert str(path) in line, line
     if code_location:
         assert re.search(re.escape(str(path)) + r":\d+:\d+: ", line), line
@@ -83,16 +89,42 @@ def write_yaml(path: Path, data: Any) -> Path:
 # strategies: YAML structures
 # ---------------------------------------------------------------------------
 
-WORDS = ["title", "steps", "run", "expect", "raises", "warns", "note", "show", "graph", "setup",
-         "variants", "type", "match", "all", "seed", "device", "tags", "description", "a", "b", "x"]
+WORDS = [
+    "title",
+    "steps",
+    "run",
+    "expect",
+    "raises",
+    "warns",
+    "note",
+    "show",
+    "graph",
+    "setup",
+    "variants",
+    "type",
+    "match",
+    "all",
+    "seed",
+    "device",
+    "tags",
+    "description",
+    "a",
+    "b",
+    "x",
+]
 
 scalars = st.one_of(
     st.none(),
     st.booleans(),
-    st.integers(min_value=-(2**63), max_value=2**63 - 1),  # wider seeds: see the expected failure below
+    st.integers(
+        min_value=-(2**63), max_value=2**63 - 1
+    ),  # wider seeds: see the expected failure below
     st.floats(allow_nan=True, allow_infinity=True),
     st.text(max_size=30),
-    st.sampled_from(WORDS + ["a = torch.ones(3)", "${x}", "$${", "cpu", "cuda:7", "RuntimeError", "(", "!!python"]),
+    st.sampled_from(
+        WORDS
+        + ["a = torch.ones(3)", "${x}", "$${", "cpu", "cuda:7", "RuntimeError", "(", "!!python"]
+    ),
 )
 keys = st.one_of(st.sampled_from(WORDS), st.text(max_size=12), st.integers(-5, 5), st.booleans())
 yaml_values = st.recursive(
@@ -101,31 +133,79 @@ yaml_values = st.recursive(
     max_leaves=25,
 )
 
-GOOD_CODE = ["a = torch.ones(3)", "b = a.clone()", "a.add_(1)", "c = a.detach()", "b.sum().backward()",
-             "v = a[1:]", "lin = nn.Linear(2, 2)", "xs = [a, a * 2]"]
-ODD_CODE = ["a = (", "import os", "open('f')", "x = a._secret", "return 1", "", "   ", "${p}", "$${x}",
-            "a = ${p}", "${missing}", "print('hi')", "1 +", "\t", "del zz"]
-EXPRS = ["a.sum() == 3", "same_storage(a, b)", "not b.requires_grad", "1 +", "${p}", "a._version == 0",
-         "open('x')", "a", "", "x == ", "len(xs) == 2"]
+GOOD_CODE = [
+    "a = torch.ones(3)",
+    "b = a.clone()",
+    "a.add_(1)",
+    "c = a.detach()",
+    "b.sum().backward()",
+    "v = a[1:]",
+    "lin = nn.Linear(2, 2)",
+    "xs = [a, a * 2]",
+]
+ODD_CODE = [
+    "a = (",
+    "import os",
+    "open('f')",
+    "x = a._secret",
+    "return 1",
+    "",
+    "   ",
+    "${p}",
+    "$${x}",
+    "a = ${p}",
+    "${missing}",
+    "print('hi')",
+    "1 +",
+    "\t",
+    "del zz",
+]
+EXPRS = [
+    "a.sum() == 3",
+    "same_storage(a, b)",
+    "not b.requires_grad",
+    "1 +",
+    "${p}",
+    "a._version == 0",
+    "open('x')",
+    "a",
+    "",
+    "x == ",
+    "len(xs) == 2",
+]
 
 codes = st.one_of(st.sampled_from(GOOD_CODE + ODD_CODE), st.text(max_size=20))
 good_codes = st.sampled_from(GOOD_CODE + ["a = ${p}", "b = ${p}"])
 names_values = st.one_of(
-    st.lists(st.sampled_from(["a", "b", "lin.weight", "xs[0]", "d['k']", "1bad", "a b", ""]), max_size=3),
+    st.lists(
+        st.sampled_from(["a", "b", "lin.weight", "xs[0]", "d['k']", "1bad", "a b", ""]), max_size=3
+    ),
     scalars,
 )
 good_declarations = st.one_of(
     st.sampled_from(["RuntimeError", "Exception", "UserWarning", "torch.OutOfMemoryError"]),
-    st.fixed_dictionaries({"type": st.sampled_from(["RuntimeError", "ValueError", "Exception"])},
-                          optional={"match": st.sampled_from(["grad", ".*", "", "leaf"])}),
-    st.dictionaries(st.sampled_from(["one", "two"]), st.sampled_from(["RuntimeError", "Exception"]), min_size=1, max_size=2),
+    st.fixed_dictionaries(
+        {"type": st.sampled_from(["RuntimeError", "ValueError", "Exception"])},
+        optional={"match": st.sampled_from(["grad", ".*", "", "leaf"])},
+    ),
+    st.dictionaries(
+        st.sampled_from(["one", "two"]),
+        st.sampled_from(["RuntimeError", "Exception"]),
+        min_size=1,
+        max_size=2,
+    ),
 )
 declarations = st.one_of(
     st.sampled_from(["not a class", "", "x.", "1Error"]),
-    st.fixed_dictionaries({"type": st.sampled_from(["RuntimeError", "x y"])},
-                          optional={"match": st.sampled_from(["(", "[a-"])}),
-    st.dictionaries(st.sampled_from(["one", "two", "type", "match", "all", "three"]),
-                    st.one_of(st.sampled_from(["RuntimeError", "ValueError"]), scalars), max_size=3),
+    st.fixed_dictionaries(
+        {"type": st.sampled_from(["RuntimeError", "x y"])},
+        optional={"match": st.sampled_from(["(", "[a-"])},
+    ),
+    st.dictionaries(
+        st.sampled_from(["one", "two", "type", "match", "all", "three"]),
+        st.one_of(st.sampled_from(["RuntimeError", "ValueError"]), scalars),
+        max_size=3,
+    ),
     yaml_values,
 )
 
@@ -140,7 +220,13 @@ def step_mappings(draw, junk: int = 6) -> Any:
     if draw(st.integers(0, 3)) == 0:
         return either(draw, good_codes, st.one_of(codes, yaml_values), junk)
     step: Dict[str, Any] = {}
-    fields = draw(st.lists(st.sampled_from(["run", "note", "expect", "raises", "warns", "show", "graph"]), unique=True, max_size=5))
+    fields = draw(
+        st.lists(
+            st.sampled_from(["run", "note", "expect", "raises", "warns", "show", "graph"]),
+            unique=True,
+            max_size=5,
+        )
+    )
     if "run" not in fields and draw(st.integers(1, junk)) != 1:
         fields.insert(0, "run")
     if draw(st.integers(1, 3 * junk)) == 1:
@@ -149,23 +235,53 @@ def step_mappings(draw, junk: int = 6) -> Any:
         if field == "run":
             step["run"] = either(draw, good_codes, st.one_of(codes, yaml_values), junk)
         elif field == "note":
-            step["note"] = either(draw, st.sampled_from(["see ${p}", "$${p}", "a note", ""]), st.one_of(st.text(max_size=20), scalars), junk)
+            step["note"] = either(
+                draw,
+                st.sampled_from(["see ${p}", "$${p}", "a note", ""]),
+                st.one_of(st.text(max_size=20), scalars),
+                junk,
+            )
         elif field == "expect":
             step["expect"] = either(
                 draw,
-                st.one_of(st.lists(st.sampled_from(EXPRS[:3] + EXPRS[-1:]), max_size=3),
-                          st.dictionaries(st.sampled_from(["one", "two", "all"]), st.lists(st.sampled_from(EXPRS[:3]), max_size=2), max_size=2)),
-                st.one_of(st.lists(st.sampled_from(EXPRS), max_size=3), st.sampled_from(EXPRS),
-                          st.dictionaries(st.sampled_from(["one", "nope"]), st.lists(st.sampled_from(EXPRS), max_size=2), max_size=2),
-                          yaml_values),
+                st.one_of(
+                    st.lists(st.sampled_from(EXPRS[:3] + EXPRS[-1:]), max_size=3),
+                    st.dictionaries(
+                        st.sampled_from(["one", "two", "all"]),
+                        st.lists(st.sampled_from(EXPRS[:3]), max_size=2),
+                        max_size=2,
+                    ),
+                ),
+                st.one_of(
+                    st.lists(st.sampled_from(EXPRS), max_size=3),
+                    st.sampled_from(EXPRS),
+                    st.dictionaries(
+                        st.sampled_from(["one", "nope"]),
+                        st.lists(st.sampled_from(EXPRS), max_size=2),
+                        max_size=2,
+                    ),
+                    yaml_values,
+                ),
                 junk,
             )
         elif field in ("raises", "warns"):
             step[field] = either(draw, good_declarations, declarations, junk)
         elif field == "show":
-            step[field] = either(draw, st.lists(st.sampled_from(["a", "b", "lin.weight", "xs[0]", "nope"]), max_size=3), names_values, junk)
+            step[field] = either(
+                draw,
+                st.lists(st.sampled_from(["a", "b", "lin.weight", "xs[0]", "nope"]), max_size=3),
+                names_values,
+                junk,
+            )
         elif field == "graph":
-            step[field] = either(draw, st.one_of(st.booleans(), st.lists(st.sampled_from(["a", "b", "xs[1]"]), max_size=2)), names_values, junk)
+            step[field] = either(
+                draw,
+                st.one_of(
+                    st.booleans(), st.lists(st.sampled_from(["a", "b", "xs[1]"]), max_size=2)
+                ),
+                names_values,
+                junk,
+            )
         else:
             step[field] = draw(scalars)
     return step
@@ -187,14 +303,26 @@ def mutated_scenarios(draw) -> Any:
     if draw(st.booleans()):
         doc["variants"] = either(
             draw,
-            st.fixed_dictionaries({
-                "one": st.fixed_dictionaries({"p": st.sampled_from(["a.clone()", "a.detach()", "a.data", "a[1:]"])}),
-                "two": st.fixed_dictionaries({"p": st.sampled_from(["a.view(3)", "a * 1", "a"])}),
-            }),
+            st.fixed_dictionaries(
+                {
+                    "one": st.fixed_dictionaries(
+                        {"p": st.sampled_from(["a.clone()", "a.detach()", "a.data", "a[1:]"])}
+                    ),
+                    "two": st.fixed_dictionaries(
+                        {"p": st.sampled_from(["a.view(3)", "a * 1", "a"])}
+                    ),
+                }
+            ),
             st.one_of(
-                st.dictionaries(st.sampled_from(["one", "two", "type", "all", "bad name", "x.y-z"]),
-                                st.dictionaries(st.sampled_from(["p", "x"]), st.one_of(st.sampled_from(["a", "(", "open('f')"]), scalars), max_size=2),
-                                max_size=3),
+                st.dictionaries(
+                    st.sampled_from(["one", "two", "type", "all", "bad name", "x.y-z"]),
+                    st.dictionaries(
+                        st.sampled_from(["p", "x"]),
+                        st.one_of(st.sampled_from(["a", "(", "open('f')"]), scalars),
+                        max_size=2,
+                    ),
+                    max_size=3,
+                ),
                 yaml_values,
             ),
             junk,
@@ -225,15 +353,51 @@ def test_any_yaml_document_ends_cleanly(folder, data, command):
 
 
 @settings(max_examples=150, **SETTINGS)
-@given(doc=mutated_scenarios(), command=st.sampled_from(["run", "check"]), fmt=st.sampled_from(FORMATS))
+@given(
+    doc=mutated_scenarios(), command=st.sampled_from(["run", "check"]), fmt=st.sampled_from(FORMATS)
+)
 def test_mutated_scenarios_end_cleanly(folder, doc, command, fmt):
     path = write_yaml(folder / "mutated.yaml", doc)
     assert_clean_end(invoke(path, command, fmt), path, command)
 
 
-YAML_TOKENS = ["title:", "steps:", "run:", "- ", "  ", "\n", ": ", "[", "]", "{", "}", ",", "'", '"', "#",
-               "|", ">", "!!python/object:os.system", "!!str", "!custom", "&a ", "---", "...", "%YAML 1.1",
-               "? ", "\t", "\\", "a = torch.ones(3)", "${x}", "\ufeff", "\x85", "\u2028", "é", "\r\n", "<<: "]
+YAML_TOKENS = [
+    "title:",
+    "steps:",
+    "run:",
+    "- ",
+    "  ",
+    "\n",
+    ": ",
+    "[",
+    "]",
+    "{",
+    "}",
+    ",",
+    "'",
+    '"',
+    "#",
+    "|",
+    ">",
+    "!!python/object:os.system",
+    "!!str",
+    "!custom",
+    "&a ",
+    "---",
+    "...",
+    "%YAML 1.1",
+    "? ",
+    "\t",
+    "\\",
+    "a = torch.ones(3)",
+    "${x}",
+    "\ufeff",
+    "\x85",
+    "\u2028",
+    "é",
+    "\r\n",
+    "<<: ",
+]
 
 
 def printable(text: str) -> str:
@@ -253,7 +417,11 @@ def printable_bytes(data: bytes) -> bytes:
 
 
 @settings(max_examples=150, **SETTINGS)
-@given(text=st.one_of(st.text(max_size=200), st.lists(st.sampled_from(YAML_TOKENS), max_size=40).map("".join)))
+@given(
+    text=st.one_of(
+        st.text(max_size=200), st.lists(st.sampled_from(YAML_TOKENS), max_size=40).map("".join)
+    )
+)
 def test_raw_text_ends_cleanly(folder, text):
     path = folder / "raw.yaml"
     path.write_bytes(printable(text).encode("utf-8"))
@@ -261,7 +429,10 @@ def test_raw_text_ends_cleanly(folder, text):
 
 
 @settings(max_examples=80, **SETTINGS)
-@given(data=st.binary(max_size=300), prefix=st.sampled_from([b"", b"title: t\nsteps:\n  - ", b"\xef\xbb\xbf", b"\xff\xfe"]))
+@given(
+    data=st.binary(max_size=300),
+    prefix=st.sampled_from([b"", b"title: t\nsteps:\n  - ", b"\xef\xbb\xbf", b"\xff\xfe"]),
+)
 def test_raw_bytes_end_cleanly(folder, data, prefix):
     path = folder / "raw.bin"
     path.write_bytes(printable_bytes(prefix + data))
@@ -273,14 +444,55 @@ def test_raw_bytes_end_cleanly(folder, data, prefix):
 # ---------------------------------------------------------------------------
 
 NAMES = ["a", "b", "c", "x", "lin", "xs", "d", "_h", "__dict__"]
-ATTRIBUTES = ["_version", "_base", "_is_view()", "grad_fn", "is_leaf", "grad", "data", "T", "mT", "shape",
-              "requires_grad", "__class__", "_secret", "__dict__", "_C", "__len__()", "foo", "_saved_self",
-              "__init__", "next_functions", "weight", "storage_offset()", "untyped_storage().nbytes()",
-              "numpy()", "tolist()", "__reduce_ex__(2)", "_grad_fn", "gi_frame", "f_globals"]
-IMPORTS = ["import torch", "import math", "import numpy as np", "import copy", "from torch import nn",
-           "import torch.nn.functional as F2", "import os", "import sys", "from torch import save",
-           "import torch.hub", "from math import *", "import torch.optim as optim", "from . import x",
-           "import torch._C", "from os import path as _p", "import numpy.lib"]
+ATTRIBUTES = [
+    "_version",
+    "_base",
+    "_is_view()",
+    "grad_fn",
+    "is_leaf",
+    "grad",
+    "data",
+    "T",
+    "mT",
+    "shape",
+    "requires_grad",
+    "__class__",
+    "_secret",
+    "__dict__",
+    "_C",
+    "__len__()",
+    "foo",
+    "_saved_self",
+    "__init__",
+    "next_functions",
+    "weight",
+    "storage_offset()",
+    "untyped_storage().nbytes()",
+    "numpy()",
+    "tolist()",
+    "__reduce_ex__(2)",
+    "_grad_fn",
+    "gi_frame",
+    "f_globals",
+]
+IMPORTS = [
+    "import torch",
+    "import math",
+    "import numpy as np",
+    "import copy",
+    "from torch import nn",
+    "import torch.nn.functional as F2",
+    "import os",
+    "import sys",
+    "from torch import save",
+    "import torch.hub",
+    "from math import *",
+    "import torch.optim as optim",
+    "from . import x",
+    "import torch._C",
+    "from os import path as _p",
+    "import numpy.lib",
+]
 
 name = st.sampled_from(NAMES)
 small = st.integers(1, 4).map(str)
@@ -312,8 +524,10 @@ def expressions(draw, depth: int = 0) -> str:
     if depth < 2:
         left = draw(expressions(depth + 1))
         right = draw(expressions(depth + 1))
-        choices += [f"({left}) {draw(st.sampled_from(['+', '*', '@', '-', '==', 'is', 'and']))} ({right})",
-                    f"[{left}, {right}]"]
+        choices += [
+            f"({left}) {draw(st.sampled_from(['+', '*', '@', '-', '==', 'is', 'and']))} ({right})",
+            f"[{left}, {right}]",
+        ]
     return draw(st.sampled_from(choices))
 
 
@@ -337,18 +551,80 @@ def statements(draw) -> str:
         return f"print({draw(expressions())})"
     if kind == 10:
         body = draw(statements())
-        head = draw(st.sampled_from(["with torch.no_grad():", "if a is not None:", "for i in range(2):",
-                                     "try:", "def f(t):", "class K:"]))
+        head = draw(
+            st.sampled_from(
+                [
+                    "with torch.no_grad():",
+                    "if a is not None:",
+                    "for i in range(2):",
+                    "try:",
+                    "def f(t):",
+                    "class K:",
+                ]
+            )
+        )
         tail = "\nexcept Exception:\n    pass" if head == "try:" else ""
         return f"{head}\n    {body}{tail}"
     if kind == 11:
         return f"assert {draw(expressions())}"
     if kind == 12:
-        return draw(st.sampled_from(["raise ValueError('x')", "return a", "yield a", "global a", "nonlocal a",
-                                     "break", "pass", "...", "a, b = b, a", "[y := 1]", "await a"]))
-    tokens = ["(", ")", "[", "]", ":", "=", "+", ".", ",", "lambda", "def", "yield", "class", "import", "from",
-              "open", "eval", "__import__", "getattr", "'s'", "1", "1.5e3", "@", "...", ":=", "f'{a}'",
-              "b'x'", "#", "\n", "    ", "a", "torch", "_x", "__class__", "not", "in", "if", "else"]
+        return draw(
+            st.sampled_from(
+                [
+                    "raise ValueError('x')",
+                    "return a",
+                    "yield a",
+                    "global a",
+                    "nonlocal a",
+                    "break",
+                    "pass",
+                    "...",
+                    "a, b = b, a",
+                    "[y := 1]",
+                    "await a",
+                ]
+            )
+        )
+    tokens = [
+        "(",
+        ")",
+        "[",
+        "]",
+        ":",
+        "=",
+        "+",
+        ".",
+        ",",
+        "lambda",
+        "def",
+        "yield",
+        "class",
+        "import",
+        "from",
+        "open",
+        "eval",
+        "__import__",
+        "getattr",
+        "'s'",
+        "1",
+        "1.5e3",
+        "@",
+        "...",
+        ":=",
+        "f'{a}'",
+        "b'x'",
+        "#",
+        "\n",
+        "    ",
+        "a",
+        "torch",
+        "_x",
+        "__class__",
+        "not",
+        "in",
+        "if",
+        "else",
+    ]
     return " ".join(draw(st.lists(st.sampled_from(tokens), min_size=1, max_size=12)))
 
 
@@ -364,7 +640,11 @@ def code_scenarios(draw) -> Dict[str, Any]:
             if draw(st.booleans()):
                 step["expect"] = [draw(expressions())]
             if draw(st.integers(0, 3)) == 0:
-                step["raises"] = draw(st.sampled_from(["Exception", "RuntimeError", {"type": "Exception", "match": "."}]))
+                step["raises"] = draw(
+                    st.sampled_from(
+                        ["Exception", "RuntimeError", {"type": "Exception", "match": "."}]
+                    )
+                )
             steps.append(step)
     doc: Dict[str, Any] = {"title": "random code", "steps": steps}
     if draw(st.integers(0, 3)) == 0:
@@ -386,7 +666,9 @@ def write_code_scenario(path: Path, doc: Dict[str, Any], block: bool) -> Path:
         out += ["  - run: |", *("      " + ln for ln in step["run"].splitlines())]
         for key in ("expect", "raises"):
             if key in step:
-                dumped = yaml.safe_dump({key: step[key]}, default_flow_style=True, width=10**6).strip()
+                dumped = yaml.safe_dump(
+                    {key: step[key]}, default_flow_style=True, width=10**6
+                ).strip()
                 out.append("    " + dumped[1:-1])
     path.write_text("\n".join(out) + "\n", encoding="utf-8")
     return path
@@ -440,7 +722,9 @@ def time_limit(cpu_seconds: float):
             raise Hang(f"still working after {cpu_seconds} s of CPU time")
         raise Hang(f"still blocked after {WALL_CLOCK_BACKSTOP} s")
 
-    previous = {signum: signal.signal(signum, expire) for signum in (signal.SIGPROF, signal.SIGALRM)}
+    previous = {
+        signum: signal.signal(signum, expire) for signum in (signal.SIGPROF, signal.SIGALRM)
+    }
     signal.setitimer(signal.ITIMER_PROF, cpu_seconds)
     signal.setitimer(signal.ITIMER_REAL, WALL_CLOCK_BACKSTOP)
     try:
@@ -470,9 +754,13 @@ def test_an_empty_step_is_called_empty(tmp_path, step):
 
 @pytest.mark.parametrize("seed", [2**64, -(2**63) - 1, 2**70])
 def test_a_seed_torch_cannot_use_is_refused_cleanly(tmp_path, seed):
-    path, result = run_text(tmp_path, f"title: t\nseed: {seed}\nsteps:\n  - a = torch.ones(2)\n", "--format", "json")
+    path, result = run_text(
+        tmp_path, f"title: t\nseed: {seed}\nsteps:\n  - a = torch.ones(2)\n", "--format", "json"
+    )
     assert_clean_end(result, path, code_location=True)
-    assert result.returncode == 2 and f"{path}:2:7:" in result.stderr and "seed" in result.stderr, result.stderr
+    assert result.returncode == 2 and f"{path}:2:7:" in result.stderr and "seed" in result.stderr, (
+        result.stderr
+    )
 
 
 @pytest.mark.parametrize("char", ["\x1b", "\x0c", "\x7f", "\x9b", "\ufffe"])
@@ -484,7 +772,9 @@ def test_control_character_in_the_file_is_refused_cleanly(tmp_path, char):
 
 
 def test_deeply_nested_yaml_is_refused_cleanly(tmp_path):
-    path, result = run_text(tmp_path, "title: t\nsteps:\n  - a = 1\ntags: " + "[" * 2000 + "]" * 2000 + "\n")
+    path, result = run_text(
+        tmp_path, "title: t\nsteps:\n  - a = 1\ntags: " + "[" * 2000 + "]" * 2000 + "\n"
+    )
     assert_clean_end(result, path)
     assert result.returncode == 2
 

@@ -54,7 +54,9 @@ def test_there_are_seed_snippets():
 
 @pytest.mark.parametrize("seed", SEEDS, ids=lambda p: p.stem)
 def test_a_seed_snippet_prints_and_raises_what_plain_python_does(seed):
-    plain = subprocess.run([sys.executable, str(seed)], capture_output=True, text=True, timeout=120, cwd=seed.parent)
+    plain = subprocess.run(
+        [sys.executable, str(seed)], capture_output=True, text=True, timeout=120, cwd=seed.parent
+    )
     trace = trace_of(seed)
     steps = trace["steps"]
     printed = (trace["setup"] or {}).get("stdout", "") if trace["setup"] else ""
@@ -136,11 +138,17 @@ def test_notes_and_directives_come_from_the_comment_block_directly_above():
 
 def test_the_module_docstring_gives_title_and_description_and_is_no_step():
     scenario = _load('"""A title\n\nThe description."""\na = 1\n')
-    assert (scenario.title, scenario.description, len(scenario.steps)) == ("A title", "The description.", 1)
+    assert (scenario.title, scenario.description, len(scenario.steps)) == (
+        "A title",
+        "The description.",
+        1,
+    )
 
 
 def test_comments_right_above_the_first_import_are_the_header():
-    scenario = _load("#!/usr/bin/env python\n# -*- coding: utf-8 -*-\n# clone vs detach\n# in two steps\nimport torch\na = torch.ones(2)\n")
+    scenario = _load(
+        "#!/usr/bin/env python\n# -*- coding: utf-8 -*-\n# clone vs detach\n# in two steps\nimport torch\na = torch.ones(2)\n"
+    )
     assert (scenario.title, scenario.description) == ("clone vs detach", "in two steps")
     assert scenario.steps[0].note is None
 
@@ -157,17 +165,44 @@ def test_an_indented_comment_above_a_statement_is_not_its_note():
 @pytest.mark.parametrize(
     "text, message",
     [
-        ("a = 1\n# expect: a == 1\n\nb = 2\n", "snippet.py:2:1: '# expect:' applies to the statement directly below it"),
-        ("a = 1\nb = 2  # trailing comments stay in the code\n# expect: b = 2\nc = 3\n", "snippet.py:3:13: an expectation of step 3 is not a valid Python expression"),
-        ("b = 2  # expect: b == 2\n", "snippet.py:1:8: '# expect:' applies to the statement directly below it, and this one has none"),
-        ("for i in range(2):\n    # expect: i == 1\n    pass\n", "snippet.py:2:5: '# expect:' applies"),
-        ("# raises: RunTimeError\na = 1\n", "snippet.py:1:11: '# raises:' of step 1: 'RunTimeError' is not an exception class of Python or torch; did you mean 'RuntimeError'?"),
-        ("# raises: RuntimeError, match: (\na = 1\n", "snippet.py:1:32: the match of '# raises:' of step 1 is not a valid regular expression"),
-        ("# raises: RuntimeError, mtch: x\na = 1\n", "snippet.py:1:25: '# raises:' of step 1: after the class name, write ', match: <regular expression>'"),
-        ("# warns: RuntimeError\na = 1\n", "snippet.py:1:10: '# warns:' of step 1: 'RuntimeError' is not a warning class"),
+        (
+            "a = 1\n# expect: a == 1\n\nb = 2\n",
+            "snippet.py:2:1: '# expect:' applies to the statement directly below it",
+        ),
+        (
+            "a = 1\nb = 2  # trailing comments stay in the code\n# expect: b = 2\nc = 3\n",
+            "snippet.py:3:13: an expectation of step 3 is not a valid Python expression",
+        ),
+        (
+            "b = 2  # expect: b == 2\n",
+            "snippet.py:1:8: '# expect:' applies to the statement directly below it, and this one has none",
+        ),
+        (
+            "for i in range(2):\n    # expect: i == 1\n    pass\n",
+            "snippet.py:2:5: '# expect:' applies",
+        ),
+        (
+            "# raises: RunTimeError\na = 1\n",
+            "snippet.py:1:11: '# raises:' of step 1: 'RunTimeError' is not an exception class of Python or torch; did you mean 'RuntimeError'?",
+        ),
+        (
+            "# raises: RuntimeError, match: (\na = 1\n",
+            "snippet.py:1:32: the match of '# raises:' of step 1 is not a valid regular expression",
+        ),
+        (
+            "# raises: RuntimeError, mtch: x\na = 1\n",
+            "snippet.py:1:25: '# raises:' of step 1: after the class name, write ', match: <regular expression>'",
+        ),
+        (
+            "# warns: RuntimeError\na = 1\n",
+            "snippet.py:1:10: '# warns:' of step 1: 'RuntimeError' is not a warning class",
+        ),
         ("# expect:\na = 1\n", "snippet.py:1:10: '# expect:' of step 1 is empty"),
         ("# show: a b\na = 1\n", "snippet.py:1:9: 'a b' in '# show:' of step 1 is not a name"),
-        ("# raises: KeyError\n# raises: KeyError\na = 1\n", "snippet.py:2:1: a step may declare '# raises:' once"),
+        (
+            "# raises: KeyError\n# raises: KeyError\na = 1\n",
+            "snippet.py:2:1: a step may declare '# raises:' once",
+        ),
     ],
 )
 def test_a_bad_directive_is_refused_at_its_place(text, message):
@@ -188,7 +223,11 @@ def test_a_class_the_file_defines_may_be_declared():
 
 def test_a_main_guard_is_a_notice_not_silence():
     scenario = _load('a = 1\nif __name__ == "__main__":\n    a = 2\n')
-    assert scenario.notices and "line 2" in scenario.notices[0] and "does not run" in scenario.notices[0]
+    assert (
+        scenario.notices
+        and "line 2" in scenario.notices[0]
+        and "does not run" in scenario.notices[0]
+    )
 
 
 def test_a_coding_declaration_is_honoured(tmp_path):
@@ -271,15 +310,22 @@ def test_convert_writes_yaml_that_runs_to_the_same_outcomes(source, tmp_path):
     assert result.stdout == ""
     converted = load_scenario(target)
     original = load_scenario(source)
-    assert [s.run.text.rstrip("\n") for s in converted.steps] == [s.run.text.rstrip("\n") for s in original.steps]
-    assert _addresses_masked(str(_outcomes(trace_of(target)))) == _addresses_masked(str(_outcomes(trace_of(source))))
+    assert [s.run.text.rstrip("\n") for s in converted.steps] == [
+        s.run.text.rstrip("\n") for s in original.steps
+    ]
+    assert _addresses_masked(str(_outcomes(trace_of(target)))) == _addresses_masked(
+        str(_outcomes(trace_of(source)))
+    )
 
 
 def test_convert_prints_to_stdout_without_o():
     result = cli("convert", str(EXAMPLE))
     assert result.returncode == 0
     assert result.stdout.startswith("# Converted from") and "raises:" in result.stdout
-    assert loads_scenario(result.stdout, path="x.yaml").steps[3].raises.match == "does not require grad"
+    assert (
+        loads_scenario(result.stdout, path="x.yaml").steps[3].raises.match
+        == "does not require grad"
+    )
 
 
 def test_convert_refuses_what_is_not_python_or_a_notebook():
@@ -320,7 +366,9 @@ def test_the_readmes_python_example_is_the_start_of_the_example_file():
 
 
 @pytest.mark.parametrize("suffix", [".py", ".ipynb"])
-def test_the_kernels_wall_lets_the_child_read_the_scenario_file_and_not_its_neighbour(tmp_path, suffix):
+def test_the_kernels_wall_lets_the_child_read_the_scenario_file_and_not_its_neighbour(
+    tmp_path, suffix
+):
     from tensortrace.run.confine import available
     from tensortrace.run.runner import run_all
 
@@ -339,7 +387,10 @@ def test_the_kernels_wall_lets_the_child_read_the_scenario_file_and_not_its_neig
         nbformat.write(notebook, str(path))
     # plain Python inside the wall: safe mode's checks would refuse open() before the kernel is asked
     (trace,) = run_all([load_scenario(path)], safe=False, confine=True)
-    assert trace.environment.confinement is not None and "landlock-files" in trace.environment.confinement.enforced
+    assert (
+        trace.environment.confinement is not None
+        and "landlock-files" in trace.environment.confinement.enforced
+    )
     first, second = trace.steps
     assert first.status == "ok" and first.stdout == "True\n"
     assert second.status == "raised" and second.error.type == "PermissionError"
@@ -358,15 +409,27 @@ def test_a_python_file_over_the_step_limit_is_refused(tmp_path):
     path.write_text("a = 1\n" * 5001, encoding="utf-8")
     result = cli("run", str(path))
     assert result.returncode == 2
-    assert f"{path}: the file has 5,001 top-level statements, over the limit of 5,000 steps" in result.stderr
+    assert (
+        f"{path}: the file has 5,001 top-level statements, over the limit of 5,000 steps"
+        in result.stderr
+    )
 
 
 @pytest.mark.parametrize(
     "text, message",
     [
-        ("if True:\n\u3000\u3000b = 2\n", "snippet.py:2:1: the file is not valid Python: the line has a U+3000 ideographic space at the start of the line (common in code copied from Chinese or Japanese web pages)"),
-        ("a\u00a0= 1\n", "snippet.py:1:2: the file is not valid Python: the line has a U+00A0 no-break space, which Python does not take as a space; replace it with ordinary spaces"),
-        ("x = '\u3000' + (\n", "snippet.py:1:11: the file is not valid Python: '(' was never closed"),
+        (
+            "if True:\n\u3000\u3000b = 2\n",
+            "snippet.py:2:1: the file is not valid Python: the line has a U+3000 ideographic space at the start of the line (common in code copied from Chinese or Japanese web pages)",
+        ),
+        (
+            "a\u00a0= 1\n",
+            "snippet.py:1:2: the file is not valid Python: the line has a U+00A0 no-break space, which Python does not take as a space; replace it with ordinary spaces",
+        ),
+        (
+            "x = '\u3000' + (\n",
+            "snippet.py:1:11: the file is not valid Python: '(' was never closed",
+        ),
     ],
 )
 def test_a_look_alike_space_is_named_only_when_it_is_the_error(text, message):
@@ -391,13 +454,18 @@ def test_convert_writes_a_literal_dollar_brace_as_yaml_spells_it(tmp_path):
     assert "$${a}" in (tmp_path / "out.yaml").read_text(encoding="utf-8")  # rule 10's escape
     converted = cli("run", str(tmp_path / "out.yaml"), "--format", "json")
     assert converted.returncode == 0, converted.stderr
-    assert [s["stdout"] for s in json.loads(converted.stdout)["steps"]] == [s["stdout"] for s in json.loads(plain.stdout)["steps"]]
+    assert [s["stdout"] for s in json.loads(converted.stdout)["steps"]] == [
+        s["stdout"] for s in json.loads(plain.stdout)["steps"]
+    ]
     assert "cost: ${a}" in json.loads(converted.stdout)["steps"][-1]["stdout"]
 
 
 def test_a_yaml_scenario_without_variants_reads_dollar_dollar_brace_as_a_literal(tmp_path):
     path = tmp_path / "literal.yaml"
-    path.write_text("title: literal\nsteps:\n  - run: print('$${x}')\n    expect: [\"'$${x}' == '$' + '{x}'\"]\n", encoding="utf-8")
+    path.write_text(
+        "title: literal\nsteps:\n  - run: print('$${x}')\n    expect: [\"'$${x}' == '$' + '{x}'\"]\n",
+        encoding="utf-8",
+    )
     result = cli("run", str(path), "--format", "json")
     assert result.returncode == 0, result.stderr
     step = json.loads(result.stdout)["steps"][-1]

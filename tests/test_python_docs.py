@@ -35,8 +35,15 @@ def run_script(blocks: List[Tuple[int, str]], cwd: Path) -> subprocess.Completed
     script.write_text("".join(text for _, text in blocks), encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "FORCE_COLOR", "COLUMNS")}
     env["NO_COLOR"] = "1"
-    return subprocess.run([sys.executable, str(script)], cwd=cwd, env=env, capture_output=True, text=True,
-                          stdin=subprocess.DEVNULL, timeout=600)
+    return subprocess.run(
+        [sys.executable, str(script)],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=600,
+    )
 
 
 def test_every_python_example_runs(tmp_path):
@@ -52,14 +59,30 @@ def test_every_python_example_runs(tmp_path):
     assert "pass safe=False to run it as plain Python" in out
     assert "1 True" in out.splitlines()[-1]
     # the training step, line by line: step() bumps the weight's version, zero_grad() drops its grad
-    rows = [line.split(" ", 1)[1].rsplit(" version ", 1) for line in out.splitlines() if line[:1].isdigit() and " version " in line]
+    rows = [
+        line.split(" ", 1)[1].rsplit(" version ", 1)
+        for line in out.splitlines()
+        if line[:1].isdigit() and " version " in line
+    ]
     codes = [code for code, _ in rows]
-    assert codes == ["loss = torch.nn.functional.mse_loss(model(x), y)", "loss.backward()", "opt.step()", "opt.zero_grad()", "return loss"]
+    assert codes == [
+        "loss = torch.nn.functional.mse_loss(model(x), y)",
+        "loss.backward()",
+        "opt.step()",
+        "opt.zero_grad()",
+        "return loss",
+    ]
     versions = [int(facts.split()[0]) for _, facts in rows]
     grads = [facts.split()[-1] for _, facts in rows]
-    assert versions[1] == versions[0] and versions[2] == versions[1] + 1 and versions[4] == versions[3] == versions[2]
+    assert (
+        versions[1] == versions[0]
+        and versions[2] == versions[1] + 1
+        and versions[4] == versions[3] == versions[2]
+    )
     assert grads == ["False", "True", "True", "False", "False"]
-    assert (tmp_path / "train_step.json").is_file() and (tmp_path / "block.md").read_text().startswith("#")
+    assert (tmp_path / "train_step.json").is_file() and (
+        tmp_path / "block.md"
+    ).read_text().startswith("#")
 
 
 def test_the_error_example_prints_what_the_comment_says(tmp_path):

@@ -38,7 +38,12 @@ def blocks(language: str, text: str = None) -> List[Tuple[int, List[str]]]:
 
 
 def console_commands() -> List[Tuple[int, str]]:
-    return [(start, line[2:]) for start, lines in blocks("console") for line in lines if line.startswith("$ ")]
+    return [
+        (start, line[2:])
+        for start, lines in blocks("console")
+        for line in lines
+        if line.startswith("$ ")
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -58,8 +63,14 @@ def shell_env(tmp_path_factory) -> Tuple[Path, Dict[str, str]]:
     wrapper = bindir / "python"
     wrapper.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} "$@"\n', encoding="utf-8")
     wrapper.chmod(0o755)
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "NO_COLOR", "FORCE_COLOR", "COLUMNS")}
-    env["PATH"] = os.pathsep.join([str(bindir), os.path.dirname(sys.executable), env.get("PATH", "")])
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONPATH", "NO_COLOR", "FORCE_COLOR", "COLUMNS")
+    }
+    env["PATH"] = os.pathsep.join(
+        [str(bindir), os.path.dirname(sys.executable), env.get("PATH", "")]
+    )
     return work, env
 
 
@@ -69,8 +80,15 @@ SHELL_SYNTAX = set("|&;<>()$`\\\"'{}~")
 
 
 def run_line(command: str, cwd: Path, env: Dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True,
-                          stdin=subprocess.DEVNULL, timeout=600)
+    return subprocess.run(
+        ["bash", "-c", command],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=600,
+    )
 
 
 def in_process_argv(command: str, cwd: Path) -> List[str]:
@@ -80,7 +98,9 @@ def in_process_argv(command: str, cwd: Path) -> List[str]:
         return []
     argv = []
     for word in shlex.split(command)[1:]:
-        matches = sorted(str(p.relative_to(cwd)) for p in cwd.glob(word)) if glob.has_magic(word) else []
+        matches = (
+            sorted(str(p.relative_to(cwd)) for p in cwd.glob(word)) if glob.has_magic(word) else []
+        )
         argv.extend(matches or [word])
     return argv
 
@@ -98,7 +118,9 @@ def test_console_commands_run_in_order(shell_env):
     work, env = shell_env
     commands = console_commands()
     assert len(commands) >= 10
-    assert any(not in_process_argv(command, work) for _, command in commands)  # one real process at least
+    assert any(
+        not in_process_argv(command, work) for _, command in commands
+    )  # one real process at least
     for start, command in commands:
         result = run_command(command, work, env)
         where = f"README.md, ```console block at line {start}: $ {command}"
@@ -108,7 +130,9 @@ def test_console_commands_run_in_order(shell_env):
 
 def test_the_python_on_path_is_this_environment(shell_env):
     work, env = shell_env
-    result = run_line('python -c "import sys, tensortrace; print(sys.prefix)"; command -v tensortrace', work, env)
+    result = run_line(
+        'python -c "import sys, tensortrace; print(sys.prefix)"; command -v tensortrace', work, env
+    )
     assert result.returncode == 0, result.stderr
     prefix, script = result.stdout.split()
     assert prefix == sys.prefix
@@ -148,7 +172,11 @@ def options_of(text: str) -> Set[str]:
 @pytest.fixture(scope="module")
 def cli_names() -> Tuple[Set[str], Dict[str, Set[str]]]:
     main = help_text()
-    commands = {m.group(1) for line in section(main, "Commands") if (m := re.match(r"^  ([a-z][\w-]*)(?:\s|$)", line))}
+    commands = {
+        m.group(1)
+        for line in section(main, "Commands")
+        if (m := re.match(r"^  ([a-z][\w-]*)(?:\s|$)", line))
+    }
     assert {"run", "check", "render", "list", "show", "new", "schema"} <= commands, main
     options = {"": options_of(main)}
     for command in commands:
@@ -172,14 +200,18 @@ def readme_invocations() -> List[Tuple[str, int, List[str]]]:
 def test_readme_names_only_commands_and_options_that_exist(cli_names):
     commands, options = cli_names
     invocations = readme_invocations()
-    assert any(language == "sh" for language, _, _ in invocations), "no tensortrace line in a ```sh block"
+    assert any(language == "sh" for language, _, _ in invocations), (
+        "no tensortrace line in a ```sh block"
+    )
     for language, start, words in invocations:
         where = f"README.md, ```{language} block at line {start}: {' '.join(words)}"
         assert words[0] == "tensortrace", where
         rest = words[1:]
         command = next((w for w in rest if not w.startswith("-")), "")
         if command:
-            assert command in commands, f"{where}: no command {command!r} (commands: {', '.join(sorted(commands))})"
+            assert command in commands, (
+                f"{where}: no command {command!r} (commands: {', '.join(sorted(commands))})"
+            )
         known = options[command]
         for word in rest:
             if word.startswith("-") and word != "-":
@@ -190,7 +222,9 @@ def test_readme_names_only_commands_and_options_that_exist(cli_names):
 def test_option_check_catches_drift(cli_names):
     commands, options = cli_names
     assert "frobnicate" not in commands
-    assert "--colour" not in options["run"] and "--steps" in options["run"] and "-o" in options["run"]
+    assert (
+        "--colour" not in options["run"] and "--steps" in options["run"] and "-o" in options["run"]
+    )
 
 
 # --- the sample output ----------------------------------------------------------------
@@ -201,9 +235,9 @@ def sample() -> Tuple[str, str]:
     text = README.read_text(encoding="utf-8")
     assert SAMPLE_SECTION in text, f"README.md has no section {SAMPLE_SECTION!r}"
     part = text.split(SAMPLE_SECTION, 1)[1].split("\n## ", 1)[0]
-    (_, console), = blocks("console", part)
+    ((_, console),) = blocks("console", part)
     (command,) = [line[2:] for line in console if line.startswith("$ ")]
-    (_, output), = blocks("text", part)
+    ((_, output),) = blocks("text", part)
     return command, "\n".join(output)
 
 
@@ -232,7 +266,9 @@ def test_sample_output_is_what_the_tool_prints(shell_env):
     result = run_command(command, work, env)
     assert result.returncode == 0, result.stderr
     assert "\x1b[" not in result.stdout
-    assert "┃ torch " in result.stdout, "the header panel no longer starts its environment line with 'torch'; update normalised()"
+    assert "┃ torch " in result.stdout, (
+        "the header panel no longer starts its environment line with 'torch'; update normalised()"
+    )
     assert normalised(result.stdout) == normalised(shown), (
         f"README.md's {SAMPLE_SECTION!r} block is out of date; paste the output of: {command}"
     )
@@ -259,7 +295,9 @@ def test_python_blocks_run(shell_env):
         script.write_text("\n".join(lines) + "\n", encoding="utf-8")
         declares = any(line.startswith(("# expect:", "# raises:", "# warns:")) for line in lines)
         checked += declares
-        command = f"tensortrace check {script.name}" if declares else f"NO_COLOR=1 python {script.name}"
+        command = (
+            f"tensortrace check {script.name}" if declares else f"NO_COLOR=1 python {script.name}"
+        )
         result = run_line(command, work, env)
         where = f"README.md, ```python block at line {start}"
         assert result.returncode == 0, f"{where}\n{result.stderr[-3000:]}"
@@ -273,7 +311,9 @@ def test_the_decorator_prints_what_the_readme_shows(shell_env):
     text = README.read_text(encoding="utf-8")
     assert FROM_CODE_SECTION in text, f"README.md has no section {FROM_CODE_SECTION!r}"
     part = text.split(FROM_CODE_SECTION, 1)[1].split("\n## ", 1)[0]
-    assert DECORATOR_SECTION in part, f"README.md's {FROM_CODE_SECTION!r} has no {DECORATOR_SECTION!r}"
+    assert DECORATOR_SECTION in part, (
+        f"README.md's {FROM_CODE_SECTION!r} has no {DECORATOR_SECTION!r}"
+    )
     part = part.split(DECORATOR_SECTION, 1)[1].split("\n### ", 1)[0]
     (_, code), *_ = blocks("python", part)
     (_, shown), *_ = blocks("text", part)

@@ -13,7 +13,9 @@ from tensortrace.scenario import load_scenario
 from tensortrace.trace import RECORDS, InvalidRecord
 from tensortrace.record.tracer import trace_variants
 
-records = importlib.import_module("tensortrace.trace")  # the package; tensortrace.trace is the function
+records = importlib.import_module(
+    "tensortrace.trace"
+)  # the package; tensortrace.trace is the function
 
 
 def _records(value, into):
@@ -29,7 +31,13 @@ def _records(value, into):
 
 @pytest.fixture(scope="module")
 def recorded():
-    names = ("detach-vs-data", "saved-tensors", "backward-twice", "gradient-flow", "inplace-error-message")
+    names = (
+        "detach-vs-data",
+        "saved-tensors",
+        "backward-twice",
+        "gradient-flow",
+        "inplace-error-message",
+    )
     traces = [t for name in names for t in trace_variants(load_scenario(bundled_path(name)))]
     found = []
     for t in traces:
@@ -70,16 +78,23 @@ def test_records_are_built_positionally_as_before():
     bump = records.VersionBump("x", 0, 1)
     assert (bump.name, bump.from_, bump.to) == ("x", 0, 1)
     assert records.record_to_dict(bump) == {"name": "x", "from": 0, "to": 1}
-    assert records.record_to_dict(records.OpTensors(in_=("a", None))) == {"in": ["a", None], "out": []}
+    assert records.record_to_dict(records.OpTensors(in_=("a", None))) == {
+        "in": ["a", None],
+        "out": [],
+    }
 
 
 def test_a_record_loads_alike_with_every_field_or_a_missing_default():
     from render_fixtures import detach_trace
 
-    step = records.evolve(next(s for s in detach_trace().steps if s.tensors and s.expectations), note=None)
+    step = records.evolve(
+        next(s for s in detach_trace().steps if s.tensors and s.expectations), note=None
+    )
     data = records.record_to_dict(step)
     assert records.record_from_dict(records.Step, data) == step
-    short = {k: v for k, v in data.items() if k != "note"}  # a default fills a field an older writer left out
+    short = {
+        k: v for k, v in data.items() if k != "note"
+    }  # a default fills a field an older writer left out
     assert records.record_to_dict(records.record_from_dict(records.Step, short)) == data
     tensor = records.record_to_dict(step.tensors[0])
     assert records.record_from_dict(records.TensorState, tensor) == step.tensors[0]
@@ -94,17 +109,22 @@ def test_a_record_refuses_a_field_it_does_not_declare_or_lacks_a_required_one():
         records.record_from_dict(records.Step, {**data, "later_field": [1, 2]})
     tensor = records.record_to_dict(step.tensors[0])
     with pytest.raises(InvalidRecord, match=r"^\$: object missing required field name$"):
-        records.record_from_dict(records.TensorState, {k: v for k, v in tensor.items() if k != "name"})
+        records.record_from_dict(
+            records.TensorState, {k: v for k, v in tensor.items() if k != "name"}
+        )
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"line": "3"}, r"^\$.line: expected int or null, got str$"),
-    ({"index": -1}, r"^\$.index: expected int >= 0$"),
-    ({"status": "forged"}, r"^\$.status: invalid enum value 'forged'$"),
-    ({"code": {"x": 1}}, r"^\$.code: expected str, got object$"),
-    ({"ops_omitted": "9"}, r"^\$.ops_omitted: expected int, got str$"),
-    ({"tensors": [{"name": 1}]}, r"^\$.tensors\[0\].name: expected str, got int$"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"line": "3"}, r"^\$.line: expected int or null, got str$"),
+        ({"index": -1}, r"^\$.index: expected int >= 0$"),
+        ({"status": "forged"}, r"^\$.status: invalid enum value 'forged'$"),
+        ({"code": {"x": 1}}, r"^\$.code: expected str, got object$"),
+        ({"ops_omitted": "9"}, r"^\$.ops_omitted: expected int, got str$"),
+        ({"tensors": [{"name": 1}]}, r"^\$.tensors\[0\].name: expected str, got int$"),
+    ],
+)
 def test_a_violation_names_the_field_in_one_line(change, message):
     data = {**records.record_to_dict(records.Step(index=1, code="x", line=2)), **change}
     with pytest.raises(InvalidRecord, match=message):
@@ -112,10 +132,14 @@ def test_a_violation_names_the_field_in_one_line(change, message):
 
 
 def test_exact_values_are_nested_tuples_checked_without_recursion():
-    values = records.record_from_dict(records.Values, {"kind": "exact", "data": [[1, 2.5], [True, "nan"]]})
+    values = records.record_from_dict(
+        records.Values, {"kind": "exact", "data": [[1, 2.5], [True, "nan"]]}
+    )
     assert values.data == ((1, 2.5), (True, "nan"))
     assert records.record_from_dict(records.Values, {"kind": "exact", "data": 3}).data == 3
-    with pytest.raises(InvalidRecord, match=r"^\$.data: expected a number, flag, short string or array, got object"):
+    with pytest.raises(
+        InvalidRecord, match=r"^\$.data: expected a number, flag, short string or array, got object"
+    ):
         records.record_from_dict(records.Values, {"kind": "exact", "data": [1, {}]})
     deep = 0
     for _ in range(600):

@@ -58,7 +58,9 @@ def run_trusted(path: Path) -> Result:
     return result
 
 
-def assert_refused_before_running(result: Result, path: Path, line: int, column: int, *names: str) -> str:
+def assert_refused_before_running(
+    result: Result, path: Path, line: int, column: int, *names: str
+) -> str:
     """Exit 2 with one line ``tensortrace: FILE:LINE:COLUMN: ...`` that names the construct."""
     assert result.returncode == 2, (result.returncode, result.stderr, result.stdout[:500])
     assert result.stdout == ""
@@ -69,7 +71,11 @@ def assert_refused_before_running(result: Result, path: Path, line: int, column:
     assert message.startswith(f"tensortrace: {path}:{line}:{column}: "), message
     for name in names:
         assert name in message, message
-    assert "not allowed in safe mode" in message or "not available in safe mode" in message or "not allowed in scenario files" in message
+    assert (
+        "not allowed in safe mode" in message
+        or "not available in safe mode" in message
+        or "not allowed in scenario files" in message
+    )
     return message
 
 
@@ -125,7 +131,11 @@ def secret(tmp_path) -> Path:
 def assert_trust_reaches_outside(path: Path, marker: Path) -> None:
     assert not marker.exists()
     result = run_trusted(path)
-    assert marker.exists(), ("the attempt did not work even with --trust", result.stdout[-2000:], result.stderr)
+    assert marker.exists(), (
+        "the attempt did not work even with --trust",
+        result.stdout[-2000:],
+        result.stderr,
+    )
     marker.unlink()
 
 
@@ -136,77 +146,99 @@ def assert_trust_reaches_outside(path: Path, marker: Path) -> None:
 
 def test_download_through_torch_hub(tmp_path, marker, secret):
     # torch.hub fetches any URL urllib can open; file:// copies a local file
-    path = write(tmp_path, f"""
+    path = write(
+        tmp_path,
+        f"""
         title: fetch a url
         steps:
           - a = torch.ones(1)
           - torch.hub.download_url_to_file('file://{secret}', '{marker}', progress=False)
-        """)
+        """,
+    )
     assert_refused_before_running(check_safe(path), path, 4, 5, "'torch.hub'", "network")
     assert not marker.exists()
     assert_trust_reaches_outside(path, marker)
 
 
 def test_start_a_process_with_subprocess(tmp_path, marker):
-    path = write(tmp_path, f"""
+    path = write(
+        tmp_path,
+        f"""
         title: start a process
         steps:
           - |
             import subprocess
             subprocess.run(['touch', '{marker}'])
-        """)
+        """,
+    )
     assert_refused_before_running(check_safe(path), path, 4, 5, "'import subprocess'")
     assert not marker.exists()
     assert_trust_reaches_outside(path, marker)
 
 
 def test_numpy_memmap_from_numpy_lib(tmp_path, marker):
-    path = write(tmp_path, f"""
+    path = write(
+        tmp_path,
+        f"""
         title: a memory-mapped file
         steps:
           - run: |
               from numpy.lib.format import open_memmap
               mm = open_memmap('{marker}', mode='w+', dtype='float32', shape=(2,))
-        """)
-    assert_refused_before_running(check_safe(path), path, 4, 7, "'from numpy.lib.format import open_memmap'")
+        """,
+    )
+    assert_refused_before_running(
+        check_safe(path), path, 4, 7, "'from numpy.lib.format import open_memmap'"
+    )
     assert not marker.exists()
     assert_trust_reaches_outside(path, marker)
 
 
 def test_profiler_trace_export(tmp_path, marker):
-    path = write(tmp_path, f"""
+    path = write(
+        tmp_path,
+        f"""
         title: export a profiler trace
         steps:
           - |
             with torch.autograd.profiler.profile() as prof:
                 y = torch.ones(2) * 2
             prof.export_chrome_trace('{marker}')
-        """)
-    assert_refused_before_running(check_safe(path), path, 4, 10, "'torch.autograd.profiler'", "profiler traces")
+        """,
+    )
+    assert_refused_before_running(
+        check_safe(path), path, 4, 10, "'torch.autograd.profiler'", "profiler traces"
+    )
     assert not marker.exists()
     assert_trust_reaches_outside(path, marker)
 
 
 def test_pathlib_write(tmp_path, marker):
-    path = write(tmp_path, f"""
+    path = write(
+        tmp_path,
+        f"""
         title: write with pathlib
         steps:
           - a = torch.ones(2)
           - |
             import pathlib
             pathlib.Path('{marker}').write_text(str(a.tolist()))
-        """)
+        """,
+    )
     assert_refused_before_running(check_safe(path), path, 5, 5, "'import pathlib'")
     assert not marker.exists()
     assert_trust_reaches_outside(path, marker)
 
 
 def test_print_into_an_opened_file(tmp_path, marker):
-    path = write(tmp_path, f"""
+    path = write(
+        tmp_path,
+        f"""
         title: print into a file
         steps:
           - print('escaped', file=open('{marker}', 'w'))
-        """)
+        """,
+    )
     assert_refused_before_running(check_safe(path), path, 3, 27, "'open'", "opens files")
     assert not marker.exists()
     assert_trust_reaches_outside(path, marker)
@@ -214,7 +246,9 @@ def test_print_into_an_opened_file(tmp_path, marker):
 
 def test_finalizer_that_writes_when_collected(tmp_path, marker):
     # __del__ would run whenever the object dies, also inside the tool's own code
-    path = write(tmp_path, f"""
+    path = write(
+        tmp_path,
+        f"""
         title: a finalizer
         steps:
           - |
@@ -223,7 +257,8 @@ def test_finalizer_that_writes_when_collected(tmp_path, marker):
                     open('{marker}', 'w').write('x')
             e = Evil()
           - del e
-        """)
+        """,
+    )
     message = assert_refused_before_running(check_safe(path), path, 5, 9, "'__del__'")
     assert "defining" in message
     assert not marker.exists()
@@ -231,7 +266,9 @@ def test_finalizer_that_writes_when_collected(tmp_path, marker):
 
 
 def test_torch_function_override_runs_code_inside_torch(tmp_path, marker):
-    path = write(tmp_path, f"""
+    path = write(
+        tmp_path,
+        f"""
         title: intercept every torch call
         steps:
           - |
@@ -242,18 +279,22 @@ def test_torch_function_override_runs_code_inside_torch(tmp_path, marker):
                     return super().__torch_function__(func, types, args, kwargs or {{}})
             a = torch.ones(2).as_subclass(Spy)
           - b = a + 1
-        """)
+        """,
+    )
     assert_refused_before_running(check_safe(path), path, 6, 9, "'__torch_function__'")
     assert not marker.exists()
     assert_trust_reaches_outside(path, marker)
 
 
 def test_reading_a_saved_tensor(tmp_path, secret):
-    path = write(tmp_path, f"""
+    path = write(
+        tmp_path,
+        f"""
         title: read a file
         steps:
           - stolen = torch.load('{secret}')
-        """)
+        """,
+    )
     result = check_safe(path)
     assert_refused_before_running(result, path, 3, 14, "'torch.load'", "reads or writes files")
     assert "4242" not in result.stdout + result.stderr
@@ -264,12 +305,15 @@ def test_reading_a_saved_tensor(tmp_path, secret):
 
 def test_python_yaml_tag_is_refused_even_with_trust(tmp_path, marker):
     # the attack is in the YAML itself: nothing may construct Python objects from it
-    path = write(tmp_path, f"""
+    path = write(
+        tmp_path,
+        f"""
         title: code in the data
         seed: !!python/object/apply:os.system ['touch {marker}']
         steps:
           - a = torch.ones(1)
-        """)
+        """,
+    )
     assert_refused_before_running(check_safe(path), path, 2, 7, "!!python")
     assert not marker.exists()
     trusted = run_trusted(path)
@@ -294,7 +338,10 @@ def test_attack_hidden_in_a_variant_placeholder(tmp_path, marker):
     # the location is where the placeholder is used
     message = result.stderr.strip()
     assert result.returncode == 2, result.stderr
-    assert message == f"tensortrace: {path}:7:9: 'torch.save' is not allowed in safe mode (it reads or writes files); {SAFE_MODE_HINT}"
+    assert (
+        message
+        == f"tensortrace: {path}:7:9: 'torch.save' is not allowed in safe mode (it reads or writes files); {SAFE_MODE_HINT}"
+    )
     assert not marker.exists()
     assert_trust_reaches_outside(path, marker)
 
@@ -305,7 +352,10 @@ def test_a_refused_variant_stops_the_run_before_anything_runs(tmp_path, marker):
     assert result.returncode == 2
     assert not marker.exists()
     assert result.stdout == "", "variant 'plain' ran and was streamed before the file was refused"
-    assert len(result.stderr.strip().splitlines()) == 1 and f"{path}:7:9: 'torch.save'" in result.stderr
+    assert (
+        len(result.stderr.strip().splitlines()) == 1
+        and f"{path}:7:9: 'torch.save'" in result.stderr
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -314,14 +364,17 @@ def test_a_refused_variant_stops_the_run_before_anything_runs(tmp_path, marker):
 
 
 def test_os_system_reached_through_torch(tmp_path, marker):
-    path = write(tmp_path, f"""
+    path = write(
+        tmp_path,
+        f"""
         title: a module reached as an attribute
         steps:
           - |
             m = torch
             o = m.os
             o.system('touch {marker}')
-        """)
+        """,
+    )
     result = run_safe(path)
     assert_refused_while_running(result, 1, "'torch.os'")
     assert not marker.exists()
@@ -329,14 +382,17 @@ def test_os_system_reached_through_torch(tmp_path, marker):
 
 
 def test_torch_save_from_setup_through_a_container(tmp_path, marker):
-    path = write(tmp_path, f"""
+    path = write(
+        tmp_path,
+        f"""
         title: an attempt in setup
         setup: |
           mods = [torch]
           mods[0].save(torch.ones(1), '{marker}')
         steps:
           - a = torch.ones(1)
-        """)
+        """,
+    )
     result = run_safe(path)
     assert_refused_while_running(result, "setup", "'torch.save'")
     assert trace_of(result)["steps"] == []  # a failing setup: no step ran
@@ -345,13 +401,16 @@ def test_torch_save_from_setup_through_a_container(tmp_path, marker):
 
 
 def test_torch_save_inside_an_expectation(tmp_path, marker):
-    path = write(tmp_path, f"""
+    path = write(
+        tmp_path,
+        f"""
         title: an attempt in an expectation
         steps:
           - run: a = torch.ones(1)
             expect:
               - "(lambda lib: lib.save(a, '{marker}'))(torch) is None"
-        """)
+        """,
+    )
     result = run_safe(path)
     assert_refused_while_running(result, "expect 1", "'torch.save'")
     assert not marker.exists()
@@ -360,7 +419,9 @@ def test_torch_save_inside_an_expectation(tmp_path, marker):
 
 def test_torch_save_inside_a_backward_hook(tmp_path, marker):
     # the hook runs inside autograd's engine, called from C++
-    path = write(tmp_path, f"""
+    path = write(
+        tmp_path,
+        f"""
         title: an attempt in a gradient hook
         steps:
           - |
@@ -368,7 +429,8 @@ def test_torch_save_inside_a_backward_hook(tmp_path, marker):
             a = torch.ones(2, requires_grad=True)
             h = a.register_hook(lambda g: mods[0].save(g, '{marker}'))
           - a.sum().backward()
-        """)
+        """,
+    )
     result = run_safe(path)
     assert_refused_while_running(result, 2, "'torch.save'")
     assert trace_of(result)["steps"][0]["status"] == "ok"
@@ -378,7 +440,9 @@ def test_torch_save_inside_a_backward_hook(tmp_path, marker):
 
 def test_torch_save_inside_a_module_forward(tmp_path, marker):
     # forward runs when nn.Module.__call__ (trusted code) calls it
-    path = write(tmp_path, f"""
+    path = write(
+        tmp_path,
+        f"""
         title: an attempt in forward
         steps:
           - |
@@ -389,7 +453,8 @@ def test_torch_save_inside_a_module_forward(tmp_path, marker):
                     return x * 2
             net = Net()
           - out = net(torch.ones(2))
-        """)
+        """,
+    )
     result = run_safe(path)
     assert_refused_while_running(result, 2, "'torch.save'")
     assert not marker.exists()
@@ -397,7 +462,9 @@ def test_torch_save_inside_a_module_forward(tmp_path, marker):
 
 
 def test_numpy_savetxt_through_a_default_argument(tmp_path, marker):
-    path = write(tmp_path, f"""
+    path = write(
+        tmp_path,
+        f"""
         title: numpy hidden in a default argument
         steps:
           - |
@@ -405,7 +472,8 @@ def test_numpy_savetxt_through_a_default_argument(tmp_path, marker):
             def keep(xp=np):
                 xp.savetxt('{marker}', xp.zeros(1))
           - keep()
-        """)
+        """,
+    )
     result = run_safe(path)
     assert_refused_while_running(result, 2, "'numpy.savetxt'")
     assert not marker.exists()
@@ -413,13 +481,16 @@ def test_numpy_savetxt_through_a_default_argument(tmp_path, marker):
 
 
 def test_reading_through_an_alias(tmp_path, secret):
-    path = write(tmp_path, f"""
+    path = write(
+        tmp_path,
+        f"""
         title: read a file through an alias
         steps:
           - |
             lib = [torch][0]
             stolen = lib.load('{secret}')
-        """)
+        """,
+    )
     result = run_safe(path)
     assert_refused_while_running(result, 1, "'torch.load'")
     assert "4242" not in result.stdout
@@ -429,7 +500,9 @@ def test_reading_through_an_alias(tmp_path, secret):
 
 def test_patching_a_tensor_method_that_the_tool_calls(tmp_path, marker):
     # the tool's own recorder calls numel(); a patched one would run scenario code outside any step
-    path = write(tmp_path, f"""
+    path = write(
+        tmp_path,
+        f"""
         title: patch a library class
         steps:
           - |
@@ -441,7 +514,8 @@ def test_patching_a_tensor_method_that_the_tool_calls(tmp_path, marker):
             T = type(torch.ones(1))
             T.numel = spy
           - a = torch.ones(2)
-        """)
+        """,
+    )
     result = run_safe(path)
     message = assert_refused_while_running(result, 1, "writing 'numel' on the class Tensor")
     assert "shared by everything" in message
@@ -457,7 +531,9 @@ def test_patching_a_tensor_method_that_the_tool_calls(tmp_path, marker):
 
 def test_scenario_classes_can_set_and_read_their_attributes(tmp_path):
     # docs/safety.md: "Writes to ordinary objects ... are allowed: ... self.lin = nn.Linear(2, 2)"
-    path = write(tmp_path, """
+    path = write(
+        tmp_path,
+        """
         title: a small module of our own
         steps:
           - |
@@ -475,7 +551,8 @@ def test_scenario_classes_can_set_and_read_their_attributes(tmp_path):
             box.t = torch.ones(2)
             total = box.t.sum()
           - out = net(torch.ones(1, 2)).sum()
-        """)
+        """,
+    )
     result = run_safe(path)
     assert result.returncode == 0, errors_of(trace_of(result))
 
@@ -496,8 +573,16 @@ def test_a_protocol_name_built_at_run_time_is_refused_where_it_is_read(tmp_path,
     if suffix == ".py":
         path = write(tmp_path, "\n".join(PROTOCOL_STEPS) + "\n", name="attempt.py")
     else:
-        cells = [{"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [], "source": [line]}
-                 for line in PROTOCOL_STEPS]
+        cells = [
+            {
+                "cell_type": "code",
+                "metadata": {},
+                "execution_count": None,
+                "outputs": [],
+                "source": [line],
+            }
+            for line in PROTOCOL_STEPS
+        ]
         notebook = {"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
         path = write(tmp_path, json.dumps(notebook), name="attempt.ipynb")
     result = run_safe(path)

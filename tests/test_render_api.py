@@ -41,7 +41,11 @@ def test_an_unknown_format_is_a_usage_error_that_lists_the_choices():
 def test_default_options_show_everything():
     options = RenderOptions()
     assert (options.steps, options.changes_only, options.show, options.values) == (
-        None, False, None, True)
+        None,
+        False,
+        None,
+        True,
+    )
     assert options.color is False
 
 
@@ -67,6 +71,7 @@ def test_rendering_never_imports_torch():
         sys.exit(1 if loaded else 0)
         """
     )
-    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stdout + done.stderr

@@ -22,20 +22,31 @@ def headers(text: str) -> list:
 def retain_grad_trace() -> Trace:
     """``h = x * 2``, then ``h.retain_grad()``, then a transpose that is not contiguous."""
     x = tensor("x", (1.0, 2.0), requires_grad=True)
-    h = tensor("h", (2.0, 4.0), storage="S2", requires_grad=True, is_leaf=False,
-               grad_fn="MulBackward0")
+    h = tensor(
+        "h", (2.0, 4.0), storage="S2", requires_grad=True, is_leaf=False, grad_fn="MulBackward0"
+    )
     kept = evolve(h, retains_grad=True)
     m = tensor("m", ((1.0, 2.0), (3.0, 4.0)), storage="S3")
-    mt = evolve(tensor("mt", ((1.0, 3.0), (2.0, 4.0)), storage="S3", is_view=True,
-                                    base="m"), stride=(1, 2))
+    mt = evolve(
+        tensor("mt", ((1.0, 3.0), (2.0, 4.0)), storage="S3", is_view=True, base="m"), stride=(1, 2)
+    )
     return Trace(
-        scenario=ScenarioInfo(title="retain_grad and a transpose"), environment=ENV,
+        scenario=ScenarioInfo(title="retain_grad and a transpose"),
+        environment=ENV,
         steps=(
-            Step(index=1, code="x = torch.tensor([1., 2.], requires_grad=True)\nh = x * 2",
-                 line=1, tensors=(x, h)),
+            Step(
+                index=1,
+                code="x = torch.tensor([1., 2.], requires_grad=True)\nh = x * 2",
+                line=1,
+                tensors=(x, h),
+            ),
             Step(index=2, code="h.retain_grad()", line=3, tensors=(x, kept)),
-            Step(index=3, code="m = torch.tensor([[1., 2.], [3., 4.]])\nmt = m.t()", line=4,
-                 tensors=(x, kept, m, mt)),
+            Step(
+                index=3,
+                code="m = torch.tensor([[1., 2.], [3., 4.]])\nmt = m.t()",
+                line=4,
+                tensors=(x, kept, m, mt),
+            ),
         ),
     )
 
@@ -72,8 +83,13 @@ def test_narrow_cards_and_variants_say_the_new_facts_too():
     assert "stride (1, 2)" in " ".join(text.split())
     assert "contiguous False" in " ".join(text.split())
     assert "retains_grad True" in " ".join(text.split())
-    runs = [evolve(retain_grad_trace(), scenario=evolve(
-        retain_grad_trace().scenario, source="s.yaml", variant=v)) for v in ("one", "two")]
+    runs = [
+        evolve(
+            retain_grad_trace(),
+            scenario=evolve(retain_grad_trace().scenario, source="s.yaml", variant=v),
+        )
+        for v in ("one", "two")
+    ]
     text = " ".join(console(runs, width=100).split())
     assert "retains_grad True" in text and "stride (1, 2)" in text
 
@@ -101,7 +117,7 @@ def test_the_markdown_columns_stay_the_same_too():
 
 def legend_of(text: str) -> str:
     start = text.index("┛") + 1
-    return " ".join(text[start:text.index("Step ", start)].split())
+    return " ".join(text[start : text.index("Step ", start)].split())
 
 
 def test_the_legend_explains_an_offset_when_one_is_shown():
@@ -111,8 +127,9 @@ def test_the_legend_explains_an_offset_when_one_is_shown():
 
 def test_the_legend_explains_the_dash_when_one_is_shown():
     trace = detach_trace()
-    unknown = tuple(evolve(s, tensors=tuple(
-        evolve(t, version=None) for t in s.tensors)) for s in trace.steps)
+    unknown = tuple(
+        evolve(s, tensors=tuple(evolve(t, version=None) for t in s.tensors)) for s in trace.steps
+    )
     text = console([evolve(trace, steps=unknown)])
     assert re.search(r"^\s+a\s.*—", text, re.M)
     assert "— = not available" in legend_of(text)
@@ -123,8 +140,11 @@ def test_the_legend_explains_the_dash_when_one_is_shown():
 
 def test_the_variants_legend_explains_a_name_one_variant_never_bound():
     one, two = variant_traces()
-    two = evolve(two, steps=tuple(
-        evolve(s, tensors=tuple(t for t in s.tensors if t.name != "z"))
-        for s in two.steps))
+    two = evolve(
+        two,
+        steps=tuple(
+            evolve(s, tensors=tuple(t for t in s.tensors if t.name != "z")) for s in two.steps
+        ),
+    )
     text = console([one, two])
     assert "— = not available or not bound in that variant" in legend_of(text)

@@ -26,7 +26,8 @@ def test_a_name_bound_to_none_is_not_called_unbound():
     assert step.none == ("g",)  # x.grad is None without a backward: g is bound, to None
     assert traces[2].steps[1].none == ()
     assert variant_differences(traces)[-1] == (
-        "step 2, g: a tensor in backward, None in no-backward, not bound in unbound")
+        "step 2, g: a tensor in backward, None in no-backward, not bound in unbound"
+    )
 
 
 def test_a_name_bound_in_one_variant_only_still_reads_as_before():

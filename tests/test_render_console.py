@@ -48,13 +48,15 @@ def test_only_changes_without_values():
 
 
 def test_a_narrow_terminal_gets_one_block_per_tensor():
-    assert_gold("console_trouble_60.txt", console([troubled_trace()], width=60,
-                                                  steps=frozenset({3})))
+    assert_gold(
+        "console_trouble_60.txt", console([troubled_trace()], width=60, steps=frozenset({3}))
+    )
 
 
 def test_a_wide_terminal_keeps_one_row_per_tensor():
-    assert_gold("console_trouble_120.txt", console([troubled_trace()], width=120,
-                                                   steps=frozenset({2, 3})))
+    assert_gold(
+        "console_trouble_120.txt", console([troubled_trace()], width=120, steps=frozenset({2, 3}))
+    )
 
 
 # --- what each part says -------------------------------------------------------------------
@@ -121,8 +123,11 @@ def test_setup_is_shown_only_when_it_has_something_to_say():
 
 
 def test_the_end_of_a_run_summarises_it():
-    assert console([detach_trace()]).rstrip().endswith(
-        "5 steps · 1 raised (1 as declared) · expectations: 6 passed, 0 failed · PASSED")
+    assert (
+        console([detach_trace()])
+        .rstrip()
+        .endswith("5 steps · 1 raised (1 as declared) · expectations: 6 passed, 0 failed · PASSED")
+    )
     trouble = console([troubled_trace()])
     assert trouble.rstrip().endswith("FAILED")
     assert "the run stopped early: step 6 ran out of time" in trouble
@@ -168,12 +173,15 @@ def test_views_show_their_offset_and_dtypes_show_when_not_float32():
 def test_the_same_object_under_two_names_is_said():
     a = tensor("a", (1.0,))
     b = evolve(tensor("b", (1.0,)), same_as="a")
-    a1, b1 = tensor("a", (2.0,), version=1), evolve(
-        tensor("b", (2.0,), version=1), same_as="a")
-    trace = evolve(detach_trace(), setup=None, steps=(
-        Step(index=1, code="a = torch.ones(1)\nb = a", line=1, tensors=(a, b)),
-        Step(index=2, code="b.add_(1)", line=3, tensors=(a1, b1)),
-    ))
+    a1, b1 = tensor("a", (2.0,), version=1), evolve(tensor("b", (2.0,), version=1), same_as="a")
+    trace = evolve(
+        detach_trace(),
+        setup=None,
+        steps=(
+            Step(index=1, code="a = torch.ones(1)\nb = a", line=1, tensors=(a, b)),
+            Step(index=2, code="b.add_(1)", line=3, tensors=(a1, b1)),
+        ),
+    )
     text = console([trace], width=120)
     assert "b (new) (same object as a)" in text
     assert "a changed (values and version): b is the same object" in text
@@ -201,13 +209,13 @@ def _many(count: int) -> "Trace":
     from tensortrace.trace import ScenarioInfo, Trace
 
     states = tuple(tensor(f"t{i}", (0.0, 0.0), storage=f"S{i + 1}") for i in range(count))
-    second = tuple(evolve(s, version=1) if i == 5 else s
-                   for i, s in enumerate(states))
-    third = tuple(evolve(s, version=2) if i == 5 else s
-                  for i, s in enumerate(second))
-    steps = (Step(index=1, code="bind", line=1, tensors=states),
-             Step(index=2, code="t5.add_(0)", line=2, tensors=second),
-             Step(index=3, code="t5.add_(0)", line=3, tensors=third))
+    second = tuple(evolve(s, version=1) if i == 5 else s for i, s in enumerate(states))
+    third = tuple(evolve(s, version=2) if i == 5 else s for i, s in enumerate(second))
+    steps = (
+        Step(index=1, code="bind", line=1, tensors=states),
+        Step(index=2, code="t5.add_(0)", line=2, tensors=second),
+        Step(index=3, code="t5.add_(0)", line=3, tensors=third),
+    )
     return Trace(scenario=ScenarioInfo(title="many"), environment=ENV, steps=steps)
 
 

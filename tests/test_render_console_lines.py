@@ -26,17 +26,40 @@ from tensortrace.render.plaincode import PlainCode
 WIDTHS = (20, 40, 80, 100, 160)
 STYLES = ("", "dim", "bold", "bold yellow", "green")
 TEXTS = (
-    "ran:", "Step 2 · line 19", "setup", "⚠ predicted: x.backward() will fail",
-    "shared memory: S1 holds a, b", "名前 (new) 変数", "  leading spaces", "trailing spaces  ",
-    "a" * 17, "a" * 18, "a" * 19, "a" * 38, "a" * 40, "two words " * 12,
-    "tab\there", "new\nline", "\x1b[31mred", "line\u2028separator", "", " ",
+    "ran:",
+    "Step 2 · line 19",
+    "setup",
+    "⚠ predicted: x.backward() will fail",
+    "shared memory: S1 holds a, b",
+    "名前 (new) 変数",
+    "  leading spaces",
+    "trailing spaces  ",
+    "a" * 17,
+    "a" * 18,
+    "a" * 19,
+    "a" * 38,
+    "a" * 40,
+    "two words " * 12,
+    "tab\there",
+    "new\nline",
+    "\x1b[31mred",
+    "line\u2028separator",
+    "",
+    " ",
 )
 
 
 def _console(width: int, color: bool) -> Console:
-    return Console(file=io.StringIO(), width=width, color_system="truecolor" if color else None,
-                   force_terminal=color, markup=False, highlight=False, emoji=False,
-                   _environ={})
+    return Console(
+        file=io.StringIO(),
+        width=width,
+        color_system="truecolor" if color else None,
+        force_terminal=color,
+        markup=False,
+        highlight=False,
+        emoji=False,
+        _environ={},
+    )
 
 
 def _segments(console: Console, renderable) -> list:
@@ -53,8 +76,11 @@ def test_lines_are_the_references_segments(width: int, color: bool):
         for style in STYLES:
             for indent in (2, 4, 6):
                 line = TextLine(text, style, indent)
-                assert _segments(console, line) == _segments(console, line.reference()), \
-                    (text, style, indent)
+                assert _segments(console, line) == _segments(console, line.reference()), (
+                    text,
+                    style,
+                    indent,
+                )
                 fast += bool(text) and console_lines.fits_line(text, width - indent)
         title = TitleLine(text)
         assert _segments(console, title) == _segments(console, title.reference()), text
@@ -63,8 +89,12 @@ def test_lines_are_the_references_segments(width: int, color: bool):
 
 
 @settings(max_examples=300, deadline=None)
-@given(text=st.text(max_size=50), width=st.integers(1, 60), indent=st.integers(1, 8),
-       color=st.booleans())
+@given(
+    text=st.text(max_size=50),
+    width=st.integers(1, 60),
+    indent=st.integers(1, 8),
+    color=st.booleans(),
+)
 def test_any_text_draws_as_rich_draws_it(text: str, width: int, indent: int, color: bool):
     console = _console(width, color)
     line = TextLine(text, "dim", indent)
@@ -98,8 +128,13 @@ def test_what_rich_would_rewrite_goes_to_rich():
 @pytest.mark.parametrize("width", (10, 30, 80))
 def test_code_lines_are_what_render_lines_gives(monkeypatch, width: int):
     console = _console(width, False)
-    codes = [("t0.add_(1)", 5), ("x = 1\n\ny = x + 2\n", None), ("y = " + "x + " * 30, 120),
-             ("名前 = torch.ones(3)", 1), ("if x:\n\tpass", 9)]
+    codes = [
+        ("t0.add_(1)", 5),
+        ("x = 1\n\ny = x + 2\n", None),
+        ("y = " + "x + " * 30, 120),
+        ("名前 = torch.ones(3)", 1),
+        ("if x:\n\tpass", 9),
+    ]
     fast = [_segments(console, PlainCode(code, line)) for code, line in codes]
     monkeypatch.setattr(console_lines, "fits_line", lambda text, room: False)
     assert fast == [_segments(console, PlainCode(code, line)) for code, line in codes]

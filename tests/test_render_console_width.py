@@ -22,54 +22,100 @@ from tensortrace.render.text import format_number
 WIDTHS = (60, 80, 120)
 NUMBER = re.compile(r"(?<![\w.+])-?\d[\d,]*(?:\.\d*)?(?:e[-+]?\d+)?")
 
-WEIGHTS = ((-0.6543, 0.419, -1.2875, 0.0031, 2.5617, -0.9999),
-           (1.0625, -0.3338, 0.7071, -2.2222, 0.1234, 3.1416))
+WEIGHTS = (
+    (-0.6543, 0.419, -1.2875, 0.0031, 2.5617, -0.9999),
+    (1.0625, -0.3338, 0.7071, -2.2222, 0.1234, 3.1416),
+)
 LONG_NAME = "encoder.layers.0.self_attn.in_proj_weight"
 
 
 def many_elements_trace() -> Trace:
     """A parameter with a short dotted name beside rows of many elements, and its grad."""
-    w = tensor("G.weight", WEIGHTS, requires_grad=True, kind="parameter", nbytes=48,
-               grad=WEIGHTS[::-1])
-    b = tensor("G.bias", WEIGHTS[1][:2], storage="S2", requires_grad=True, kind="parameter",
-               grad=(1.0, 1.0))
-    y = tensor("y", WEIGHTS[0], storage="S3", requires_grad=True, is_leaf=False,
-               grad_fn="AddmmBackward0")
-    return Trace(scenario=ScenarioInfo(title="a linear layer"), environment=ENV,
-                 steps=(Step(index=1, code="y = G(x)", line=2, tensors=(w, b, y)),))
+    w = tensor(
+        "G.weight", WEIGHTS, requires_grad=True, kind="parameter", nbytes=48, grad=WEIGHTS[::-1]
+    )
+    b = tensor(
+        "G.bias",
+        WEIGHTS[1][:2],
+        storage="S2",
+        requires_grad=True,
+        kind="parameter",
+        grad=(1.0, 1.0),
+    )
+    y = tensor(
+        "y", WEIGHTS[0], storage="S3", requires_grad=True, is_leaf=False, grad_fn="AddmmBackward0"
+    )
+    return Trace(
+        scenario=ScenarioInfo(title="a linear layer"),
+        environment=ENV,
+        steps=(Step(index=1, code="y = G(x)", line=2, tensors=(w, b, y)),),
+    )
 
 
 def _wide_steps(alias: str) -> tuple:
     w = tensor("G.weight", WEIGHTS, requires_grad=True, kind="parameter", nbytes=48)
-    long = tensor(LONG_NAME, WEIGHTS, storage="S2", requires_grad=True, kind="parameter",
-                  nbytes=48)
-    row = tensor("row", WEIGHTS[0], offset=6, is_view=True, base="G.weight", nbytes=48,
-                 requires_grad=True, is_leaf=False, grad_fn="SelectBackward0")
-    w2 = evolve(tensor("G.weight", WEIGHTS, requires_grad=True, kind="parameter",
-                                    nbytes=48, grad=WEIGHTS[::-1]))
+    long = tensor(LONG_NAME, WEIGHTS, storage="S2", requires_grad=True, kind="parameter", nbytes=48)
+    row = tensor(
+        "row",
+        WEIGHTS[0],
+        offset=6,
+        is_view=True,
+        base="G.weight",
+        nbytes=48,
+        requires_grad=True,
+        is_leaf=False,
+        grad_fn="SelectBackward0",
+    )
+    w2 = evolve(
+        tensor(
+            "G.weight", WEIGHTS, requires_grad=True, kind="parameter", nbytes=48, grad=WEIGHTS[::-1]
+        )
+    )
     return (
-        Step(index=1, code="G = torch.nn.Linear(6, 2)\n" + LONG_NAME.replace(".", "_") + " = 1",
-             line=3, tensors=(w, long)),
-        Step(index=2, code=f"row = {alias}", line=5, tensors=(w, long, row),
-             expectations=(ok("row.shape == (6,)", 6),)),
+        Step(
+            index=1,
+            code="G = torch.nn.Linear(6, 2)\n" + LONG_NAME.replace(".", "_") + " = 1",
+            line=3,
+            tensors=(w, long),
+        ),
+        Step(
+            index=2,
+            code=f"row = {alias}",
+            line=5,
+            tensors=(w, long, row),
+            expectations=(ok("row.shape == (6,)", 6),),
+        ),
         Step(index=3, code="(G.weight * 2).sum().backward()", line=7, tensors=(w2, long, row)),
     )
 
 
 def wide_trace() -> Trace:
     """Long names, rows of many four-digit elements, a view and a grad."""
-    return Trace(scenario=ScenarioInfo(title="long names and many elements"), environment=ENV,
-                 steps=_wide_steps("G.weight[1]"))
+    return Trace(
+        scenario=ScenarioInfo(title="long names and many elements"),
+        environment=ENV,
+        steps=_wide_steps("G.weight[1]"),
+    )
 
 
 def wide_variants() -> List[Trace]:
     """Two variants whose code is long enough to be cut if a column were too narrow."""
-    codes = {"clone-detach": "G.weight.clone().detach().requires_grad_(True)[1]",
-             "detach-clone": "G.weight.detach().clone().requires_grad_(True)[1]"}
-    return [Trace(scenario=ScenarioInfo(title="clone then detach, or detach then clone",
-                                        source="scenarios/order.yaml", variant=name),
-                  environment=ENV, steps=_wide_steps(code))
-            for name, code in codes.items()]
+    codes = {
+        "clone-detach": "G.weight.clone().detach().requires_grad_(True)[1]",
+        "detach-clone": "G.weight.detach().clone().requires_grad_(True)[1]",
+    }
+    return [
+        Trace(
+            scenario=ScenarioInfo(
+                title="clone then detach, or detach then clone",
+                source="scenarios/order.yaml",
+                variant=name,
+            ),
+            environment=ENV,
+            steps=_wide_steps(code),
+        )
+        for name, code in codes.items()
+    ]
 
 
 CASES = {
@@ -144,8 +190,13 @@ def test_no_name_is_cut_across_lines(case, width):
             assert not re.search(pattern, text), (name, cut)
     # ... or a cell cut short while the row goes on beside it
     words = {w.strip(",()[]:") for w in text.split()}
-    cut = sorted(w for w in words if len(w) >= 2 and w not in names
-                 and any(n.startswith(w) and n[len(w)].isalnum() for n in names if len(n) > len(w)))
+    cut = sorted(
+        w
+        for w in words
+        if len(w) >= 2
+        and w not in names
+        and any(n.startswith(w) and n[len(w)].isalnum() for n in names if len(n) > len(w))
+    )
     assert not cut, cut
 
 

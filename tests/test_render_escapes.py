@@ -29,7 +29,7 @@ OWN_STYLING = re.compile(r"\x1b\[[0-9;]*m")
 
 # YAML double-quoted strings turn \e, \a and \u202e into the real characters;
 # inside the Python code, '\x1b' is Python's escape, so the run makes them.
-HOSTILE = r'''
+HOSTILE = r"""
 title: "Hostile \e]52;c;aGVsbG8=\a title \u202e[red]markup[/red]"
 description: "about \e[2J <script>alert(1)</script> [link=http://x.example]y[/link]"
 steps:
@@ -43,7 +43,7 @@ steps:
     raises: ValueError
   - run: b = a * 2
     expect: ["'\e[2J' == 'x'"]
-'''
+"""
 
 
 def invoke(*args: str):
@@ -56,7 +56,7 @@ def assert_no_raw_controls(text: str) -> None:
     assert "\x1b" not in text
     assert "\x07" not in text
     assert not any(ch in text for ch in BIDI)
-    assert not any(0x80 <= ord(ch) <= 0x9f for ch in text)
+    assert not any(0x80 <= ord(ch) <= 0x9F for ch in text)
 
 
 @pytest.fixture(scope="module")
@@ -138,7 +138,8 @@ def test_check_lines_spell_out_what_they_quote(tmp_path):
     scenario = tmp_path / "loud.yaml"
     scenario.write_text(
         "title: loud\nsteps:\n  - run: raise ValueError('\\x1b]52;c;aGk=\\x07 \\u202e')\n",
-        encoding="utf-8")
+        encoding="utf-8",
+    )
     result = invoke("check", str(scenario))
     assert result.returncode == 1
     assert_no_raw_controls(result.stdout)
@@ -156,8 +157,9 @@ def test_error_messages_on_stderr_spell_out_what_they_quote(tmp_path):
 
 def test_a_lone_surrogate_stays_with_its_file_and_the_next_file_is_checked(tmp_path):
     broken = tmp_path / "broken.yaml"
-    broken.write_text("title: broken\nsteps:\n  - run: raise ValueError('\\udc80')\n",
-                      encoding="utf-8")
+    broken.write_text(
+        "title: broken\nsteps:\n  - run: raise ValueError('\\udc80')\n", encoding="utf-8"
+    )
     fine = tmp_path / "fine.yaml"
     fine.write_text("title: fine\nsteps:\n  - a = torch.ones(2)\n", encoding="utf-8")
     result = invoke("check", str(broken), str(fine))
@@ -204,7 +206,10 @@ def test_a_file_whose_result_cannot_be_reported_gets_its_own_error_line(tmp_path
     result = invoke("check", str(first), str(second))
     assert result.returncode == 2
     assert result.stderr.startswith(f"ERROR {first}: could not be checked (UnicodeEncodeError")
-    assert result.stdout.splitlines() == [f"PASS {second}", "1 passed, 0 failed, 1 could not be used"]
+    assert result.stdout.splitlines() == [
+        f"PASS {second}",
+        "1 passed, 0 failed, 1 could not be used",
+    ]
 
 
 # --- convert writes no raw control or bidi character ----------------------------------------
@@ -237,10 +242,13 @@ def test_convert_spells_control_and_bidi_characters_and_loads_back_the_same(tmp_
     back = loads_scenario(text, path="hostile.yaml")
     assert back.title == original.title and "\u202e" in back.title
     assert back.description == original.description
-    assert [s.run.text.rstrip("\n") for s in back.steps] == [s.run.text.rstrip("\n") for s in original.steps]
+    assert [s.run.text.rstrip("\n") for s in back.steps] == [
+        s.run.text.rstrip("\n") for s in original.steps
+    ]
     assert [s.note for s in back.steps] == [s.note for s in original.steps]
-    assert [tuple(c.text for c in s.expect) for s in back.steps] == \
-        [tuple(c.text for c in s.expect) for s in original.steps]
+    assert [tuple(c.text for c in s.expect) for s in back.steps] == [
+        tuple(c.text for c in s.expect) for s in original.steps
+    ]
     assert "\u2067" in back.steps[-1].run.text and "\x1b[2J" in back.steps[1].run.text
 
 
@@ -258,7 +266,10 @@ def test_convert_leaves_ordinary_text_as_literal_blocks(tmp_path):
     from tensortrace.scenario import load_scenario
 
     source = tmp_path / "plain.py"
-    source.write_text("import torch\n\n# a ≠ b, in plain words\na = torch.ones(2)\nfor i in range(2):\n"
-                      "    a = a + i\n", encoding="utf-8")
+    source.write_text(
+        "import torch\n\n# a ≠ b, in plain words\na = torch.ones(2)\nfor i in range(2):\n"
+        "    a = a + i\n",
+        encoding="utf-8",
+    )
     text = scenario_yaml(load_scenario(source))
     assert "note: a ≠ b, in plain words" in text and "run: |" in text

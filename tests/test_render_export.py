@@ -26,8 +26,9 @@ def test_svg_is_an_image_titled_with_the_scenario():
 
 def test_svg_title_names_every_scenario_once():
     image = render([*variant_traces(), detach_trace()], "svg", RenderOptions(width=90))
-    title = (".data vs .detach() after an in-place change · "
-             "detach() shares storage but leaves the graph")
+    title = (
+        ".data vs .detach() after an in-place change · detach() shares storage but leaves the graph"
+    )
     assert title in _text_of(image)
 
 
@@ -47,7 +48,11 @@ def test_exports_are_deterministic():
 def test_the_svg_can_be_drawn(tmp_path):
     path = tmp_path / "trace.svg"
     path.write_text(render([detach_trace()], "svg"), encoding="utf-8")
-    done = subprocess.run(["rsvg-convert", str(path), "-o", str(tmp_path / "trace.png")],
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        ["rsvg-convert", str(path), "-o", str(tmp_path / "trace.png")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "trace.png").stat().st_size > 1000

@@ -77,20 +77,23 @@ def test_pointers_and_timings_never_count_as_changes():
 def test_a_new_stride_or_a_kept_grad_counts_as_a_change():
     before = tensor("a", ((1.0, 2.0), (3.0, 4.0)))
     assert changed_fields(before, evolve(before, stride=(1, 2))) == frozenset(
-        {"stride", "contiguous"})
-    assert changed_fields(before, evolve(before, retains_grad=True)) == frozenset(
-        {"retains_grad"})
+        {"stride", "contiguous"}
+    )
+    assert changed_fields(before, evolve(before, retains_grad=True)) == frozenset({"retains_grad"})
 
 
-@pytest.mark.parametrize("shape, stride, contiguous", [
-    ((2, 3), (3, 1), True),
-    ((3, 2), (1, 3), False),  # a.t()
-    ((2,), (2,), False),  # a[::2]
-    ((1, 3), (99, 1), True),  # a size-1 dimension may have any stride
-    ((0, 3), (7, 7), True),  # no elements
-    ((), (), True),
-    ((3, 3), (), None),  # a sparse tensor has no strides
-])
+@pytest.mark.parametrize(
+    "shape, stride, contiguous",
+    [
+        ((2, 3), (3, 1), True),
+        ((3, 2), (1, 3), False),  # a.t()
+        ((2,), (2,), False),  # a[::2]
+        ((1, 3), (99, 1), True),  # a size-1 dimension may have any stride
+        ((0, 3), (7, 7), True),  # no elements
+        ((), (), True),
+        ((3, 3), (), None),  # a sparse tensor has no strides
+    ],
+)
 def test_contiguity_is_derived_from_shape_and_stride(shape, stride, contiguous):
     state = evolve(tensor("a", shape=shape, values=exact(0.0)), stride=stride)
     assert is_contiguous(state) is contiguous
@@ -115,22 +118,34 @@ def test_a_change_through_a_shared_storage_is_noted():
 
 def test_a_change_to_a_name_the_code_mentions_is_not_an_aliasing_note():
     prev = Step(index=1, code="", line=None, tensors=(tensor("a", (1.0,)), tensor("b", (1.0,))))
-    step = Step(index=2, code="a.zero_()\nb.add_(0)", line=None,
-                tensors=(tensor("a", (0.0,), version=1), tensor("b", (0.0,), version=2)))
+    step = Step(
+        index=2,
+        code="a.zero_()\nb.add_(0)",
+        line=None,
+        tensors=(tensor("a", (0.0,), version=1), tensor("b", (0.0,), version=2)),
+    )
     assert aliasing_notes(prev, step) == ()
 
 
 def test_a_change_with_no_named_partner_is_not_explained_by_aliasing():
     prev = Step(index=1, code="", line=None, tensors=(tensor("a", (1.0,)), tensor("b", (1.0,))))
-    step = Step(index=2, code="helper()", line=None,
-                tensors=(tensor("a", (0.0,), version=1), tensor("b", (0.0,), version=1)))
+    step = Step(
+        index=2,
+        code="helper()",
+        line=None,
+        tensors=(tensor("a", (0.0,), version=1), tensor("b", (0.0,), version=1)),
+    )
     assert aliasing_notes(prev, step) == ()
 
 
 def test_a_version_bump_alone_is_noted():
     prev = Step(index=1, code="", line=None, tensors=(tensor("a", (1.0,)), tensor("b", (1.0,))))
-    step = Step(index=2, code="b.mul_(1)", line=None,
-                tensors=(tensor("a", (1.0,), version=1), tensor("b", (1.0,), version=1)))
+    step = Step(
+        index=2,
+        code="b.mul_(1)",
+        line=None,
+        tensors=(tensor("a", (1.0,), version=1), tensor("b", (1.0,), version=1)),
+    )
     (note,) = aliasing_notes(prev, step)
     assert (note.name, note.fields, note.via) == ("a", ("version",), ("b",))
 
@@ -139,10 +154,15 @@ def test_expanded_names_are_mentioned_through_their_root():
     assert root_name("lin.weight") == "lin"
     assert root_name("xs[0]") == "xs"
     assert root_name("d['k']") == "d"
-    prev = Step(index=1, code="", line=None,
-                tensors=(tensor("lin.weight", (1.0,)), tensor("w", (1.0,))))
-    step = Step(index=2, code="with torch.no_grad(): lin.weight.zero_()", line=None,
-                tensors=(tensor("lin.weight", (0.0,), version=1), tensor("w", (0.0,), version=1)))
+    prev = Step(
+        index=1, code="", line=None, tensors=(tensor("lin.weight", (1.0,)), tensor("w", (1.0,)))
+    )
+    step = Step(
+        index=2,
+        code="with torch.no_grad(): lin.weight.zero_()",
+        line=None,
+        tensors=(tensor("lin.weight", (0.0,), version=1), tensor("w", (0.0,), version=1)),
+    )
     (note,) = aliasing_notes(prev, step)
     assert note.name == "w" and note.via == ("lin.weight",)
 
@@ -156,8 +176,13 @@ def test_mentioned_names_is_a_plain_identifier_scan_without_keywords():
 
 
 def test_command_line_names_beat_the_scenarios_which_beat_all():
-    step = Step(index=1, code="", line=None, shown=("b",),
-                tensors=(tensor("a", (1.0,)), tensor("b", (1.0,)), tensor("c", (1.0,))))
+    step = Step(
+        index=1,
+        code="",
+        line=None,
+        shown=("b",),
+        tensors=(tensor("a", (1.0,)), tensor("b", (1.0,)), tensor("c", (1.0,))),
+    )
     assert shown_names(step) == ("b",)
     assert shown_names(step, ("c", "a")) == ("c", "a")
     assert shown_names(evolve(step, shown=None)) == ("a", "b", "c")
@@ -190,9 +215,12 @@ def test_variants_compare_who_shares_memory_not_the_label():
     relabelled = evolve(
         data,
         steps=tuple(
-            evolve(s, tensors=tuple(
-                evolve(t, storage={"S1": "S7", "S2": "S8"}[t.storage])
-                for t in s.tensors))
+            evolve(
+                s,
+                tensors=tuple(
+                    evolve(t, storage={"S1": "S7", "S2": "S8"}[t.storage]) for t in s.tensors
+                ),
+            )
             for s in data.steps
         ),
     )
@@ -220,7 +248,15 @@ def test_identical_variants_have_nothing_to_say():
 
 def test_numbers_are_spelled_like_print_tensor():
     assert [format_number(x) for x in (1.0, -0.0, 0.7310586, 1e-5, 3, True, "nan", None)] == [
-        "1.", "-0.", "0.7311", "1e-05", "3", "True", "nan", "None"]
+        "1.",
+        "-0.",
+        "0.7311",
+        "1e-05",
+        "3",
+        "True",
+        "nan",
+        "None",
+    ]
     assert format_number(float("inf")) == "inf"
 
 
@@ -232,10 +268,15 @@ def test_nested_values_keep_one_row_per_line_and_cut_long_rows():
 
 
 def test_a_summary_says_size_shape_and_statistics():
-    values = Values("summary", summary=Summary(numel=1000, min=-1.0, max=2.5, mean=0.5,
-                                               std=None, nan_count=3, head=(1.0, 2.0)))
+    values = Values(
+        "summary",
+        summary=Summary(
+            numel=1000, min=-1.0, max=2.5, mean=0.5, std=None, nan_count=3, head=(1.0, 2.0)
+        ),
+    )
     assert format_values(values, (10, 100)) == (
-        "[1., 2., …]\n1,000 values, shape (10, 100)\nmin -1., max 2.5\nmean 0.5\n3 nan")
+        "[1., 2., …]\n1,000 values, shape (10, 100)\nmin -1., max 2.5\nmean 0.5\n3 nan"
+    )
     assert format_values(Values("unavailable", reason="meta tensor")) == "(meta tensor)"
     assert format_values(None) == "None"
 
@@ -280,11 +321,16 @@ def test_a_second_name_for_the_same_object_is_said_as_such():
 
 def test_expectations_that_held_everywhere_are_said_once():
     detach, data = variant_traces()
-    both = [evolve(detach.steps[1], expectations=(ok_result("x"), ok_result("y"))),
-            evolve(data.steps[1], expectations=(ok_result("x"), bad_result("y")))]
+    both = [
+        evolve(detach.steps[1], expectations=(ok_result("x"), ok_result("y"))),
+        evolve(data.steps[1], expectations=(ok_result("x"), bad_result("y"))),
+    ]
     merged = merged_expectations(both, ["detach", "data"])
     assert [(label, r.expr, r.passed) for label, r in merged] == [
-        ("", "x", True), ("detach", "y", True), ("data", "y", False)]
+        ("", "x", True),
+        ("detach", "y", True),
+        ("data", "y", False),
+    ]
 
 
 def ok_result(expr):
@@ -307,4 +353,5 @@ def test_a_write_made_inside_a_call_is_noted_with_the_call_that_made_it():
     (note,) = [n for n in aliasing_notes(prev, step) if n.name == "snap"]
     storage = next(t.storage for t in step.tensors if t.name == "lin.weight")
     assert note.describe() == (
-        f"snap changed (values and version): it shares {storage} with lin.weight (written by Tensor.add_)")
+        f"snap changed (values and version): it shares {storage} with lin.weight (written by Tensor.add_)"
+    )

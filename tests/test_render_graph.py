@@ -86,7 +86,11 @@ def test_a_repeating_pattern_is_one_line():
 
 def test_a_short_chain_is_drawn_as_it_is():
     assert outline_text(chain_graph(2)) == [
-        "SumBackward0", "  MulBackward0", "    MulBackward0", "      AccumulateGrad → x.grad"]
+        "SumBackward0",
+        "  MulBackward0",
+        "    MulBackward0",
+        "      AccumulateGrad → x.grad",
+    ]
 
 
 def test_a_deep_graph_that_does_not_collapse_is_cut_at_the_depth_limit():
@@ -114,9 +118,16 @@ def test_no_grad_fn_and_missing_nodes():
 
 
 def test_tree_gold():
-    graphs = (shared_graph(), chain_graph(50_000), alternating_graph(50_001),
-              irregular_chain_graph(30), ladder_graph(1_000), wide_graph(3),
-              Graph(tensor="a", root=None), dataclass_truncated(chain_graph(5)))
+    graphs = (
+        shared_graph(),
+        chain_graph(50_000),
+        alternating_graph(50_001),
+        irregular_chain_graph(30),
+        ladder_graph(1_000),
+        wide_graph(3),
+        Graph(tensor="a", root=None),
+        dataclass_truncated(chain_graph(5)),
+    )
     assert_gold("tree_graphs_80.txt", console_many(graphs))
 
 
@@ -130,8 +141,13 @@ def console_many(graphs) -> str:
 
 @pytest.mark.parametrize(
     "graph",
-    [chain_graph(50_000), alternating_graph(100_000), irregular_chain_graph(100_000),
-     ladder_graph(50_000), wide_graph(100_000)],
+    [
+        chain_graph(50_000),
+        alternating_graph(100_000),
+        irregular_chain_graph(100_000),
+        ladder_graph(50_000),
+        wide_graph(100_000),
+    ],
     ids=["chain-50k", "alternating-100k", "irregular-100k", "ladder-50k", "wide-100k"],
 )
 def test_huge_graphs_draw_without_deep_recursion(graph):
@@ -179,8 +195,10 @@ def awkward_graph() -> Graph:
     return Graph(
         tensor='d["k"] \\ <x> #1',
         root="N1",
-        nodes=(GraphNode("N1", "Mul\"Backward", next=("N2",)),
-               GraphNode("N2", "AccumulateGrad", leaf='d["k"]')),
+        nodes=(
+            GraphNode("N1", 'Mul"Backward', next=("N2",)),
+            GraphNode("N2", "AccumulateGrad", leaf='d["k"]'),
+        ),
     )
 
 
@@ -198,10 +216,14 @@ def test_mermaid_labels_are_escaped():
 
 @pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz is not installed")
 def test_graphviz_accepts_the_dot_output():
-    text = render([detach_trace(), graph_trace(shared_graph(), awkward_graph(),
-                                               Graph(tensor="a", root=None))], "dot")
-    done = subprocess.run(["dot", "-Tsvg"], input=text, capture_output=True, text=True,
-                          timeout=60)
+    text = render(
+        [
+            detach_trace(),
+            graph_trace(shared_graph(), awkward_graph(), Graph(tensor="a", root=None)),
+        ],
+        "dot",
+    )
+    done = subprocess.run(["dot", "-Tsvg"], input=text, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "<svg" in done.stdout
 

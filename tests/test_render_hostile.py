@@ -84,7 +84,9 @@ def test_every_string_and_number_hostile_renders_inert(base, fmt):
 def test_the_notebook_fragment_of_a_hostile_trace_is_text(base):
     from tensortrace.render.export import render_html_fragment
 
-    fragment = render_html_fragment(hostile_traces(BASES[base](), ALL, SCRIPT), RenderOptions(width=120))
+    fragment = render_html_fragment(
+        hostile_traces(BASES[base](), ALL, SCRIPT), RenderOptions(width=120)
+    )
     check_html(fragment, fragment=True)
     assert "&lt;/script&gt;" in fragment and "<a " not in fragment
 
@@ -198,10 +200,10 @@ def test_the_page_builder_escapes_every_value_whatever_its_type():
         def __str__(self) -> str:
             return "<b onmouseover=alert(1)>"
 
-    built = html('<p data-x="{}">{}{}{}{named}</p>', '"><script>', 3, None, Shouting(),
-                 named="'&'")
-    assert built == ('<p data-x="&#34;&gt;&lt;script&gt;">3None&lt;b onmouseover=alert(1)&gt;'
-                     "&#39;&amp;&#39;</p>")
+    built = html('<p data-x="{}">{}{}{}{named}</p>', '"><script>', 3, None, Shouting(), named="'&'")
+    assert built == (
+        '<p data-x="&#34;&gt;&lt;script&gt;">3None&lt;b onmouseover=alert(1)&gt;&#39;&amp;&#39;</p>'
+    )
     assert html("<i>{}</i>", Markup("<b>own</b>")) == "<i><b>own</b></i>"
     assert joined(["<x>", Markup("<br>")], "<sep>") == "&lt;x&gt;<sep><br>"
     with pytest.raises(ValueError):

@@ -79,7 +79,11 @@ def _undescribed(schema: object, where: str = "") -> list:
     missing = []
     if isinstance(schema, dict):
         for name, sub in (schema.get("properties") or {}).items():
-            if not (isinstance(sub, dict) and isinstance(sub.get("description"), str) and sub["description"].strip()):
+            if not (
+                isinstance(sub, dict)
+                and isinstance(sub.get("description"), str)
+                and sub["description"].strip()
+            ):
                 missing.append(f"{where}.{name}")
         for key, sub in schema.items():
             missing.extend(_undescribed(sub, f"{where}/{key}"))
@@ -94,7 +98,9 @@ def test_every_field_of_the_trace_schema_says_what_it_is():
 
 
 def test_the_schema_walk_finds_a_property_without_description():
-    assert _undescribed({"properties": {"a": {"type": "string"}, "b": {"description": "b"}}}) == [".a"]
+    assert _undescribed({"properties": {"a": {"type": "string"}, "b": {"description": "b"}}}) == [
+        ".a"
+    ]
 
 
 def _fields(schema: object) -> set:
@@ -111,7 +117,9 @@ def _fields(schema: object) -> set:
 
 def test_docs_json_documents_every_field_of_the_trace_schema():
     doc = (Path(__file__).resolve().parent.parent / "docs" / "json.md").read_text(encoding="utf-8")
-    missing = sorted(f for f in _fields(trace_schema()) if f"`{f}`" not in doc and f'"{f}"' not in doc)
+    missing = sorted(
+        f for f in _fields(trace_schema()) if f"`{f}`" not in doc and f'"{f}"' not in doc
+    )
     assert missing == []
 
 
@@ -121,13 +129,24 @@ def test_both_wrapper_forms_and_a_single_trace_load():
     traces = list(variant_traces())
     bodies = [t.to_dict() for t in traces]
     assert traces_from_dict({"traces": bodies}) == traces
-    assert traces_from_dict({"format": FORMAT_NAME, "format_version": FORMAT_VERSION, "traces": bodies}) == traces
+    assert (
+        traces_from_dict(
+            {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, "traces": bodies}
+        )
+        == traces
+    )
     assert traces_from_dict(bodies[0]) == traces[:1]
     with pytest.raises(TraceFormatError, match="reads versions 1, 2, 3"):
         traces_from_dict({"format": FORMAT_NAME, "format_version": 9, "traces": bodies})
-    with pytest.raises(TraceFormatError, match=r"^not a valid tensortrace trace: \$.traces: expected array, got object$"):
+    with pytest.raises(
+        TraceFormatError,
+        match=r"^not a valid tensortrace trace: \$.traces: expected array, got object$",
+    ):
         traces_from_dict({"traces": {}})
-    with pytest.raises(TraceFormatError, match=r"^not a valid tensortrace trace: \$.traces: expected array of length >= 1"):
+    with pytest.raises(
+        TraceFormatError,
+        match=r"^not a valid tensortrace trace: \$.traces: expected array of length >= 1",
+    ):
         traces_from_dict({"traces": []})
 
 
@@ -143,9 +162,25 @@ def test_several_traces_come_in_a_wrapper_that_says_its_format(tmp_path):
     assert [t.scenario.variant for t in traces_from_dict(data)] == ["detach", "data"]
 
 
-@pytest.mark.parametrize("value", [
-    "", "x", "naïve ☃", "tab\tquote\"back\\slash\nnew", "\x00\x1f", "\ud800 lone", 0, -7, 10**30, True, False, None, [], (),
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "",
+        "x",
+        "naïve ☃",
+        'tab\tquote"back\\slash\nnew',
+        "\x00\x1f",
+        "\ud800 lone",
+        0,
+        -7,
+        10**30,
+        True,
+        False,
+        None,
+        [],
+        (),
+    ],
+)
 def test_a_fields_value_is_spelled_as_the_compact_encoder_spells_it(value):
     """The renderer writes a step's plain fields itself; the bytes must be the encoder's."""
     from tensortrace.render.json import _compact, _scalar
@@ -160,9 +195,20 @@ def test_values_it_does_not_spell_are_left_to_the_encoder(value):
     assert _scalar(value) is None
 
 
-@pytest.mark.parametrize("value", [
-    "naïve ☃", 1.5, -0.0, 1e300, 10**30, [1, [2.5, None], {"a": "b"}], {"k": {"in": ["x", None]}, "n": []}, [], {},
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "naïve ☃",
+        1.5,
+        -0.0,
+        1e300,
+        10**30,
+        [1, [2.5, None], {"a": "b"}],
+        {"k": {"in": ["x", None]}, "n": []},
+        [],
+        {},
+    ],
+)
 def test_the_compact_encoder_writes_json_on_one_line_that_reads_back_equal(value):
     from tensortrace.render.json import _compact
 
@@ -175,7 +221,10 @@ def test_the_compact_encoder_writes_json_on_one_line_that_reads_back_equal(value
 def test_a_lone_surrogate_which_utf8_cannot_hold_is_written_spelled():
     from tensortrace.render.json import _compact
 
-    assert json.loads(_compact({"stdout": "a\ud800b", "n": [1]})) == {"stdout": "a\\ud800b", "n": [1]}
+    assert json.loads(_compact({"stdout": "a\ud800b", "n": [1]})) == {
+        "stdout": "a\\ud800b",
+        "n": [1],
+    }
 
 
 def test_a_non_finite_statistic_is_spelled_never_written_as_null():
@@ -191,7 +240,9 @@ def test_every_record_in_a_steps_lists_is_one_line_and_nodes_one_line_each():
     and a flow's nodes are one line each."""
     from tensortrace.render.json import _compact
 
-    traces = traces_from_dict(json.loads((GOLD / "trace_detach-vs-data.json").read_text(encoding="utf-8")))
+    traces = traces_from_dict(
+        json.loads((GOLD / "trace_detach-vs-data.json").read_text(encoding="utf-8"))
+    )
     traces = [evolve(t, setup=evolve(t.steps[0], index=0)) for t in traces]  # a setup with records
     text = render(traces, "json")
     data = json.loads(text)
@@ -217,8 +268,11 @@ def test_json_spells_bidi_and_c1_characters_as_escapes_that_read_back_the_same(f
     """A U+202E in a trace would reorder what a terminal or an editor shows of the file."""
     hostile = "a\u202eb\x85c\u2066d\u2028e"
     trace = detach_trace()
-    trace = evolve(trace, scenario=evolve(trace.scenario, title=hostile),
-                   steps=(evolve(trace.steps[0], stdout=hostile),) + trace.steps[1:])
+    trace = evolve(
+        trace,
+        scenario=evolve(trace.scenario, title=hostile),
+        steps=(evolve(trace.steps[0], stdout=hostile),) + trace.steps[1:],
+    )
     text = render([trace], fmt)
     assert not any(ch in text for ch in "\u202e\x85\u2066\u2028")
     first = json.loads(text.splitlines()[0] if fmt == "jsonl" else text)

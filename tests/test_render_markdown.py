@@ -44,8 +44,11 @@ def _cells(row: str):
 
 
 def test_every_table_row_has_as_many_cells_as_its_header():
-    for text in (markdown([detach_trace()]), markdown([troubled_trace()]),
-                 markdown(variant_traces())):
+    for text in (
+        markdown([detach_trace()]),
+        markdown([troubled_trace()]),
+        markdown(variant_traces()),
+    ):
         rows = _table_rows(text)
         assert rows
         width = None
@@ -76,8 +79,9 @@ def test_errors_are_quotes_with_their_explanation():
 
 def test_pipes_in_values_and_names_do_not_break_tables():
     state = tensor("d['a|b']", ("x|y",), dtype="str")
-    trace = evolve(detach_trace(), setup=None,
-                                steps=(Step(index=1, code="d = ...", line=1, tensors=(state,)),))
+    trace = evolve(
+        detach_trace(), setup=None, steps=(Step(index=1, code="d = ...", line=1, tensors=(state,)),)
+    )
     rows = _table_rows(markdown([trace]))
     assert len(_cells(rows[-1])) == len(_cells(rows[0]))
 

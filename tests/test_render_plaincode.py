@@ -18,13 +18,28 @@ from tensortrace.scenario import load_scenario
 
 
 def _syntax(code: str, line):
-    return Syntax(code, "text", theme=SYNTAX_THEME, line_numbers=line is not None, start_line=line or 1,
-                  word_wrap=True, background_color="default")
+    return Syntax(
+        code,
+        "text",
+        theme=SYNTAX_THEME,
+        line_numbers=line is not None,
+        start_line=line or 1,
+        word_wrap=True,
+        background_color="default",
+    )
 
 
 def _draw(renderable, width: int) -> str:
-    console = Console(file=io.StringIO(), width=width, color_system=None, force_terminal=False, highlight=False,
-                      markup=False, emoji=False, _environ={})
+    console = Console(
+        file=io.StringIO(),
+        width=width,
+        color_system=None,
+        force_terminal=False,
+        highlight=False,
+        markup=False,
+        emoji=False,
+        _environ={},
+    )
     console.print(renderable)
     return console.file.getvalue()
 
@@ -92,8 +107,13 @@ def test_the_librarys_code_takes_the_cheap_path_and_draws_the_same(width):
 
 
 @settings(max_examples=150, deadline=None)
-@given(code=st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\ufeff"), max_size=120),
-       line=st.one_of(st.none(), st.integers(1, 20000)), width=st.integers(8, 120))
+@given(
+    code=st.text(
+        st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\ufeff"), max_size=120
+    ),
+    line=st.one_of(st.none(), st.integers(1, 20000)),
+    width=st.integers(8, 120),
+)
 def test_plain_code_draws_what_syntax_draws_for_any_text(code, line, width):
     _same(code, line, width)
 

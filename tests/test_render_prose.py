@@ -17,7 +17,12 @@ from tensortrace.scenario import load_scenario
 
 
 def _draw(renderable, width: int, color: bool) -> str:
-    console = Console(file=io.StringIO(), width=width, force_terminal=color, color_system="truecolor" if color else None)
+    console = Console(
+        file=io.StringIO(),
+        width=width,
+        force_terminal=color,
+        color_system="truecolor" if color else None,
+    )
     console.print(renderable)
     return console.file.getvalue()
 
@@ -89,7 +94,14 @@ def test_prose_draws_what_markdown_draws(width, color):
 
 
 def test_text_with_other_syntax_goes_to_markdown():
-    for text in ["emphasis *here*", "- a list", "a [link](x)", "x -> y", "tab\there", "unbalanced ` tick"]:
+    for text in [
+        "emphasis *here*",
+        "- a list",
+        "a [link](x)",
+        "x -> y",
+        "tab\there",
+        "unbalanced ` tick",
+    ]:
         assert isinstance(prose(text), _Inert), text
     assert isinstance(prose("`x` and y"), _Prose)
 
@@ -99,7 +111,9 @@ def test_text_markdown_draws_is_drawn_as_markdown_draws_it_without_links(color):
     for text in TRICKY + _library_texts():
         drawn = prose(text)
         if isinstance(drawn, _Inert):
-            assert _draw(drawn, 80, color) == _draw(Markdown(text, hyperlinks=False), 80, color), text
+            assert _draw(drawn, 80, color) == _draw(Markdown(text, hyperlinks=False), 80, color), (
+                text
+            )
 
 
 def test_links_in_prose_are_their_text_and_address_never_a_terminal_link():

@@ -22,23 +22,35 @@ def _walked(monkeypatch, value):
         return visible_record(value)
 
 
-@pytest.mark.parametrize("trace", [detach_trace(), troubled_trace(),
-                                   *recorded_traces("detach-vs-data")])
+@pytest.mark.parametrize(
+    "trace", [detach_trace(), troubled_trace(), *recorded_traces("detach-vs-data")]
+)
 def test_a_clean_trace_comes_back_as_it_is(monkeypatch, trace):
     assert visible_record(trace) is trace
     assert _walked(monkeypatch, trace) == trace
 
 
-@pytest.mark.parametrize("raw, spelled", [
-    ("t\x1b[31m", "t\\x1b[31m"), ("a\rb", "a\\x0db"), ("x\x7f", "x\\x7f"), ("c1\x85", "c1\\x85"),
-    ("\u202eab", "\\u202eab"), ("lone\udc80", "lone\\udc80"), ("bell\x07", "bell\\x07"),
-])
+@pytest.mark.parametrize(
+    "raw, spelled",
+    [
+        ("t\x1b[31m", "t\\x1b[31m"),
+        ("a\rb", "a\\x0db"),
+        ("x\x7f", "x\\x7f"),
+        ("c1\x85", "c1\\x85"),
+        ("\u202eab", "\\u202eab"),
+        ("lone\udc80", "lone\\udc80"),
+        ("bell\x07", "bell\\x07"),
+    ],
+)
 def test_only_the_step_that_holds_a_control_is_walked(monkeypatch, raw: str, spelled: str):
     trace = detach_trace()
     steps = list(trace.steps)
     first = steps[1].tensors[0]
-    steps[1] = evolve(steps[1], stdout=f"printed {raw}\n",
-                      tensors=(evolve(first, name=raw),) + tuple(steps[1].tensors[1:]))
+    steps[1] = evolve(
+        steps[1],
+        stdout=f"printed {raw}\n",
+        tensors=(evolve(first, name=raw),) + tuple(steps[1].tensors[1:]),
+    )
     dirty = evolve(trace, steps=tuple(steps))
     shown = visible_record(dirty)
     assert shown == _walked(monkeypatch, dirty)

@@ -101,29 +101,47 @@ def test_the_json_document_holds_exactly_the_trace_with_one_line_per_record():
     from tensortrace.trace import FORMAT_VERSION
     from tensortrace.render.json import render_json
 
-    result = run(["a = torch.ones(2)", "print('\\x00x\\x00')", "b = [a, a * 2]"], setup="z = torch.zeros(70)")
+    result = run(
+        ["a = torch.ones(2)", "print('\\x00x\\x00')", "b = [a, a * 2]"], setup="z = torch.zeros(70)"
+    )
     assert at(result, 2, "a") is at(result, 1, "a")  # a shared record, encoded once
     text = render_json([result])
     assert json.loads(text) == json.loads(json.dumps(result.to_dict()))
     both = [result, result]
-    whole = {"format": "tensortrace.trace", "format_version": FORMAT_VERSION, "traces": [t.to_dict() for t in both]}
+    whole = {
+        "format": "tensortrace.trace",
+        "format_version": FORMAT_VERSION,
+        "traces": [t.to_dict() for t in both],
+    }
     assert json.loads(render_json(both)) == json.loads(json.dumps(whole))
     # each tensor record is one line of its own, indented under its step's "tensors"
     lines = [line for line in text.splitlines() if line.lstrip().startswith('{"name":"a"')]
-    assert len(lines) == 3 and all(json.loads(line.strip().rstrip(",")) ["name"] == "a" for line in lines)
-    assert '"stdout": "\\u0000x\\u0000\\n"' in text  # control characters escaped, as JSON spells them
+    assert len(lines) == 3 and all(
+        json.loads(line.strip().rstrip(","))["name"] == "a" for line in lines
+    )
+    assert (
+        '"stdout": "\\u0000x\\u0000\\n"' in text
+    )  # control characters escaped, as JSON spells them
 
 
 def test_a_change_that_moves_no_version_still_shows():
     result = run(
-        ["x.requires_grad_(True)", "x.grad = torch.ones(4)", "x.data = x.data.view(2, 2)", "y = x * 2",
-         "y.retain_grad()"],
+        [
+            "x.requires_grad_(True)",
+            "x.grad = torch.ones(4)",
+            "x.data = x.data.view(2, 2)",
+            "y = x * 2",
+            "y.retain_grad()",
+        ],
         setup="x = torch.zeros(4)",
     )
     assert [at(result, i, "x").version for i in (1, 2, 3)] == [0, 0, 0]  # none of these counts
     assert at(result, 1, "x").requires_grad and not result.setup.tensors[0].requires_grad
     assert at(result, 2, "x").grad.data == (1.0, 1.0, 1.0, 1.0)
-    assert at(result, 3, "x").shape == (2, 2) and at(result, 3, "x").data_ptr == at(result, 2, "x").data_ptr
+    assert (
+        at(result, 3, "x").shape == (2, 2)
+        and at(result, 3, "x").data_ptr == at(result, 2, "x").data_ptr
+    )
     assert not at(result, 4, "y").retains_grad and at(result, 5, "y").retains_grad
 
 
@@ -131,6 +149,7 @@ def test_a_change_that_moves_no_version_still_shows():
 def test_every_bundled_scenario_reads_the_same_through_the_plain_tensor_path(name, monkeypatch):
     """``probe._probe_plain`` reads a plain tensor's facts in one go; the fact-by-fact reader is the reference."""
     from tensortrace.record import probe
+
     scenario = load_scenario(bundled_path(name))
     monkeypatch.setattr(reuse.SnapshotCache, "reuse", lambda self, *args: None)
     quick = trace_variants(scenario, safe=False)
@@ -143,23 +162,38 @@ def test_the_plain_tensor_path_gives_the_careful_readers_record(monkeypatch):
     import torch
 
     from tensortrace.record import probe
+
     x = torch.ones(3, requires_grad=True)
     y = x * 2
     y.retain_grad()
     y.sum().backward()
     tensors = {
-        "small": torch.arange(5.0), "ints": torch.arange(5), "flags": torch.tensor([True, False]),
-        "scalar": torch.tensor(3.5), "odd": torch.tensor([1.0, float("nan"), -float("inf"), -0.0]),
-        "matrix": torch.ones(2, 3), "large": torch.randn(100), "empty": torch.zeros(0), "leaf": x, "y": y,
-        "view": x.detach()[1:], "param": torch.nn.Parameter(torch.ones(2)), "half": torch.ones(3, dtype=torch.half),
-        "complex": torch.ones(2, dtype=torch.complex64), "negative": torch._neg_view(torch.ones(2)),
-        "expanded": torch.ones(1).expand(5), "meta": torch.ones(2, device="meta"),
+        "small": torch.arange(5.0),
+        "ints": torch.arange(5),
+        "flags": torch.tensor([True, False]),
+        "scalar": torch.tensor(3.5),
+        "odd": torch.tensor([1.0, float("nan"), -float("inf"), -0.0]),
+        "matrix": torch.ones(2, 3),
+        "large": torch.randn(100),
+        "empty": torch.zeros(0),
+        "leaf": x,
+        "y": y,
+        "view": x.detach()[1:],
+        "param": torch.nn.Parameter(torch.ones(2)),
+        "half": torch.ones(3, dtype=torch.half),
+        "complex": torch.ones(2, dtype=torch.complex64),
+        "negative": torch._neg_view(torch.ones(2)),
+        "expanded": torch.ones(1).expand(5),
+        "meta": torch.ones(2, device="meta"),
         "bytes": torch.tensor([1, 2], dtype=torch.uint8),
     }
 
     def records(values: bool) -> list:
         registry = probe.StorageRegistry()
-        return [probe.probe_tensor(name, t, registry, {id(x): "leaf"}, values=values, cache={}) for name, t in tensors.items()]
+        return [
+            probe.probe_tensor(name, t, registry, {id(x): "leaf"}, values=values, cache={})
+            for name, t in tensors.items()
+        ]
 
     quick = {values: records(values) for values in (True, False)}
     monkeypatch.setattr(probe, "_probe_plain", lambda *args: None)
@@ -170,6 +204,7 @@ def test_a_steps_recording_is_freed_without_the_cycle_collector():
     import gc
 
     from tensortrace.record import ops
+
     gc.collect()
     gc.disable()
     try:

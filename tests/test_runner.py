@@ -27,7 +27,9 @@ def test_an_optimizer_scenario_imports_dynamo_once_in_the_parent() -> None:
         print("torch._dynamo" in sys.modules)
         """
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "True"
 
@@ -42,7 +44,9 @@ def test_a_scenario_without_optimizers_does_not_pay_for_dynamo() -> None:
         print("torch._dynamo" in sys.modules)
         """
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "False"
 
@@ -67,7 +71,9 @@ def test_recording_a_step_is_never_charged_to_its_time_limit(monkeypatch, safe: 
         return real(self, spec)
 
     monkeypatch.setattr(tracer._Recorder, "snapshot", slow_snapshot)  # the forked child inherits it
-    scenario = loads_scenario("title: t\nsteps:\n  - a = torch.ones(2)\n  - b = a * 2\n", path="s.yaml")
+    scenario = loads_scenario(
+        "title: t\nsteps:\n  - a = torch.ones(2)\n  - b = a * 2\n", path="s.yaml"
+    )
     [trace] = run_scenario(scenario, safe=safe, limits=Limits(timeout=1))
     assert trace.aborted is None, trace.aborted
     assert [s.status for s in trace.steps] == ["ok", "ok"]
@@ -90,7 +96,9 @@ def test_a_compiling_scenario_has_dynamo_and_inductor_imported_by_the_parent() -
         print("torch._dynamo" in sys.modules, "torch._inductor.compile_fx" in sys.modules)
         """
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "True True"
 

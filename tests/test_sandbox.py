@@ -246,8 +246,20 @@ def test_grad_modes_control_flow_and_definitions():
     applied = [f(3), g(1, 2, 3, z=4)]
     walrus = [y := 5, y + 1]
     """
-    ns = assert_same(src, "b", "c_inference", "total", "squares", "evens", "table",
-                     "gen_sum", "caught", "done", "applied", "walrus")
+    ns = assert_same(
+        src,
+        "b",
+        "c_inference",
+        "total",
+        "squares",
+        "evens",
+        "table",
+        "gen_sum",
+        "caught",
+        "done",
+        "applied",
+        "walrus",
+    )
     assert not ns["b"].requires_grad and ns["c_inference"]
 
 
@@ -355,8 +367,9 @@ def test_imports_numpy_math_copy():
     fn_ok = issubclass(Function, object) and nn2 is nn
     rng = np.random.default_rng(0).integers(0, 10, 3)
     """
-    ns = assert_same(src, "arr", "shared", "back", "root", "deep", "deep_is_new",
-                     "relu", "lr", "fn_ok", "rng")
+    ns = assert_same(
+        src, "arr", "shared", "back", "root", "deep", "deep_is_new", "relu", "lr", "fn_ok", "rng"
+    )
     assert ns["shared"] and ns["deep_is_new"]
 
 
@@ -382,8 +395,9 @@ def test_hooks_indexing_views_and_autograd_facts():
     d = a.detach()
     same = same_storage(a, d) and shares_memory(a, d)
     """
-    ns = assert_same(src, "hooked", "nf", "saved_is_a", "c", "base_ok", "is_view", "v",
-                     "text", "same")
+    ns = assert_same(
+        src, "hooked", "nf", "saved_is_a", "c", "base_ok", "is_view", "v", "text", "same"
+    )
     assert ns["base_ok"] and ns["is_view"] and ns["same"] and ns["v"] == 1
 
 
@@ -397,7 +411,9 @@ def test_torch_errors_keep_their_type_message_and_line():
     def failure(runner):
         with pytest.raises(RuntimeError) as info:
             runner(src)
-        frames = [f for f in traceback.extract_tb(info.value.__traceback__) if f.filename == "<step>"]
+        frames = [
+            f for f in traceback.extract_tb(info.value.__traceback__) if f.filename == "<step>"
+        ]
         return type(info.value), str(info.value), frames[-1].lineno
 
     plain, safe = failure(run_plain), failure(run_safe)
@@ -415,7 +431,11 @@ def test_errors_inside_guarded_operations_keep_their_type_and_line():
     for runner in (run_plain, run_safe):
         with pytest.raises(RuntimeError, match="leaf Variable") as info:
             runner(src)
-        lines = [f.lineno for f in traceback.extract_tb(info.value.__traceback__) if f.filename == "<step>"]
+        lines = [
+            f.lineno
+            for f in traceback.extract_tb(info.value.__traceback__)
+            if f.filename == "<step>"
+        ]
         assert lines[-1] == 5
     for runner in (run_plain, run_safe):
         with pytest.raises(AttributeError, match="no attribute 'nope'"):
@@ -480,6 +500,7 @@ def test_column_is_counted_in_characters():
 # ---------------------------------------------------------------------------
 # Red team: escape attempts
 # ---------------------------------------------------------------------------
+
 
 def static_refusal(source: str, line: int, mode: str = "exec") -> Refusal:
     """The code is refused before it runs, at ``line``, and cannot be compiled."""
@@ -559,7 +580,8 @@ def test_imports_outside_the_allowlist_are_refused(source, line):
 def test_import_refusal_message_names_the_construct():
     (r,) = check_source("import os\n")
     assert r == Refusal(
-        1, 1,
+        1,
+        1,
         "'import os' is not allowed in safe mode (only torch, numpy, math, copy, collections, "
         "functools and their allowed submodules); use --trust to run it as plain Python",
     )
@@ -684,7 +706,9 @@ def test_apis_that_touch_files_processes_or_the_network_are_refused(source, line
 def test_static_message_names_the_api_and_the_reason():
     (r,) = check_source("x = 1\ntorch.save(x, 'f')\n")
     assert (r.line, r.column) == (2, 1)
-    assert r.message.startswith("'torch.save' is not allowed in safe mode (it reads or writes files)")
+    assert r.message.startswith(
+        "'torch.save' is not allowed in safe mode (it reads or writes files)"
+    )
     (r,) = check_source("t.numpy().tofile('f')\n")
     assert r.column == len("t.numpy().") + 1 and "'.tofile'" in r.message
 
@@ -709,8 +733,10 @@ def test_numpy_save_is_refused_literally_and_indirectly(marker):
     static_refusal(f"np.save({str(marker)!r}, np.zeros(1))", 1)
     static_refusal(f"import numpy\nnumpy.savetxt({str(marker)!r}, numpy.zeros(1))", 2)
     runtime_refusal(f"import numpy as xp\nm = xp\nm.save({str(marker)!r}, m.zeros(1))")
-    runtime_refusal(f"m = [np][0]\nm.memmap({str(marker)!r}, mode='w+', shape=(1,))",
-                    ns=safe_globals({**base(), "np": np}))
+    runtime_refusal(
+        f"m = [np][0]\nm.memmap({str(marker)!r}, mode='w+', shape=(1,))",
+        ns=safe_globals({**base(), "np": np}),
+    )
 
 
 def test_tofile_and_from_file_are_refused(marker):
@@ -729,15 +755,35 @@ def test_open_hidden_behind_a_deleted_name_is_still_missing(marker):
 
 def test_safe_builtins_leave_out_everything_that_reaches_outside():
     table = safe_globals({})["__builtins__"]
-    for name in ("open", "exec", "eval", "compile", "getattr", "setattr", "delattr",
-                 "globals", "locals", "vars", "input", "breakpoint", "help", "exit",
-                 "quit", "memoryview", "copyright", "credits", "license"):
+    for name in (
+        "open",
+        "exec",
+        "eval",
+        "compile",
+        "getattr",
+        "setattr",
+        "delattr",
+        "globals",
+        "locals",
+        "vars",
+        "input",
+        "breakpoint",
+        "help",
+        "exit",
+        "quit",
+        "memoryview",
+        "copyright",
+        "credits",
+        "license",
+    ):
         assert name not in table, name
     assert table["print"] is print and table["super"] is super
 
 
 def test_string_imports_inside_torch_are_refused(evilmod):
-    ns = runtime_refusal("s = torch.ones(1).untyped_storage()\nt = s.type('evilmod_tt.FloatTensor')")
+    ns = runtime_refusal(
+        "s = torch.ones(1).untyped_storage()\nt = s.type('evilmod_tt.FloatTensor')"
+    )
     assert "storage" in str(ns["__error__"])
     runtime_refusal("m = torch\nm.set_default_tensor_type('evilmod_tt.FloatTensor')")
     assert not evilmod.exists()
@@ -769,9 +815,12 @@ def test_functions_from_outside_torch_are_refused_even_in_torch_modules(marker):
     assert "typing" in str(ns["__error__"])
     # The attempt is real in plain Python.
     plain = base()
-    exec("import torch.utils.checkpoint as ck\n"
-         f"def f(x: {payload!r}):\n    return x\n"
-         "ck.get_type_hints(f, globalns={})\n", plain)
+    exec(
+        "import torch.utils.checkpoint as ck\n"
+        f"def f(x: {payload!r}):\n    return x\n"
+        "ck.get_type_hints(f, globalns={})\n",
+        plain,
+    )
     assert marker.exists()
     marker.unlink()
 
@@ -783,8 +832,10 @@ def test_modules_reached_indirectly_are_refused():
     runtime_refusal("m = torch\nops = m.ops")
     runtime_refusal("m = torch\nh = m.hub")
     runtime_refusal("import numpy\nm = numpy\nlib = m.lib\nio = lib.npyio")
-    runtime_refusal("m = torch.get_device_module('cpu')\nd = m.synchronize\n"
-                    "mt = torch.get_device_module('mtia')\nx = mt.is_available")
+    runtime_refusal(
+        "m = torch.get_device_module('cpu')\nd = m.synchronize\n"
+        "mt = torch.get_device_module('mtia')\nx = mt.is_available"
+    )
 
 
 def test_objects_from_outside_torch_are_refused():
@@ -795,10 +846,7 @@ def test_objects_from_outside_torch_are_refused():
 
 def test_exception_objects_do_not_leak_trusted_objects():
     runtime_refusal(
-        "try:\n"
-        "    torch.ones(1).nope\n"
-        "except AttributeError as e:\n"
-        "    leaked = e.obj\n"
+        "try:\n    torch.ones(1).nope\nexcept AttributeError as e:\n    leaked = e.obj\n"
     )
 
 
@@ -851,10 +899,20 @@ def test_caught_violations_have_had_no_effect(marker):
 def test_allowed_module_list_is_what_the_docs_promise():
     for name in ("torch", "torch.nn", "torch.nn.functional", "math", "copy", "numpy"):
         assert name in ALLOWED_MODULES
-    for name in ("os", "sys", "torch.hub", "torch.jit", "numpy.lib.npyio", "torch.utils.data.dataloader"):
+    for name in (
+        "os",
+        "sys",
+        "torch.hub",
+        "torch.jit",
+        "numpy.lib.npyio",
+        "torch.utils.data.dataloader",
+    ):
         assert name not in ALLOWED_MODULES
     # Allowed for one name each: the rest of them stays out of reach.
-    for source in ("import numpy.lib\nx = numpy.lib.npyio", "import torch.utils.data\nx = torch.utils.data.DataLoader"):
+    for source in (
+        "import numpy.lib\nx = numpy.lib.npyio",
+        "import torch.utils.data\nx = torch.utils.data.DataLoader",
+    ):
         assert check_source(source), source
 
 
@@ -895,7 +953,12 @@ def test_guards_do_not_keep_scenario_objects_alive():
         Holder.extra = 1
         """
     )
-    refs = [weakref.ref(ns["h"]), weakref.ref(ns["Holder"]), weakref.ref(ns["fn"]), weakref.ref(ns["h"].t)]
+    refs = [
+        weakref.ref(ns["h"]),
+        weakref.ref(ns["Holder"]),
+        weakref.ref(ns["fn"]),
+        weakref.ref(ns["h"].t),
+    ]
     ns.clear()
     gc.collect()
     assert [r() for r in refs] == [None, None, None, None]

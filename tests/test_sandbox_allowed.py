@@ -96,7 +96,9 @@ def test_the_rest_of_collections_stays_refused():
     # namedtuple generates source code and evaluates it.
     refused_statically("from collections import namedtuple", "collections.namedtuple")
     refused_statically("import collections.abc", "import collections.abc")
-    refused_at_run_time("import collections\nm = collections\nC = m.ChainMap", "collections.ChainMap")
+    refused_at_run_time(
+        "import collections\nm = collections\nC = m.ChainMap", "collections.ChainMap"
+    )
 
 
 # -- functools ------------------------------------------------------------------
@@ -160,9 +162,13 @@ def test_trusted_functools_objects_stay_readable_after_a_refusal_from_functools(
 def test_functools_tools_that_rewrite_other_objects_stay_refused():
     # update_wrapper writes __name__ and __dict__ onto any object, here a
     # library function; total_ordering adds methods to any class.
-    refused_statically("import functools\nfunctools.update_wrapper(torch.add, len)", "functools.update_wrapper")
+    refused_statically(
+        "import functools\nfunctools.update_wrapper(torch.add, len)", "functools.update_wrapper"
+    )
     refused_statically("from functools import wraps", "functools.wraps")
-    refused_statically("import functools\nfunctools.total_ordering(torch.Size)", "functools.total_ordering")
+    refused_statically(
+        "import functools\nfunctools.total_ordering(torch.Size)", "functools.total_ordering"
+    )
 
 
 # -- numpy's sliding window ------------------------------------------------------------
@@ -259,7 +265,9 @@ def test_format_that_walks_attributes_or_items_stays_refused():
     refused_statically("s = '{0[0]}'.format([1])", "'.format' with this template")
     refused_statically("s = '{x.real}'.format_map({'x': 1})", "'.format_map' with this template")
     # The template is built at run time: the guard looks at it then.
-    refused_at_run_time("fmt = '{0.__cl' + 'ass__}'\ns = fmt.format(1)", "'.format' with this template")
+    refused_at_run_time(
+        "fmt = '{0.__cl' + 'ass__}'\ns = fmt.format(1)", "'.format' with this template"
+    )
     refused_at_run_time("fmt = '{:{0.real}}'\ns = fmt.format(1)", "'.format' with this template")
     # Through the class, the template is an argument the guards cannot see.
     refused_statically("s = str.format('{0.__class__}', 1)", "'str.format'")
@@ -293,7 +301,9 @@ def test_yaml_merge_keys_keep_duplicate_detection():
     text = MERGED + "    run: c = 1\n    run: d = 2\n"
     with pytest.raises(ScenarioError) as info:
         loads_scenario(text, "merged.yaml")
-    assert info.value.line == 10 and "duplicate key 'run' (first given on line 9)" in str(info.value)
+    assert info.value.line == 10 and "duplicate key 'run' (first given on line 9)" in str(
+        info.value
+    )
 
 
 def test_a_yaml_merge_key_must_name_a_mapping():

@@ -183,7 +183,9 @@ def test_ordinary_classes_and_type_still_work():
 def test_writing_names_or_init_of_library_objects_is_refused(attr):
     # make_fx pastes an operator's __name__ into the Python source it runs.
     refused_statically(
-        f"op = torch.add\nop.{attr} = 'add; import os'", f"writing '.{attr}'", "can be read, not changed"
+        f"op = torch.add\nop.{attr} = 'add; import os'",
+        f"writing '.{attr}'",
+        "can be read, not changed",
     )
     refused_statically(f"del torch.nn.Linear.{attr}", f"deleting '.{attr}'")
 
@@ -269,8 +271,11 @@ def test_the_memoryview_type_cannot_be_reached_with_type():
 
 # -- the protocols, set under a name built at run time ------------------------
 
+
 def _window_over(source: np.ndarray) -> str:
-    return f"{{'shape': (8,), 'typestr': '|u1', 'data': ({source.ctypes.data}, False), 'version': 3}}"
+    return (
+        f"{{'shape': (8,), 'typestr': '|u1', 'data': ({source.ctypes.data}, False), 'version': 3}}"
+    )
 
 
 PROTOCOL_AT_RUN_TIME = """
@@ -292,17 +297,35 @@ def test_an_array_interface_set_at_run_time_reads_memory_without_safe_mode():
     assert source[0] == 7
 
 
-@pytest.mark.parametrize("use", [
-    "np.asarray(pd)", "np.array(pd)", "np.asanyarray([pd])", "np.ascontiguousarray(pd)",
-    "torch.as_tensor(pd)", "torch.tensor([[1.0, pd]])", "torch.asarray(pd)", "torch.from_dlpack(pd)",
-    "torch.ones(2).new_tensor(pd)", "np.asarray(m)", "np.asarray(a=pd)",
-    "from numpy import asarray\nasarray(pd)",
-])
+@pytest.mark.parametrize(
+    "use",
+    [
+        "np.asarray(pd)",
+        "np.array(pd)",
+        "np.asanyarray([pd])",
+        "np.ascontiguousarray(pd)",
+        "torch.as_tensor(pd)",
+        "torch.tensor([[1.0, pd]])",
+        "torch.asarray(pd)",
+        "torch.from_dlpack(pd)",
+        "torch.ones(2).new_tensor(pd)",
+        "np.asarray(m)",
+        "np.asarray(a=pd)",
+        "from numpy import asarray\nasarray(pd)",
+    ],
+)
 def test_the_protocol_consumers_take_only_plain_data(use):
     source = np.arange(8, dtype=np.uint8)
     ns = namespace()
-    exec(compile_safe(textwrap.dedent(PROTOCOL_AT_RUN_TIME.format(window=_window_over(source))), "<step>"), ns)
-    message = refused_at_run_time(use, "reads memory through the array, buffer and DLPack protocols", ns=ns)
+    exec(
+        compile_safe(
+            textwrap.dedent(PROTOCOL_AT_RUN_TIME.format(window=_window_over(source))), "<step>"
+        ),
+        ns,
+    )
+    message = refused_at_run_time(
+        use, "reads memory through the array, buffer and DLPack protocols", ns=ns
+    )
     assert "object" in message
 
 

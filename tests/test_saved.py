@@ -31,7 +31,9 @@ from tensortrace.scenario import loads_scenario
 from tensortrace.record.tracer import trace
 
 SCENARIOS = sorted((Path(__file__).parent.parent / "scenarios").glob("*.yaml"))
-BACKWARD = re.compile(r"^\s*([A-Za-z_]\w*)(?:\.sum\(\)|\.mean\(\))?\.backward\((?:retain_graph=True)?\)\s*$")
+BACKWARD = re.compile(
+    r"^\s*([A-Za-z_]\w*)(?:\.sum\(\)|\.mean\(\))?\.backward\((?:retain_graph=True)?\)\s*$"
+)
 VERSION_ERROR = "modified by an inplace operation"
 FREED_ERROR = "Trying to backward through the graph a second time"
 
@@ -52,9 +54,13 @@ def agreement(result: Trace) -> List[Tuple[str, Optional[str], str]]:
         found = BACKWARD.match(step.code)
         if found is None:
             continue
-        kinds = {p.kind for p in before.predictions if p.tensor == found.group(1) and p.kind != CHANGED}
+        kinds = {
+            p.kind for p in before.predictions if p.tensor == found.group(1) and p.kind != CHANGED
+        }
         message = step.error.message if step.error is not None else ""
-        happened = "stale" if VERSION_ERROR in message else "freed" if FREED_ERROR in message else "none"
+        happened = (
+            "stale" if VERSION_ERROR in message else "freed" if FREED_ERROR in message else "none"
+        )
         if not kinds:
             predicted = "none"
         elif kinds == {STALE}:
@@ -71,29 +77,41 @@ def agreement(result: Trace) -> List[Tuple[str, Optional[str], str]]:
 
 
 def test_a_changed_saved_input_is_predicted_with_names_versions_storage_and_the_step():
-    result = run([
-        "w = torch.tensor([1., 2., 3.], requires_grad=True)\nv = torch.tensor([4., 5., 6.])\np = w * v",
-        "v.add_(1.)",
-        "p.sum().backward()",
-    ])
+    result = run(
+        [
+            "w = torch.tensor([1., 2., 3.], requires_grad=True)\nv = torch.tensor([4., 5., 6.])\np = w * v",
+            "v.add_(1.)",
+            "p.sum().backward()",
+        ]
+    )
     assert result.steps[0].predictions == ()
     (p,) = result.steps[1].predictions
     v = state(result.steps[1], "v")
-    assert (p.kind, p.tensor, p.node, p.saved, p.saved_tensor) == (STALE, "p", "MulBackward0", "other", "v")
+    assert (p.kind, p.tensor, p.node, p.saved, p.saved_tensor) == (
+        STALE,
+        "p",
+        "MulBackward0",
+        "other",
+        "v",
+    )
     assert (p.saved_version, p.version, p.storage, p.changed_at_step) == (0, 1, v.storage, 2)
-    assert p.message == (f"backward through `p` will fail: MulBackward0 saved `v` ({v.storage}) at version 0, "
-                         "and `v` is now at version 1 (changed by `v.add_(1.)` at step 2).")
+    assert p.message == (
+        f"backward through `p` will fail: MulBackward0 saved `v` ({v.storage}) at version 0, "
+        "and `v` is now at version 1 (changed by `v.add_(1.)` at step 2)."
+    )
     assert VERSION_ERROR in result.steps[2].error.message
     assert "is at version 1; expected version 0" in result.steps[2].error.message
 
 
 def test_the_changing_step_is_the_first_whose_version_passed_the_saved_one():
-    result = run([
-        "x = torch.ones(3, requires_grad=True)\nv = torch.ones(3)\nv.add_(1.)\np = x * v",  # saved at version 1
-        "q = p * 2",
-        "v.mul_(2.)",
-        "v.mul_(2.)",
-    ])
+    result = run(
+        [
+            "x = torch.ones(3, requires_grad=True)\nv = torch.ones(3)\nv.add_(1.)\np = x * v",  # saved at version 1
+            "q = p * 2",
+            "v.mul_(2.)",
+            "v.mul_(2.)",
+        ]
+    )
     assert result.steps[1].predictions == ()
     (p,) = [p for p in result.steps[3].predictions if p.tensor == "p"]
     assert (p.saved_version, p.version, p.changed_at_step) == (1, 3, 3)
@@ -101,13 +119,21 @@ def test_the_changing_step_is_the_first_whose_version_passed_the_saved_one():
 
 
 def test_a_saved_output_is_named_and_its_in_place_change_through_an_alias_is_caught():
-    result = run([
-        "x = torch.tensor([1., 2., 3.], requires_grad=True)\ny = x.sigmoid()",
-        "z = y.detach()\nz.zero_()",
-        "y.sum().backward()",
-    ])
+    result = run(
+        [
+            "x = torch.tensor([1., 2., 3.], requires_grad=True)\ny = x.sigmoid()",
+            "z = y.detach()\nz.zero_()",
+            "y.sum().backward()",
+        ]
+    )
     (p,) = result.steps[1].predictions
-    assert (p.node, p.saved, p.saved_tensor, p.saved_version, p.version) == ("SigmoidBackward0", "result", "y", 0, 1)
+    assert (p.node, p.saved, p.saved_tensor, p.saved_version, p.version) == (
+        "SigmoidBackward0",
+        "result",
+        "y",
+        0,
+        1,
+    )
     assert p.message.endswith("(changed by `z.zero_()` at step 2).")
     assert VERSION_ERROR in result.steps[2].error.message
 
@@ -134,11 +160,18 @@ def test_a_data_write_to_a_saved_tensor_is_predicted_to_give_a_wrong_gradient():
     assert result.steps[1].predictions == ()
     (p,) = result.steps[2].predictions
     assert (p.kind, p.tensor, p.node, p.saved, p.saved_tensor, p.changed_at_step) == (
-        CHANGED, "y", "SigmoidBackward0", "result", "y", 3)
+        CHANGED,
+        "y",
+        "SigmoidBackward0",
+        "result",
+        "y",
+        3,
+    )
     assert (p.saved_version, p.version) == (0, 0)
     assert p.message == (
         "backward through `y` will not fail but will use changed values: SigmoidBackward0 saved `y` at step 2, "
-        "and step 3 (`y.data.mul_(0.5)`) changed it without a version bump; the gradients of `x` will be wrong.")
+        "and step 3 (`y.data.mul_(0.5)`) changed it without a version bump; the gradients of `x` will be wrong."
+    )
     assert result.steps[3].status == "ok"
     assert state(result.steps[3], "x").grad.data == tuple(wrong.tolist())
 
@@ -150,7 +183,7 @@ def test_a_numpy_write_to_a_saved_tensor_is_predicted_and_names_the_writing_stat
         "arr = v.detach().numpy()\nn = 1\narr[0] = 100.\nm = 2",
         "loss.backward()",
     ]
-    assert _plain_grad(steps, "w").tolist() == [100., 2. / 2., 1.]
+    assert _plain_grad(steps, "w").tolist() == [100.0, 2.0 / 2.0, 1.0]
     result = run(steps)
     (p,) = [p for p in result.steps[1].predictions if p.kind == CHANGED]
     assert (p.tensor, p.node, p.saved_tensor, p.changed_at_step) == ("loss", "MulBackward0", "v", 2)
@@ -159,22 +192,26 @@ def test_a_numpy_write_to_a_saved_tensor_is_predicted_and_names_the_writing_stat
 
 def test_a_graph_made_after_a_silent_write_predicts_nothing():
     """The node saved the values as they are after the write: its gradient is right."""
-    result = run([
-        "x = torch.tensor([1., 2., 3.], requires_grad=True)\nz = x * 1",
-        "z.data.mul_(0.5)",
-        "y = z.sigmoid()",
-        "y.sum().backward()",
-    ])
+    result = run(
+        [
+            "x = torch.tensor([1., 2., 3.], requires_grad=True)\nz = x * 1",
+            "z.data.mul_(0.5)",
+            "y = z.sigmoid()",
+            "y.sum().backward()",
+        ]
+    )
     assert all(step.predictions == () for step in result.steps[:3])
 
 
 def test_freed_saved_tensors_are_predicted_with_the_step_that_freed_them():
-    result = run([
-        "x = torch.tensor([1., 2., 3.], requires_grad=True)\ny = (x * x).sum()",
-        "y.backward()",
-        "z = x * 3",
-        "y.backward()",
-    ])
+    result = run(
+        [
+            "x = torch.tensor([1., 2., 3.], requires_grad=True)\ny = (x * x).sum()",
+            "y.backward()",
+            "z = x * 3",
+            "y.backward()",
+        ]
+    )
     assert result.steps[0].predictions == ()
     for step in result.steps[1:3]:
         (p,) = [p for p in step.predictions if p.tensor == "y"]
@@ -184,33 +221,64 @@ def test_freed_saved_tensors_are_predicted_with_the_step_that_freed_them():
 
 
 def test_a_graph_that_saved_nothing_is_never_predicted_to_fail_twice():
-    result = run(["x = torch.ones(3, requires_grad=True)\ns = (x + 1).sum()", "s.backward()", "s.backward()"])
+    result = run(
+        ["x = torch.ones(3, requires_grad=True)\ns = (x + 1).sum()", "s.backward()", "s.backward()"]
+    )
     assert all(step.predictions == () for step in result.steps)
     assert result.steps[2].status == "ok"
 
 
 def test_retain_graph_keeps_the_saved_tensors():
-    result = run(["x = torch.ones(3, requires_grad=True)\ny = (x * x).sum()", "y.backward(retain_graph=True)",
-                  "y.backward()", "y.backward()"])
+    result = run(
+        [
+            "x = torch.ones(3, requires_grad=True)\ny = (x * x).sum()",
+            "y.backward(retain_graph=True)",
+            "y.backward()",
+            "y.backward()",
+        ]
+    )
     assert result.steps[1].predictions == ()
     assert [p.kind for p in result.steps[2].predictions] == [FREED]
     assert FREED_ERROR in result.steps[3].error.message
 
 
 def test_graph_nodes_record_each_saved_tensor():
-    result = tensortrace.loads_scenario(yaml.safe_dump({"title": "g", "steps": [
-        {"run": "w = torch.ones(2, requires_grad=True)\nv = torch.ones(2)\np = (w * v).sin()", "graph": ["p"]},
-        {"run": "v.add_(1.)", "graph": ["p"]},
-        {"run": "p.sum().backward(retain_graph=True)\nw.grad = None\nq = p.exp()\nq.sum().backward()", "graph": ["q"]},
-    ]}))
+    result = tensortrace.loads_scenario(
+        yaml.safe_dump(
+            {
+                "title": "g",
+                "steps": [
+                    {
+                        "run": "w = torch.ones(2, requires_grad=True)\nv = torch.ones(2)\np = (w * v).sin()",
+                        "graph": ["p"],
+                    },
+                    {"run": "v.add_(1.)", "graph": ["p"]},
+                    {
+                        "run": "p.sum().backward(retain_graph=True)\nw.grad = None\nq = p.exp()\nq.sum().backward()",
+                        "graph": ["q"],
+                    },
+                ],
+            }
+        )
+    )
     t = trace(result, safe=False)
     (g,) = t.steps[0].graphs
     names = {n.name: n for n in g.nodes}
     (sin_self,) = names["SinBackward0"].saved
-    assert (sin_self.attr, sin_self.tensor, sin_self.saved_version, sin_self.stale) == ("self", None, 0, False)
+    assert (sin_self.attr, sin_self.tensor, sin_self.saved_version, sin_self.stale) == (
+        "self",
+        None,
+        0,
+        False,
+    )
     (mul_other,) = names["MulBackward0"].saved
     v_storage = state(t.steps[0], "v").storage
-    assert (mul_other.attr, mul_other.tensor, mul_other.storage, mul_other.version) == ("other", "v", v_storage, 0)
+    assert (mul_other.attr, mul_other.tensor, mul_other.storage, mul_other.version) == (
+        "other",
+        "v",
+        v_storage,
+        0,
+    )
     assert names["AccumulateGrad"].saved == ()
     (mul_other,) = {n.name: n for n in t.steps[1].graphs[0].nodes}["MulBackward0"].saved
     assert (mul_other.saved_version, mul_other.version, mul_other.stale) == (0, 1, True)
@@ -244,22 +312,28 @@ def test_an_output_a_custom_function_saved_is_checked_through_its_node():
     assert VERSION_ERROR in result.steps[2].error.message
 
 
-HOOKED = ("calls = []\nx = torch.ones(3, requires_grad=True)\n"
-          "with torch.autograd.graph.saved_tensors_hooks(lambda t: (calls.append('pack'), t)[1], "
-          "lambda t: (calls.append('unpack'), t)[1]):\n    y = (x * 2).sin()")
+HOOKED = (
+    "calls = []\nx = torch.ones(3, requires_grad=True)\n"
+    "with torch.autograd.graph.saved_tensors_hooks(lambda t: (calls.append('pack'), t)[1], "
+    "lambda t: (calls.append('unpack'), t)[1]):\n    y = (x * 2).sin()"
+)
 
 
 def test_reading_saved_tensors_never_runs_the_users_hooks():
     ns = {"torch": torch}
     exec(HOOKED + "\nafter_forward = list(calls)\ny.sum().backward()", ns)
     t = run([HOOKED, "print(calls)", "y.sum().backward()\nprint(calls)"])
-    assert t.steps[1].stdout == f"{ns['after_forward']}\n"  # the reads after step 1 unpacked nothing
+    assert (
+        t.steps[1].stdout == f"{ns['after_forward']}\n"
+    )  # the reads after step 1 unpacked nothing
     assert t.steps[2].stdout == f"{ns['calls']}\n"
     assert t.steps[0].predictions == ()  # through hooks the versions are unknown: no claim
 
 
 def test_old_traces_without_the_new_fields_still_load():
-    body = run(["x = torch.ones(2, requires_grad=True)\ny = (x * x).sum()", "y.backward()"]).to_dict()
+    body = run(
+        ["x = torch.ones(2, requires_grad=True)\ny = (x * x).sum()", "y.backward()"]
+    ).to_dict()
     for step in body["steps"]:
         step.pop("predictions")
     loaded = Trace.from_dict(body)
@@ -296,8 +370,14 @@ OPS = [
     "x.grad = None",
 ]
 BACKWARDS = [
-    "b.backward()", "a.sum().backward()", "y.sum().backward()", "w.sum().backward()", "p.sum().backward()",
-    "q.sum().backward()", "p.sum().backward(retain_graph=True)", "y.mean().backward(retain_graph=True)",
+    "b.backward()",
+    "a.sum().backward()",
+    "y.sum().backward()",
+    "w.sum().backward()",
+    "p.sum().backward()",
+    "q.sum().backward()",
+    "p.sum().backward(retain_graph=True)",
+    "y.mean().backward(retain_graph=True)",
 ]
 
 
@@ -333,41 +413,50 @@ def test_a_custom_function_after_backward_is_predicted_to_fail_a_second_time():
 
 
 def test_the_culprit_is_the_statement_that_wrote_the_saved_tensor_not_the_last():
-    result = run([
-        "w = torch.tensor([1., 2., 3.], requires_grad=True)\nv = torch.ones(3)\nd = v.data\np = w * v",
-        "v.mul_(2.)\nd.add_(1.)\nk = v + 1",
-        "p.sum().backward()",
-    ])
+    result = run(
+        [
+            "w = torch.tensor([1., 2., 3.], requires_grad=True)\nv = torch.ones(3)\nd = v.data\np = w * v",
+            "v.mul_(2.)\nd.add_(1.)\nk = v + 1",
+            "p.sum().backward()",
+        ]
+    )
     (p,) = result.steps[1].predictions
     assert p.message.endswith("(changed by `v.mul_(2.)` at step 2).")
     assert VERSION_ERROR in result.steps[2].error.message
 
 
 def test_a_changed_saved_view_is_said_to_lie_in_its_base_and_share_its_counter():
-    result = run([
-        "w = torch.tensor([1., 2., 3.], requires_grad=True)\nx = torch.ones(3, requires_grad=True)\n"
-        "y = (w[:2] * x[:2]).sum()",
-        "with torch.no_grad():\n    w.add_(1)",
-        "y.backward()",
-    ])
+    result = run(
+        [
+            "w = torch.tensor([1., 2., 3.], requires_grad=True)\nx = torch.ones(3, requires_grad=True)\n"
+            "y = (w[:2] * x[:2]).sum()",
+            "with torch.no_grad():\n    w.add_(1)",
+            "y.backward()",
+        ]
+    )
     storage = state(result.steps[1], "w").storage
     (p,) = result.steps[1].predictions
     assert f"saved an unnamed tensor ({storage}, in the storage of `w`)" in p.message
     assert "(changed by `w.add_(1)` at step 2)" in p.message
     what = result.steps[2].error.explanation.what
-    assert f"an unnamed view that lies in the storage of `w` ({storage}) and shares its version counter" in what
+    assert (
+        f"an unnamed view that lies in the storage of `w` ({storage}) and shares its version counter"
+        in what
+    )
     assert VERSION_ERROR in result.steps[2].error.message
 
 
 def test_a_view_written_in_place_is_predicted_to_fail_a_second_backward():
     """CopySlices drops the node it wraps when backward frees the graph; no saved attribute shows it."""
-    result = run([
-        "x = torch.tensor([1., 2., 3.], requires_grad=True)\nw = torch.tensor([2., 2.], requires_grad=True)\n"
-        "y = x + 0.\ny[:2].mul_(w)",
-        "y.sum().backward()",
-        "n = 1",
-        "y.sum().backward()",
-    ])
+    result = run(
+        [
+            "x = torch.tensor([1., 2., 3.], requires_grad=True)\nw = torch.tensor([2., 2.], requires_grad=True)\n"
+            "y = x + 0.\ny[:2].mul_(w)",
+            "y.sum().backward()",
+            "n = 1",
+            "y.sum().backward()",
+        ]
+    )
     assert result.steps[0].predictions == ()
     for step in result.steps[1:3]:
         (p,) = [p for p in step.predictions if p.tensor == "y"]
@@ -376,10 +465,12 @@ def test_a_view_written_in_place_is_predicted_to_fail_a_second_backward():
 
 
 def test_a_retained_graph_is_not_predicted_freed():
-    result = run([
-        "x = torch.tensor([1., 2., 3.], requires_grad=True)\ny = x * 1\ny[:2] = 0.",
-        "y.sum().backward(retain_graph=True)",
-        "y.sum().backward()",
-    ])
+    result = run(
+        [
+            "x = torch.tensor([1., 2., 3.], requires_grad=True)\ny = x * 1\ny[:2] = 0.",
+            "y.sum().backward(retain_graph=True)",
+            "y.sum().backward()",
+        ]
+    )
     assert result.steps[1].predictions == ()
     assert result.steps[2].status == "ok"

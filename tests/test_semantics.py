@@ -103,7 +103,10 @@ def test_detach_through_alias_makes_backward_fail_and_later_steps_still_run(trac
     assert "modified by an inplace operation" in s4.error.message
     assert s4.error.explanation is not None and s4.error.explanation.topic == "inplace-saved-tensor"
     # PyTorch says "[torch.FloatTensor [3]], which is output 0 of Sigmoid"; the trace names it
-    assert "In this scenario that is `y` (storage S2), saved at version 0 and now at version 1." in s4.error.explanation.what
+    assert (
+        "In this scenario that is `y` (storage S2), saved at version 0 and now at version 1."
+        in s4.error.explanation.what
+    )
     assert s4.behaved is False and t.passed is False
     assert state(step_of(t, 5), "after").values.data == (2.0,)
     assert state(step_of(t, 5), "x").grad is None
@@ -163,7 +166,10 @@ def test_backward_twice_fails_unless_the_graph_is_retained(trace_yaml):
           - z.backward()
         """
     )
-    assert step_of(t, 4).status == "raised" and step_of(t, 4).error.explanation.topic == "backward-twice"
+    assert (
+        step_of(t, 4).status == "raised"
+        and step_of(t, 4).error.explanation.topic == "backward-twice"
+    )
     assert state(step_of(t, 3), "x").grad.data == (2.0, 4.0)
     assert state(step_of(t, 7), "x").grad.data == (6.0, 12.0)  # 2x once + 2x twice more
     assert t.passed
@@ -334,11 +340,18 @@ def test_expectations_show_both_sides_of_a_failed_comparison(trace_yaml):
     )
     e = step_of(t, 1).expectations
     assert e[4].passed is False and e[4].value == "False" and e[4].op is None
-    assert e[0].passed is False and e[0].op == "==" and e[0].left == "[1.0, 1.0]" and e[0].right == "[1.0, 2.0]"
+    assert (
+        e[0].passed is False
+        and e[0].op == "=="
+        and e[0].left == "[1.0, 1.0]"
+        and e[0].right == "[1.0, 2.0]"
+    )
     assert e[1].passed is True
     assert e[2].passed is False and "ambiguous" in e[2].error
     assert e[3].passed is False and e[3].error.startswith("AttributeError")
-    assert step_of(t, 1).failures == tuple(f"expectation failed: {x.expr}" for x in (e[0], e[2], e[3], e[4]))
+    assert step_of(t, 1).failures == tuple(
+        f"expectation failed: {x.expr}" for x in (e[0], e[2], e[3], e[4])
+    )
 
 
 def test_expectations_run_even_when_the_step_raised(trace_yaml):
@@ -449,7 +462,9 @@ def test_seed_makes_random_values_reproducible(trace_yaml):
 
 
 def test_global_torch_state_is_reset_between_scenarios(trace_yaml):
-    trace_yaml("title: s\nsteps:\n  - torch.set_default_dtype(torch.float64)\n  - torch.set_grad_enabled(False)\n")
+    trace_yaml(
+        "title: s\nsteps:\n  - torch.set_default_dtype(torch.float64)\n  - torch.set_grad_enabled(False)\n"
+    )
     t = trace_yaml("title: s\nsteps:\n  - a = torch.ones(1, requires_grad=True) * 2\n")
     a = state(t.steps[0], "a")
     assert a.dtype == "float32" and a.grad_fn == "MulBackward0"
@@ -493,7 +508,9 @@ def test_graph_records_nodes_edges_and_leaf_names(trace_yaml):
     leaves = sorted(n.leaf for n in g.nodes if n.name == "AccumulateGrad")
     assert leaves == ["w", "x"]  # x is reached twice but appears once
     assert len([n for n in g.nodes if n.leaf == "x"]) == 1
-    assert step_of(t, 4).graphs == (step_of(t, 4).graphs[0],) and step_of(t, 4).graphs[0].tensor == "y"
+    assert (
+        step_of(t, 4).graphs == (step_of(t, 4).graphs[0],) and step_of(t, 4).graphs[0].tensor == "y"
+    )
 
 
 def test_a_fifty_thousand_op_chain_is_walked_without_recursion(trace_yaml):

@@ -63,11 +63,18 @@ def test_a_training_step_records_each_parameters_version_and_grad_per_line(tmp_p
 
     trace = Trace.from_dict(json.loads(out.read_text(encoding="utf-8")))
     assert [s.code for s in trace.steps] == [
-        "out = model(x)", "loss = ((out - y) ** 2).mean()", "loss.backward()", "opt.step()", "opt.zero_grad()", "return loss",
+        "out = model(x)",
+        "loss = ((out - y) ** 2).mean()",
+        "loss.backward()",
+        "opt.step()",
+        "opt.zero_grad()",
+        "return loss",
     ]
     first = train_step.__code__.co_firstlineno
     assert [s.line for s in trace.steps] == list(range(first + 1, first + 7))
-    assert {"model", "x", "y", "out", "loss"} <= {t.name.split(".")[0] for s in trace.steps for t in s.tensors}
+    assert {"model", "x", "y", "out", "loss"} <= {
+        t.name.split(".")[0] for s in trace.steps for t in s.tensors
+    }
 
     forward = _step(trace, "out = model(x)")
     assert _state(forward, "model.weight").kind == "parameter"
@@ -76,9 +83,13 @@ def test_a_training_step_records_each_parameters_version_and_grad_per_line(tmp_p
     assert _state(forward, "out").grad_fn == "AddmmBackward0"
 
     backward = _step(trace, "loss.backward()")
-    assert _state(backward, "model.weight").grad.data == tuple(tuple(r) for r in ref.weight.grad.tolist())
+    assert _state(backward, "model.weight").grad.data == tuple(
+        tuple(r) for r in ref.weight.grad.tolist()
+    )
     assert _state(backward, "model.bias").grad.data == tuple(ref.bias.grad.tolist())
-    assert _state(backward, "model.weight").version == before  # backward writes grads, not the weight
+    assert (
+        _state(backward, "model.weight").version == before
+    )  # backward writes grads, not the weight
 
     stepped = _step(trace, "opt.step()")
     assert _state(stepped, "model.weight").version == before + 1
@@ -96,11 +107,19 @@ def test_tracing_changes_no_value_grad_or_random_state(tmp_path):
     def run(snooped: bool):
         model, opt, x, y = _setup(seed=3, dropout=True)
         model.train()
-        step = tensortrace.snoop(output=str(tmp_path / "t.json"))(train_step) if snooped else train_step
+        step = (
+            tensortrace.snoop(output=str(tmp_path / "t.json"))(train_step)
+            if snooped
+            else train_step
+        )
         step(model, x, y, opt)
         out = model(x)  # dropout again: the generator must be where the plain run left it
         out.sum().backward()
-        return [p.detach().clone() for p in model.parameters()], [p.grad.clone() for p in model.parameters()], torch.get_rng_state()
+        return (
+            [p.detach().clone() for p in model.parameters()],
+            [p.grad.clone() for p in model.parameters()],
+            torch.get_rng_state(),
+        )
 
     plain, traced = run(False), run(True)
     for a, b in zip(plain[0] + plain[1], traced[0] + traced[1]):
@@ -156,8 +175,10 @@ def test_loops_are_recorded_up_to_max_iterations_then_counted(tmp_path):
 def test_a_statement_over_several_lines_is_one_step(tmp_path):
     @tensortrace.snoop(tmp_path / "t.json")
     def spread(a):
+        # fmt: off
         b = torch.cat([a,
                        a])
+        # fmt: on
         return b
 
     spread(torch.ones(2))
@@ -192,7 +213,9 @@ def test_format_comes_from_the_suffix_unless_fmt_says(tmp_path):
     assert (tmp_path / "t.md").read_text().lstrip().startswith("#")
     tensortrace.snoop(tmp_path / "t.txt", fmt="json")(tiny)()
     assert json.loads((tmp_path / "t.txt").read_text())["format"] == "tensortrace.trace"
-    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary file left
+    assert [
+        p.name for p in tmp_path.iterdir() if p.name.startswith(".")
+    ] == []  # no temporary file left
     with pytest.raises(tensortrace.UsageError, match=r"fmt='xml' is not one of"):
         tensortrace.snoop(fmt="xml")
 
@@ -244,13 +267,19 @@ def test_the_monitoring_backend_frees_its_tool_id(tmp_path):
     trace = Trace.from_dict(json.loads((tmp_path / "t.json").read_text()))
     stepped, backward = _step(trace, "opt.step()"), _step(trace, "loss.backward()")
     assert _state(stepped, "model.weight").version == _state(backward, "model.weight").version + 1
-    assert _state(backward, "model.weight").grad is not None and _state(_step(trace, "opt.zero_grad()"), "model.weight").grad is None
+    assert (
+        _state(backward, "model.weight").grad is not None
+        and _state(_step(trace, "opt.zero_grad()"), "model.weight").grad is None
+    )
 
 
 def test_both_backends_feed_the_same_recorder():
     # The settrace backend driven directly, as snoop() drives whichever backend Python has.
     code = train_step.__code__
-    session = _Session(LineRecorder("t", None), Statements(code.co_filename, code.co_firstlineno + 1, code.co_firstlineno + 7))
+    session = _Session(
+        LineRecorder("t", None),
+        Statements(code.co_filename, code.co_firstlineno + 1, code.co_firstlineno + 7),
+    )
     backend = backend_for(session, code, monitoring=False)
     backend.start()
     try:
@@ -283,7 +312,10 @@ def test_a_trace_that_cannot_be_written_does_not_hide_the_functions_own_error(tm
         folder.rmdir()
         raise KeyError("mine")
 
-    with pytest.warns(RuntimeWarning, match="could not be written"), pytest.raises(KeyError, match="mine"):
+    with (
+        pytest.warns(RuntimeWarning, match="could not be written"),
+        pytest.raises(KeyError, match="mine"),
+    ):
         fails()
 
 

@@ -24,8 +24,15 @@ from tensortrace.run.runner import Limits, run_scenario
 from tensortrace.scenario import loads_scenario
 from tensortrace.trace import InvalidRecord
 
-HOSTILE_TEXT = ["</script><script>alert(1)</script>", "javascript:alert(1)", '"quoted" \\ back', "\x1b]8;;http://x\x07",
-                "\u202eevil", "\x00\x1f\x7f", "a" * 70_000]
+HOSTILE_TEXT = [
+    "</script><script>alert(1)</script>",
+    "javascript:alert(1)",
+    '"quoted" \\ back',
+    "\x1b]8;;http://x\x07",
+    "\u202eevil",
+    "\x00\x1f\x7f",
+    "a" * 70_000,
+]
 DEEP = 100_000
 
 
@@ -49,8 +56,14 @@ def _replaced(tree, path, new):
     return [_replaced(item, rest, new) if i == head else item for i, item in enumerate(tree)]
 
 
-_scalars = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(allow_nan=False),
-                     st.sampled_from(HOSTILE_TEXT), st.text(max_size=20))
+_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=False),
+    st.sampled_from(HOSTILE_TEXT),
+    st.text(max_size=20),
+)
 _hostile = st.one_of(
     _scalars,
     st.lists(_scalars, max_size=5),
@@ -81,7 +94,11 @@ def test_a_mutated_trace_document_loads_or_is_refused_in_one_line(path, new):
         render(traces, "json")
         render(traces, "jsonl")
     if new != "DEEP":
-        data = _replaced(DOCUMENT["traces"][0], path[2:], new) if path[:2] == ("traces", 0) else DOCUMENT["traces"][0]
+        data = (
+            _replaced(DOCUMENT["traces"][0], path[2:], new)
+            if path[:2] == ("traces", 0)
+            else DOCUMENT["traces"][0]
+        )
         try:
             Trace.from_dict(data)
         except InvalidRecord as exc:
@@ -91,8 +108,11 @@ def test_a_mutated_trace_document_loads_or_is_refused_in_one_line(path, new):
 def _event_lines() -> list:
     trace = detach_trace()
     encoder = events.Encoder()
-    items = [events.Start(trace.scenario, trace.environment), *trace.steps,
-             events.End(trace.storages, trace.notices, trace.aborted)]
+    items = [
+        events.Start(trace.scenario, trace.environment),
+        *trace.steps,
+        events.End(trace.storages, trace.notices, trace.aborted),
+    ]
     return [json.loads(encoder.encode(item)) for item in items]
 
 
@@ -112,17 +132,31 @@ def test_a_mutated_event_from_the_child_decodes_or_is_refused_in_one_line(at, da
     except events.EventError as exc:
         assert str(exc).startswith("sent ") and "\n" not in str(exc)
     else:
-        assert isinstance(got, (events.Start, events.End, events.Unusable, events.Crashed)) or type(got).__name__ == "Step"
+        assert (
+            isinstance(got, (events.Start, events.End, events.Unusable, events.Crashed))
+            or type(got).__name__ == "Step"
+        )
 
 
-@pytest.mark.parametrize("line", [
-    b"[" * DEEP + b"]" * DEEP,
-    b'{"event":"step","step":' + b"[" * DEEP + b"]" * DEEP + b"}",
-    b'{"event":"step","step":{"index":1,"code":"x","line":1,"tensors":[{"values":{"kind":"exact","data":'
-    + b"[" * DEEP + b"]" * DEEP + b"}}]}}",
-    b'{"event":"step","step":{"index":1,"code":"x","line":1,"ops":[' + b",".join([b"{}"] * 3_100_000) + b"]}}",
-    b"\xff\xfe", b"", b"null", b'{"event":"step"}', b'{"event":"start","scenario":{"title":{"a":1}}}',
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        b"[" * DEEP + b"]" * DEEP,
+        b'{"event":"step","step":' + b"[" * DEEP + b"]" * DEEP + b"}",
+        b'{"event":"step","step":{"index":1,"code":"x","line":1,"tensors":[{"values":{"kind":"exact","data":'
+        + b"[" * DEEP
+        + b"]" * DEEP
+        + b"}}]}}",
+        b'{"event":"step","step":{"index":1,"code":"x","line":1,"ops":['
+        + b",".join([b"{}"] * 3_100_000)
+        + b"]}}",
+        b"\xff\xfe",
+        b"",
+        b"null",
+        b'{"event":"step"}',
+        b'{"event":"start","scenario":{"title":{"a":1}}}',
+    ],
+)
 def test_hostile_lines_are_one_clean_refusal(line):
     with pytest.raises(events.EventError) as caught:
         events.decode(line)
@@ -132,14 +166,32 @@ def test_hostile_lines_are_one_clean_refusal(line):
 def test_an_invalid_step_is_named_by_the_step_the_parent_expects():
     decoder = events.Decoder()
     decoder.expected_step = 3
-    line = json.dumps({"event": "step", "step": {"index": 3, "code": "x", "line": 1, "tensors": [
-        {**json.loads(events.encode(detach_trace().steps[0]))["step"]["tensors"][0], "version": "7"}]}}).encode()
-    with pytest.raises(events.EventError, match=r"^sent an invalid step 3: \$\.tensors\[0\]\.version: "
-                                                r"expected int or null, got str$"):
+    line = json.dumps(
+        {
+            "event": "step",
+            "step": {
+                "index": 3,
+                "code": "x",
+                "line": 1,
+                "tensors": [
+                    {
+                        **json.loads(events.encode(detach_trace().steps[0]))["step"]["tensors"][0],
+                        "version": "7",
+                    }
+                ],
+            },
+        }
+    ).encode()
+    with pytest.raises(
+        events.EventError,
+        match=r"^sent an invalid step 3: \$\.tensors\[0\]\.version: "
+        r"expected int or null, got str$",
+    ):
         decoder.decode(line)
 
 
 # --- saved traces on the command line --------------------------------------------------------
+
 
 def _document(change) -> str:
     data = json.loads((GOLD / "trace_detach-vs-data.json").read_text(encoding="utf-8"))
@@ -147,37 +199,71 @@ def _document(change) -> str:
     return json.dumps(data)
 
 
-@pytest.mark.parametrize("text, message", [
-    (_document(lambda t: t["steps"][2].__setitem__("line", "<img src=x onerror=alert(1)>")),
-     r"\$\.traces\[0\]\.steps\[2\]\.line: expected int or null, got str"),
-    (_document(lambda t: t["scenario"].__setitem__("title", {"x": 1})),
-     r"\$\.traces\[0\]\.scenario\.title: expected str, got object"),
-    (_document(lambda t: t["steps"][0].__setitem__("index", "1\"]; click N1 href \"javascript:alert(1)")),
-     r"\$\.traces\[0\]\.steps\[0\]\.index: expected int, got str"),
-    (_document(lambda t: t["steps"][0].__setitem__("ops_omitted", "many")),
-     r"\$\.traces\[0\]\.steps\[0\]\.ops_omitted: expected int, got str"),
-    (_document(lambda t: t["steps"][0]["warnings"].append({"category": "W", "message": "m", "line": "</script>"})),
-     r"\$\.traces\[0\]\.steps\[0\]\.warnings\[0\]\.line: expected int or null, got str"),
-    (_document(lambda t: t["steps"][0].__setitem__("status", "passed")),
-     r"\$\.traces\[0\]\.steps\[0\]\.status: invalid enum value 'passed'"),
-    ('{"format": "tensortrace.trace", "format_version": 3, "scenario": ' + "[" * DEEP + "]" * DEEP + "}",
-     r"nested too deeply"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (
+            _document(lambda t: t["steps"][2].__setitem__("line", "<img src=x onerror=alert(1)>")),
+            r"\$\.traces\[0\]\.steps\[2\]\.line: expected int or null, got str",
+        ),
+        (
+            _document(lambda t: t["scenario"].__setitem__("title", {"x": 1})),
+            r"\$\.traces\[0\]\.scenario\.title: expected str, got object",
+        ),
+        (
+            _document(
+                lambda t: t["steps"][0].__setitem__(
+                    "index", '1"]; click N1 href "javascript:alert(1)'
+                )
+            ),
+            r"\$\.traces\[0\]\.steps\[0\]\.index: expected int, got str",
+        ),
+        (
+            _document(lambda t: t["steps"][0].__setitem__("ops_omitted", "many")),
+            r"\$\.traces\[0\]\.steps\[0\]\.ops_omitted: expected int, got str",
+        ),
+        (
+            _document(
+                lambda t: t["steps"][0]["warnings"].append(
+                    {"category": "W", "message": "m", "line": "</script>"}
+                )
+            ),
+            r"\$\.traces\[0\]\.steps\[0\]\.warnings\[0\]\.line: expected int or null, got str",
+        ),
+        (
+            _document(lambda t: t["steps"][0].__setitem__("status", "passed")),
+            r"\$\.traces\[0\]\.steps\[0\]\.status: invalid enum value 'passed'",
+        ),
+        (
+            '{"format": "tensortrace.trace", "format_version": 3, "scenario": '
+            + "[" * DEEP
+            + "]" * DEEP
+            + "}",
+            r"nested too deeply",
+        ),
+    ],
+)
 def test_render_refuses_a_hostile_trace_file_in_one_line(tmp_path, text, message):
     path = tmp_path / "trace.json"
     path.write_text(text, encoding="utf-8")
     for command in ("render", "explore"):
         result = cli(command, str(path))
         assert result.returncode == 2, result.stderr
-        assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
-        assert result.stderr.startswith(f"tensortrace: {path}: not a valid tensortrace trace: "), result.stderr
+        assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1, (
+            result.stderr
+        )
+        assert result.stderr.startswith(f"tensortrace: {path}: not a valid tensortrace trace: "), (
+            result.stderr
+        )
         assert __import__("re").search(message, result.stderr), result.stderr
         assert result.stdout == ""
 
 
 def test_render_refuses_bytes_that_are_no_text(tmp_path):
     path = tmp_path / "trace.json"
-    path.write_bytes(b'{"format": "tensortrace.trace", "format_version": 3, "scenario": {"title": "\xff"}}')
+    path.write_bytes(
+        b'{"format": "tensortrace.trace", "format_version": 3, "scenario": {"title": "\xff"}}'
+    )
     result = cli("render", str(path))
     assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
 
@@ -231,7 +317,9 @@ def test_steps_the_scenario_does_not_have_end_the_run_as_crashed(tmp_path, monke
     fake = [Step(index=i, code="print('all is well')", line=99, behaved=True) for i in (1, 2, 3)]
     trace = _forged_run(tmp_path, monkeypatch, *fake)
     assert not trace.passed
-    assert trace.steps[0].code.startswith("import os\n")  # the scenario's own code, never the child's
+    assert trace.steps[0].code.startswith(
+        "import os\n"
+    )  # the scenario's own code, never the child's
     assert trace.steps[0].line == 6
     assert "the child sent" in trace.aborted and "step" in trace.aborted, trace.aborted
     assert all(step.index <= 2 for step in trace.steps)
@@ -287,7 +375,9 @@ print(json.dumps({"grew_mib": (resource.getrusage(resource.RUSAGE_SELF).ru_maxrs
 
 @pytest.mark.parametrize("kind", ["strings", "wide", "objects", "deep"])
 def test_the_parents_memory_for_a_hostile_stream_stays_bounded(kind):
-    done = subprocess.run([sys.executable, "-c", MEMORY, kind], capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", MEMORY, kind], capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr
     got = json.loads(done.stdout)
     assert got["why"].startswith("sent "), got
@@ -305,13 +395,22 @@ def test_the_trace_package_imports_nothing_else_of_tensortrace_nor_torch_nor_ric
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom):
-                assert node.level == 1 or node.module.split(".")[0] in ("__future__", "typing", "msgspec", "contextlib"), \
-                    (path.name, node.module)
+                assert node.level == 1 or node.module.split(".")[0] in (
+                    "__future__",
+                    "typing",
+                    "msgspec",
+                    "contextlib",
+                ), (path.name, node.module)
                 assert node.level <= 1, (path.name, node.module)
             elif isinstance(node, ast.Import):
-                assert all(a.name.split(".")[0] in ("msgspec", "re", "math", "abc", "functools", "json", "gc")
-                           for a in node.names), path.name
-    code = ("import sys, tensortrace.trace.wire, tensortrace.trace.schema, tensortrace.trace.document; "
-            "assert not {'torch', 'rich', 'yaml'} & set(sys.modules), sorted({'torch', 'rich', 'yaml'} & set(sys.modules))")
+                assert all(
+                    a.name.split(".")[0]
+                    in ("msgspec", "re", "math", "abc", "functools", "json", "gc")
+                    for a in node.names
+                ), path.name
+    code = (
+        "import sys, tensortrace.trace.wire, tensortrace.trace.schema, tensortrace.trace.document; "
+        "assert not {'torch', 'rich', 'yaml'} & set(sys.modules), sorted({'torch', 'rich', 'yaml'} & set(sys.modules))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

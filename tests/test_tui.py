@@ -89,8 +89,11 @@ def table_names(app: ExplorerApp):
 
 def followed_rows(app: ExplorerApp):
     """The names whose row carries the follow mark, as drawn."""
-    return [name for i, name in enumerate(table_names(app))
-            if app.table.get_row_at(i)[0].plain.startswith(FOLLOW_MARK)]
+    return [
+        name
+        for i, name in enumerate(table_names(app))
+        if app.table.get_row_at(i)[0].plain.startswith(FOLLOW_MARK)
+    ]
 
 
 # --- moving between steps -------------------------------------------------------------
@@ -109,8 +112,15 @@ def test_keys_move_between_steps(saved):
 
     drive(ExplorerApp(traces), check=check)
     indexes = [s.index for s in steps]
-    assert seen == [(indexes[1], 1), (indexes[2], 2), (indexes[3], 3), (indexes[2], 2),
-                    (indexes[1], 1), (indexes[0], 0), (indexes[0], 0)]
+    assert seen == [
+        (indexes[1], 1),
+        (indexes[2], 2),
+        (indexes[3], 3),
+        (indexes[2], 2),
+        (indexes[1], 1),
+        (indexes[0], 0),
+        (indexes[0], 0),
+    ]
 
 
 def test_the_table_is_the_steps_tensors_with_changes_marked(saved, monkeypatch):
@@ -186,10 +196,16 @@ def test_following_a_storage_marks_every_tensor_on_it_at_every_step(saved):
     prev = None
     for step, line in zip(steps, listed):
         before = {t.name: t for t in prev.tensors} if prev else {}
-        touched = any(t.storage == label and (t.name not in before or before[t.name].version != t.version
-                                              or before[t.name].storage != t.storage
-                                              or before[t.name].values != t.values)
-                      for t in step.tensors)
+        touched = any(
+            t.storage == label
+            and (
+                t.name not in before
+                or before[t.name].version != t.version
+                or before[t.name].storage != t.storage
+                or before[t.name].values != t.values
+            )
+            for t in step.tensors
+        )
         assert line.startswith(FOLLOW_MARK) == touched, (step.index, line)
         prev = step
     assert name in marked[0]
@@ -296,7 +312,9 @@ def test_export_keeps_to_the_filter(saved, tmp_path):
     (written,) = tmp_path.iterdir()
     rows = re.findall(r"^\| `([^`|]+)`", written.read_text(encoding="utf-8"), re.M)
     tensor_rows = [r for r in rows if r in {t.name for t in last.tensors}]
-    assert tensor_rows and set(tensor_rows) == {n for n in (t.name for t in last.tensors) if name in n}
+    assert tensor_rows and set(tensor_rows) == {
+        n for n in (t.name for t in last.tensors) if name in n
+    }
 
 
 @pytest.mark.parametrize("key", ["q", "ctrl+c"])
@@ -346,7 +364,9 @@ def test_what_a_step_ran_its_gradient_flow_saved_tensors_and_predictions_are_sho
     outcome = " ".join(texts["outcome"].split())
     assert "⚠ predicted: " + " ".join(first.predictions[0].message.split()) in outcome
     assert "Tensor.backward(y)" in outcome  # the calls the step made
-    assert "gradient flow of Tensor.backward" in outcome and "x.grad: None → [2., 4., 6.]" in outcome
+    assert (
+        "gradient flow of Tensor.backward" in outcome and "x.grad: None → [2., 4., 6.]" in outcome
+    )
     assert "saved: other, self: freed by backward" in texts["graphs"]
 
 
@@ -358,7 +378,9 @@ def test_explore_refuses_without_a_terminal():
     assert result.returncode == 2
     assert result.stdout == ""
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and "terminal" in lines[0] and "tensortrace run" in lines[0], result.stderr
+    assert len(lines) == 1 and "terminal" in lines[0] and "tensortrace run" in lines[0], (
+        result.stderr
+    )
 
 
 @pytest.mark.parametrize("target", ["no-such-scenario", "missing.yaml", "missing.json"])
@@ -386,11 +408,18 @@ def test_a_broken_json_trace_is_one_line(tmp_path):
 
 
 def test_without_textual_it_says_how_to_install():
-    code = ("import sys; sys.modules['textual'] = None; from tensortrace.cli.main import main; "
-            "sys.argv = ['tensortrace', 'explore', 'detach']; main()")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    code = (
+        "import sys; sys.modules['textual'] = None; from tensortrace.cli.main import main; "
+        "sys.argv = ['tensortrace', 'explore', 'detach']; main()"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 2, result.stderr
-    assert result.stderr.strip() == f"tensortrace: explore needs the textual package; install it with: {INSTALL_HINT}"
+    assert (
+        result.stderr.strip()
+        == f"tensortrace: explore needs the textual package; install it with: {INSTALL_HINT}"
+    )
 
 
 def test_explore_at_a_terminal_traces_then_explores(monkeypatch):
@@ -399,7 +428,11 @@ def test_explore_at_a_terminal_traces_then_explores(monkeypatch):
     import tensortrace.tui as tui
 
     readme = (REPO / "README.md").read_text(encoding="utf-8")
-    commands = [line.strip() for line in readme.splitlines() if line.strip().startswith("tensortrace explore ")]
+    commands = [
+        line.strip()
+        for line in readme.splitlines()
+        if line.strip().startswith("tensortrace explore ")
+    ]
     assert commands, "README.md shows no 'tensortrace explore' command"
     found = {}
 
@@ -438,7 +471,9 @@ def test_a_saved_trace_explores_without_torch(saved):
         "asyncio.run(go())\n"
         "print(app.state.step.index, app.state.follow, app.return_code)\n"
     )
-    result = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr
     storage = all_steps(load_traces(str(path))[0])[1].tensors[0].storage
     assert result.stdout.split() == ["3", storage, "0"]
@@ -450,17 +485,22 @@ def test_a_json_trace_is_told_from_a_scenario_by_its_contents(saved, tmp_path):
     from tensortrace.cli.tracefile import is_saved_trace
 
     assert is_saved_trace(str(copy)) and is_saved_trace(str(saved("detach")))
-    assert not is_saved_trace(str(REPO / "scenarios" / "detach.yaml")) and not is_saved_trace("detach")
+    assert not is_saved_trace(str(REPO / "scenarios" / "detach.yaml")) and not is_saved_trace(
+        "detach"
+    )
 
 
 # --- snapshots and the README's screenshot ------------------------------------------------
 
 
-@pytest.mark.parametrize("name,keys", [
-    ("detach", ("right", "s")),
-    ("views", ("right", "right", "s")),
-    ("backward-twice", ("right",)),  # step 2 raises: the error and its explanation
-])
+@pytest.mark.parametrize(
+    "name,keys",
+    [
+        ("detach", ("right", "s")),
+        ("views", ("right", "right", "s")),
+        ("backward-twice", ("right",)),  # step 2 raises: the error and its explanation
+    ],
+)
 def test_snapshot(saved, snap_compare, name, keys):
     traces = load_traces(str(saved(name)))
     # "_" pauses once more, so that a layout the last key started has settled
@@ -478,10 +518,17 @@ def test_readme_screenshot_is_offline_and_shown():
 def test_offline_svg_removes_the_web_fonts(saved, tmp_path):
     traces = load_traces(str(saved("detach")))
     shots = []
-    drive(ExplorerApp(traces), "right", "s", check=lambda app, pilot: shots.append(app.export_screenshot()))
+    drive(
+        ExplorerApp(traces),
+        "right",
+        "s",
+        check=lambda app, pilot: shots.append(app.export_screenshot()),
+    )
     assert re.search(r"url\(\"https?:", shots[0])  # what textual writes
     cleaned = offline_svg(shots[0])
-    assert not re.search(r"url\(\s*[\"']?https?:", cleaned) and 'local("FiraCode-Regular")' in cleaned
+    assert (
+        not re.search(r"url\(\s*[\"']?https?:", cleaned) and 'local("FiraCode-Regular")' in cleaned
+    )
     if os.environ.get("TENSORTRACE_REGEN_SCREENSHOT"):
         from tensortrace.tui.export import write_svg
 

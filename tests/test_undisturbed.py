@@ -31,7 +31,9 @@ def scenario(steps: List[Any]):
 
 def traced(steps: List[Any]) -> Trace:
     result = trace(scenario(steps), safe=False)
-    assert result.aborted is None and all(s.status == "ok" for s in result.steps), [s.error for s in result.steps]
+    assert result.aborted is None and all(s.status == "ok" for s in result.steps), [
+        s.error for s in result.steps
+    ]
     return result
 
 
@@ -66,8 +68,12 @@ print(depth())
 
 def test_a_step_can_recurse_as_deep_as_a_plain_script():
     limit = sys.getrecursionlimit()
-    plain = subprocess.run([sys.executable, "-c", f"import sys\nsys.setrecursionlimit({limit})\n{RECURSION}"],
-                           capture_output=True, text=True, check=True).stdout  # the module level of a script
+    plain = subprocess.run(
+        [sys.executable, "-c", f"import sys\nsys.setrecursionlimit({limit})\n{RECURSION}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout  # the module level of a script
     (forked,) = run_scenario(scenario([RECURSION]), safe=False, limits=Limits(timeout=60))
     in_process = traced([RECURSION])
     assert abs(int(forked.steps[0].stdout) - int(plain)) <= 2  # was 20 to 40 frames short
@@ -114,4 +120,6 @@ COUNTERS = [
 def test_the_tools_reads_never_run_the_users_overrides():
     result = traced(COUNTERS)
     assert result.steps[-1].stdout == plain_stdout(COUNTERS)
-    assert "xs[0]" in {s.name for s in result.steps[-1].tensors} and "d['k']" in {s.name for s in result.steps[-1].tensors}
+    assert "xs[0]" in {s.name for s in result.steps[-1].tensors} and "d['k']" in {
+        s.name for s in result.steps[-1].tensors
+    }

@@ -78,14 +78,18 @@ def test_memory_written_by_an_operation_is_read_again(monkeypatch):
     real = probe._moments
     monkeypatch.setattr(probe, "_moments", lambda t: passes.append(t.numel()) or real(t))
     result = run([f"a = torch.zeros({N})", "c = a.detach()", "c[-1] = 4.0", "n = 1"])
-    assert maximum(result, 3, "a") == maximum(result, 3, "c") == 4.0 and maximum(result, 1, "a") == 0.0
+    assert (
+        maximum(result, 3, "a") == maximum(result, 3, "c") == 4.0 and maximum(result, 1, "a") == 0.0
+    )
     assert at(result, 4, "a") is at(result, 3, "a")
     assert passes == [N, N]  # at step 1, and once at step 3 for a and c together
 
 
 def test_memory_handed_out_is_fingerprinted_at_every_snapshot_after(reads):
     result = run([f"x = torch.zeros({N})", "s = x.untyped_storage()", "n = 1", "m = 2"])
-    assert big(reads) == [4 * N] * 3  # steps 2, 3 and 4: the storage object can write it at any time
+    assert (
+        big(reads) == [4 * N] * 3
+    )  # steps 2, 3 and 4: the storage object can write it at any time
     assert at(result, 4, "x") is at(result, 3, "x") is at(result, 2, "x")
 
 
@@ -99,12 +103,24 @@ def test_a_write_through_data_shows():
 
 
 def test_a_numpy_write_to_a_tensor_made_from_numpy_shows():
-    result = run([f"n = np.zeros({N}, dtype=np.float32)", "t = torch.from_numpy(n)", "n[-1] = 4.0"], setup=NUMPY)
+    result = run(
+        [f"n = np.zeros({N}, dtype=np.float32)", "t = torch.from_numpy(n)", "n[-1] = 4.0"],
+        setup=NUMPY,
+    )
     assert maximum(result, 2, "t") == 0.0 and maximum(result, 3, "t") == 4.0
 
 
 def test_a_numpy_write_through_a_numpy_view_shows_steps_later():
-    result = run([f"x = torch.zeros({N})", "n = x.numpy()", "y = torch.ones(2)", "n[-1] = 4.0", "n[-1] = 5.0"], setup=NUMPY)
+    result = run(
+        [
+            f"x = torch.zeros({N})",
+            "n = x.numpy()",
+            "y = torch.ones(2)",
+            "n[-1] = 4.0",
+            "n[-1] = 5.0",
+        ],
+        setup=NUMPY,
+    )
     assert [maximum(result, i, "x") for i in (3, 4, 5)] == [0.0, 4.0, 5.0]
 
 
@@ -120,7 +136,11 @@ def test_a_write_through_a_detached_alias_shows():
 
 def test_a_write_inside_no_grad_shows_on_an_alias_without_the_version():
     result = run(
-        ["u = w.data", "with torch.no_grad():\n    w.mul_(2)", "with torch.no_grad():\n    w[-1] = 9.0"],
+        [
+            "u = w.data",
+            "with torch.no_grad():\n    w.mul_(2)",
+            "with torch.no_grad():\n    w[-1] = 9.0",
+        ],
         setup=f"w = torch.ones({N}, requires_grad=True)",
     )
     assert maximum(result, 2, "u") == 2.0 and maximum(result, 3, "u") == 9.0
@@ -133,13 +153,17 @@ def test_an_out_argument_write_shows_on_an_alias():
 
 
 def test_set_shows_on_the_tensor_and_later_writes_on_the_new_storage():
-    result = run([f"a = torch.zeros({N})", f"b = torch.ones({N})", "c = b.data", "a.set_(b)", "a.mul_(3)"])
+    result = run(
+        [f"a = torch.zeros({N})", f"b = torch.ones({N})", "c = b.data", "a.set_(b)", "a.mul_(3)"]
+    )
     assert maximum(result, 4, "a") == 1.0
     assert maximum(result, 5, "c") == 3.0
 
 
 def test_a_write_after_data_is_reassigned_lands_in_the_new_storage():
-    result = run([f"x = torch.zeros({N})", f"y = torch.zeros({N})", "x.add_(0)\nx.data = y\nx.add_(1)"])
+    result = run(
+        [f"x = torch.zeros({N})", f"y = torch.zeros({N})", "x.add_(0)\nx.data = y\nx.add_(1)"]
+    )
     assert maximum(result, 3, "y") == 1.0 and maximum(result, 3, "x") == 1.0
 
 
@@ -157,12 +181,20 @@ def test_a_gradient_accumulated_in_place_shows_on_an_alias():
 
 
 def test_a_write_in_an_expectation_shows():
-    result = run([f"x = torch.zeros({N})", {"run": "n = 1", "expect": ["x.data.fill_(3) is not None"]}, "m = 2"])
+    result = run(
+        [
+            f"x = torch.zeros({N})",
+            {"run": "n = 1", "expect": ["x.data.fill_(3) is not None"]},
+            "m = 2",
+        ]
+    )
     assert maximum(result, 2, "x") == 3.0 and maximum(result, 3, "x") == 3.0
 
 
 def test_a_write_beyond_the_recording_limit_shows():
-    result = run([f"x = torch.zeros({N})", "for _ in range(1100):\n    y = x + 1\nx.data[-1] = 4.0"])
+    result = run(
+        [f"x = torch.zeros({N})", "for _ in range(1100):\n    y = x + 1\nx.data[-1] = 4.0"]
+    )
     assert result.steps[1].ops_omitted > 0
     assert maximum(result, 2, "x") == 4.0
 
@@ -175,14 +207,17 @@ def test_with_ops_off_writes_show(reads):
 
 @pytest.mark.parametrize("ops", ["none", "aten"])
 def test_from_the_command_line_writes_show_with_and_without_ops(tmp_path, ops):
-    path = write_scenario(tmp_path, f"""
+    path = write_scenario(
+        tmp_path,
+        f"""
         title: cli
         steps:
           - x = torch.zeros({N})
           - y = x.detach()
           - x.data[-1] = 4.0
           - y.data[0] = -1.0
-        """)
+        """,
+    )
     done = cli_process("run", str(path), "--format", "json", "--ops", ops)
     assert done.returncode == 0, done.stderr
     steps = json.loads(done.stdout)["steps"]
@@ -192,7 +227,12 @@ def test_from_the_command_line_writes_show_with_and_without_ops(tmp_path, ops):
 
 
 def test_under_inference_mode_writes_show():
-    result = run([f"x = torch.zeros({N})", "with torch.inference_mode():\n    y = torch.ones(2)\nx.data[-1] = 4.0"])
+    result = run(
+        [
+            f"x = torch.zeros({N})",
+            "with torch.inference_mode():\n    y = torch.ones(2)\nx.data[-1] = 4.0",
+        ]
+    )
     assert maximum(result, 2, "x") == 4.0
 
 
@@ -219,7 +259,9 @@ def test_code_that_could_write_unseen_turns_the_proof_off(code, reason):
     assert reason in code_reason([(code, "exec")])
 
 
-@pytest.mark.parametrize("code", ["x.grad = None", "x.data = y", "x.requires_grad = True", "f = lambda t: t * 2"])
+@pytest.mark.parametrize(
+    "code", ["x.grad = None", "x.data = y", "x.requires_grad = True", "f = lambda t: t * 2"]
+)
 def test_ordinary_code_keeps_the_proof(code):
     assert code_reason([(code, "exec")]) is None
 
@@ -244,14 +286,20 @@ def test_every_bundled_scenario_traces_the_same_with_and_without_the_proof(name,
 @pytest.mark.parametrize(
     "make",
     [
-        lambda: torch.randn(300_001, dtype=torch.float32) * 1e-3 + 1e4,  # a mean far from zero: no cancellation
+        lambda: (
+            torch.randn(300_001, dtype=torch.float32) * 1e-3 + 1e4
+        ),  # a mean far from zero: no cancellation
         lambda: torch.randn(700, 500, dtype=torch.float64)[:, ::3],  # strided
         lambda: torch.arange(600_000, dtype=torch.int64) - 7,
         lambda: torch.randn(300_000).half(),
-        lambda: torch.where(torch.rand(300_000) < 0.01, torch.tensor(float("nan")), torch.randn(300_000)),
+        lambda: torch.where(
+            torch.rand(300_000) < 0.01, torch.tensor(float("nan")), torch.randn(300_000)
+        ),
         lambda: torch.tensor([float("inf"), -float("inf")] * 1000 + [2.0] * 300_000),
         lambda: torch.rand(300_000) < 0.5,
-        lambda: torch.cat([torch.ones(1 << 18), torch.full((1 << 18,), 2.0), torch.randn(1000)]),  # chunk by chunk
+        lambda: torch.cat(
+            [torch.ones(1 << 18), torch.full((1 << 18,), 2.0), torch.randn(1000)]
+        ),  # chunk by chunk
     ],
 )
 def test_summary_statistics_match_float64_references(make):
@@ -259,17 +307,25 @@ def test_summary_statistics_match_float64_references(make):
     count, mean, m2, lo, hi, nans, infs = probe._moments(t)
     flat = t.reshape(-1).double()
     finite = flat[torch.isfinite(flat)]
-    assert (count, nans, infs) == (finite.numel(), int(torch.isnan(flat).sum()), int(torch.isinf(flat).sum()))
+    assert (count, nans, infs) == (
+        finite.numel(),
+        int(torch.isnan(flat).sum()),
+        int(torch.isinf(flat).sum()),
+    )
     assert (lo, hi) == (float(finite.min()), float(finite.max()))
     assert math.isclose(mean, float(finite.mean()), rel_tol=1e-12, abs_tol=1e-12)
     assert math.isclose(m2 / count, float(finite.var(correction=0)), rel_tol=1e-9, abs_tol=1e-15)
 
 
 def test_a_constant_tensor_has_its_value_as_mean_and_no_deviation_exactly():
-    value = float(torch.tensor(0.1))  # 0.1 in float32, which no float64 sum of copies need give back exactly
+    value = float(
+        torch.tensor(0.1)
+    )  # 0.1 in float32, which no float64 sum of copies need give back exactly
     count, mean, m2, lo, hi, _, _ = probe._moments(torch.full((1_000_003,), 0.1))
     assert (count, mean, m2, lo, hi) == (1_000_003, value, 0.0, value, value)
-    count, mean, m2, lo, hi, _, _ = probe._moments(torch.cat([torch.ones(1 << 18), torch.full((1 << 18,), 3.0)]))
+    count, mean, m2, lo, hi, _, _ = probe._moments(
+        torch.cat([torch.ones(1 << 18), torch.full((1 << 18,), 3.0)])
+    )
     assert (mean, m2 / count, lo, hi) == (2.0, 1.0, 1.0, 3.0)
 
 

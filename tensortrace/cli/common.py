@@ -35,8 +35,17 @@ LIST_WIDTH = 120
 # --- shared option handling ----------------------------------------------------------
 
 
-def _render_options(form: str, out: Output, step: Optional[int], steps: Optional[str], changes_only: bool, show: Optional[str], no_values: bool, width: Optional[int],
-                    color: str = "auto") -> RenderOptions:
+def _render_options(
+    form: str,
+    out: Output,
+    step: Optional[int],
+    steps: Optional[str],
+    changes_only: bool,
+    show: Optional[str],
+    no_values: bool,
+    width: Optional[int],
+    color: str = "auto",
+) -> RenderOptions:
     return RenderOptions(
         steps=parse_steps(step, steps),
         changes_only=changes_only,
@@ -109,16 +118,26 @@ def _run_all(
     from ..run import runner
     from ..run.runner import Limits, run_all
 
-    runner.threads_unused_before_fork = True  # this process runs no tensor operation: children keep PyTorch's threads
+    runner.threads_unused_before_fork = (
+        True  # this process runs no tensor operation: children keep PyTorch's threads
+    )
     limits = Limits(
         timeout=timeout if timeout > 0 else None,
         memory_mb=memory_limit if memory_limit > 0 else None,
         scenario_timeout=scenario_timeout if scenario_timeout > 0 else None,
     )
     try:
-        with progress if progress is not None else nullcontext():  # gone before anything else is said
+        with (
+            progress if progress is not None else nullcontext()
+        ):  # gone before anything else is said
             traces = run_all(
-                scenarios, safe=not trust, device=device, limits=limits, on_start=on_start, on_step=on_step, require_confinement=require_confinement,
+                scenarios,
+                safe=not trust,
+                device=device,
+                limits=limits,
+                on_start=on_start,
+                on_step=on_step,
+                require_confinement=require_confinement,
                 ops=ops != "none",
             )
     except Interrupted as stop:
@@ -171,8 +190,6 @@ def _quiet_broken_pipe() -> None:
     except OSError:
         pass
     raise typer.Exit(EXIT_OK)
-
-
 
 
 @contextmanager

@@ -34,7 +34,9 @@ class _Dumper(yaml.SafeDumper):
     }
 
     def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
-        super().increase_indent(flow, False)  # list items indented under their key, as the bundled scenarios are
+        super().increase_indent(
+            flow, False
+        )  # list items indented under their key, as the bundled scenarios are
 
 
 def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
@@ -52,7 +54,9 @@ def scenario_yaml(scenario: Scenario) -> str:
     """The YAML text of ``scenario``; it loads back to the same steps (checked before it is returned)."""
     from ..scenario.loader import loads_scenario
 
-    scenario = scenario.map_text(lambda text: text.replace("${", "$${"))  # YAML reads ${ as a placeholder; $${ is a literal one
+    scenario = scenario.map_text(
+        lambda text: text.replace("${", "$${")
+    )  # YAML reads ${ as a placeholder; $${ is a literal one
     data: Dict[str, Any] = {"title": scenario.title}
     description = scenario.description or ""
     if scenario.notices:
@@ -71,14 +75,23 @@ def scenario_yaml(scenario: Scenario) -> str:
     if scenario.show is not None:
         data["show"] = list(scenario.show)
     data["steps"] = [_step(spec) for spec in scenario.steps]
-    source = "".join(ch if ch.isprintable() else "?" for ch in scenario.path or "a Python file")  # one comment line, whatever the name
+    source = "".join(
+        ch if ch.isprintable() else "?" for ch in scenario.path or "a Python file"
+    )  # one comment line, whatever the name
     text = f"# Converted from {source} by 'tensortrace convert'.\n" + yaml.dump(
-        data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=1_000_000, default_flow_style=False
+        data,
+        Dumper=_Dumper,
+        sort_keys=False,
+        allow_unicode=True,
+        width=1_000_000,
+        default_flow_style=False,
     )
     # PyYAML escapes C0 and C1 itself but writes bidi controls as they are; each one left is
     # inside a double-quoted string (``_str``), where visible's spelling is a YAML escape.
     text = visible(text)
-    loads_scenario(text, path="<converted>.yaml")  # what is written must load: a bug here is ours, not the user's
+    loads_scenario(
+        text, path="<converted>.yaml"
+    )  # what is written must load: a bug here is ours, not the user's
     return text
 
 
@@ -99,7 +112,11 @@ def _step(spec) -> Any:
     for key in ("raises", "warns"):
         declared: Optional[Declared] = getattr(spec, key)
         if declared is not None:
-            fields[key] = declared.type if declared.match is None else {"type": declared.type, "match": declared.match}
+            fields[key] = (
+                declared.type
+                if declared.match is None
+                else {"type": declared.type, "match": declared.match}
+            )
     if spec.show is not None:
         fields["show"] = list(spec.show)
     if spec.graph is not None:

@@ -11,21 +11,40 @@ import typer
 
 from .options import WIDTH
 
-CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": True,
-           "allow_interspersed_args": False}
+CONTEXT = {
+    "allow_extra_args": True,
+    "ignore_unknown_options": True,
+    "allow_interspersed_args": False,
+}
 
 _SCRIPT = typer.Argument(
-    None, metavar="SCRIPT [ARGS]...", show_default=False,
-    help="The Python script to run, then its own arguments (all that follows SCRIPT).")
+    None,
+    metavar="SCRIPT [ARGS]...",
+    show_default=False,
+    help="The Python script to run, then its own arguments (all that follows SCRIPT).",
+)
 _MODULE = typer.Option(
-    None, "-m", "--module", metavar="MODULE",
-    help="Run a module as python -m does; the arguments after it are its own.")
+    None,
+    "-m",
+    "--module",
+    metavar="MODULE",
+    help="Run a module as python -m does; the arguments after it are its own.",
+)
 _FORMAT = typer.Option(
-    None, "--format", "-f", metavar="FORMAT", show_default=False,
-    help="console or json. Default: json for an -o file ending .json, else console.")
+    None,
+    "--format",
+    "-f",
+    metavar="FORMAT",
+    show_default=False,
+    help="console or json. Default: json for an -o file ending .json, else console.",
+)
 _OUTPUT = typer.Option(
-    None, "--output", "-o", metavar="FILE",
-    help="Write the report to this file (atomically) instead of stderr.")
+    None,
+    "--output",
+    "-o",
+    metavar="FILE",
+    help="Write the report to this file (atomically) instead of stderr.",
+)
 
 
 def doctor(
@@ -49,8 +68,9 @@ def doctor(
             args = ([script] if script is not None else []) + args
             return run_target(module, args, module=True, output=output, fmt=fmt, width=width)
         if script is None:
-            raise UsageError("give the script to run (tensortrace doctor train.py ARGS...), "
-                             "or -m MODULE")
+            raise UsageError(
+                "give the script to run (tensortrace doctor train.py ARGS...), or -m MODULE"
+            )
         return run_target(script, args, output=output, fmt=fmt, width=width)
 
     _guarded(body)

@@ -27,9 +27,17 @@ def render_scenario_list(entries: Iterable, *, width: Optional[int], color: bool
     table.add_column("tags")
     for e in entries:
         table.add_row(visible(e.name), visible(e.title), visible(", ".join(e.tags)))
-    console = Console(file=io.StringIO(), width=width, force_terminal=color,
-                      no_color=not color, color_system="standard" if color else None,
-                      markup=False, emoji=False, highlight=color, _environ={})
+    console = Console(
+        file=io.StringIO(),
+        width=width,
+        force_terminal=color,
+        no_color=not color,
+        color_system="standard" if color else None,
+        markup=False,
+        emoji=False,
+        highlight=color,
+        _environ={},
+    )
     console.print(table)
     console.print(f"{len(entries)} scenarios; run one with: tensortrace run NAME")
     # rich pads every cell to the column's width; a file or a pipe gets no trailing blanks

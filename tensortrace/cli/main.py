@@ -57,7 +57,13 @@ def version_text() -> str:
 
 @app.callback()
 def _main(
-    version: bool = typer.Option(False, "--version", callback=_version_callback, is_eager=True, help="Print the versions of tensortrace, torch and Python."),
+    version: bool = typer.Option(
+        False,
+        "--version",
+        callback=_version_callback,
+        is_eager=True,
+        help="Print the versions of tensortrace, torch and Python.",
+    ),
 ) -> None:
     """See what PyTorch does to your tensors."""
 

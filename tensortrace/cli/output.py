@@ -52,8 +52,10 @@ def format_for(fmt: Optional[str], path: Optional[str]) -> str:
             return "console"
         if suffix not in _SUFFIX_FORMATS:  # out.pdf would otherwise get console text
             known = ", ".join(sorted(_SUFFIX_FORMATS))
-            raise UsageError(f"-o {path}: no format writes {suffix} files (known suffixes: {known}, and .txt for "
-                             "console text); name one with --format, or use one of these suffixes")
+            raise UsageError(
+                f"-o {path}: no format writes {suffix} files (known suffixes: {known}, and .txt for "
+                "console text); name one with --format, or use one of these suffixes"
+            )
         return _SUFFIX_FORMATS[suffix]
     return "console"
 
@@ -162,7 +164,9 @@ class Output:
         try:
             import tempfile  # only when writing a file: printing to the terminal does not need it (nor random)
 
-            fd, self._tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=folder)
+            fd, self._tmp = tempfile.mkstemp(
+                prefix=f".{self.path.name}.", suffix=".tmp", dir=folder
+            )
         except OSError as exc:
             raise UsageError(f"cannot write {self.path}: {exc.strerror or exc}") from None
         # lone surrogates (from YAML escapes or a step's output) become \udxxx escapes

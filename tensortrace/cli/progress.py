@@ -69,8 +69,14 @@ class RunProgress:
             from rich.live import Live
             from rich.text import Text
 
-            self._live = Live(Text(""), console=self.console, transient=True, auto_refresh=False,
-                              redirect_stdout=False, redirect_stderr=False)
+            self._live = Live(
+                Text(""),
+                console=self.console,
+                transient=True,
+                auto_refresh=False,
+                redirect_stdout=False,
+                redirect_stderr=False,
+            )
             self._live.start()
         return self
 
@@ -93,7 +99,11 @@ class RunProgress:
         if plan is None:
             return ""
         total = len(plan.lines)
-        where = f"{plan.name} ({self._run + 1} of {len(self.plans)})" if len(self.plans) > 1 else plan.name
+        where = (
+            f"{plan.name} ({self._run + 1} of {len(self.plans)})"
+            if len(self.plans) > 1
+            else plan.name
+        )
         if done < 0:
             return visible(f"{where} · setup")
         if done >= total:

@@ -13,8 +13,23 @@ from typing import List, Optional
 import typer
 
 from .options import (  # one definition for every command
-    ALL_ROWS, CHANGES, COLOR, DEVICE, FORMAT, MEMORY, NO_VALUES, OPS,
-    OUTPUT, REQUIRE, SCENARIO_TIMEOUT, SHOW, STEP, STEPS, TIMEOUT, TRUST, WIDTH,
+    ALL_ROWS,
+    CHANGES,
+    COLOR,
+    DEVICE,
+    FORMAT,
+    MEMORY,
+    NO_VALUES,
+    OPS,
+    OUTPUT,
+    REQUIRE,
+    SCENARIO_TIMEOUT,
+    SHOW,
+    STEP,
+    STEPS,
+    TIMEOUT,
+    TRUST,
+    WIDTH,
 )
 from ..errors import Interrupted, UsageError
 from ..trace import evolve as replace  # RenderOptions is a frozen record
@@ -40,7 +55,12 @@ from .common import (
 
 
 def render_cmd(
-    trace_file: str = typer.Argument(..., metavar="TRACE.json", help="A JSON trace written by 'tensortrace run --format json' ('-' for stdin).", show_default=False),
+    trace_file: str = typer.Argument(
+        ...,
+        metavar="TRACE.json",
+        help="A JSON trace written by 'tensortrace run --format json' ('-' for stdin).",
+        show_default=False,
+    ),
     fmt: Optional[str] = FORMAT,
     output: Optional[str] = OUTPUT,
     step: Optional[int] = STEP,
@@ -59,11 +79,18 @@ def render_cmd(
         form = check_format(format_for(fmt, output))
         _check_ops(ops)
         traces = _noting_show(load_traces(trace_file), show)
-        check_steps_exist(parse_steps(step, steps), [len(t.steps) for t in traces], any(t.setup is not None for t in traces))
+        check_steps_exist(
+            parse_steps(step, steps),
+            [len(t.steps) for t in traces],
+            any(t.setup is not None for t in traces),
+        )
         with _output(output) as out:
             options = replace(
-                _render_options(form, out, step, steps, changes_only, show, no_values, width, color),
-                ops=ops, all_rows=all_rows,
+                _render_options(
+                    form, out, step, steps, changes_only, show, no_values, width, color
+                ),
+                ops=ops,
+                all_rows=all_rows,
             )
             out.write(render(traces, form, options))
         return EXIT_OK if all(t.passed for t in traces) else EXIT_FAILED
@@ -73,7 +100,9 @@ def render_cmd(
 
 def explore(
     target: str = typer.Argument(
-        ..., metavar="FILE|NAME", show_default=False,
+        ...,
+        metavar="FILE|NAME",
+        show_default=False,
         help="A scenario file, a bundled scenario's name, or a JSON trace saved with 'run -o trace.json'.",
     ),
     device: Optional[str] = DEVICE,
@@ -94,14 +123,23 @@ def explore(
         traces = load_traces(target) if saved else None
         scenarios = None if saved else _load_all([target])
         if not _interactive():
-            raise UsageError("explore needs a terminal; use 'tensortrace run' to print the trace instead")
+            raise UsageError(
+                "explore needs a terminal; use 'tensortrace run' to print the trace instead"
+            )
         if traces is None:
             progress = _progress(scenarios, streamed_to_terminal=False)
             try:
                 traces = _run_all(
-                    scenarios, trust=trust, device=device, timeout=timeout, memory_limit=memory_limit,
-                    scenario_timeout=scenario_timeout, require_confinement=require_confinement,
-                    on_start=progress.on_start, on_step=progress.on_step, progress=progress,
+                    scenarios,
+                    trust=trust,
+                    device=device,
+                    timeout=timeout,
+                    memory_limit=memory_limit,
+                    scenario_timeout=scenario_timeout,
+                    require_confinement=require_confinement,
+                    on_start=progress.on_start,
+                    on_step=progress.on_step,
+                    progress=progress,
                 )
             except Interrupted:
                 raise KeyboardInterrupt from None
@@ -116,21 +154,33 @@ def _interactive() -> bool:
 
 
 def schema(
-    trace_format: bool = typer.Option(False, "--trace", help="Print the JSON Schema of the trace format instead."),
-    doctor_format: bool = typer.Option(False, "--doctor", help="Print the JSON Schema of doctor reports instead."),
+    trace_format: bool = typer.Option(
+        False, "--trace", help="Print the JSON Schema of the trace format instead."
+    ),
+    doctor_format: bool = typer.Option(
+        False, "--doctor", help="Print the JSON Schema of doctor reports instead."
+    ),
 ) -> None:
     """Print the JSON Schema of scenario files (or, with --trace, of JSON traces)."""
     from ..scenario.schemas import scenario_schema, trace_schema
 
     if doctor_format:
         from ..doctor.records import report_schema
+
         return typer.echo(json.dumps(report_schema(), indent=2))
     typer.echo(json.dumps(trace_schema() if trace_format else scenario_schema(), indent=2))
 
 
 def list_cmd(
-    tag: Optional[List[str]] = typer.Option(None, "--tag", metavar="TAG", help="Only scenarios with this tag (repeat for several: any of them)."),
-    markdown: bool = typer.Option(False, "--markdown", help="Print the list as a markdown page (docs/scenarios.md)."),
+    tag: Optional[List[str]] = typer.Option(
+        None,
+        "--tag",
+        metavar="TAG",
+        help="Only scenarios with this tag (repeat for several: any of them).",
+    ),
+    markdown: bool = typer.Option(
+        False, "--markdown", help="Print the list as a markdown page (docs/scenarios.md)."
+    ),
 ) -> None:
     """List the bundled scenarios with their titles and tags."""
 
@@ -142,7 +192,9 @@ def list_cmd(
             wanted = {t.lower() for t in tag}
             entries = [e for e in entries if wanted & {t.lower() for t in e.tags}]
             if not entries:
-                raise UsageError(f"no bundled scenario has the tag {', '.join(sorted(wanted))}; run 'tensortrace list' to see the tags")
+                raise UsageError(
+                    f"no bundled scenario has the tag {', '.join(sorted(wanted))}; run 'tensortrace list' to see the tags"
+                )
         if markdown:
             typer.echo(scenarios_markdown(entries), nl=False)
             return EXIT_OK
@@ -150,13 +202,22 @@ def list_cmd(
 
         tty = sys.stdout.isatty()
         color = tty and not os.environ.get("NO_COLOR")
-        typer.echo(render_scenario_list(entries, width=_terminal_width() if tty else LIST_WIDTH, color=color), nl=False)
+        typer.echo(
+            render_scenario_list(
+                entries, width=_terminal_width() if tty else LIST_WIDTH, color=color
+            ),
+            nl=False,
+        )
         return EXIT_OK
 
     _guarded(body)
 
 
-def show(name: str = typer.Argument(..., metavar="NAME", help="A bundled scenario's name.", show_default=False)) -> None:
+def show(
+    name: str = typer.Argument(
+        ..., metavar="NAME", help="A bundled scenario's name.", show_default=False
+    ),
+) -> None:
     """Print a bundled scenario's YAML, to read it or to start your own from it."""
 
     def body() -> int:
@@ -176,7 +237,12 @@ def show(name: str = typer.Argument(..., metavar="NAME", help="A bundled scenari
 
 
 def new(
-    file: str = typer.Argument(..., metavar="FILE", help="The scenario file to create, e.g. my-scenario.yaml.", show_default=False),
+    file: str = typer.Argument(
+        ...,
+        metavar="FILE",
+        help="The scenario file to create, e.g. my-scenario.yaml.",
+        show_default=False,
+    ),
     force: bool = typer.Option(False, "--force", help="Overwrite the file if it exists."),
 ) -> None:
     """Write a commented scenario template that runs as it is."""
@@ -186,7 +252,9 @@ def new(
 
         path = Path(file)
         if path.exists() and not force:
-            raise UsageError(f"{file} exists already; choose another name, or add --force to overwrite it")
+            raise UsageError(
+                f"{file} exists already; choose another name, or add --force to overwrite it"
+            )
         with _output(file) as out:
             out.write(TEMPLATE.format(name=file))
         typer.echo(f"wrote {file}; run it with: tensortrace run {file}", err=True)
@@ -196,8 +264,19 @@ def new(
 
 
 def convert(
-    source: str = typer.Argument(..., metavar="FILE", help="A Python file (.py) or notebook (.ipynb) to write as a YAML scenario.", show_default=False),
-    output: Optional[str] = typer.Option(None, "--output", "-o", metavar="FILE", help="Write the YAML to this file (atomically) instead of stdout."),
+    source: str = typer.Argument(
+        ...,
+        metavar="FILE",
+        help="A Python file (.py) or notebook (.ipynb) to write as a YAML scenario.",
+        show_default=False,
+    ),
+    output: Optional[str] = typer.Option(
+        None,
+        "--output",
+        "-o",
+        metavar="FILE",
+        help="Write the YAML to this file (atomically) instead of stdout.",
+    ),
 ) -> None:
     """Write a Python file or notebook as the equivalent YAML scenario."""
 
@@ -206,7 +285,9 @@ def convert(
         from ..scenario import load_scenario
 
         if Path(source).suffix.lower() not in (".py", ".ipynb"):
-            raise UsageError(f"{source} is not a .py or .ipynb file; convert writes Python files and notebooks as YAML scenarios")
+            raise UsageError(
+                f"{source} is not a .py or .ipynb file; convert writes Python files and notebooks as YAML scenarios"
+            )
         text = scenario_yaml(load_scenario(source))
         with _output(output) as out:
             out.write(text)

@@ -38,7 +38,9 @@ def parse_steps(step: Optional[int], steps: Optional[str]) -> Optional[frozenset
             else:
                 chosen.add(int(part))
         except ValueError:
-            raise UsageError(f"--steps {steps!r}: write step numbers and ranges such as 2-5 or 1,3,7-9") from None
+            raise UsageError(
+                f"--steps {steps!r}: write step numbers and ranges such as 2-5 or 1,3,7-9"
+            ) from None
     return frozenset(chosen)
 
 

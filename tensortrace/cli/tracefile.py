@@ -28,7 +28,9 @@ def load_traces(source: str) -> List[Trace]:
         if source == "-":
             data = sys.stdin.buffer.read(MAX_TRACE_FILE_BYTES + 1)
             if len(data) > MAX_TRACE_FILE_BYTES:
-                raise Unreadable(f"the input is over the {MAX_TRACE_FILE_BYTES:,}-byte limit for a saved trace")
+                raise Unreadable(
+                    f"the input is over the {MAX_TRACE_FILE_BYTES:,}-byte limit for a saved trace"
+                )
         else:
             data, _ = read_regular(source, MAX_TRACE_FILE_BYTES, what="a saved trace")
     except FileNotFoundError:

@@ -8,8 +8,26 @@ from typing import List, Optional, Sequence, Tuple
 import typer
 
 from .options import (  # one definition for every command
-    ALL_ROWS, CHANGES, CHECK_TARGETS, COLOR, DEVICE, FORMAT, GRAPH, MEMORY, NO_VALUES, OPS,
-    OUTPUT, REQUIRE, SCENARIO_TIMEOUT, SHOW, STEP, STEPS, TARGETS, TIMEOUT, TRUST, WIDTH,
+    ALL_ROWS,
+    CHANGES,
+    CHECK_TARGETS,
+    COLOR,
+    DEVICE,
+    FORMAT,
+    GRAPH,
+    MEMORY,
+    NO_VALUES,
+    OPS,
+    OUTPUT,
+    REQUIRE,
+    SCENARIO_TIMEOUT,
+    SHOW,
+    STEP,
+    STEPS,
+    TARGETS,
+    TIMEOUT,
+    TRUST,
+    WIDTH,
 )
 from ..errors import Interrupted, TensorTraceError
 from ..trace import Trace
@@ -65,17 +83,35 @@ def run(
         _check_device(device)
         _check_ops(ops)
         scenarios = [with_graph(sc, names_of(graph)) for sc in _load_all(targets)]
-        check_steps_exist(parse_steps(step, steps), [len(sc.steps) for sc in scenarios], any(sc.setup for sc in scenarios))
+        check_steps_exist(
+            parse_steps(step, steps),
+            [len(sc.steps) for sc in scenarios],
+            any(sc.setup for sc in scenarios),
+        )
         with _output(output) as out:
             live = stream(form)
-            progress = _progress(scenarios, streamed_to_terminal=live is not None and out.is_terminal)
+            progress = _progress(
+                scenarios, streamed_to_terminal=live is not None and out.is_terminal
+            )
             traces, interrupted = _trace_into(
-                out, live, scenarios, progress, trust=trust, device=device, timeout=timeout, memory_limit=memory_limit,
-                scenario_timeout=scenario_timeout, require_confinement=require_confinement, ops=ops,
+                out,
+                live,
+                scenarios,
+                progress,
+                trust=trust,
+                device=device,
+                timeout=timeout,
+                memory_limit=memory_limit,
+                scenario_timeout=scenario_timeout,
+                require_confinement=require_confinement,
+                ops=ops,
             )
             options = replace(
-                _render_options(form, out, step, steps, changes_only, show, no_values, width, color),
-                ops=ops, all_rows=all_rows,
+                _render_options(
+                    form, out, step, steps, changes_only, show, no_values, width, color
+                ),
+                ops=ops,
+                all_rows=all_rows,
             )
             out.write(_rest_of_output(_noting_show(traces, show), form, live, options))
         return _run_status(traces, interrupted)
@@ -83,7 +119,9 @@ def run(
     _guarded(body)
 
 
-def _trace_into(out: Output, live: Optional[StreamRenderer], scenarios: list, progress, **run_args) -> Tuple[List[Trace], bool]:
+def _trace_into(
+    out: Output, live: Optional[StreamRenderer], scenarios: list, progress, **run_args
+) -> Tuple[List[Trace], bool]:
     """Run the scenarios, writing a live format's events as they come; (traces, interrupted)."""
 
     def on_start(trace: Trace) -> None:
@@ -97,12 +135,16 @@ def _trace_into(out: Output, live: Optional[StreamRenderer], scenarios: list, pr
             out.write(live.step(trace, st))
 
     try:
-        return _run_all(scenarios, on_start=on_start, on_step=on_step, progress=progress, **run_args), False
+        return _run_all(
+            scenarios, on_start=on_start, on_step=on_step, progress=progress, **run_args
+        ), False
     except Interrupted as stop:
         return stop.traces, True
 
 
-def _rest_of_output(traces: List[Trace], form: str, live: Optional[StreamRenderer], options: RenderOptions) -> str:
+def _rest_of_output(
+    traces: List[Trace], form: str, live: Optional[StreamRenderer], options: RenderOptions
+) -> str:
     """What is still to write once the run is over: the closing events, or the whole document."""
     if live is not None:
         return "".join(live.end(trace) for trace in traces)
@@ -111,7 +153,9 @@ def _rest_of_output(traces: List[Trace], form: str, live: Optional[StreamRendere
 
 def _run_status(traces: List[Trace], interrupted: bool) -> int:
     if interrupted:
-        typer.echo("tensortrace: interrupted; the output above holds what was traced so far", err=True)
+        typer.echo(
+            "tensortrace: interrupted; the output above holds what was traced so far", err=True
+        )
         return EXIT_INTERRUPTED
     return EXIT_OK if all(t.passed for t in traces) else EXIT_FAILED
 
@@ -138,8 +182,14 @@ def check(
         _prepare_check(files, confine=not trust)
         for target in files:
             verdicts = _check_one(
-                target, trust=trust, device=device, timeout=timeout, memory_limit=memory_limit,
-                scenario_timeout=scenario_timeout, require_confinement=require_confinement, ops=ops,
+                target,
+                trust=trust,
+                device=device,
+                timeout=timeout,
+                memory_limit=memory_limit,
+                scenario_timeout=scenario_timeout,
+                require_confinement=require_confinement,
+                ops=ops,
             )
             if verdicts is None:
                 unusable += 1
@@ -193,7 +243,10 @@ def _check_one(target: str, **run_args) -> Optional[List[bool]]:
     except Interrupted:
         raise KeyboardInterrupt from None
     except Exception as exc:  # noqa: BLE001 - a broken file must not end the whole check
-        typer.echo(error_line(target, f"{target}: could not be checked ({type(exc).__name__}: {exc})"), err=True)
+        typer.echo(
+            error_line(target, f"{target}: could not be checked ({type(exc).__name__}: {exc})"),
+            err=True,
+        )
         return None
     for line in lines:
         typer.echo(line)

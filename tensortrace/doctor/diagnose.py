@@ -33,9 +33,11 @@ MAX_NODES = 100_000  # graph nodes walked to find where an old graph begins, or 
 _INPLACE = "modified by an inplace operation"
 _TWICE = "backward through the graph a second time"
 _NO_GRAD = "does not require grad and does not have a grad_fn"
-_ALLOW = ("or, to keep the write, run forward and backward inside "
-          "`with torch.autograd.graph.allow_mutation_on_saved_tensors():` (it saves a copy when "
-          "a saved tensor is written)")
+_ALLOW = (
+    "or, to keep the write, run forward and backward inside "
+    "`with torch.autograd.graph.allow_mutation_on_saved_tensors():` (it saves a copy when "
+    "a saved tensor is written)"
+)
 
 
 def diagnose(rec: Any, exc: BaseException, call: Any, roots: Any, frame: Any) -> Optional[Failure]:
@@ -94,9 +96,14 @@ def saved_name(saved: Any, frame: Any) -> Optional[str]:
 
 def saved_record(saved: Any, frame: Any, node: Optional[str]) -> Saved:
     t = saved.tensor
-    return Saved(name=saved_name(saved, frame), node=node, shape=tuple(t.shape),
-                 dtype=str(t.dtype).replace("torch.", ""), place=place(saved.spot),
-                 version=saved.version)
+    return Saved(
+        name=saved_name(saved, frame),
+        node=node,
+        shape=tuple(t.shape),
+        dtype=str(t.dtype).replace("torch.", ""),
+        place=place(saved.spot),
+        version=saved.version,
+    )
 
 
 def _write(w: Any) -> Write:
@@ -118,14 +125,24 @@ def _modified(rec: Any, text: str, call: Any, frame: Any) -> Failure:
         alias = first.alias or name
         if alias != name and alias.isidentifier():
             alias = f"{alias} (memory shared with {name})"
-        headline = (f"{where}: {alias} is changed in place ({first.op}) after "
-                    f"{record.node or 'autograd'} saved {name}{at} for backward")
+        headline = (
+            f"{where}: {alias} is changed in place ({first.op}) after "
+            f"{record.node or 'autograd'} saved {name}{at} for backward"
+        )
     else:
-        headline = (f"{_where(saved.spot)}: {name}, saved here for backward, was changed in place "
-                    f"(version {saved.version} -> {now}) by a write the watch did not see")
-    return Failure(kind="modified-in-place", headline=headline, error=_first(text),
-                   backward=place(call.spot), saved=record, writes=writes,
-                   fixes=_inplace_fixes(saved, record, writes, _detach_line(rec, record.name)))
+        headline = (
+            f"{_where(saved.spot)}: {name}, saved here for backward, was changed in place "
+            f"(version {saved.version} -> {now}) by a write the watch did not see"
+        )
+    return Failure(
+        kind="modified-in-place",
+        headline=headline,
+        error=_first(text),
+        backward=place(call.spot),
+        saved=record,
+        writes=writes,
+        fixes=_inplace_fixes(saved, record, writes, _detach_line(rec, record.name)),
+    )
 
 
 def _detach_line(rec: Any, name: Optional[str]) -> Optional[Place]:
@@ -134,14 +151,18 @@ def _detach_line(rec: Any, name: Optional[str]) -> Optional[Place]:
         return None
     for kind, spot, _, _ in reversed(rec.cuts):
         found = place(spot)
-        if kind in ("detach()", ".data") and found is not None and re.search(
-                rf"\b{re.escape(name)}\.(detach\(\)|data\b)", found.code):
+        if (
+            kind in ("detach()", ".data")
+            and found is not None
+            and re.search(rf"\b{re.escape(name)}\.(detach\(\)|data\b)", found.code)
+        ):
             return found
     return None
 
 
-def _inplace_fixes(saved: Any, record: Saved, writes: Tuple[Write, ...],
-                   detached: Optional[Place]) -> Tuple[str, ...]:
+def _inplace_fixes(
+    saved: Any, record: Saved, writes: Tuple[Write, ...], detached: Optional[Place]
+) -> Tuple[str, ...]:
     fixes: List[str] = []
     name = record.name or "the tensor"
     for w, seen in zip(writes, saved.writes):
@@ -151,17 +172,26 @@ def _inplace_fixes(saved: Any, record: Saved, writes: Tuple[Write, ...],
         if seen.via and ("torch/nn/" in seen.via or "torch\\nn\\" in seen.via):
             built = _inplace_true_lines(w.place.path, record.place)
             where = f" ({', '.join(built)})" if built else ""
-            fixes.append(f"line {line} runs a module or function built with inplace=True{where}: "
-                         "build it with inplace=False, e.g. nn.ReLU(inplace=False)")
-        elif w.alias and (w.alias.startswith(".data") or w.alias.startswith("memory shared")
-                          or w.alias != name):
+            fixes.append(
+                f"line {line} runs a module or function built with inplace=True{where}: "
+                "build it with inplace=False, e.g. nn.ReLU(inplace=False)"
+            )
+        elif w.alias and (
+            w.alias.startswith(".data") or w.alias.startswith("memory shared") or w.alias != name
+        ):
             hint = _clone_hint(w, name)
             if detached is not None:
-                cloned = re.sub(r"\.detach\(\)|\.data\b", lambda m: m.group(0) + ".clone()",
-                                re.sub(r"\s+#.*$", "", detached.code), count=1)
+                cloned = re.sub(
+                    r"\.detach\(\)|\.data\b",
+                    lambda m: m.group(0) + ".clone()",
+                    re.sub(r"\s+#.*$", "", detached.code),
+                    count=1,
+                )
                 hint = f"line {detached.line}: {cloned}"
-            fixes.append(f"line {line} writes into {w.alias}, which shares memory with {name}: "
-                         f"clone() before writing (e.g. `{hint}`)")
+            fixes.append(
+                f"line {line} writes into {w.alias}, which shares memory with {name}: "
+                f"clone() before writing (e.g. `{hint}`)"
+            )
         else:
             rewrite = out_of_place(w.place.code)
             hint = f": `{rewrite}`" if rewrite else ""
@@ -219,21 +249,37 @@ def _freed(rec: Any, text: str, call: Any, roots: List[Any], frame: Any) -> Fail
     backward = place(call.spot)
     fixes: List[str] = []
     if carrier and carried is not None and backward is not None:
-        fixes.append(f"detach {carrier} before the new graph uses it: "
-                     f"`{carrier} = {carrier}.detach()` "
-                     f"before line {carried.line} (each iteration then has its own graph)")
+        fixes.append(
+            f"detach {carrier} before the new graph uses it: "
+            f"`{carrier} = {carrier}.detach()` "
+            f"before line {carried.line} (each iteration then has its own graph)"
+        )
         where = f"{carried.path}:{carried.line}"
-        headline = (f"{where}: {carrier} still carries the graph that the backward at "
-                    f"{_short(freed_by, carried, backward)} freed; detach it "
-                    f"(`{carrier} = {carrier}.detach()`) before this line")
+        headline = (
+            f"{where}: {carrier} still carries the graph that the backward at "
+            f"{_short(freed_by, carried, backward)} freed; detach it "
+            f"(`{carrier} = {carrier}.detach()`) before this line"
+        )
     else:
-        headline = (f"{_at(backward)}: this backward runs through a graph that the backward at "
-                    f"{_short(freed_by, backward, backward)} already freed")
+        headline = (
+            f"{_at(backward)}: this backward runs through a graph that the backward at "
+            f"{_short(freed_by, backward, backward)} already freed"
+        )
     first = "the first backward" if freed_by is None else f"the backward at line {freed_by.line}"
-    fixes.append(f"or, if both backward calls are meant to go through the same graph, pass "
-                 f"retain_graph=True to {first}")
-    return Failure(kind="freed-graph", headline=headline, error=_first(text), backward=backward,
-                   freed_by=freed_by, carrier=carrier, carried_at=carried, fixes=tuple(fixes))
+    fixes.append(
+        f"or, if both backward calls are meant to go through the same graph, pass "
+        f"retain_graph=True to {first}"
+    )
+    return Failure(
+        kind="freed-graph",
+        headline=headline,
+        error=_first(text),
+        backward=backward,
+        freed_by=freed_by,
+        carrier=carrier,
+        carried_at=carried,
+        fixes=tuple(fixes),
+    )
 
 
 def _short(p: Any, here: Any, backward: Any) -> str:
@@ -299,28 +345,41 @@ def _spot_of_frame(frame: Any) -> Any:
 
 def _no_grad(rec: Any, text: str, call: Any, roots: List[Any], frame: Any) -> Failure:
     recent = [c for c in rec.cuts if c[3] == call.index - 1] or list(rec.cuts)
-    cuts = tuple(Cut(kind=kind, place=place(spot)) for kind, spot, _, _ in reversed(recent)
-                 if spot is not None)
+    cuts = tuple(
+        Cut(kind=kind, place=place(spot))
+        for kind, spot, _, _ in reversed(recent)
+        if spot is not None
+    )
     name = next((n for n in (_identity_name(frame, t) for t in roots) if n), None) or "the tensor"
     backward = place(call.spot)
     if cuts:
         cut = cuts[0]
-        headline = (f"{cut.place.path}:{cut.place.line}: {cut.kind} cuts {name} off the graph, "
-                    f"so the backward at line {backward.line if backward else '?'} has no path "
-                    "to anything that requires grad")
+        headline = (
+            f"{cut.place.path}:{cut.place.line}: {cut.kind} cuts {name} off the graph, "
+            f"so the backward at line {backward.line if backward else '?'} has no path "
+            "to anything that requires grad"
+        )
         fixes = (_CUT_FIXES.get(cut.kind, "remove the cut on the path to the loss"),)
     else:
-        headline = (f"{_at(backward)}: {name} does not require grad, and no detach(), .data, "
-                    "no_grad or .numpy() was seen on its way: nothing it was computed from "
-                    "requires grad")
+        headline = (
+            f"{_at(backward)}: {name} does not require grad, and no detach(), .data, "
+            "no_grad or .numpy() was seen on its way: nothing it was computed from "
+            "requires grad"
+        )
         fixes = ("check requires_grad of the inputs and parameters the loss is computed from",)
-    return Failure(kind="no-grad", headline=headline, error=_first(text), backward=backward,
-                   cuts=cuts, fixes=fixes)
+    return Failure(
+        kind="no-grad",
+        headline=headline,
+        error=_first(text),
+        backward=backward,
+        cuts=cuts,
+        fixes=fixes,
+    )
 
 
 _CUT_FIXES = {
     "detach()": "remove .detach() on the path from the parameters to the loss "
-                "(detach only what you log or store)",
+    "(detach only what you log or store)",
     ".data": "use the tensor itself instead of .data on the path to the loss",
     "torch.no_grad()": "compute the loss outside the torch.no_grad() block",
     ".numpy()": "keep the computation in torch: a NumPy round trip makes a tensor with no graph",
@@ -355,23 +414,30 @@ def silent_entry(rec: Any, saved: Any, node: Any, call: Any, frame: Any) -> None
     }
 
 
-def _silent_headline(saved: Saved, writes: Tuple[Write, ...], shares: Tuple[Cut, ...],
-                     backward: Any) -> str:
+def _silent_headline(
+    saved: Saved, writes: Tuple[Write, ...], shares: Tuple[Cut, ...], backward: Any
+) -> str:
     name = saved.name or "a saved tensor"
     node = saved.node or "autograd"
     at = "" if saved.place is None else f" at line {saved.place.line}"
     late = "" if backward is None else f" at line {backward.line}"
     if writes and writes[0].place is not None:
         w = writes[0]
-        return (f"{w.place.path}:{w.place.line}: {w.alias or name} is changed ({w.op}) "
-                f"after {node} saved {name}{at}; no version changed, so the backward{late} "
-                "used the new values")
+        return (
+            f"{w.place.path}:{w.place.line}: {w.alias or name} is changed ({w.op}) "
+            f"after {node} saved {name}{at}; no version changed, so the backward{late} "
+            "used the new values"
+        )
     if shares:
         view = shares[0].place
-        return (f"{view.path}:{view.line}: {name} is shared with NumPy here, and its values "
-                f"changed after {node} saved it{at}; the backward{late} used the new values")
-    return (f"{_at(saved.place)}: {name}, saved here by {node}, changed before the backward{late} "
-            "without a PyTorch write: look for NumPy or other writes between these lines")
+        return (
+            f"{view.path}:{view.line}: {name} is shared with NumPy here, and its values "
+            f"changed after {node} saved it{at}; the backward{late} used the new values"
+        )
+    return (
+        f"{_at(saved.place)}: {name}, saved here by {node}, changed before the backward{late} "
+        "without a PyTorch write: look for NumPy or other writes between these lines"
+    )
 
 
 def silent_records(rec: Any) -> Tuple[Silent, ...]:

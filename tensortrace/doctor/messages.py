@@ -21,7 +21,6 @@ def stripped_node(name: str) -> str:
     return name
 
 
-
 def node_name(saved: Any) -> Optional[str]:
     """The name of the node that saved an output (None for an input)."""
     return saved.grad_fn
@@ -31,8 +30,10 @@ def stale_message(saved: Any, now: int, node: Optional[str]) -> str:
     """PyTorch's own words for a saved tensor changed in place
     (torch/csrc/autograd/saved_variable.cpp), which hooks turn off."""
     shape = list(saved.tensor.shape)
-    text = ("one of the variables needed for gradient computation has been modified by an "
-            f"inplace operation: [{saved.tensor.type()} {shape}]")
+    text = (
+        "one of the variables needed for gradient computation has been modified by an "
+        f"inplace operation: [{saved.tensor.type()} {shape}]"
+    )
     owner = None
     if saved.is_output:
         owner = node or node_name(saved)
@@ -43,10 +44,14 @@ def stale_message(saved: Any, now: int, node: Optional[str]) -> str:
         text += f", which is output {saved.output_nr} of {stripped_node(owner)},"
     text += f" is at version {now}; expected version {saved.version} instead."
     if torch.is_anomaly_enabled():
-        text += (" Hint: the backtrace further above shows the operation that failed to compute "
-                 "its gradient. The variable in question was changed in there or anywhere later. "
-                 "Good luck!")
+        text += (
+            " Hint: the backtrace further above shows the operation that failed to compute "
+            "its gradient. The variable in question was changed in there or anywhere later. "
+            "Good luck!"
+        )
     else:
-        text += (" Hint: enable anomaly detection to find the operation that failed to compute its "
-                 "gradient, with torch.autograd.set_detect_anomaly(True, check_nan=False).")
+        text += (
+            " Hint: enable anomaly detection to find the operation that failed to compute its "
+            "gradient, with torch.autograd.set_detect_anomaly(True, check_nan=False)."
+        )
     return text

@@ -92,8 +92,12 @@ def place(spot: Optional[Spot]) -> Optional[Place]:
     if spot is None:
         return None
     filename, line, function = spot
-    return Place(path=_shown_path(filename), line=line, function=function,
-                 code=linecache.getline(filename, line).strip()[:200])
+    return Place(
+        path=_shown_path(filename),
+        line=line,
+        function=function,
+        code=linecache.getline(filename, line).strip()[:200],
+    )
 
 
 def _shown_path(filename: str) -> str:
@@ -154,8 +158,11 @@ def sharing_names(frame: Optional[FrameType], key: Optional[int]) -> Tuple[str, 
     """Locals of ``frame`` whose tensors live in the memory ``key``."""
     if frame is None or key is None:
         return ()
-    return tuple(name for name, value in list(frame.f_locals.items())
-                 if isinstance(value, torch.Tensor) and storage_key(value) == key)
+    return tuple(
+        name
+        for name, value in list(frame.f_locals.items())
+        if isinstance(value, torch.Tensor) and storage_key(value) == key
+    )
 
 
 def assigned_names(spot: Optional[Spot]) -> Tuple[Tuple[str, ...], Tuple[str, ...]]:
@@ -175,6 +182,11 @@ def assigned_names(spot: Optional[Spot]) -> Tuple[Tuple[str, ...], Tuple[str, ..
     else:
         return (), ()
     value = getattr(stmt, "value", None)
-    reads = [] if value is None else [n.id for n in ast.walk(value)
-                                      if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
+    reads = (
+        []
+        if value is None
+        else [
+            n.id for n in ast.walk(value) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+        ]
+    )
     return tuple(dict.fromkeys(targets)), tuple(dict.fromkeys(reads))

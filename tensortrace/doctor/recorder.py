@@ -59,9 +59,10 @@ _SEQ = torch._C._autograd._get_sequence_nr  # the sequence number the next graph
 _NO_DISPATCH = torch._C._DisableTorchDispatch
 
 
-_WRAPPERS = tuple(os.path.join(os.path.dirname(torch.__file__), *parts)
-                  for parts in (("_dynamo", ""), ("_compile.py",),
-                                ("utils", "_python_dispatch.py")))
+_WRAPPERS = tuple(
+    os.path.join(os.path.dirname(torch.__file__), *parts)
+    for parts in (("_dynamo", ""), ("_compile.py",), ("utils", "_python_dispatch.py"))
+)
 _NN = os.path.join(os.path.dirname(torch.__file__), "nn", "")
 
 
@@ -85,11 +86,30 @@ def _torch_nn_between(frame: Any, user: Any) -> Optional[str]:
 class SavedTensor:
     """What the pack hook hands autograd for one saved tensor; the graph keeps it alive."""
 
-    __slots__ = ("tensor", "original", "version", "fp", "key", "spot", "grad_fn", "output_nr",
-                 "is_output", "writes", "__weakref__")
+    __slots__ = (
+        "tensor",
+        "original",
+        "version",
+        "fp",
+        "key",
+        "spot",
+        "grad_fn",
+        "output_nr",
+        "is_output",
+        "writes",
+        "__weakref__",
+    )
 
-    def __init__(self, t: Any, keep: Any, fp: Optional[int], key: Optional[int],
-                 spot: Optional[Spot], grad_fn: Any, is_output: bool) -> None:
+    def __init__(
+        self,
+        t: Any,
+        keep: Any,
+        fp: Optional[int],
+        key: Optional[int],
+        spot: Optional[Spot],
+        grad_fn: Any,
+        is_output: bool,
+    ) -> None:
         self.tensor = keep
         self.original = weakref.ref(t)
         self.version = t._version
@@ -109,8 +129,14 @@ class WriteSeen:
 
     __slots__ = ("op", "spot", "alias", "version", "via")
 
-    def __init__(self, op: str, spot: Optional[Spot], alias: Optional[str],
-                 version: Optional[int], via: Optional[str]) -> None:
+    def __init__(
+        self,
+        op: str,
+        spot: Optional[Spot],
+        alias: Optional[str],
+        version: Optional[int],
+        via: Optional[str],
+    ) -> None:
         self.op, self.spot, self.alias, self.version, self.via = op, spot, alias, version, via
 
 
@@ -119,8 +145,9 @@ class Call:
 
     __slots__ = ("index", "kind", "spot", "retain", "mark")
 
-    def __init__(self, index: int, kind: str, spot: Optional[Spot], retain: bool,
-                 mark: int) -> None:
+    def __init__(
+        self, index: int, kind: str, spot: Optional[Spot], retain: bool, mark: int
+    ) -> None:
         self.index, self.kind, self.spot, self.retain, self.mark = index, kind, spot, retain, mark
 
 
@@ -307,8 +334,9 @@ class Recorder:
             self.live(key)
 
     # writes and cuts --------------------------------------------------------------
-    def note_writes(self, func: Any, plan: Tuple[Tuple[int, str], ...], args: Any,
-                    kwargs: Any) -> None:
+    def note_writes(
+        self, func: Any, plan: Tuple[Tuple[int, str], ...], args: Any, kwargs: Any
+    ) -> None:
         for position, name in plan:
             value = kwargs.get(name) if position < 0 or position >= len(args) else args[position]
             for t in value if isinstance(value, (list, tuple)) else (value,):
@@ -326,8 +354,11 @@ class Recorder:
         frame = user_frame(caller)
         via = _torch_nn_between(caller, frame)
         op = f"{func.namespace}.{func.overloadpacket.__name__}"
-        spot = None if frame is None else (frame.f_code.co_filename, frame.f_lineno,
-                                           frame.f_code.co_name)
+        spot = (
+            None
+            if frame is None
+            else (frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
+        )
         seen = WriteSeen(op, spot, name_in(frame, t, key), targets[0].tensor._version, via)
         self.writes += 1
         self.fingerprint(targets)  # before the write runs: the contents as saved
@@ -390,8 +421,11 @@ class Recorder:
                 user = is_user_code(frame.f_code)
                 if user and tensor.requires_grad:
                     recorder.note_cut(".numpy()", frame)
-                spot = (frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name) \
-                    if user else spot_of(frame)
+                spot = (
+                    (frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
+                    if user
+                    else spot_of(frame)
+                )
                 recorder.shared(storage_key(tensor), spot)
             return original(tensor, *args, **kwargs)
 
@@ -447,8 +481,11 @@ class Recorder:
                 bound = {}
             retain = bound.get("retain_graph")
             retain = bool(bound.get("create_graph", False)) if retain is None else bool(retain)
-            spot = None if frame is None else (frame.f_code.co_filename, frame.f_lineno,
-                                               frame.f_code.co_name)
+            spot = (
+                None
+                if frame is None
+                else (frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
+            )
             recorder.backwards += 1
             this = Call(recorder.backwards, kind, spot, retain, _SEQ())
             recorder.current = this

@@ -39,8 +39,14 @@ class doctor:
     exception leaving the block goes on unchanged, after its report.
     """
 
-    def __init__(self, output: Optional[str] = None, *, fmt: Optional[str] = None,
-                 width: Optional[int] = None, target: str = "<block>") -> None:
+    def __init__(
+        self,
+        output: Optional[str] = None,
+        *,
+        fmt: Optional[str] = None,
+        width: Optional[int] = None,
+        target: str = "<block>",
+    ) -> None:
         self.output = None if output is None else os.fspath(output)
         self.fmt = check_format(fmt, self.output)
         self.width = width
@@ -64,8 +70,11 @@ class doctor:
         except (TensorTraceError, OSError) as problem:
             if exc is None:
                 raise
-            warnings.warn(f"tensortrace: the doctor report could not be written: {problem}",
-                          RuntimeWarning, stacklevel=2)
+            warnings.warn(
+                f"tensortrace: the doctor report could not be written: {problem}",
+                RuntimeWarning,
+                stacklevel=2,
+            )
         return False
 
     def finish(self, exc: Optional[BaseException], status: Optional[int] = None) -> Report:
@@ -75,9 +84,13 @@ class doctor:
         rec, self._recorder = self._recorder, None
         rec.stop()
         self.report = Report(
-            version=REPORT_VERSION, target=self.target,
+            version=REPORT_VERSION,
+            target=self.target,
             watched=Watched(saved=rec.saved, writes=rec.writes, backwards=rec.backwards),
-            failure=rec.failure_for(exc), silent=silent_records(rec), exit_status=status)
+            failure=rec.failure_for(exc),
+            silent=silent_records(rec),
+            exit_status=status,
+        )
         return self.report
 
 
@@ -90,8 +103,9 @@ def check_format(fmt: Optional[str], output: Optional[str]) -> str:
     return fmt
 
 
-def render_report(report: Report, fmt: str, *, width: Optional[int] = None,
-                  color: bool = False) -> str:
+def render_report(
+    report: Report, fmt: str, *, width: Optional[int] = None, color: bool = False
+) -> str:
     if fmt == "json":
         return report_json(report)
     from ..render.doctor import render_console
@@ -99,8 +113,9 @@ def render_report(report: Report, fmt: str, *, width: Optional[int] = None,
     return render_console(report, width=width, color=color)
 
 
-def write_report(report: Any, path: Optional[str], fmt: str, *,
-                 width: Optional[int] = None) -> None:
+def write_report(
+    report: Any, path: Optional[str], fmt: str, *, width: Optional[int] = None
+) -> None:
     """To ``path`` (atomically), or to stderr."""
     if path is None or path == "-":
         stream = sys.stderr
@@ -125,9 +140,15 @@ def write_report(report: Any, path: Optional[str], fmt: str, *,
 # --- the command line --------------------------------------------------------------------
 
 
-def run_target(target: str, args: Sequence[str], *, module: bool = False,
-               output: Optional[str] = None, fmt: Optional[str] = None,
-               width: Optional[int] = None) -> int:
+def run_target(
+    target: str,
+    args: Sequence[str],
+    *,
+    module: bool = False,
+    output: Optional[str] = None,
+    fmt: Optional[str] = None,
+    width: Optional[int] = None,
+) -> int:
     """Run a script (or ``-m`` module) under the doctor; the script's exit status."""
     form = check_format(fmt, output)
     if output not in (None, "-"):

@@ -25,11 +25,20 @@ from ..scenario.spec import Code, StepSpec
 MAX_REPR = 300
 
 
-def evaluate_expectation(code: Code, index: int, ns: Dict[str, Any], compile_code: Callable[[Code, str, str], types.CodeType]) -> ExpectationResult:
+def evaluate_expectation(
+    code: Code,
+    index: int,
+    ns: Dict[str, Any],
+    compile_code: Callable[[Code, str, str], types.CodeType],
+) -> ExpectationResult:
     """Evaluate one expectation in ``ns``; its warnings and output are not the step's (rule 6)."""
     expr = code.text.strip()
     filename = f"<expect {index}>"
-    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+    with (
+        warnings.catch_warnings(),
+        contextlib.redirect_stdout(io.StringIO()),
+        contextlib.redirect_stderr(io.StringIO()),
+    ):
         warnings.simplefilter("ignore")
         parts = _split_comparison(expr)
         try:
@@ -37,7 +46,9 @@ def evaluate_expectation(code: Code, index: int, ns: Dict[str, Any], compile_cod
                 value = eval(compile_code(code, filename, "eval"), ns)
                 if bool(value):
                     return ExpectationResult(expr=expr, passed=True, line=code.line)
-                return ExpectationResult(expr=expr, passed=False, line=code.line, value=short_repr(value))
+                return ExpectationResult(
+                    expr=expr, passed=False, line=code.line, value=short_repr(value)
+                )
             left_src, op_name, right_src = parts
             left = eval(compile_code(code.with_text(left_src), filename, "eval"), ns)
             right = eval(compile_code(code.with_text(right_src), filename, "eval"), ns)
@@ -45,17 +56,30 @@ def evaluate_expectation(code: Code, index: int, ns: Dict[str, Any], compile_cod
             if passed:
                 return ExpectationResult(expr=expr, passed=True, line=code.line)
             return ExpectationResult(
-                expr=expr, passed=False, line=code.line, op=op_name, left=short_repr(left), right=short_repr(right)
+                expr=expr,
+                passed=False,
+                line=code.line,
+                op=op_name,
+                left=short_repr(left),
+                right=short_repr(right),
             )
         except (KeyboardInterrupt, StepTimeout):
             raise
         except BaseException as exc:
             return ExpectationResult(
-                expr=expr, passed=False, line=code.line, error=f"{type(exc).__name__}: {first_line(str(exc))}"
+                expr=expr,
+                passed=False,
+                line=code.line,
+                error=f"{type(exc).__name__}: {first_line(str(exc))}",
             )
 
+
 def declared_outcome(
-    spec: StepSpec, status: str, error: Optional[ErrorInfo], warns: Sequence[WarningInfo], classes: Dict[str, Any]
+    spec: StepSpec,
+    status: str,
+    error: Optional[ErrorInfo],
+    warns: Sequence[WarningInfo],
+    classes: Dict[str, Any],
 ) -> Tuple[bool, bool, List[str]]:
     """Whether the declared exception and warning happened, and every way the step misbehaved."""
     raises = spec.raises if isinstance(spec.raises, Declared) else None
@@ -81,12 +105,13 @@ def declared_outcome(
     elif raises is not None and error is None:
         failures.append(f"expected {_declared_text(raises)}, but nothing was raised")
     elif raises is not None and not raised_ok:
-        failures.append(f"expected {_declared_text(raises)}, but it raised {error.type}: {first_line(error.message)}")
+        failures.append(
+            f"expected {_declared_text(raises)}, but it raised {error.type}: {first_line(error.message)}"
+        )
     if warned is not None and not warned_ok and status != "timeout":
         got = ", ".join(sorted({w.category for w in warns})) or "no warning"
         failures.append(f"expected warning {_declared_text(warned)}, but got {got}")
     return raised_ok, warned_ok, failures
-
 
 
 _COMPARE: Dict[str, Callable[[Any, Any], Any]] = {
@@ -102,8 +127,16 @@ _COMPARE: Dict[str, Callable[[Any, Any], Any]] = {
     "not in": lambda a, b: a not in b,
 }
 _OP_NAMES = {
-    ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=",
-    ast.Is: "is", ast.IsNot: "is not", ast.In: "in", ast.NotIn: "not in",
+    ast.Eq: "==",
+    ast.NotEq: "!=",
+    ast.Lt: "<",
+    ast.LtE: "<=",
+    ast.Gt: ">",
+    ast.GtE: ">=",
+    ast.Is: "is",
+    ast.IsNot: "is not",
+    ast.In: "in",
+    ast.NotIn: "not in",
 }
 
 

@@ -29,7 +29,11 @@ MAX_FLOW_NODES = 200  # nodes recorded per backward call; the rest are counted
 MAX_FLOWS = 20  # backward calls recorded per step; the rest are counted
 MAX_COUNTED = 100_000  # nodes counted beyond those, at most
 
-BACKWARD_CALLS = (torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad)  # the calls that run the engine
+BACKWARD_CALLS = (
+    torch.Tensor.backward,
+    torch.autograd.backward,
+    torch.autograd.grad,
+)  # the calls that run the engine
 _NOT_RECORDED = Values(kind="unavailable", reason="values not recorded")
 _STRIDED = torch.strided
 _FLOATS = frozenset({torch.float32, torch.float64, torch.float16, torch.bfloat16})
@@ -41,7 +45,12 @@ def _small_values(g: Any) -> Optional[Values]:
     A gradient is usually such a tensor, and this is what ``probe.tensor_values``
     would record for it, without its checks for every other kind of tensor.
     """
-    if type(g) is not torch.Tensor or g.layout is not _STRIDED or g.device.type != "cpu" or g.dtype not in _FLOATS:
+    if (
+        type(g) is not torch.Tensor
+        or g.layout is not _STRIDED
+        or g.device.type != "cpu"
+        or g.dtype not in _FLOATS
+    ):
         return None
     if g.dim() > 1 or g.numel() > EXACT_LIMIT:
         return None
@@ -54,8 +63,10 @@ def _small_values(g: Any) -> Optional[Values]:
     return Values(kind="exact", data=tuple(data))
 
 
-_TRANSFORMED = ("a backward call inside a torch.func transform (grad, jacrev, vmap, hessian): its "
-                "gradient flow is not recorded, since its tensors are wrappers without storage")
+_TRANSFORMED = (
+    "a backward call inside a torch.func transform (grad, jacrev, vmap, hessian): its "
+    "gradient flow is not recorded, since its tensors are wrappers without storage"
+)
 _peek_transform = torch._C._functorch.peek_interpreter_stack
 _wrapped = torch._C._functorch.is_functorch_wrapped_tensor
 
@@ -92,7 +103,11 @@ def is_backward(func: Any) -> bool:
 
 
 def _roots(func: Any, args: Sequence[Any], kwargs: Dict[str, Any]) -> List[Any]:
-    first = args[0] if args else kwargs.get("tensors" if func is BACKWARD_CALLS[1] else "outputs", kwargs.get("self"))
+    first = (
+        args[0]
+        if args
+        else kwargs.get("tensors" if func is BACKWARD_CALLS[1] else "outputs", kwargs.get("self"))
+    )
     if isinstance(first, torch.Tensor):
         return [first]
     if isinstance(first, (list, tuple)):
@@ -101,8 +116,18 @@ def _roots(func: Any, args: Sequence[Any], kwargs: Dict[str, Any]) -> List[Any]:
 
 
 class _Node:
-    __slots__ = ("node", "name", "next", "grad_in", "grad_out", "ran", "done", "leaf", "before",
-                 "after")
+    __slots__ = (
+        "node",
+        "name",
+        "next",
+        "grad_in",
+        "grad_out",
+        "ran",
+        "done",
+        "leaf",
+        "before",
+        "after",
+    )
 
     def __init__(self, node: Any) -> None:
         self.node = node
@@ -176,11 +201,15 @@ class FlowRecorder:
             armed.notice = _TRANSFORMED
             return armed
         try:
-            with torch._C.DisableTorchFunctionSubclass():  # a subclass's __torch_function__ never sees these reads
+            with (
+                torch._C.DisableTorchFunctionSubclass()
+            ):  # a subclass's __torch_function__ never sees these reads
                 self._walk(armed, _roots(func, args, kwargs))
         except Exception as exc:  # never let recording break the user's backward call
             self.disarm(armed)
-            armed.notice = f"the gradient flow could not be recorded ({type(exc).__name__}: {exc})".splitlines()[0][:300]
+            armed.notice = f"the gradient flow could not be recorded ({type(exc).__name__}: {exc})".splitlines()[
+                0
+            ][:300]
         return armed
 
     def _walk(self, armed: _Armed, tensors: List[Any]) -> None:
@@ -196,7 +225,9 @@ class FlowRecorder:
         while at < len(armed.nodes):
             entry = armed.nodes[at]
             at += 1
-            for nxt, _ in next_nodes(entry.node):  # anchored: freeing the graph later stays iterative
+            for nxt, _ in next_nodes(
+                entry.node
+            ):  # anchored: freeing the graph later stays iterative
                 if nxt is None:
                     entry.next.append(None)
                     continue
@@ -259,7 +290,9 @@ class FlowRecorder:
                 self.released[id(entry.node)] = entry.name
             entry.node = None
 
-    def finish(self, start: Dict[int, Tuple[str, Any]], end: Dict[int, Tuple[str, Any]], call_name: Any) -> Tuple[Flow, ...]:
+    def finish(
+        self, start: Dict[int, Tuple[str, Any]], end: Dict[int, Tuple[str, Any]], call_name: Any
+    ) -> Tuple[Flow, ...]:
         """The step's backward calls as records, leaves named by the namespace, calls by ``call_name``."""
         if not self.calls:
             return ()
@@ -297,7 +330,15 @@ class FlowRecorder:
                 )
                 for i, e in enumerate(armed.nodes)
             )
-            flows.append(Flow(call=call_name(armed.func), roots=tuple(ids[i] for i in armed.roots), nodes=nodes, omitted=armed.omitted, notice=armed.notice))
+            flows.append(
+                Flow(
+                    call=call_name(armed.func),
+                    roots=tuple(ids[i] for i in armed.roots),
+                    nodes=nodes,
+                    omitted=armed.omitted,
+                    notice=armed.notice,
+                )
+            )
         self.calls, self.skipped = [], []
         return tuple(flows + flows_more)
 
@@ -320,12 +361,17 @@ def with_hook_notes(flows: Tuple[Flow, ...], objects: Dict[str, Any]) -> Tuple[F
     for flow in flows:
         names = {n.name for n in flow.nodes}
         leaves = {n.leaf for n in flow.nodes if n.leaf is not None}
-        ran = [f"`{name}`" for name, leaf, fn in hooked
-               if (name in leaves if leaf else fn is not None and node_name(fn) in names)]
+        ran = [
+            f"`{name}`"
+            for name, leaf, fn in hooked
+            if (name in leaves if leaf else fn is not None and node_name(fn) in names)
+        ]
         if ran:
-            note = (f"{', '.join(ran)} {'has a hook' if len(ran) == 1 else 'have hooks'} (register_hook): "
-                    "a hook runs between the gradient sent to the node it feeds and what that node receives, "
-                    "so that node's grad_in is the hook's result, not what was sent")
+            note = (
+                f"{', '.join(ran)} {'has a hook' if len(ran) == 1 else 'have hooks'} (register_hook): "
+                "a hook runs between the gradient sent to the node it feeds and what that node receives, "
+                "so that node's grad_in is the hook's result, not what was sent"
+            )
             flow = evolve(flow, notice=f"{flow.notice}; {note}" if flow.notice else note)
         out.append(flow)
     return tuple(out)

@@ -8,6 +8,7 @@ It also finds, for a backward that failed on a changed saved tensor, the
 saved tensors themselves, so that the explanation names one of the
 scenario's tensors only when identity proves it (``saved_suspects``).
 """
+
 from __future__ import annotations
 
 import os
@@ -27,8 +28,15 @@ from .walk import (  # noqa: F401 - re-exported: the walk's names, where callers
     walk_nodes,
 )
 
-def walk_graph(tensor_name: str, grad_fn: Any, names_by_id: Dict[int, str], *, max_nodes: int = MAX_NODES,
-               namer: Any = None) -> Graph:
+
+def walk_graph(
+    tensor_name: str,
+    grad_fn: Any,
+    names_by_id: Dict[int, str],
+    *,
+    max_nodes: int = MAX_NODES,
+    namer: Any = None,
+) -> Graph:
     """The graph behind a tensor whose ``grad_fn`` is given (None: no graph).
 
     With ``namer`` (a ``saved.Namer``), each node also records what it saved for backward.
@@ -36,8 +44,16 @@ def walk_graph(tensor_name: str, grad_fn: Any, names_by_id: Dict[int, str], *, m
     return graph_of(tensor_name, grad_fn, names_by_id, max_nodes=max_nodes, namer=namer)[0]
 
 
-def graph_of(tensor_name: str, grad_fn: Any, names_by_id: Dict[int, str], *, max_nodes: int, namer: Any = None,
-             reads: Optional[Dict[int, Any]] = None, walks: Optional[Dict[int, Walk]] = None) -> Tuple[Graph, bool]:
+def graph_of(
+    tensor_name: str,
+    grad_fn: Any,
+    names_by_id: Dict[int, str],
+    *,
+    max_nodes: int,
+    namer: Any = None,
+    reads: Optional[Dict[int, Any]] = None,
+    walks: Optional[Dict[int, Walk]] = None,
+) -> Tuple[Graph, bool]:
     """The graph behind ``grad_fn``, and whether its walk stopped at nodes that could not anchor (``UNANCHORED``).
 
     With ``namer``, each node records what it saved (read once per node into ``reads``, when given).
@@ -50,10 +66,17 @@ def graph_of(tensor_name: str, grad_fn: Any, names_by_id: Dict[int, str], *, max
         walks[id(grad_fn)] = walk
     order = walk.order
     names = _names(order)
-    leaves = [_leaf_name(node, names_by_id) if name == "AccumulateGrad" else None for node, name in zip(order, names)]
-    saved = saved_records(*saved_table(order, namer, reads)) if namer is not None else [()] * len(order)
+    leaves = [
+        _leaf_name(node, names_by_id) if name == "AccumulateGrad" else None
+        for node, name in zip(order, names)
+    ]
+    saved = (
+        saved_records(*saved_table(order, namer, reads)) if namer is not None else [()] * len(order)
+    )
     nodes = graph_nodes(names, leaves, walk.nexts, saved)
-    return Graph(tensor=tensor_name, root="N1", nodes=nodes, truncated=walk.truncated), walk.unanchored
+    return Graph(
+        tensor=tensor_name, root="N1", nodes=nodes, truncated=walk.truncated
+    ), walk.unanchored
 
 
 # A node's name per kind of node, where its Python type stands for one kind (PyTorch gives each
@@ -139,7 +162,9 @@ def _raw_saved(node: Any) -> List[Any]:
     return out
 
 
-_INPLACE_VERSIONS = re.compile(r"modified by an inplace operation.*?is at version (\d+); expected version \d+", re.DOTALL)
+_INPLACE_VERSIONS = re.compile(
+    r"modified by an inplace operation.*?is at version (\d+); expected version \d+", re.DOTALL
+)
 
 
 def saved_suspects(exc: BaseException, message: str) -> Optional[List[Any]]:
@@ -153,7 +178,9 @@ def saved_suspects(exc: BaseException, message: str) -> Optional[List[Any]]:
         return None
 
 
-def proven_names(suspects: Optional[List[Any]], objects: Dict[str, Any]) -> Optional[Tuple[str, ...]]:
+def proven_names(
+    suspects: Optional[List[Any]], objects: Dict[str, Any]
+) -> Optional[Tuple[str, ...]]:
     """The names that identity proves are the changed saved tensor; None when that cannot be proved.
 
     None also when the saved tensors at the reported version lie on more
@@ -168,11 +195,14 @@ def proven_names(suspects: Optional[List[Any]], objects: Dict[str, Any]) -> Opti
     if not suspects:
         return None
     keys = {_place(s) for s in suspects} - {None}
-    if len({key[0] for key in keys}) != 1:  # saved tensors on several storages fit: PyTorch means one of them
+    if (
+        len({key[0] for key in keys}) != 1
+    ):  # saved tensors on several storages fit: PyTorch means one of them
         return None
     ids = {id(s) for s in suspects}
     return tuple(
-        name for name, obj in objects.items()
+        name
+        for name, obj in objects.items()
         if isinstance(obj, torch.Tensor) and (id(obj) in ids or _place(obj) in keys)
     )
 
@@ -206,6 +236,12 @@ def view_family(suspects: Optional[List[Any]], objects: Dict[str, Any]) -> Tuple
 
 def _place(t: Any) -> Optional[Tuple[int, int, Tuple[int, ...], Tuple[int, ...], int]]:
     try:
-        return (int(t.untyped_storage()._cdata), int(t.storage_offset()), tuple(t.shape), tuple(t.stride()), int(t._version))
+        return (
+            int(t.untyped_storage()._cdata),
+            int(t.storage_offset()),
+            tuple(t.shape),
+            tuple(t.stride()),
+            int(t._version),
+        )
     except Exception:
         return None

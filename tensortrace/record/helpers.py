@@ -65,7 +65,9 @@ def _byte_set(t: torch.Tensor) -> List[Tuple[int, int]]:
     offsets = torch.zeros((), dtype=torch.int64)
     for n, s in zip(shape, stride):
         if n > 1 and s != 0:
-            offsets = (offsets.unsqueeze(-1) + torch.arange(n, dtype=torch.int64) * (s * size)).reshape(-1)
+            offsets = (
+                offsets.unsqueeze(-1) + torch.arange(n, dtype=torch.int64) * (s * size)
+            ).reshape(-1)
     starts = sorted(set((offsets.reshape(-1) + base).tolist()))
     ranges: List[Tuple[int, int]] = []
     for st in starts:

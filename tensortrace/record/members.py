@@ -14,10 +14,18 @@ import torch
 
 from .probe import is_ndarray, reason_of
 
-MAX_NAMES = 500  # tensors recorded per step (tracer.MAX_NAMES): a container's items beyond it are not read
+MAX_NAMES = (
+    500  # tensors recorded per step (tracer.MAX_NAMES): a container's items beyond it are not read
+)
 
 
-def expand_value(name: str, value: Any, found: List[Tuple[str, Any, str]], depth: int, notes: Optional[List[str]] = None) -> None:
+def expand_value(
+    name: str,
+    value: Any,
+    found: List[Tuple[str, Any, str]],
+    depth: int,
+    notes: Optional[List[str]] = None,
+) -> None:
     """Add ``value``'s tensors to ``found`` under the names the contract gives them.
 
     Containers are read with the built-in types' own methods (``list.__getitem__``,
@@ -34,7 +42,9 @@ def expand_value(name: str, value: Any, found: List[Tuple[str, Any, str]], depth
             members = _module_members(name, value)
         except Exception as exc:  # e.g. an __init__ that never called super().__init__()
             if notes is not None:
-                notes.append(f"{name}: its parameters could not be listed ({type(exc).__name__}: {reason_of(exc)})")
+                notes.append(
+                    f"{name}: its parameters could not be listed ({type(exc).__name__}: {reason_of(exc)})"
+                )
             return
         found.extend(members)
     elif depth < 2 and isinstance(value, (list, tuple)) and not isinstance(value, torch.Size):
@@ -58,7 +68,9 @@ def _holds_tensor(value: Any, depth: int) -> bool:
     if depth <= 0 or isinstance(value, torch.Size):
         return False
     if isinstance(value, (list, tuple)):
-        items = (list.__getitem__ if isinstance(value, list) else tuple.__getitem__)(value, slice(0, 64))
+        items = (list.__getitem__ if isinstance(value, list) else tuple.__getitem__)(
+            value, slice(0, 64)
+        )
     elif isinstance(value, dict):
         items = list(dict.values(value))[:64]
     else:

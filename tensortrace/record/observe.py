@@ -27,16 +27,32 @@ def observe(
 ) -> Tuple[Tuple[Any, ...], Tuple[Prediction, ...]]:
     """The graphs to draw (``(name, grad_fn)`` each) and the step's predictions, each node read once for both."""
     targets = predictor.targets(states, objects)
-    if not targets and not drawn:  # no graph behind any named tensor: nothing saved, nothing to predict
+    if (
+        not targets and not drawn
+    ):  # no graph behind any named tensor: nothing saved, nothing to predict
         predictor.freed_since = {}
         return (), ()
     roots = [fn for _, fn in targets]
     reads: Dict[int, Any] = {}  # each node's saved tensors, read once for drawing and predicting
-    walks: Dict[int, Any] = {}  # each drawn graph's walk, by its root's id: the scan of that root alone reuses it
+    walks: Dict[
+        int, Any
+    ] = {}  # each drawn graph's walk, by its root's id: the scan of that root alone reuses it
     try:
-        with paused_gc():  # what is made here lives until it returns: collecting meanwhile would find nothing
-            walked = [graph_of(name, fn, names_by_id, max_nodes=MAX_NODES, namer=namer, reads=reads, walks=walks)
-                      for name, fn in drawn]
+        with (
+            paused_gc()
+        ):  # what is made here lives until it returns: collecting meanwhile would find nothing
+            walked = [
+                graph_of(
+                    name,
+                    fn,
+                    names_by_id,
+                    max_nodes=MAX_NODES,
+                    namer=namer,
+                    reads=reads,
+                    walks=walks,
+                )
+                for name, fn in drawn
+            ]
             again = walks.get(id(roots[0])) if len(roots) == 1 else None
             found = scan(roots, namer, MAX_NODES, reads, again) if roots else None
     finally:
@@ -46,7 +62,8 @@ def observe(
     if found is not None:
         first = predictor.node_first
         predictor.node_first = {
-            (id(n), type(n).__name__): first.get((id(n), type(n).__name__), index) for n in found["order"]
+            (id(n), type(n).__name__): first.get((id(n), type(n).__name__), index)
+            for n in found["order"]
         }
         slices = [n for n in found["order"] if type(n).__name__ == "CopySlices"]
         found["order"] = None  # keeps no node alive past this call
@@ -58,6 +75,7 @@ def observe(
     if predictor.silent:
         predictions += silent_predictions(predictor, targets, predictions, namer)
     if slices or predictor.slices:
-        predictions += unchecked_predictions(predictor, index, targets, predictions, slices, states, objects)
+        predictions += unchecked_predictions(
+            predictor, index, targets, predictions, slices, states, objects
+        )
     return tuple(graph for graph, _ in walked), predictions
-

@@ -27,9 +27,15 @@ def call_name(func: Any) -> str:
         text = None
     if not text:
         module = getattr(func, "__module__", None) or ""
-        qual = getattr(func, "__qualname__", None) or getattr(func, "__name__", None) or type(func).__name__
+        qual = (
+            getattr(func, "__qualname__", None)
+            or getattr(func, "__name__", None)
+            or type(func).__name__
+        )
         text = f"{module}.{qual}" if module else qual
-        if text.startswith("torch.autograd.") and text.count(".") > 2:  # torch.autograd.__init__.backward
+        if (
+            text.startswith("torch.autograd.") and text.count(".") > 2
+        ):  # torch.autograd.__init__.backward
             text = "torch.autograd." + text.rsplit(".", 1)[-1]
     try:
         _CALL_NAMES[func] = text
@@ -38,7 +44,9 @@ def call_name(func: Any) -> str:
     return text
 
 
-def existed_before(fields: List[Dict[str, Any]], rows: List[Any], before: int) -> List[Tuple[bool, ...]]:
+def existed_before(
+    fields: List[Dict[str, Any]], rows: List[Any], before: int
+) -> List[Tuple[bool, ...]]:
     """Per operation, per result: whether its storage existed before the operation began.
 
     It did if the registry had labelled it before the step (``before``), or if an earlier
@@ -58,9 +66,11 @@ def existed_before(fields: List[Dict[str, Any]], rows: List[Any], before: int) -
             if label is not None and first.get(label, at) > at:
                 first[label] = at
     return [
-        tuple(label is not None
-              and (_number(label) <= before or first.get(label, (index, 1)) <= (index, 0))
-              for label in f["outputs"])
+        tuple(
+            label is not None
+            and (_number(label) <= before or first.get(label, (index, 1)) <= (index, 0))
+            for label in f["outputs"]
+        )
         for index, f in enumerate(fields)
     ]
 

@@ -47,11 +47,15 @@ from .recordability import UNRECORDABLE, recordable  # noqa: F401 - part of this
 from .storages import StorageRegistry
 from .oplog import call_name, existed_before as _existed  # noqa: F401 - call_name is part of this module's interface
 
-MAX_OPS = 2000  # operations (calls and ATen operations together) recorded per step; the rest are counted
+MAX_OPS = (
+    2000  # operations (calls and ATen operations together) recorded per step; the rest are counted
+)
 
 _Tensor = torch.Tensor
 _plain = torch._C.DisableTorchFunctionSubclass
-_HERE = frozenset({__file__, torch.utils._python_dispatch.__file__, torch._ops.__file__})  # frames the modes add
+_HERE = frozenset(
+    {__file__, torch.utils._python_dispatch.__file__, torch._ops.__file__}
+)  # frames the modes add
 # (id of the tensor, (its identity.mark, the mark's generation), storage key or None); the key is
 # (device, address, bytes, weak reference to the storage, identity for addressless storages)
 Grabbed = Tuple[int, Any, Optional[Tuple[Any, int, int, Any, Optional[int]]]]
@@ -106,7 +110,9 @@ def _complete(rec: "OpsRecorder", grabbed: List[Grabbed], tensors: List[Any]) ->
             grabbed[i] = rec.take(t)
 
 
-_weakref = weakref.ref  # storages only: a weak reference to a tensor blocks torch.utils.swap_tensors
+_weakref = (
+    weakref.ref
+)  # storages only: a weak reference to a tensor blocks torch.utils.swap_tensors
 
 
 def _version(t: Any) -> Optional[int]:
@@ -142,9 +148,19 @@ def _tensors_in(value: Any, into: List[Any]) -> None:
 
 #: In-place ATen operations that change a tensor's sizes and strides only: PyTorch moves
 #: its version, but they write no byte of its storage, so they are not said to write it.
-RESTRIDING = frozenset(f"aten::{n}" for n in (
-    "t_", "transpose_", "swapdims_", "swapaxes_", "unsqueeze_", "squeeze_", "as_strided_", "detach_",
-))
+RESTRIDING = frozenset(
+    f"aten::{n}"
+    for n in (
+        "t_",
+        "transpose_",
+        "swapdims_",
+        "swapaxes_",
+        "unsqueeze_",
+        "squeeze_",
+        "as_strided_",
+        "detach_",
+    )
+)
 
 
 class _Plan:
@@ -154,7 +170,11 @@ class _Plan:
 
     def __init__(self, func: Any) -> None:
         schema = func._schema
-        written = [(i, a.name) for i, a in enumerate(schema.arguments) if a.alias_info is not None and a.alias_info.is_write]
+        written = [
+            (i, a.name)
+            for i, a in enumerate(schema.arguments)
+            if a.alias_info is not None and a.alias_info.is_write
+        ]
         self.positions = frozenset(i for i, _ in written)
         self.keywords = frozenset(name for _, name in written)
         self.name = schema.name
@@ -169,13 +189,21 @@ class _Calls(TorchFunctionMode):
         self.rec = rec
         self.aten: Optional[_Aten] = None  # the dispatch mode entered with it (``_Both``)
 
-    def __torch_function__(self, func: Any, types: Any, args: Sequence[Any] = (), kwargs: Optional[dict] = None) -> Any:
+    def __torch_function__(
+        self, func: Any, types: Any, args: Sequence[Any] = (), kwargs: Optional[dict] = None
+    ) -> Any:
         rec = self.rec
         if kwargs is None:
             kwargs = {}
-        if rec.paused or rec.dispatching:  # PyTorch's own calls while an ATen operation runs in the mode
+        if (
+            rec.paused or rec.dispatching
+        ):  # PyTorch's own calls while an ATen operation runs in the mode
             return func(*args, **kwargs)
-        flow = rec.flow.arm(func, args, kwargs) if (func is _BACKWARD or func is _AUTOGRAD_BACKWARD or func is _GRAD) else None
+        flow = (
+            rec.flow.arm(func, args, kwargs)
+            if (func is _BACKWARD or func is _AUTOGRAD_BACKWARD or func is _GRAD)
+            else None
+        )
         if rec.count >= MAX_OPS:
             rec.count += 1
             if not rec.aten_off and self.aten is not None:
@@ -199,7 +227,15 @@ class _Calls(TorchFunctionMode):
                 _tensors_in(a, tensors)
         grab = rec.light if rec.aten else rec.take
         before = [_version(t) for t in tensors] if tensors else tensors
-        entry: List[Any] = ["call", func, None, [grab(t) for t in tensors] if tensors else [], (), [], []]
+        entry: List[Any] = [
+            "call",
+            func,
+            None,
+            [grab(t) for t in tensors] if tensors else [],
+            (),
+            [],
+            [],
+        ]
         index = len(rec.raw)
         rec.raw.append(entry)
         rec.parent = index
@@ -267,7 +303,9 @@ class _Aten(TorchDispatchMode):
         super().__init__()
         self.rec = rec
 
-    def __torch_dispatch__(self, func: Any, types: Any, args: Sequence[Any] = (), kwargs: Optional[dict] = None) -> Any:
+    def __torch_dispatch__(
+        self, func: Any, types: Any, args: Sequence[Any] = (), kwargs: Optional[dict] = None
+    ) -> Any:
         # The call mode stays on the stack under this one: the tool's own reads here, and the
         # calls PyTorch makes back into Python meanwhile (lift_fresh), are not the code's calls.
         rec = self.rec
@@ -314,7 +352,9 @@ class _Aten(TorchDispatchMode):
                     written.extend(range(start, len(ins)))
         seen = rec.seen
         grabbed = []
-        for i in written:  # what is written is read afresh: `x.data = y` gives x y's storage without any operation
+        for i in (
+            written
+        ):  # what is written is read afresh: `x.data = y` gives x y's storage without any operation
             seen.pop(id(ins[i]), None)
         for t in ins:  # a tensor seen before in this step (an earlier result) is not read again
             g = seen.get(id(t))
@@ -349,7 +389,14 @@ class _Aten(TorchDispatchMode):
 class OpsSession:
     """A run's recording: the level its scenario can be recorded at, and the names its last snapshot saw."""
 
-    def __init__(self, scenario: Any, *, on: bool = True, values: bool = True, notices: Optional[List[str]] = None) -> None:
+    def __init__(
+        self,
+        scenario: Any,
+        *,
+        on: bool = True,
+        values: bool = True,
+        notices: Optional[List[str]] = None,
+    ) -> None:
         self.level: Optional[str] = None
         if on:
             self.level, why = recordable("\n".join(code.text for _, code, _ in scenario.all_code()))
@@ -360,14 +407,21 @@ class OpsSession:
         self.released: Dict[int, str] = {}  # flow.FlowRecorder.released, for the whole run
         self.now: Optional[OpsRecorder] = None
         self.known = 0  # storages the registry had labelled when the last step's recording finished
-        self._modes: Optional[_Both] = None  # one object of each mode for the run, pointed at each step's recorder
+        self._modes: Optional[_Both] = (
+            None  # one object of each mode for the run, pointed at each step's recorder
+        )
 
     def modes(self, caught: List[Any]) -> Any:
         """The modes that record one step's code, or nothing."""
         if self.level is None:
             return contextlib.nullcontext()
-        rec = self.now = OpsRecorder(self.names, values=self.values, aten=self.level == "aten", caught=caught,
-                                     released=self.released)
+        rec = self.now = OpsRecorder(
+            self.names,
+            values=self.values,
+            aten=self.level == "aten",
+            caught=caught,
+            released=self.released,
+        )
         both = self._modes
         if both is None:
             both = self._modes = rec.modes()
@@ -377,7 +431,9 @@ class OpsSession:
                 both.aten.rec = rec
         return both
 
-    def finish(self, registry: StorageRegistry, objects: Dict[str, Any]) -> Tuple[Tuple[OpRecord, ...], int, Tuple[Flow, ...]]:
+    def finish(
+        self, registry: StorageRegistry, objects: Dict[str, Any]
+    ) -> Tuple[Tuple[OpRecord, ...], int, Tuple[Flow, ...]]:
         """The step's operations and flows, named by the namespace now that the step is over."""
         recorder, self.now = self.now, None
         if self.level is None:
@@ -391,19 +447,28 @@ class OpsSession:
             return ops, omitted, with_hook_notes(flows, objects)
         finally:
             self.known = len(registry.allocations)
-            recorder.flow.owner = None  # no cycle left for the garbage collector: the step's recording is freed now
+            recorder.flow.owner = (
+                None  # no cycle left for the garbage collector: the step's recording is freed now
+            )
 
 
 class OpsRecorder:
     """One step's recording: enter ``modes()`` around the step's code, then ``finish``."""
 
     def __init__(
-        self, start_names: Dict[int, Tuple[str, Any]], *, values: bool = True, aten: bool = True, caught: Optional[List[Any]] = None,
+        self,
+        start_names: Dict[int, Tuple[str, Any]],
+        *,
+        values: bool = True,
+        aten: bool = True,
+        caught: Optional[List[Any]] = None,
         released: Optional[Dict[int, str]] = None,
     ) -> None:
         self.released = released if released is not None else {}
         self.aten = aten
-        self.caught = caught if caught is not None else []  # the step's recorded warnings (catch_warnings(record=True))
+        self.caught = (
+            caught if caught is not None else []
+        )  # the step's recorded warnings (catch_warnings(record=True))
         self.start_names = start_names
         self.raw: List[List[Any]] = []
         self.count = 0
@@ -411,8 +476,12 @@ class OpsRecorder:
         self.parent: Optional[int] = None
         self.paused = False
         self.dispatching = 0  # ATen operations now running under the dispatch mode
-        self.pending: List[Tuple[List[Any], int, Any, Optional[int]]] = []  # written tensors until the next operation
-        self.seen: Dict[int, Grabbed] = {}  # id → what was read of a tensor this step (checked by its ref)
+        self.pending: List[
+            Tuple[List[Any], int, Any, Optional[int]]
+        ] = []  # written tensors until the next operation
+        self.seen: Dict[
+            int, Grabbed
+        ] = {}  # id → what was read of a tensor this step (checked by its ref)
         # mark → how many new tensors had it this step: a mark is a TensorImpl's address, which a
         # new tensor can only have once the one before it died (``born``)
         self.generations: Dict[int, int] = {}
@@ -453,7 +522,10 @@ class OpsRecorder:
                 entry[6].append((i, before, after))
 
     def finish(
-        self, registry: StorageRegistry, end_names: Dict[int, Tuple[str, Any]], before: int = 0,
+        self,
+        registry: StorageRegistry,
+        end_names: Dict[int, Tuple[str, Any]],
+        before: int = 0,
     ) -> Tuple[Tuple[OpRecord, ...], int, Tuple[Flow, ...]]:
         """The step's operations as records, how many more were not recorded, and its backward flows.
 
@@ -475,7 +547,9 @@ class OpsRecorder:
             if found is None:
                 owner = sref()
                 if owner is not None:
-                    found = registry.label(_device_name(key[0]), key[1], key[2], owner, ident=key[4])
+                    found = registry.label(
+                        _device_name(key[0]), key[1], key[2], owner, ident=key[4]
+                    )
                 else:
                     found = registry.label_gone(_device_name(key[0]), key[1], key[2])
                 labels[id(sref)] = found
@@ -483,7 +557,9 @@ class OpsRecorder:
 
         generations = self.generations
 
-        def name(g: Grabbed, first: Dict[Any, Tuple[str, Any]], second: Dict[Any, Tuple[str, Any]]) -> Optional[str]:
+        def name(
+            g: Grabbed, first: Dict[Any, Tuple[str, Any]], second: Dict[Any, Tuple[str, Any]]
+        ) -> Optional[str]:
             ref = g[1]
             if ref is None:
                 return None
@@ -495,9 +571,13 @@ class OpsRecorder:
             # the start's names are the tensors before any new one; the end's, those after the last
             # (asked for a result first, the end comes first)
             pairs = ((start, 0), (end, generations.get(mark, 0)))
-            for index, current in (pairs if first is start else pairs[::-1]):
+            for index, current in pairs if first is start else pairs[::-1]:
                 hit = index.get(mark)
-                if hit is not None and generation == current and (sref is None or hit[1] is None or hit[1] is sref):
+                if (
+                    hit is not None
+                    and generation == current
+                    and (sref is None or hit[1] is None or hit[1] is sref)
+                ):
                     return hit[0]
             return None
 
@@ -513,7 +593,11 @@ class OpsRecorder:
                 in_names.append(name(g, start, end))
                 found = label(g)
                 if found is not None:
-                    into = writes if i in written and not (level == "aten" and what.restrides) else reads
+                    into = (
+                        writes
+                        if i in written and not (level == "aten" and what.restrides)
+                        else reads
+                    )
                     if found not in into:
                         into.append(found)
             if parent is not None and writes:
@@ -539,12 +623,27 @@ class OpsRecorder:
             if len(outs) == 1:
                 outputs, out_names = (label(outs[0]),), (name(outs[0], end, start),)
             else:
-                outputs, out_names = tuple([label(g) for g in outs]), tuple([name(g, end, start) for g in outs])
-            fields.append(dict(
-                level=level, name=title, overload=overload, parent=entry[2], reads=tuple(reads), writes=tuple(writes),
-                outputs=outputs, tensors=OpTensors(in_=in_names, out=out_names),
-                version_bumps=tuple([VersionBump(name=in_names[i], from_=b, to=a) for i, b, a in bumps]) if bumps else (),
-            ))
+                outputs, out_names = (
+                    tuple([label(g) for g in outs]),
+                    tuple([name(g, end, start) for g in outs]),
+                )
+            fields.append(
+                dict(
+                    level=level,
+                    name=title,
+                    overload=overload,
+                    parent=entry[2],
+                    reads=tuple(reads),
+                    writes=tuple(writes),
+                    outputs=outputs,
+                    tensors=OpTensors(in_=in_names, out=out_names),
+                    version_bumps=tuple(
+                        [VersionBump(name=in_names[i], from_=b, to=a) for i, b, a in bumps]
+                    )
+                    if bumps
+                    else (),
+                )
+            )
         existed = _existed(fields, rows, before)
         records = [OpRecord(existed=e, **f) for f, e in zip(fields, existed)]
         flows = self.flow.finish(start, end, call_name) if self.flow.calls else ()
@@ -563,6 +662,8 @@ def _device_name(device: Any) -> str:
 
 
 _PLANS: Dict[Any, _Plan] = {}  # OpOverload → what its schema says, for the whole run
+
+
 class _Both:
     """Both modes, entered in order and left in reverse, even when the step raises."""
 

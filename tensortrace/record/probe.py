@@ -26,7 +26,9 @@ from .storages import StorageRegistry  # noqa: F401 (callers import it from here
 
 EXACT_LIMIT = 64  # tensors with at most this many elements are recorded exactly
 HEAD = 8  # elements shown at the start of a summary
-CHUNK = 1 << 18  # elements summarised at a time for large tensors (bounds the extra memory: 2 MiB, in cache)
+CHUNK = (
+    1 << 18
+)  # elements summarised at a time for large tensors (bounds the extra memory: 2 MiB, in cache)
 
 try:  # NumPy is optional: torch works without it
     import numpy as _np
@@ -98,7 +100,11 @@ def probe_tensor(
     """
     with warnings.catch_warnings(), plain_reads():
         warnings.simplefilter("ignore")  # the probe's own reads never count as the step's
-        quick = _probe_plain(name, t, registry, names_by_id, kind, values, cache, memo) if type(t) in _PLAIN else None
+        quick = (
+            _probe_plain(name, t, registry, names_by_id, kind, values, cache, memo)
+            if type(t) in _PLAIN
+            else None
+        )
         if quick is not None:
             return quick
         r = _Reader()
@@ -149,7 +155,9 @@ def probe_tensor(
             is_leaf=is_leaf,
             retains_grad=retains_grad,
             grad_fn=node_name(grad_fn) if grad_fn is not None else None,
-            grad=r.read("grad", lambda: tensor_values(grad, cache, memo)) if (grad is not None and values) else None,
+            grad=r.read("grad", lambda: tensor_values(grad, cache, memo))
+            if (grad is not None and values)
+            else None,
             is_view=is_view,
             base=names_by_id.get(id(base)) if base is not None else None,
             values=recorded,
@@ -167,13 +175,23 @@ def _quiet() -> Iterator[None]:
         yield
 
 
-_PLAIN = frozenset({torch.Tensor, torch.nn.Parameter})  # exact types: no __torch_function__ of a subclass, never lazy
+_PLAIN = frozenset(
+    {torch.Tensor, torch.nn.Parameter}
+)  # exact types: no __torch_function__ of a subclass, never lazy
 _STRIDED = torch.strided
 _DTYPES: Dict[torch.dtype, str] = {}
 
 
-def _probe_plain(name: str, t: torch.Tensor, registry: StorageRegistry, names_by_id: Dict[int, str], kind: str,
-                 values: bool, cache: Optional[Dict[Any, Any]], memo: Any) -> Optional[TensorState]:
+def _probe_plain(
+    name: str,
+    t: torch.Tensor,
+    registry: StorageRegistry,
+    names_by_id: Dict[int, str],
+    kind: str,
+    values: bool,
+    cache: Optional[Dict[Any, Any]],
+    memo: Any,
+) -> Optional[TensorState]:
     """``probe_tensor``'s record of a plain dense CPU tensor, its facts read in one go; None when that is
     not such a tensor or PyTorch refuses any fact (the caller then reads them one by one, with reasons).
     Call with warnings ignored (``.grad`` of a non-leaf warns)."""
@@ -193,18 +211,37 @@ def _probe_plain(name: str, t: torch.Tensor, registry: StorageRegistry, names_by
         return None
     if grad is not None and type(grad) not in _PLAIN:  # read under plain_reads(), by probe_tensor
         return None
-    label = None if nbytes == 0 or empty else registry.label("cpu", ptr, nbytes, storage, ident=None if ptr else storage._cdata)
+    label = (
+        None
+        if nbytes == 0 or empty
+        else registry.label("cpu", ptr, nbytes, storage, ident=None if ptr else storage._cdata)
+    )
     dtype_name = _DTYPES.get(dtype)
     if dtype_name is None:
         dtype_name = _DTYPES[dtype] = _dtype_name(dtype)
     no_values = None if values else Values(kind="unavailable", reason="values not recorded")
     return TensorState(
-        name=name, kind=kind, shape=shape, stride=stride, dtype=dtype_name, device="cpu", storage=label,
-        storage_ptr=ptr, storage_nbytes=nbytes, storage_offset=offset, data_ptr=data_ptr, version=version,
-        requires_grad=requires_grad, is_leaf=is_leaf, retains_grad=retains_grad,
+        name=name,
+        kind=kind,
+        shape=shape,
+        stride=stride,
+        dtype=dtype_name,
+        device="cpu",
+        storage=label,
+        storage_ptr=ptr,
+        storage_nbytes=nbytes,
+        storage_offset=offset,
+        data_ptr=data_ptr,
+        version=version,
+        requires_grad=requires_grad,
+        is_leaf=is_leaf,
+        retains_grad=retains_grad,
         grad_fn=node_name(grad_fn) if grad_fn is not None else None,
-        grad=(_quick_values(grad) or tensor_values(grad, cache, memo)) if (grad is not None and values) else None,
-        is_view=is_view, base=names_by_id.get(id(base)) if base is not None else None,
+        grad=(_quick_values(grad) or tensor_values(grad, cache, memo))
+        if (grad is not None and values)
+        else None,
+        is_view=is_view,
+        base=names_by_id.get(id(base)) if base is not None else None,
         values=no_values or _quick_values(t) or tensor_values(t, cache, memo),
     )
 
@@ -213,7 +250,13 @@ def _quick_values(t: torch.Tensor) -> Optional[Values]:
     """``tensor_values`` of a small plain dense real CPU tensor of at most one dimension, read directly;
     None: take the general path (the same record, with checks for every other kind of tensor)."""
     try:
-        if type(t) not in _PLAIN or not t.is_cpu or t.layout is not _STRIDED or t.dim() > 1 or t.numel() > EXACT_LIMIT:
+        if (
+            type(t) not in _PLAIN
+            or not t.is_cpu
+            or t.layout is not _STRIDED
+            or t.dim() > 1
+            or t.numel() > EXACT_LIMIT
+        ):
             return None
         dtype = t.dtype
         if dtype.is_complex or t.is_quantized:
@@ -252,7 +295,9 @@ def _sizes(dims: Any) -> Tuple[int, ...]:
         try:
             out.append(int(d))
         except Exception:
-            raise ValueError(f"dimension {i} is {d}, which has no single size (it differs between the nested tensor's components)") from None
+            raise ValueError(
+                f"dimension {i} is {d}, which has no single size (it differs between the nested tensor's components)"
+            ) from None
     return tuple(out)
 
 
@@ -260,7 +305,9 @@ def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).replace("torch.", "")
 
 
-def _storage_of(t: torch.Tensor, registry: StorageRegistry, r: _Reader) -> Tuple[Optional[str], Optional[int], Optional[int]]:
+def _storage_of(
+    t: torch.Tensor, registry: StorageRegistry, r: _Reader
+) -> Tuple[Optional[str], Optional[int], Optional[int]]:
     """The storage's label, address and size.
 
     A tensor with no elements gets no label: it addresses no bytes, so it
@@ -283,7 +330,9 @@ def _storage_of(t: torch.Tensor, registry: StorageRegistry, r: _Reader) -> Tuple
     return registry.label(str(t.device), ptr, nbytes, storage, ident=ident), ptr, nbytes
 
 
-def tensor_values(t: torch.Tensor, cache: Optional[Dict[Any, Any]] = None, memo: Any = None) -> Values:
+def tensor_values(
+    t: torch.Tensor, cache: Optional[Dict[Any, Any]] = None, memo: Any = None
+) -> Values:
     """Exact values of a small tensor, a summary of a large one.
 
     ``cache`` (one per snapshot) lets tensors over the same elements, such as
@@ -304,10 +353,14 @@ def tensor_values(t: torch.Tensor, cache: Optional[Dict[Any, Any]] = None, memo:
                 return Values(kind="unavailable", reason="quantized tensor")
         with torch.no_grad():
             if t.numel() <= EXACT_LIMIT:
-                return Values(kind="exact", data=freeze(encode_number_tree(t.detach().cpu().tolist())))
+                return Values(
+                    kind="exact", data=freeze(encode_number_tree(t.detach().cpu().tolist()))
+                )
             return Values(kind="summary", summary=_summarise(t.detach(), cache, memo))
     except Exception as exc:  # an exotic tensor: say so rather than fail the trace
-        return Values(kind="unavailable", reason=f"{type(exc).__name__}: {exc}".splitlines()[0][:200])
+        return Values(
+            kind="unavailable", reason=f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
+        )
 
 
 def iter_chunks(t: Any, limit: int) -> Iterator[Any]:
@@ -371,7 +424,9 @@ def _distinct(t: torch.Tensor) -> Tuple[torch.Tensor, int]:
     return view, repeat
 
 
-def _summarise(t: torch.Tensor, cache: Optional[Dict[Any, Any]] = None, memo: Any = None) -> Summary:
+def _summarise(
+    t: torch.Tensor, cache: Optional[Dict[Any, Any]] = None, memo: Any = None
+) -> Summary:
     numel = t.numel()
     head: List[Any] = []
     for chunk in iter_chunks(t, HEAD):
@@ -385,7 +440,13 @@ def _summarise(t: torch.Tensor, cache: Optional[Dict[Any, Any]] = None, memo: An
     key = None
     if cache is not None:
         try:
-            key = (str(t.device), t.dtype, distinct.data_ptr(), tuple(distinct.shape), tuple(distinct.stride()))
+            key = (
+                str(t.device),
+                t.dtype,
+                distinct.data_ptr(),
+                tuple(distinct.shape),
+                tuple(distinct.stride()),
+            )
         except Exception:
             key = None
     stats = cache.get(key) if key is not None else None
@@ -411,7 +472,9 @@ def _summarise(t: torch.Tensor, cache: Optional[Dict[Any, Any]] = None, memo: An
     )
 
 
-def _moments(t: torch.Tensor) -> Tuple[int, float, float, Optional[float], Optional[float], int, int]:
+def _moments(
+    t: torch.Tensor,
+) -> Tuple[int, float, float, Optional[float], Optional[float], int, int]:
     """(count, mean, M2, min, max) of the finite elements, and the NaN and infinity counts (``stats.moments``)."""
     return moments(t, iter_chunks(t, CHUNK), CHUNK)
 
@@ -419,8 +482,13 @@ def _moments(t: torch.Tensor) -> Tuple[int, float, float, Optional[float], Optio
 # --- NumPy arrays --------------------------------------------------------------
 
 
-def probe_named(named: Sequence[Tuple[str, Any, str]], registry: StorageRegistry, *, values: bool = True,
-                memo: Any = None) -> Tuple[Tuple[TensorState, ...], Dict[str, Any]]:
+def probe_named(
+    named: Sequence[Tuple[str, Any, str]],
+    registry: StorageRegistry,
+    *,
+    values: bool = True,
+    memo: Any = None,
+) -> Tuple[Tuple[TensorState, ...], Dict[str, Any]]:
     """One snapshot of ``named`` ((name, object, kind), in binding order): each one's state, and name -> object.
 
     A name bound to an object already named records ``same_as``; each storage
@@ -434,17 +502,32 @@ def probe_named(named: Sequence[Tuple[str, Any, str]], registry: StorageRegistry
     states: List[TensorState] = []
     objects: Dict[str, Any] = {}
     summaries: Dict[Any, Any] = {}  # a and a.t() read their memory once per snapshot
-    with _quiet() if memo is None else _NO_CONTEXT:  # the probe's own reads never warn (the memo's snapshot_of
-        for name, obj, kind in (memo.snapshot_of(named) if memo is not None else named):  # makes them quiet too)
+    with (
+        _quiet() if memo is None else _NO_CONTEXT
+    ):  # the probe's own reads never warn (the memo's snapshot_of
+        for name, obj, kind in (
+            memo.snapshot_of(named) if memo is not None else named
+        ):  # makes them quiet too)
             if kind == "ndarray":
                 state = probe_ndarray(name, obj, registry, names_by_id, values=values)
             else:
                 state = memo.reuse(name, obj, kind, names_by_id) if memo is not None else None
                 if state is None:
                     if type(obj) in _PLAIN:
-                        state = _probe_plain(name, obj, registry, names_by_id, kind, values, summaries, memo)
+                        state = _probe_plain(
+                            name, obj, registry, names_by_id, kind, values, summaries, memo
+                        )
                     if state is None:
-                        state = probe_tensor(name, obj, registry, names_by_id, kind=kind, values=values, cache=summaries, memo=memo)
+                        state = probe_tensor(
+                            name,
+                            obj,
+                            registry,
+                            names_by_id,
+                            kind=kind,
+                            values=values,
+                            cache=summaries,
+                            memo=memo,
+                        )
                     if memo is not None:
                         memo.keep(obj, state)
             first = names_by_id.get(id(obj))
@@ -457,7 +540,14 @@ def probe_named(named: Sequence[Tuple[str, Any, str]], registry: StorageRegistry
     return tuple(states), objects
 
 
-def probe_ndarray(name: str, arr: Any, registry: StorageRegistry, names_by_id: Dict[int, str], *, values: bool = True) -> TensorState:
+def probe_ndarray(
+    name: str,
+    arr: Any,
+    registry: StorageRegistry,
+    names_by_id: Dict[int, str],
+    *,
+    values: bool = True,
+) -> TensorState:
     """A NumPy array, so that memory shared with tensors (``.numpy()``, ``from_numpy``) shows."""
     data_ptr = int(arr.__array_interface__["data"][0])
     owner: Any = arr
@@ -497,7 +587,9 @@ def probe_ndarray(name: str, arr: Any, registry: StorageRegistry, names_by_id: D
         grad=None,
         is_view=base is not None,
         base=names_by_id.get(id(base)) if base is not None else None,
-        values=ndarray_values(arr) if values else Values(kind="unavailable", reason="values not recorded"),
+        values=ndarray_values(arr)
+        if values
+        else Values(kind="unavailable", reason="values not recorded"),
     )
 
 
@@ -513,7 +605,10 @@ def ndarray_values(arr: Any) -> Values:
             if len(head) >= HEAD:
                 break
         if arr.dtype.kind == "c":
-            return Values(kind="summary", summary=Summary(numel=int(arr.size), head=freeze(encode_number_tree(head[:HEAD]))))
+            return Values(
+                kind="summary",
+                summary=Summary(numel=int(arr.size), head=freeze(encode_number_tree(head[:HEAD]))),
+            )
         nan_count = inf_count = count = 0
         lo = hi = None
         mean = m2 = 0.0  # merged per chunk as stats.moments merges them (Chan et al.): summing
@@ -540,9 +635,17 @@ def ndarray_values(arr: Any) -> Values:
         std = math.sqrt(m2 / (count - 1)) if count > 1 else None
         mean = mean if count else None
         summary = Summary(
-            numel=int(arr.size), min=lo, max=hi, mean=mean, std=std,
-            nan_count=nan_count, inf_count=inf_count, head=freeze(encode_number_tree(head[:HEAD])),
+            numel=int(arr.size),
+            min=lo,
+            max=hi,
+            mean=mean,
+            std=std,
+            nan_count=nan_count,
+            inf_count=inf_count,
+            head=freeze(encode_number_tree(head[:HEAD])),
         )
         return Values(kind="summary", summary=summary)
     except Exception as exc:
-        return Values(kind="unavailable", reason=f"{type(exc).__name__}: {exc}".splitlines()[0][:200])
+        return Values(
+            kind="unavailable", reason=f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
+        )

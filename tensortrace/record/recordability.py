@@ -21,14 +21,30 @@ from typing import Optional, Set, Tuple
 #: records a graph that fails ("aten::view() Expected a value of type 'Tensor'").
 #: Recording must not change what the scenario shows, so these fall back.
 UNRECORDABLE = (
-    (("compile", "compiler"), None, "the scenario uses torch.compile, which does not compile under a "
-     "TorchDispatchMode (dynamo would run the code eagerly), so its operations were not recorded"),
-    (("_dynamo",), None, "the scenario uses torch._dynamo, which does not compile under a TorchDispatchMode, "
-     "so its operations were not recorded"),
-    (("inference_mode",), "call", "the scenario uses torch.inference_mode, whose tensors' version counters a "
-     "TorchDispatchMode changes, so only the calls it made were recorded, not their ATen operations"),
-    (("jit",), "call", "the scenario uses torch.jit, whose tracer records a wrong graph under a "
-     "TorchDispatchMode, so only the calls it made were recorded, not their ATen operations"),
+    (
+        ("compile", "compiler"),
+        None,
+        "the scenario uses torch.compile, which does not compile under a "
+        "TorchDispatchMode (dynamo would run the code eagerly), so its operations were not recorded",
+    ),
+    (
+        ("_dynamo",),
+        None,
+        "the scenario uses torch._dynamo, which does not compile under a TorchDispatchMode, "
+        "so its operations were not recorded",
+    ),
+    (
+        ("inference_mode",),
+        "call",
+        "the scenario uses torch.inference_mode, whose tensors' version counters a "
+        "TorchDispatchMode changes, so only the calls it made were recorded, not their ATen operations",
+    ),
+    (
+        ("jit",),
+        "call",
+        "the scenario uses torch.jit, whose tracer records a wrong graph under a "
+        "TorchDispatchMode, so only the calls it made were recorded, not their ATen operations",
+    ),
 )
 
 

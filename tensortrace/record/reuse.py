@@ -102,13 +102,36 @@ def _view(span: Optional[Tuple[int, int]]) -> Any:
 
 
 class _Entry:
-    __slots__ = ("ref", "key", "grad_ref", "values", "grad_values", "state", "span", "grad_span", "view", "grad_view")
+    __slots__ = (
+        "ref",
+        "key",
+        "grad_ref",
+        "values",
+        "grad_values",
+        "state",
+        "span",
+        "grad_span",
+        "view",
+        "grad_view",
+    )
 
-    def __init__(self, ref: Any, key: Tuple, grad_ref: Any, values: Any, grad_values: Any, state: TensorState,
-                 span: Tuple[int, int], grad_span: Optional[Tuple[int, int]]) -> None:
+    def __init__(
+        self,
+        ref: Any,
+        key: Tuple,
+        grad_ref: Any,
+        values: Any,
+        grad_values: Any,
+        state: TensorState,
+        span: Tuple[int, int],
+        grad_span: Optional[Tuple[int, int]],
+    ) -> None:
         self.ref, self.key, self.grad_ref = ref, key, grad_ref
         self.values, self.grad_values, self.state = values, grad_values, state
-        self.span, self.grad_span = span, grad_span  # the bytes the fingerprints cover, fixed by the key
+        self.span, self.grad_span = (
+            span,
+            grad_span,
+        )  # the bytes the fingerprints cover, fixed by the key
         self.view, self.grad_view = _view(span), _view(grad_span)
 
 
@@ -119,9 +142,15 @@ class SnapshotCache:
         self._records: Dict[int, _Entry] = {}
         self._seen: Dict[int, _Entry] = {}
         self._prints: Dict[Tuple[int, int], Any] = {}  # this snapshot's marks by (address, bytes)
-        self._owners: Dict[Tuple[int, int], Any] = {}  # this snapshot's spans -> weak reference to their storage
-        self._last: Dict[Tuple[int, int], Tuple[Any, Any]] = {}  # the previous snapshot's (mark, storage reference)
-        self.window: Any = None  # the next snapshot's proof of what was not written (writes.Window), or None
+        self._owners: Dict[
+            Tuple[int, int], Any
+        ] = {}  # this snapshot's spans -> weak reference to their storage
+        self._last: Dict[
+            Tuple[int, int], Tuple[Any, Any]
+        ] = {}  # the previous snapshot's (mark, storage reference)
+        self.window: Any = (
+            None  # the next snapshot's proof of what was not written (writes.Window), or None
+        )
         # (device, dtype, address, shape, stride) -> (fingerprint, statistics), kept while the memory is seen
         self._summaries: Dict[Any, Tuple[Any, Any]] = {}
         self._summaries_now: Dict[Any, Tuple[Any, Any]] = {}
@@ -138,11 +167,23 @@ class SnapshotCache:
                 yield from items
         finally:
             self._facts_of = self._facts = None  # never keeps a tensor alive past the snapshot
-            live = {ptr for ptr, _ in self._prints}  # memory this snapshot saw: its summaries may serve again
+            live = {
+                ptr for ptr, _ in self._prints
+            }  # memory this snapshot saw: its summaries may serve again
             kept = {k: v for k, v in self._summaries.items() if k[2] in live}
             kept.update(self._summaries_now)
-            self._last = {span: (mark, self._owners.get(span)) for span, mark in self._prints.items() if span[1] > SMALL}
-            self._records, self._summaries, self._prints, self._owners, self.window = self._seen, kept, {}, {}, None
+            self._last = {
+                span: (mark, self._owners.get(span))
+                for span, mark in self._prints.items()
+                if span[1] > SMALL
+            }
+            self._records, self._summaries, self._prints, self._owners, self.window = (
+                self._seen,
+                kept,
+                {},
+                {},
+                None,
+            )
 
     def fingerprint_of(self, t: torch.Tensor) -> Any:
         """The fingerprint of a CPU tensor's memory, computed once per snapshot; None when unsupported."""
@@ -169,7 +210,9 @@ class SnapshotCache:
         return stats
 
     # records ------------------------------------------------------------------
-    def reuse(self, name: str, t: Any, kind: str, names_by_id: Dict[int, str]) -> Optional[TensorState]:
+    def reuse(
+        self, name: str, t: Any, kind: str, names_by_id: Dict[int, str]
+    ) -> Optional[TensorState]:
         """The last record of ``t`` when nothing about it changed (renamed as now), else None.
 
         The storage label stands with the key: the key holds the storage's
@@ -191,7 +234,10 @@ class SnapshotCache:
                 return None
             if self._mark(entry.span, entry.view, t) != entry.values:
                 return None
-            if grad is not None and self._mark(entry.grad_span, entry.grad_view, grad) != entry.grad_values:
+            if (
+                grad is not None
+                and self._mark(entry.grad_span, entry.grad_view, grad) != entry.grad_values
+            ):
                 return None
         except Exception:
             return None
@@ -215,7 +261,11 @@ class SnapshotCache:
             if key is None:
                 return
             span = _span(t.data_ptr(), tuple(t.shape), t.stride(), t.element_size())
-            grad_span = _span(grad.data_ptr(), tuple(grad.shape), grad.stride(), grad.element_size()) if grad is not None else None
+            grad_span = (
+                _span(grad.data_ptr(), tuple(grad.shape), grad.stride(), grad.element_size())
+                if grad is not None
+                else None
+            )
             values = self._print(span, t)
             grad_values = self._print(grad_span, grad) if grad_span is not None else None
         except Exception:
@@ -264,7 +314,13 @@ class SnapshotCache:
 
 def _qualifies(t: Any) -> bool:
     """A plain dense CPU tensor, whose memory the fingerprints may read."""
-    return type(t) in _PLAIN_TYPES and t.is_cpu and t.layout == _STRIDED and not t.is_quantized and not t.is_nested
+    return (
+        type(t) in _PLAIN_TYPES
+        and t.is_cpu
+        and t.layout == _STRIDED
+        and not t.is_quantized
+        and not t.is_nested
+    )
 
 
 def _facts(t: Any) -> Tuple[Optional[Tuple], Any, Any]:
@@ -275,16 +331,40 @@ def _facts(t: Any) -> Tuple[Optional[Tuple], Any, Any]:
     grad = t.grad
     grad_key = None
     if grad is not None:
-        if type(grad) is not torch.Tensor or not grad.is_cpu or grad.layout != _STRIDED or grad.is_quantized:
+        if (
+            type(grad) is not torch.Tensor
+            or not grad.is_cpu
+            or grad.layout != _STRIDED
+            or grad.is_quantized
+        ):
             return None, None, None
-        grad_key = (grad._version, grad.data_ptr(), grad.shape, grad.stride(), grad.dtype, _bits(grad))
+        grad_key = (
+            grad._version,
+            grad.data_ptr(),
+            grad.shape,
+            grad.stride(),
+            grad.dtype,
+            _bits(grad),
+        )
     storage = t.untyped_storage()
     grad_fn = t.grad_fn
     base = t._base  # a view has a base, and only a view
     key = (
-        t._version, t.data_ptr(), t.shape, t.stride(), t.storage_offset(), t.dtype,
-        t.requires_grad, t.is_leaf, t.retains_grad, id(grad_fn) if grad_fn is not None else None,
-        id(base) if base is not None else None, _bits(t), storage._cdata, storage.nbytes(), grad_key,
+        t._version,
+        t.data_ptr(),
+        t.shape,
+        t.stride(),
+        t.storage_offset(),
+        t.dtype,
+        t.requires_grad,
+        t.is_leaf,
+        t.retains_grad,
+        id(grad_fn) if grad_fn is not None else None,
+        id(base) if base is not None else None,
+        _bits(t),
+        storage._cdata,
+        storage.nbytes(),
+        grad_key,
     )
     return key, grad, base
 
@@ -297,7 +377,9 @@ def _bits(t: torch.Tensor) -> Any:
     return (t.is_conj(), t.is_neg()) if t.dtype.is_complex else None
 
 
-def _span(ptr: int, shape: Tuple[int, ...], stride: Tuple[int, ...], itemsize: int) -> Tuple[int, int]:
+def _span(
+    ptr: int, shape: Tuple[int, ...], stride: Tuple[int, ...], itemsize: int
+) -> Tuple[int, int]:
     last = 0  # the offset of the last element, in elements
     for n, s in zip(shape, stride):
         if n == 0:

@@ -36,7 +36,9 @@ from ..trace import Prediction, SavedTensor, TensorState
 
 STALE = "backward_will_fail"  # a saved tensor's version moved: backward raises the in-place error
 FREED = "backward_freed"  # backward freed the saved tensors: a second backward raises
-CHANGED = "backward_uses_changed_values"  # values changed without a version bump: backward runs, wrongly
+CHANGED = (
+    "backward_uses_changed_values"  # values changed without a version bump: backward runs, wrongly
+)
 UNCHECKED = "backward_unchecked"  # CopySlices hides what its node saved; a tensor changed since
 MAX_CODE = 60  # characters of a step's code quoted in a prediction
 
@@ -57,8 +59,11 @@ def saved_attributes(node: Any) -> Tuple[Tuple[str, str, str], ...]:
             names = dir(node)
         except Exception:
             names = []
-        attrs = _ATTRS[cls] = tuple((a[len("_raw_saved_"):], a, "_saved_" + a[len("_raw_saved_"):])
-                                    for a in names if a.startswith("_raw_saved_"))
+        attrs = _ATTRS[cls] = tuple(
+            (a[len("_raw_saved_") :], a, "_saved_" + a[len("_raw_saved_") :])
+            for a in names
+            if a.startswith("_raw_saved_")
+        )
     return attrs
 
 
@@ -74,22 +79,34 @@ class Namer:
     costs little more to name than to walk.
     """
 
-    def __init__(self, objects: Dict[str, Any], states: Sequence[TensorState], registry: Any) -> None:
-        self._made_from: Optional[Tuple[Any, ...]] = (objects, states, registry)  # indexed at the first question:
+    def __init__(
+        self, objects: Dict[str, Any], states: Sequence[TensorState], registry: Any
+    ) -> None:
+        self._made_from: Optional[Tuple[Any, ...]] = (
+            objects,
+            states,
+            registry,
+        )  # indexed at the first question:
         # a step whose tensors have no graph asks none
 
     def _index(self) -> None:
         objects, states, registry = self._made_from
         self._made_from = None
         self.by_id: Dict[int, str] = {}
-        self.by_ptr: Dict[int, List[Tuple[Tuple[int, ...], Tuple[int, ...], Optional[int], str]]] = {}
+        self.by_ptr: Dict[
+            int, List[Tuple[Tuple[int, ...], Tuple[int, ...], Optional[int], str]]
+        ] = {}
         by_name = {s.name: s for s in states}
         for name, obj in objects.items():
             self.by_id.setdefault(id(obj), name)
             state = by_name.get(name)
             if state is not None and state.kind != "ndarray" and state.data_ptr:
-                self.by_ptr.setdefault(state.data_ptr, []).append((state.shape, state.stride, state.version, name))
-        spans = sorted((a.ptr, a.ptr + a.nbytes, a.label) for a in registry.live() if a.ptr)  # not every label ever made
+                self.by_ptr.setdefault(state.data_ptr, []).append(
+                    (state.shape, state.stride, state.version, name)
+                )
+        spans = sorted(
+            (a.ptr, a.ptr + a.nbytes, a.label) for a in registry.live() if a.ptr
+        )  # not every label ever made
         self.starts = [start for start, _, _ in spans]
         self.spans = spans
 
@@ -106,7 +123,11 @@ class Namer:
         if name is None:
             for shape, stride, version, candidate in self.by_ptr.get(ptr, ()):
                 try:  # the same version too: a .data alias has its own counter, so it is another tensor
-                    if tuple(t.shape) == shape and tuple(t.stride()) == stride and int(t._version) == version:
+                    if (
+                        tuple(t.shape) == shape
+                        and tuple(t.stride()) == stride
+                        and int(t._version) == version
+                    ):
                         name = candidate
                         break
                 except Exception:
@@ -122,7 +143,9 @@ class Namer:
 Entry = List[Any]  # [attr, tensor name, storage, saved_version, version, stale, freed]: JSON-ready
 
 
-Item = Tuple[str, Any, Any, Optional[str]]  # (attribute, SavedTensor, node, the node's _saved_ property or None)
+Item = Tuple[
+    str, Any, Any, Optional[str]
+]  # (attribute, SavedTensor, node, the node's _saved_ property or None)
 
 
 def _saved_items(node: Any) -> List[Item]:
@@ -185,10 +208,18 @@ def _whole_list(node: Any, items: List[Item], out: List[Entry]) -> None:
     which PyTorch does for the whole list at once: when it is the one element left unknown
     and no other is stale or hooked, unpacking the list tells its versions."""
     unknown = [e for e in out if e[3] is None and not e[6]]
-    if len(unknown) != 1 or any(e[5] for e in out) or any(getattr(i[1], "unpack_hook", None) is not None for i in items):
+    if (
+        len(unknown) != 1
+        or any(e[5] for e in out)
+        or any(getattr(i[1], "unpack_hook", None) is not None for i in items)
+    ):
         return
     attr = unknown[0][0].split("[", 1)[0]
-    prop = "saved_tensors" if attr == "tensors" and not hasattr(node, "_saved_tensors") else "_saved_" + attr
+    prop = (
+        "saved_tensors"
+        if attr == "tensors" and not hasattr(node, "_saved_tensors")
+        else "_saved_" + attr
+    )
     entry = unknown[0]
     try:
         getattr(node, prop)
@@ -266,7 +297,9 @@ def read_cached(node: Any, namer: Any, reads: Optional[Dict[int, Any]]) -> List[
     return got[1]
 
 
-def saved_table(order: Sequence[Any], namer: Any, reads: Optional[Dict[int, Any]] = None) -> Tuple[List[Entry], List[List[int]]]:
+def saved_table(
+    order: Sequence[Any], namer: Any, reads: Optional[Dict[int, Any]] = None
+) -> Tuple[List[Entry], List[List[int]]]:
     """Each node's saved entries as indices into a table of distinct entries (a long chain repeats a few)."""
     table: List[Entry] = []
     at: Dict[Tuple[Any, ...], int] = {}
@@ -284,12 +317,18 @@ def saved_table(order: Sequence[Any], namer: Any, reads: Optional[Dict[int, Any]
     return table, per_node
 
 
-def saved_records(table: Optional[Sequence[Entry]], per_node: Optional[Sequence[Sequence[int]]]) -> Optional[List[Tuple[SavedTensor, ...]]]:
+def saved_records(
+    table: Optional[Sequence[Entry]], per_node: Optional[Sequence[Sequence[int]]]
+) -> Optional[List[Tuple[SavedTensor, ...]]]:
     """The records ``saved_table`` describes; equal entries share one (immutable) record."""
     if table is None or per_node is None:
         return None
-    records = [SavedTensor(attr=a, tensor=n, storage=s, saved_version=sv, version=v, stale=bool(st), freed=bool(fr))
-               for a, n, s, sv, v, st, fr in table]
+    records = [
+        SavedTensor(
+            attr=a, tensor=n, storage=s, saved_version=sv, version=v, stale=bool(st), freed=bool(fr)
+        )
+        for a, n, s, sv, v, st, fr in table
+    ]
     shared: Dict[Tuple[int, ...], Tuple[SavedTensor, ...]] = {}
     out = []
     for indices in per_node:
@@ -304,8 +343,13 @@ def saved_records(table: Optional[Sequence[Entry]], per_node: Optional[Sequence[
 # --- the combined walk behind every named tensor -----------------------------------
 
 
-def scan(roots: Sequence[Any], namer: Any, max_nodes: int, reads: Optional[Dict[int, Any]] = None,
-         walked: Any = None) -> Dict[str, Any]:
+def scan(
+    roots: Sequence[Any],
+    namer: Any,
+    max_nodes: int,
+    reads: Optional[Dict[int, Any]] = None,
+    walked: Any = None,
+) -> Dict[str, Any]:
     """For each root ``grad_fn``, the first stale and the first freed saved tensor it reaches.
 
     One walk gives every root's nodes (shared nodes once; ``walked``, when
@@ -321,10 +365,17 @@ def scan(roots: Sequence[Any], namer: Any, max_nodes: int, reads: Optional[Dict[
     """
     from .walk import walk_nodes
 
-    order, nexts, root_at, truncated, unanchored = walked if walked is not None else walk_nodes(roots, max_nodes)
+    order, nexts, root_at, truncated, unanchored = (
+        walked if walked is not None else walk_nodes(roots, max_nodes)
+    )
     if reads and _all_read_and_fine(order, reads):
-        return {"stale": [None] * len(root_at), "freed": [None] * len(root_at), "truncated": truncated,
-                "unanchored": unanchored, "order": order}
+        return {
+            "stale": [None] * len(root_at),
+            "freed": [None] * len(root_at),
+            "truncated": truncated,
+            "unanchored": unanchored,
+            "order": order,
+        }
     facts = _Facts(order, namer, reads)
     stale_out: List[Any] = []
     freed_out: List[Any] = []
@@ -346,7 +397,13 @@ def scan(roots: Sequence[Any], namer: Any, max_nodes: int, reads: Optional[Dict[
                         stack.append(j)
         stale_out.append(stale)
         freed_out.append(freed)
-    return {"stale": stale_out, "freed": freed_out, "truncated": truncated, "unanchored": unanchored, "order": order}
+    return {
+        "stale": stale_out,
+        "freed": freed_out,
+        "truncated": truncated,
+        "unanchored": unanchored,
+        "order": order,
+    }
 
 
 def _all_read_and_fine(order: Sequence[Any], reads: Dict[int, Any]) -> bool:
@@ -433,7 +490,11 @@ class _Facts:
                         continue
                     problem = _unpack(item)[1]
                     if problem is not None and problem[0] == "freed":
-                        found = [_node_name(self.order[i]), [item[0], None, None, None, None, False, True], id(self.order[i])]
+                        found = [
+                            _node_name(self.order[i]),
+                            [item[0], None, None, None, None, False, True],
+                            id(self.order[i]),
+                        ]
                         break
         self._freed[i] = found
         return found
@@ -450,8 +511,10 @@ def _node_name(node: Any) -> str:
 
 def _writes_to(name: str) -> str:
     """A regex for a line that writes in place into ``name`` (``name.add_(``, ``name[0] =``, ``name +=``)."""
-    return (rf"(?<![\w.]){re.escape(name)}(?:\.data)?(?:(?:\[[^\]]*\])*\s*(?:\.\w+_\(|[-+*/@]=)"
-            rf"|(?:\[[^\]]*\])+\s*=[^=])")
+    return (
+        rf"(?<![\w.]){re.escape(name)}(?:\.data)?(?:(?:\[[^\]]*\])*\s*(?:\.\w+_\(|[-+*/@]=)"
+        rf"|(?:\[[^\]]*\])+\s*=[^=])"
+    )
 
 
 def short_code(code: str, hints: Sequence[str] = ()) -> str:
@@ -473,16 +536,24 @@ class Predictor:
     def __init__(self) -> None:
         self.versions: Dict[Tuple[str, Optional[str]], List[Tuple[int, int]]] = {}
         self.codes: Dict[int, str] = {}
-        self.freed_since: Dict[int, int] = {}  # id of a node seen freed -> the step it was first seen so
+        self.freed_since: Dict[
+            int, int
+        ] = {}  # id of a node seen freed -> the step it was first seen so
         self.unanchored = False  # a walk stopped at nodes that could not anchor their next ones (graph.UNANCHORED)
         self._last: Dict[int, TensorState] = {}  # the last step's records, by identity
         # (name, storage) -> (version, values) last noted; and the steps that changed the values
         # without moving the version (``.data``, NumPy): autograd cannot see those writes
         self._values: Dict[Tuple[str, Optional[str]], Tuple[int, Any]] = {}
         self.silent: Dict[Tuple[str, Optional[str]], List[Tuple[int, int]]] = {}
-        self.node_first: Dict[Tuple[int, str], int] = {}  # (id, name) of a walked node -> the step first seen
-        self.released: Dict[int, str] = {}  # CopySlices nodes a freeing backward ran (flow.FlowRecorder.released)
-        self.released_since: Dict[int, int] = {}  # such a node -> the step its prediction was first made
+        self.node_first: Dict[
+            Tuple[int, str], int
+        ] = {}  # (id, name) of a walked node -> the step first seen
+        self.released: Dict[
+            int, str
+        ] = {}  # CopySlices nodes a freeing backward ran (flow.FlowRecorder.released)
+        self.released_since: Dict[
+            int, int
+        ] = {}  # such a node -> the step its prediction was first made
         # (id, sequence number) of a CopySlices node walked -> (the step first seen, its base's
         # (name, storage) keys): what it wraps saved tensors no attribute shows (unseen.py)
         self.slices: Dict[Tuple[int, int], Tuple[int, Tuple[Tuple[str, Optional[str]], ...]]] = {}
@@ -492,8 +563,13 @@ class Predictor:
         (``changed_at`` looks for the first step past a version, which is always such a step)."""
         self.codes[index] = code
         versions = self.versions
-        last, self._last = self._last, {id(s): s for s in states}  # a record kept from the last step (the
-        for s in states:  # snapshot reuses the very record) has the name, storage and version noted then
+        last, self._last = (
+            self._last,
+            {id(s): s for s in states},
+        )  # a record kept from the last step (the
+        for s in (
+            states
+        ):  # snapshot reuses the very record) has the name, storage and version noted then
             if last.get(id(s)) is s:
                 continue
             version = s.version
@@ -516,12 +592,24 @@ class Predictor:
         if before is not None and before[0] == s.version and before[1] != values:
             self.silent.setdefault(key, []).append((index, s.version))
 
-    def changed_at(self, name: Optional[str], storage: Optional[str], saved_version: int, version: int,
-                   states: Sequence[TensorState]) -> Optional[int]:
+    def changed_at(
+        self,
+        name: Optional[str],
+        storage: Optional[str],
+        saved_version: int,
+        version: int,
+        states: Sequence[TensorState],
+    ) -> Optional[int]:
         """The first step after which the saved tensor's version was past ``saved_version``."""
-        keys = [(name, storage)] if name is not None else [
-            (s.name, s.storage) for s in states if storage is not None and s.storage == storage and s.version == version
-        ]
+        keys = (
+            [(name, storage)]
+            if name is not None
+            else [
+                (s.name, s.storage)
+                for s in states
+                if storage is not None and s.storage == storage and s.version == version
+            ]
+        )
         steps = []
         for key in keys:
             for index, seen in self.versions.get(key, ()):
@@ -550,11 +638,18 @@ class Predictor:
                 targets.append((state.name, fn))
         return targets
 
-    def predictions(self, index: int, targets: Sequence[Tuple[str, Any]], found: Optional[Dict[str, Any]],
-                     states: Sequence[TensorState]) -> Tuple[Prediction, ...]:
+    def predictions(
+        self,
+        index: int,
+        targets: Sequence[Tuple[str, Any]],
+        found: Optional[Dict[str, Any]],
+        states: Sequence[TensorState],
+    ) -> Tuple[Prediction, ...]:
         freed_now: Dict[int, int] = {}
         out: List[Prediction] = []
-        for (name, _), stale, freed in zip(targets, (found or {}).get("stale", ()), (found or {}).get("freed", ())):
+        for (name, _), stale, freed in zip(
+            targets, (found or {}).get("stale", ()), (found or {}).get("freed", ())
+        ):
             if stale is not None:
                 out.append(self._stale(name, stale, states))
             if freed is not None:
@@ -569,26 +664,56 @@ class Predictor:
         step = self.changed_at(saved, storage, saved_version, version, states)
         what = f"`{saved}`" if saved is not None else "an unnamed tensor"
         # an unnamed one at the version of the named tensors on its storage shares their counter (a view)
-        partners = [s.name for s in states if saved is None and storage and s.storage == storage
-                    and s.version == version and s.kind != "ndarray"]
+        partners = [
+            s.name
+            for s in states
+            if saved is None
+            and storage
+            and s.storage == storage
+            and s.version == version
+            and s.kind != "ndarray"
+        ]
         shared = f", in the storage of {', '.join(f'`{n}`' for n in partners)}" if partners else ""
         where = f" ({storage}{shared})" if storage else ""
         now = f"`{saved}` is" if saved is not None else "it is"
         writers = [saved] if saved is not None else partners
-        hints = [_writes_to(n) for n in writers] + [_IN_PLACE] + [rf"(?<![\w.]){re.escape(n)}(?!\w)" for n in writers]
-        when = f" (changed by `{short_code(self.codes.get(step, ''), hints)}` at {_step_name(step)})" if step is not None else ""
-        message = (f"backward through `{name}` will fail: {node} saved {what}{where} at version {saved_version}, "
-                   f"and {now} now at version {version}{when}.")
-        return Prediction(kind=STALE, tensor=name, node=node, saved=attr, saved_tensor=saved,
-                          saved_version=saved_version, version=version, storage=storage,
-                          changed_at_step=step, message=message)
+        hints = (
+            [_writes_to(n) for n in writers]
+            + [_IN_PLACE]
+            + [rf"(?<![\w.]){re.escape(n)}(?!\w)" for n in writers]
+        )
+        when = (
+            f" (changed by `{short_code(self.codes.get(step, ''), hints)}` at {_step_name(step)})"
+            if step is not None
+            else ""
+        )
+        message = (
+            f"backward through `{name}` will fail: {node} saved {what}{where} at version {saved_version}, "
+            f"and {now} now at version {version}{when}."
+        )
+        return Prediction(
+            kind=STALE,
+            tensor=name,
+            node=node,
+            saved=attr,
+            saved_tensor=saved,
+            saved_version=saved_version,
+            version=version,
+            storage=storage,
+            changed_at_step=step,
+            message=message,
+        )
 
     def _freed(self, name: str, node: str, attr: str, step: Optional[int]) -> Prediction:
         code = short_code(self.codes.get(step, ""), [r"\bbackward\(", r"\bgrad\("])
         when = f"at {_step_name(step)} (`{code}`)" if step is not None else "by an earlier backward"
-        message = (f"backward through `{name}` a second time will fail: its saved tensors were freed {when}; "
-                   f"{node} needs its saved `{attr}`.")
-        return Prediction(kind=FREED, tensor=name, node=node, saved=attr, changed_at_step=step, message=message)
+        message = (
+            f"backward through `{name}` a second time will fail: its saved tensors were freed {when}; "
+            f"{node} needs its saved `{attr}`."
+        )
+        return Prediction(
+            kind=FREED, tensor=name, node=node, saved=attr, changed_at_step=step, message=message
+        )
 
 
 def _step_name(index: int) -> str:

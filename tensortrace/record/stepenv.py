@@ -27,7 +27,9 @@ _ALWAYS = ("always", None, Warning, None, 0)
 
 
 def _filters_mutated() -> None:
-    mutated = getattr(warnings, "_filters_mutated", None) or getattr(warnings, "_filters_mutated_lock_held", None)
+    mutated = getattr(warnings, "_filters_mutated", None) or getattr(
+        warnings, "_filters_mutated_lock_held", None
+    )
     if mutated is not None:
         mutated()
 

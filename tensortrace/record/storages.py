@@ -22,7 +22,9 @@ class _Allocation:
     nbytes: int
     owners: List[weakref.ref] = field(default_factory=list)
     names: List[str] = field(default_factory=list)
-    ident: Optional[int] = None  # for storages without an address (meta): the storage's own identity
+    ident: Optional[int] = (
+        None  # for storages without an address (meta): the storage's own identity
+    )
 
     def alive(self) -> bool:
         return any(ref() is not None for ref in self.owners)
@@ -49,14 +51,22 @@ class StorageRegistry:
         self._live: List[_Allocation] = []
         self._pruned = 64  # the size of _live after it was last pruned (at least 64)
         self.allocations: List[_Allocation] = []
-        self._names: Dict[str, List[str]] = {}  # label -> the names seen on it (its allocation's list)
+        self._names: Dict[
+            str, List[str]
+        ] = {}  # label -> the names seen on it (its allocation's list)
 
-    def label(self, device: str, ptr: int, nbytes: int, owner: Any, ident: Optional[int] = None) -> str:
+    def label(
+        self, device: str, ptr: int, nbytes: int, owner: Any, ident: Optional[int] = None
+    ) -> str:
         alloc = self._by_key.get((device, ptr) if ident is None else (device + "#id", ident))
-        if alloc is not None:  # the common case, an owner seen before: it lives (the caller holds it), so does its allocation
+        if (
+            alloc is not None
+        ):  # the common case, an owner seen before: it lives (the caller holds it), so does its allocation
             for ref in alloc.owners:
                 if ref() is owner:
-                    if ident is None and (ptr < alloc.ptr or ptr + nbytes > alloc.ptr + alloc.nbytes):
+                    if ident is None and (
+                        ptr < alloc.ptr or ptr + nbytes > alloc.ptr + alloc.nbytes
+                    ):
                         end = max(alloc.ptr + alloc.nbytes, ptr + nbytes)
                         alloc.ptr = min(alloc.ptr, ptr)
                         alloc.nbytes = end - alloc.ptr
@@ -70,14 +80,18 @@ class StorageRegistry:
                 alloc.ptr = min(alloc.ptr, ptr)
                 alloc.nbytes = end - alloc.ptr
             return alloc.label
-        alloc = _Allocation(f"S{len(self.allocations) + 1}", device, ptr, nbytes, [_weak(owner)], ident=ident)
+        alloc = _Allocation(
+            f"S{len(self.allocations) + 1}", device, ptr, nbytes, [_weak(owner)], ident=ident
+        )
         self.allocations.append(alloc)
         self._names[alloc.label] = alloc.names
         self._live.append(alloc)
         self._by_key[(device, ptr) if ident is None else (device + "#id", ident)] = alloc
         return alloc.label
 
-    def _find(self, device: str, ptr: int, nbytes: int, ident: Optional[int]) -> Optional[_Allocation]:
+    def _find(
+        self, device: str, ptr: int, nbytes: int, ident: Optional[int]
+    ) -> Optional[_Allocation]:
         key = (device, ptr) if ident is None else (device + "#id", ident)
         alloc = self._by_key.get(key)
         if alloc is not None and alloc.alive():
@@ -86,9 +100,17 @@ class StorageRegistry:
             return None
         end = ptr + nbytes
         for alloc in self._live:  # the byte ranges first: asking whether an owner lives costs more
-            if alloc.ident is None and alloc.device == device and ptr < alloc.ptr + alloc.nbytes and alloc.ptr < end and alloc.alive():
+            if (
+                alloc.ident is None
+                and alloc.device == device
+                and ptr < alloc.ptr + alloc.nbytes
+                and alloc.ptr < end
+                and alloc.alive()
+            ):
                 return alloc
-        if len(self._live) >= 2 * self._pruned:  # forget dead allocations, in amortised constant time
+        if (
+            len(self._live) >= 2 * self._pruned
+        ):  # forget dead allocations, in amortised constant time
             self._live = [a for a in self._live if a.alive()]
             self._pruned = max(64, len(self._live))
         return None

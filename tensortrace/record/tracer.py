@@ -150,7 +150,9 @@ def check_policy(scenario: Scenario) -> None:
     """Safe mode: refuse, before anything runs, code that reaches outside the scenario."""
     from ..sandbox import check_source
 
-    for where, reason in scenario.refusals[:1]:  # e.g. a notebook's IPython magics, which are not Python
+    for where, reason in scenario.refusals[
+        :1
+    ]:  # e.g. a notebook's IPython magics, which are not Python
         raise PolicyError(reason, path=where)
     for what, code, mode in scenario.all_code():
         try:
@@ -189,7 +191,9 @@ def _relabel(code: types.CodeType, filename: str) -> types.CodeType:
     traceback's file name says which step (or setup piece) the line is in."""
     consts = code.co_consts
     if any(isinstance(c, types.CodeType) for c in consts):
-        consts = tuple(_relabel(c, filename) if isinstance(c, types.CodeType) else c for c in consts)
+        consts = tuple(
+            _relabel(c, filename) if isinstance(c, types.CodeType) else c for c in consts
+        )
     return code.replace(co_filename=filename, co_consts=consts)
 
 
@@ -205,6 +209,7 @@ def _deep_recursion(limit: int = 6000) -> Iterator[None]:
 
 
 # --- the recorder ----------------------------------------------------------------
+
 
 def iter_trace(
     scenario: Scenario,
@@ -232,7 +237,9 @@ def iter_trace(
     if safe and not checked:  # the runner checks once, before anything runs
         check_policy(scenario)
     dev = resolve_device(scenario, device)
-    recorder = _Recorder(scenario, safe=safe, device=dev, timeout=timeout, values=values, on_ran=on_ran)
+    recorder = _Recorder(
+        scenario, safe=safe, device=dev, timeout=timeout, values=values, on_ran=on_ran
+    )
     recorder.ops = OpsSession(scenario, on=ops, values=values, notices=recorder._notices)
     yield Start(
         scenario=ScenarioInfo(
@@ -257,7 +264,9 @@ def iter_trace(
             setup = recorder.run_setup()
             yield setup
             if setup.status != "ok":
-                aborted = "setup failed; no step ran" if setup.status == "raised" else setup.error.message
+                aborted = (
+                    "setup failed; no step ran" if setup.status == "raised" else setup.error.message
+                )
         if aborted is None:
             for spec in scenario.steps:
                 step = recorder.run_step(spec)
@@ -292,20 +301,36 @@ def _fresh_torch_state(seed: int, device: str) -> Iterator[None]:
 
 class _Recorder:
     def __init__(
-        self, scenario: Scenario, *, safe: bool, device: str, timeout: Optional[float], values: bool,
+        self,
+        scenario: Scenario,
+        *,
+        safe: bool,
+        device: str,
+        timeout: Optional[float],
+        values: bool,
         on_ran: Optional[Callable[[int], None]] = None,
     ) -> None:
         self.scenario = scenario
-        self.on_ran = on_ran or (lambda index: None)  # the user's code of a step is done; recording begins
-        self.stack_memo: Dict[str, int] = {}  # the depth the tool's own frames use, probed at the first step
-        self._compiled: Dict[Tuple[str, str], types.CodeType] = {}  # (text, mode) -> code, compiled once a run
+        self.on_ran = on_ran or (
+            lambda index: None
+        )  # the user's code of a step is done; recording begins
+        self.stack_memo: Dict[
+            str, int
+        ] = {}  # the depth the tool's own frames use, probed at the first step
+        self._compiled: Dict[
+            Tuple[str, str], types.CodeType
+        ] = {}  # (text, mode) -> code, compiled once a run
         self.safe = safe
         self.timeout = timeout
         self.values = values
         self.registry = StorageRegistry()
         self.predictor = Predictor()  # what each step's saved tensors say about backward
-        self.memo = SnapshotCache()  # last snapshot's records, reused while a tensor is provably unchanged
-        self.writes = WriteWatch(scenario, safe=safe)  # which storages each step provably did not write
+        self.memo = (
+            SnapshotCache()
+        )  # last snapshot's records, reused while a tensor is provably unchanged
+        self.writes = WriteWatch(
+            scenario, safe=safe
+        )  # which storages each step provably did not write
         self.initial = base_namespace()
         if safe:
             from ..sandbox import safe_globals
@@ -315,9 +340,13 @@ class _Recorder:
             self.ns = dict(self.initial)
         self.initial_ids = {k: id(v) for k, v in self.ns.items()}
         self.nones: List[str] = []  # the names the last snapshot saw bound to None
-        self.warning_filters: List[Any] = []  # filters the scenario's own code added, kept between steps
+        self.warning_filters: List[
+            Any
+        ] = []  # filters the scenario's own code added, kept between steps
         self.seen_names: set = set()
-        self.asked: Dict[str, Tuple[str, Optional[int]]] = {}  # name → (where, line) from show/graph
+        self.asked: Dict[
+            str, Tuple[str, Optional[int]]
+        ] = {}  # name → (where, line) from show/graph
         self._notices: List[str] = list(scenario.notices)
         self.ops = OpsSession(scenario, on=False)  # what each step ran: iter_trace turns it on
         for name in scenario.show or ():
@@ -340,7 +369,9 @@ class _Recorder:
             compile_safe = _compile_safe()
             try:  # known code comes from the checker's cache, at any depth
                 compiled = compile_safe(text, filename, mode)
-            except RecursionError:  # new code nested too deeply for this stack: checked again with room
+            except (
+                RecursionError
+            ):  # new code nested too deeply for this stack: checked again with room
                 with _deep_recursion():
                     compiled = compile_safe(text, filename, mode)
         else:
@@ -352,7 +383,9 @@ class _Recorder:
     def run_setup(self) -> Step:
         text = "\n".join(c.text for c in self.scenario.setup)
         first = self.scenario.setup[0]
-        status, error, warns, stdout, _ = self.execute([(c, f"<setup {i}>") for i, c in enumerate(self.scenario.setup)], 0)
+        status, error, warns, stdout, _ = self.execute(
+            [(c, f"<setup {i}>") for i, c in enumerate(self.scenario.setup)], 0
+        )
         if status == "ok":
             failures: Tuple[str, ...] = ()
         elif status == "timeout":
@@ -384,8 +417,14 @@ class _Recorder:
         )
 
     def run_step(self, spec: StepSpec) -> Step:
-        status, error, warns, stdout, classes = self.execute([(spec.run, f"<step {spec.index}>")], spec.index)
-        expectations = tuple(self.expectation(code, spec.index) for code in spec.expect) if status != "timeout" and spec.expect else ()
+        status, error, warns, stdout, classes = self.execute(
+            [(spec.run, f"<step {spec.index}>")], spec.index
+        )
+        expectations = (
+            tuple(self.expectation(code, spec.index) for code in spec.expect)
+            if status != "timeout" and spec.expect
+            else ()
+        )
         raised_ok, warned_ok, failures = declared_outcome(spec, status, error, warns, classes)
         if expectations:
             failures += [f"expectation failed: {e.expr}" for e in expectations if not e.passed]
@@ -396,8 +435,12 @@ class _Recorder:
             graphs, predictions = self.observe(spec, spec.index, spec.run.text, tensors, objects)
             if error is not None:
                 suspects = classes.pop("saved", None)
-                error = name_the_saved_tensor(error, tensors, proven=proven_names(suspects, objects),
-                                              family=view_family(suspects, objects))
+                error = name_the_saved_tensor(
+                    error,
+                    tensors,
+                    proven=proven_names(suspects, objects),
+                    family=view_family(suspects, objects),
+                )
                 del suspects
         del objects
         shown = self.shown_names(spec, tensors)
@@ -447,7 +490,11 @@ class _Recorder:
             try:
                 try:
                     compiled = [self.compile(code, filename, "exec") for code, filename in pieces]
-                    with self._time_limit(index), PlainStackDepth(self.stack_memo), self.ops.modes(caught):
+                    with (
+                        self._time_limit(index),
+                        PlainStackDepth(self.stack_memo),
+                        self.ops.modes(caught),
+                    ):
                         for each in compiled:
                             exec(each, self.ns)
                 finally:
@@ -473,10 +520,22 @@ class _Recorder:
                 code = lines.get(w.filename)
                 line = code.locate(w.lineno)[0] if code is not None else None
                 if len(warns) < MAX_WARNINGS:
-                    warns.append(WarningInfo(category=w.category.__name__, message=bounded(_exception_text(w.message), MAX_MESSAGE), line=line))
+                    warns.append(
+                        WarningInfo(
+                            category=w.category.__name__,
+                            message=bounded(_exception_text(w.message), MAX_MESSAGE),
+                            line=line,
+                        )
+                    )
                 elif len(warns) == MAX_WARNINGS:
                     more = len(caught) - MAX_WARNINGS
-                    warns.append(WarningInfo(category="tensortrace.Notice", message=f"{more:,} more warnings in this step were not recorded", line=None))
+                    warns.append(
+                        WarningInfo(
+                            category="tensortrace.Notice",
+                            message=f"{more:,} more warnings in this step were not recorded",
+                            line=None,
+                        )
+                    )
                 classes["warnings"].append((w.category, _exception_text(w.message)))
             caught.clear()
         text = out.getvalue()
@@ -504,9 +563,13 @@ class _Recorder:
     # observing -------------------------------------------------------------------
     def snapshot(self, spec: Optional[StepSpec]) -> Tuple[Tuple[TensorState, ...], Dict[str, Any]]:
         named = self.named_objects()
-        if self.asked:  # only the names that show or graph ask for are checked against what was seen
+        if (
+            self.asked
+        ):  # only the names that show or graph ask for are checked against what was seen
             self.seen_names.update(name for name, _, _ in named)
-        self.memo.window = self.writes.window(self.ops.level, self.ops.now, bool(spec is not None and spec.expect))
+        self.memo.window = self.writes.window(
+            self.ops.level, self.ops.now, bool(spec is not None and spec.expect)
+        )
         return probe_named(named, self.registry, values=self.values, memo=self.memo)
 
     def named_objects(self) -> List[Tuple[str, Any, str]]:
@@ -540,19 +603,27 @@ class _Recorder:
                 break
         return found[:MAX_NAMES]
 
-    def shown_names(self, spec: StepSpec, tensors: Sequence[TensorState]) -> Optional[Tuple[str, ...]]:
+    def shown_names(
+        self, spec: StepSpec, tensors: Sequence[TensorState]
+    ) -> Optional[Tuple[str, ...]]:
         wanted = spec.show if spec.show is not None else self.scenario.show
         if wanted is None:
             return None
         return tuple(t.name for t in tensors if any(_covers(w, t.name) for w in wanted))
 
-    def graphs(self, spec: StepSpec, tensors: Sequence[TensorState], objects: Dict[str, Any]) -> List[Tuple[str, Any]]:
+    def graphs(
+        self, spec: StepSpec, tensors: Sequence[TensorState], objects: Dict[str, Any]
+    ) -> List[Tuple[str, Any]]:
         """The (name, grad_fn) of each graph the step asks to draw."""
         if not spec.graph:
             return []
         if spec.graph is True:
             shown = self.shown_names(spec, tensors)
-            targets = [t.name for t in tensors if t.grad_fn is not None and (shown is None or t.name in shown)]
+            targets = [
+                t.name
+                for t in tensors
+                if t.grad_fn is not None and (shown is None or t.name in shown)
+            ]
         else:
             targets = [t.name for t in tensors if any(_covers(w, t.name) for w in spec.graph)]
         result = []
@@ -566,8 +637,14 @@ class _Recorder:
                 result.append((name, grad_fn))
         return result
 
-    def observe(self, spec: Optional[StepSpec], index: int, code: str, tensors: Sequence[TensorState],
-                objects: Dict[str, Any]) -> Tuple[Tuple[Graph, ...], Tuple[Any, ...]]:
+    def observe(
+        self,
+        spec: Optional[StepSpec],
+        index: int,
+        code: str,
+        tensors: Sequence[TensorState],
+        objects: Dict[str, Any],
+    ) -> Tuple[Tuple[Graph, ...], Tuple[Any, ...]]:
         """The graphs the step draws, with what each node saved, and the backwards that will fail (``saved.py``)."""
         drawn = self.graphs(spec, tensors, objects) if spec is not None else []
         names_by_id: Dict[int, str] = {}
@@ -575,7 +652,15 @@ class _Recorder:
             names_by_id.setdefault(id(obj), name)
         self.predictor.note(index, code, tensors)
         self.predictor.released = self.ops.released
-        observed = observe(self.predictor, index, drawn, tensors, objects, Namer(objects, tensors, self.registry), names_by_id)
+        observed = observe(
+            self.predictor,
+            index,
+            drawn,
+            tensors,
+            objects,
+            Namer(objects, tensors, self.registry),
+            names_by_id,
+        )
         stopped = UNANCHORED.format(n=UNANCHORED_NODES)
         if self.predictor.unanchored and stopped not in self._notices:
             self._notices.append(stopped)
@@ -583,7 +668,9 @@ class _Recorder:
 
     def storages(self) -> Tuple[StorageInfo, ...]:
         return tuple(
-            StorageInfo(label=a.label, nbytes=a.nbytes, device=a.device, ptr=a.ptr, names=tuple(a.names))
+            StorageInfo(
+                label=a.label, nbytes=a.nbytes, device=a.device, ptr=a.ptr, names=tuple(a.names)
+            )
             for a in self.registry.allocations
         )
 
@@ -598,6 +685,7 @@ class _Recorder:
 
 def _error_info(exc: BaseException, lines: Dict[str, Code]) -> ErrorInfo:
     from .explain import explain
+
     line = None
     tb = exc.__traceback__
     while tb is not None:

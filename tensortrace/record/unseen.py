@@ -37,8 +37,9 @@ from .saved import (
 )
 
 
-def released_predictions(predictor: Predictor, index: int, targets: Sequence[Tuple[str, Any]],
-                         made: Sequence[Prediction]) -> Tuple[Prediction, ...]:
+def released_predictions(
+    predictor: Predictor, index: int, targets: Sequence[Tuple[str, Any]], made: Sequence[Prediction]
+) -> Tuple[Prediction, ...]:
     """Second backwards through a CopySlices node a freeing backward already ran.
 
     CopySlices (a view written in place) wraps the node of the in-place
@@ -61,10 +62,20 @@ def released_predictions(predictor: Predictor, index: int, targets: Sequence[Tup
                 break
             step = predictor.released_since.setdefault(id(node), index)
             code = short_code(predictor.codes.get(step, ""), [r"\bbackward\(", r"\bgrad\("])
-            when = f"at {_step_name(step)} (`{code}`)" if step is not None else "by an earlier backward"
-            message = (f"backward through `{name}` a second time will fail: its saved tensors were freed {when}; "
-                       f"{node_name} no longer holds the in-place operation it wraps.")
-            out.append(Prediction(kind=FREED, tensor=name, node=node_name, changed_at_step=step, message=message))
+            when = (
+                f"at {_step_name(step)} (`{code}`)"
+                if step is not None
+                else "by an earlier backward"
+            )
+            message = (
+                f"backward through `{name}` a second time will fail: its saved tensors were freed {when}; "
+                f"{node_name} no longer holds the in-place operation it wraps."
+            )
+            out.append(
+                Prediction(
+                    kind=FREED, tensor=name, node=node_name, changed_at_step=step, message=message
+                )
+            )
             break
     released.clear()  # forget the dead: a new node may take a dead one's id
     released.update(alive)
@@ -72,8 +83,9 @@ def released_predictions(predictor: Predictor, index: int, targets: Sequence[Tup
     return tuple(out)
 
 
-def silent_predictions(predictor: Predictor, targets: Sequence[Tuple[str, Any]], made: Sequence[Prediction],
-                       namer: Any) -> Tuple[Prediction, ...]:
+def silent_predictions(
+    predictor: Predictor, targets: Sequence[Tuple[str, Any]], made: Sequence[Prediction], namer: Any
+) -> Tuple[Prediction, ...]:
     """Backwards that will run but use values a silent write changed after the node saved them.
 
     A node saved a named tensor at version v (it still is at v, so backward
@@ -96,7 +108,9 @@ def silent_predictions(predictor: Predictor, targets: Sequence[Tuple[str, Any]],
     return tuple(out)
 
 
-def _first_silent(predictor: Predictor, order: Sequence[Any], namer: Any) -> Optional[Tuple[Any, Entry, int, int]]:
+def _first_silent(
+    predictor: Predictor, order: Sequence[Any], namer: Any
+) -> Optional[Tuple[Any, Entry, int, int]]:
     for node in order:
         first = predictor.node_first.get((id(node), type(node).__name__))
         if first is None:
@@ -111,9 +125,15 @@ def _first_silent(predictor: Predictor, order: Sequence[Any], namer: Any) -> Opt
     return None
 
 
-def _changed(predictor: Predictor, name: str, node: Any, entry: Entry, first: int, step: int, namer: Any) -> Prediction:
+def _changed(
+    predictor: Predictor, name: str, node: Any, entry: Entry, first: int, step: int, namer: Any
+) -> Prediction:
     attr, saved, storage, saved_version, version = entry[:5]
-    hints = [rf"(?<![\w.]){re.escape(saved)}\.data\b", r"\.numpy\(|\bnp\.|\[.*\]\s*=", rf"(?<![\w.]){re.escape(saved)}(?!\w)"]
+    hints = [
+        rf"(?<![\w.]){re.escape(saved)}\.data\b",
+        r"\.numpy\(|\bnp\.|\[.*\]\s*=",
+        rf"(?<![\w.]){re.escape(saved)}(?!\w)",
+    ]
     code = short_code(predictor.codes.get(step, ""), hints)
     leaves = _leaf_names(node, namer)
     if len(leaves) == 1:
@@ -121,12 +141,23 @@ def _changed(predictor: Predictor, name: str, node: Any, entry: Entry, first: in
     else:  # which inputs' gradients use the saved tensor depends on the node: say only where they go
         reach = f" (they reach {', '.join(f'`{leaf}`' for leaf in leaves)})" if leaves else ""
         wrong = f"the gradients it computes from `{saved}` will be wrong{reach}"
-    message = (f"backward through `{name}` will not fail but will use changed values: {_node_name(node)} saved "
-               f"`{saved}` at {_step_name(first)}, and {_step_name(step)} (`{code}`) changed it without a "
-               f"version bump; {wrong}.")
-    return Prediction(kind=CHANGED, tensor=name, node=_node_name(node), saved=attr, saved_tensor=saved,
-                      saved_version=saved_version, version=version, storage=storage,
-                      changed_at_step=step, message=message)
+    message = (
+        f"backward through `{name}` will not fail but will use changed values: {_node_name(node)} saved "
+        f"`{saved}` at {_step_name(first)}, and {_step_name(step)} (`{code}`) changed it without a "
+        f"version bump; {wrong}."
+    )
+    return Prediction(
+        kind=CHANGED,
+        tensor=name,
+        node=_node_name(node),
+        saved=attr,
+        saved_tensor=saved,
+        saved_version=saved_version,
+        version=version,
+        storage=storage,
+        changed_at_step=step,
+        message=message,
+    )
 
 
 def _leaf_names(node: Any, namer: Any, limit: int = 200) -> List[str]:
@@ -153,9 +184,15 @@ def _leaf_names(node: Any, namer: Any, limit: int = 200) -> List[str]:
 Key = Tuple[str, Optional[str]]  # (name, storage label): how Predictor.versions knows a tensor
 
 
-def unchecked_predictions(predictor: Predictor, index: int, targets: Sequence[Tuple[str, Any]],
-                          made: Sequence[Prediction], slices: Sequence[Any], states: Sequence[Any],
-                          objects: Dict[str, Any]) -> Tuple[Prediction, ...]:
+def unchecked_predictions(
+    predictor: Predictor,
+    index: int,
+    targets: Sequence[Tuple[str, Any]],
+    made: Sequence[Prediction],
+    slices: Sequence[Any],
+    states: Sequence[Any],
+    objects: Dict[str, Any],
+) -> Tuple[Prediction, ...]:
     """Backwards through a CopySlices node whose hidden node may have saved a tensor changed since.
 
     CopySlices (a view written in place) keeps the in-place operation's own
@@ -207,8 +244,9 @@ def _slice_key(node: Any) -> Tuple[int, int]:
         return id(node), -1
 
 
-def _moved_since(versions: Dict[Key, List[Tuple[int, int]]], first: int,
-                 bases: Sequence[Key]) -> List[Tuple[int, Key]]:
+def _moved_since(
+    versions: Dict[Key, List[Tuple[int, int]]], first: int, bases: Sequence[Key]
+) -> List[Tuple[int, Key]]:
     """(step, key) of each named tensor that existed at step ``first`` and whose version moved
     since, in step order: the tensors the node inside CopySlices may have saved and that changed.
 
@@ -236,8 +274,9 @@ def _moved_since(versions: Dict[Key, List[Tuple[int, int]]], first: int,
     return out
 
 
-def _unchecked(predictor: Predictor, name: str, node: str, first: int,
-               moved: List[Tuple[int, Key]]) -> Prediction:
+def _unchecked(
+    predictor: Predictor, name: str, node: str, first: int, moved: List[Tuple[int, Key]]
+) -> Prediction:
     step, (saved, storage) = moved[0]
     names = []
     for _, (other, _) in moved:
@@ -246,13 +285,22 @@ def _unchecked(predictor: Predictor, name: str, node: str, first: int,
     more = f" and {len(names) - 4} more" if len(names) > 4 else ""
     listed = ", ".join(f"`{n}`" for n in names[:4]) + more
     code = short_code(predictor.codes.get(step, ""), [rf"(?<![\w.]){re.escape(saved)}(?!\w)"])
-    message = (f"backward through `{name}` cannot be checked and may fail: {node} (a view written "
-               f"in place, seen at {_step_name(first)}) holds the in-place operation's own node, "
-               f"whose saved tensors PyTorch does not show, and {listed} changed since (first at "
-               f"{_step_name(step)}, `{code}`); if that node saved one of them, backward will "
-               f"raise \"modified by an inplace operation\".")
-    return Prediction(kind=UNCHECKED, tensor=name, node=node, saved_tensor=saved, storage=storage,
-                      changed_at_step=step, message=message)
+    message = (
+        f"backward through `{name}` cannot be checked and may fail: {node} (a view written "
+        f"in place, seen at {_step_name(first)}) holds the in-place operation's own node, "
+        f"whose saved tensors PyTorch does not show, and {listed} changed since (first at "
+        f"{_step_name(step)}, `{code}`); if that node saved one of them, backward will "
+        f'raise "modified by an inplace operation".'
+    )
+    return Prediction(
+        kind=UNCHECKED,
+        tensor=name,
+        node=node,
+        saved_tensor=saved,
+        storage=storage,
+        changed_at_step=step,
+        message=message,
+    )
 
 
 __all__ = ["released_predictions", "silent_predictions", "unchecked_predictions"]

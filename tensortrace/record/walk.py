@@ -31,7 +31,9 @@ from typing import Any, Dict, List, NamedTuple, Sequence
 from ..trace.collector import paused_gc
 
 MAX_NODES = 250_000
-UNANCHORED_NODES = 2_000  # a chain this long of nodes with Python objects frees safely without anchors
+UNANCHORED_NODES = (
+    2_000  # a chain this long of nodes with Python objects frees safely without anchors
+)
 ANCHOR = "tensortrace: next nodes"  # the key in each walked node's metadata: its next node, or a tuple of them
 
 UNANCHORED = (
@@ -77,7 +79,9 @@ def walk_nodes(roots: Sequence[Any], max_nodes: int) -> Walk:
     truncated = stopped = False
     unanchored = 0
     root_at: List[int] = []
-    with paused_gc():  # the walk allocates only what it keeps until it returns: collecting meanwhile finds nothing
+    with (
+        paused_gc()
+    ):  # the walk allocates only what it keeps until it returns: collecting meanwhile finds nothing
         for root in roots:
             at = index.get(id(root))
             if at is None:
@@ -102,11 +106,15 @@ def walk_nodes(roots: Sequence[Any], max_nodes: int) -> Walk:
                         if len(pairs) == 1:
                             nxt = pairs[0][0]
                         elif len(pairs) == 2 and (pairs[0][0] is None or pairs[1][0] is None):
-                            nxt = pairs[1][0] if pairs[0][0] is None else pairs[0][0]  # e.g. y * 2: one next node
+                            nxt = (
+                                pairs[1][0] if pairs[0][0] is None else pairs[0][0]
+                            )  # e.g. y * 2: one next node
                         else:
                             nxt = _SEVERAL
                         try:
-                            node.metadata[ANCHOR] = nxt if nxt is not _SEVERAL else tuple(p[0] for p in pairs)
+                            node.metadata[ANCHOR] = (
+                                nxt if nxt is not _SEVERAL else tuple(p[0] for p in pairs)
+                            )
                         except Exception:
                             unanchored += 1
                             if unanchored > UNANCHORED_NODES:

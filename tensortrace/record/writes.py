@@ -54,10 +54,20 @@ READ, WRITTEN, UNWRITTEN = 0, 1, 2
 #: Calls after which memory may be written by something other than an ATen
 #: operation: NumPy arrays over it, DLPack capsules, storage objects.
 HANDED_OUT = frozenset(
-    {"numpy", "__array__", "__array_wrap__", "__dlpack__", "untyped_storage", "storage", "_typed_storage",
-     "share_memory_", "__reduce_ex__", "__reduce__", "__getstate__"}
+    {
+        "numpy",
+        "__array__",
+        "__array_wrap__",
+        "__dlpack__",
+        "untyped_storage",
+        "storage",
+        "_typed_storage",
+        "share_memory_",
+        "__reduce_ex__",
+        "__reduce__",
+        "__getstate__",
+    }
 )
-
 
 
 def _data_descriptors() -> frozenset:
@@ -66,9 +76,15 @@ def _data_descriptors() -> frozenset:
     Only those that are not methods of the other objects the tool reads
     (modules, storages): ``nbytes`` is a tensor's property but a storage's method.
     """
-    names = {n for n in dir(torch.Tensor) if inspect.isdatadescriptor(getattr(torch.Tensor, n, None))}
+    names = {
+        n for n in dir(torch.Tensor) if inspect.isdatadescriptor(getattr(torch.Tensor, n, None))
+    }
     for cls in (torch.nn.Module, torch.UntypedStorage, torch.TypedStorage, BaseException):
-        names = {n for n in names if not hasattr(cls, n) or inspect.isdatadescriptor(getattr(cls, n, None))}
+        names = {
+            n
+            for n in names
+            if not hasattr(cls, n) or inspect.isdatadescriptor(getattr(cls, n, None))
+        }
     return frozenset(n for n in names if not n.startswith("_"))
 
 
@@ -99,9 +115,23 @@ def _piece_reason(source: str, mode: str) -> Optional[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.ClassDef):
             return "the scenario defines a class"
-        if isinstance(node, (ast.Yield, ast.YieldFrom, ast.AsyncFunctionDef, ast.Await, ast.AsyncFor, ast.AsyncWith)):
+        if isinstance(
+            node,
+            (
+                ast.Yield,
+                ast.YieldFrom,
+                ast.AsyncFunctionDef,
+                ast.Await,
+                ast.AsyncFor,
+                ast.AsyncWith,
+            ),
+        ):
             return "the scenario defines a generator or coroutine"
-        if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) and node.attr not in _ASSIGNABLE:
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.ctx, ast.Store)
+            and node.attr not in _ASSIGNABLE
+        ):
             return f"the scenario assigns the attribute {node.attr!r}"
     return None
 
@@ -136,7 +166,9 @@ class WriteWatch:
         self.handed: Dict[int, Any] = {}  # id(storage) -> weak reference, for the rest of the run
         self.reason: Optional[str] = None if safe else "the scenario runs without safe mode"
         if self.reason is None:
-            self.reason = code_reason((code.source(mode), mode) for _, code, mode in scenario.all_code())
+            self.reason = code_reason(
+                (code.source(mode), mode) for _, code, mode in scenario.all_code()
+            )
 
     def window(self, level: Optional[str], recorder: Any, expectations: bool) -> Optional[Window]:
         """The proof for the step that ``recorder`` recorded, or None (and None from then on)."""
@@ -155,7 +187,9 @@ class WriteWatch:
                     self.reason = "a tensor written or handed out could not be found"
         if self.reason is not None:
             return None
-        if len(self.handed) > 1024:  # forget storages that died (a new one at the same id is not handed out)
+        if (
+            len(self.handed) > 1024
+        ):  # forget storages that died (a new one at the same id is not handed out)
             self.handed = {k: ref for k, ref in self.handed.items() if ref() is not None}
         return Window(written, self.handed)
 
@@ -181,7 +215,9 @@ class WriteWatch:
     @staticmethod
     def _note(grabbed: Any, into: Dict[int, Any]) -> bool:
         """Add the storage of a tensor an operation touched to ``into``; False when it cannot be found."""
-        key = grabbed[2]  # read while the operation held the tensor: the tool keeps no reference to it
+        key = grabbed[
+            2
+        ]  # read while the operation held the tensor: the tool keeps no reference to it
         storage = key[3]() if key is not None else None
         if storage is None:
             return False

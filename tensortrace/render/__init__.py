@@ -74,5 +74,13 @@ def render(traces: Sequence[Trace], fmt: str, options: RenderOptions = DEFAULT_O
     return renderer(fmt)(list(traces), options)
 
 
-__all__ = ["FORMATS", "RenderOptions", "Renderer", "StreamRenderer", "check_format", "render",
-           "renderer", "stream"]
+__all__ = [
+    "FORMATS",
+    "RenderOptions",
+    "Renderer",
+    "StreamRenderer",
+    "check_format",
+    "render",
+    "renderer",
+    "stream",
+]

@@ -161,7 +161,8 @@ def _names(steps: Sequence[Optional[Step]]) -> List[str]:
 def _bindings(steps: Sequence[Optional[Step]], states, name: str) -> Tuple[str, ...]:
     """What ``name`` is bound to in each variant: ``a tensor``, ``None`` or ``not bound``."""
     return tuple(
-        "a tensor" if st is not None
+        "a tensor"
+        if st is not None
         else ("None" if s is not None and name in s.none else "not bound")
         for s, st in zip(steps, states)
     )
@@ -216,10 +217,12 @@ def merged_expectations(
         for result in present[0][1].expectations:
             if result.expr in shared_exprs:
                 continue
-            if all(any(r.expr == result.expr and r.passed for r in s.expectations)
-                   for _, s in present):
+            if all(
+                any(r.expr == result.expr and r.passed for r in s.expectations) for _, s in present
+            ):
                 shared_exprs.add(result.expr)
                 common.append(("", result))
-    rest = [(name, r) for name, step in present for r in step.expectations
-            if r.expr not in shared_exprs]
+    rest = [
+        (name, r) for name, step in present for r in step.expectations if r.expr not in shared_exprs
+    ]
     return common + rest

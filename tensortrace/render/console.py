@@ -129,7 +129,10 @@ def _trace_parts(
 
 
 def _step_parts(
-    prev: Optional[Step], shown_prev: Optional[Step], step: Step, view: View,
+    prev: Optional[Step],
+    shown_prev: Optional[Step],
+    step: Step,
+    view: View,
     columns: Sequence[str],
 ) -> Iterable[RenderableType]:
     """One step; ``shown_prev`` is the step drawn just before it (None: the first drawn)."""
@@ -163,7 +166,7 @@ def ops_parts(step: Step, level: str) -> Iterable[RenderableType]:
 
 
 def unchanged_line(names: Sequence[str], width: int) -> str:
-    """"… 37 unchanged: a, b, c …": the names of the rows left out, as many as fit ``width``."""
+    """ "… 37 unchanged: a, b, c …": the names of the rows left out, as many as fit ``width``."""
     words = f"… {len(names)} unchanged: "
     for position, name in enumerate(names):
         piece = name if position == 0 else ", " + name
@@ -175,7 +178,7 @@ def unchanged_line(names: Sequence[str], width: int) -> str:
 
 
 def shared_memory_line(shared: Sequence[Tuple[str, Sequence[str]]], view: View) -> Padding:
-    """"shared memory: S1 holds a, b; S3 holds c, d", each label in its storage's colour."""
+    """ "shared memory: S1 holds a, b; S3 holds c, d", each label in its storage's colour."""
     text = Text("shared memory: ", style="dim")
     for position, (label, group) in enumerate(shared):
         if position:
@@ -186,7 +189,10 @@ def shared_memory_line(shared: Sequence[Tuple[str, Sequence[str]]], view: View) 
 
 
 def _state_parts(
-    prev: Optional[Step], shown_prev: Optional[Step], step: Step, view: View,
+    prev: Optional[Step],
+    shown_prev: Optional[Step],
+    step: Step,
+    view: View,
     columns: Sequence[str],
 ) -> Iterable[RenderableType]:
     names, rows = table_rows(prev, step, view.options)

@@ -42,8 +42,18 @@ from .text import (
 )
 from .facts import is_contiguous
 
-STORAGE_COLOURS = ("cyan", "magenta", "green", "yellow", "blue", "bright_red", "bright_green",
-                   "bright_magenta", "bright_cyan", "bright_yellow")
+STORAGE_COLOURS = (
+    "cyan",
+    "magenta",
+    "green",
+    "yellow",
+    "blue",
+    "bright_red",
+    "bright_green",
+    "bright_magenta",
+    "bright_cyan",
+    "bright_yellow",
+)
 CHANGED_STYLE = "bold reverse"
 DIFFERS_STYLE = "bold reverse"
 CHANGED_MARK = "*"
@@ -106,15 +116,18 @@ def header_panel(trace: Trace, title: Text, *, safe: bool = True) -> Panel:
         body.append(prose(trace.scenario.description.strip()))
     body.append(Text(environment_line(trace), style="dim"))
     if not safe:
-        body.append(Text("safe mode was off: the code ran without restrictions",
-                         style="yellow"))
+        body.append(Text("safe mode was off: the code ran without restrictions", style="yellow"))
     return Panel(Group(*body), box=box.HEAVY, border_style="bright_blue", expand=True)
 
 
 def environment_line(trace: Trace) -> str:
     env = trace.environment
-    parts = [f"torch {env.torch}", f"device {env.device}", f"python {env.python}",
-             f"tensortrace {env.tensortrace}"]
+    parts = [
+        f"torch {env.torch}",
+        f"device {env.device}",
+        f"python {env.python}",
+        f"tensortrace {env.tensortrace}",
+    ]
     if trace.scenario.source:
         parts.append(trace.scenario.source)
     return " · ".join(parts)
@@ -145,13 +158,16 @@ def legend(view: View, *, variants: bool, marks: FrozenSet[str] = frozenset()) -
     if "refused" in marks:
         text.append(" · ? = PyTorch refused to give it (the JSON keeps why)", style="dim")
     if "quiet" in marks:
-        text.append(f" · past {QUIET_ROWS} tensors, a step draws only the rows that changed"
-                    " and names the rest (--all-rows draws them all)", style="dim")
+        text.append(
+            f" · past {QUIET_ROWS} tensors, a step draws only the rows that changed"
+            " and names the rest (--all-rows draws them all)",
+            style="dim",
+        )
     return text
 
 
 def step_title(step: Step, extra: str = "") -> RenderableType:
-    """"Step 2 · line 19 ────": a rule with the step's number and line (``TitleLine``)."""
+    """ "Step 2 · line 19 ────": a rule with the step's number and line (``TitleLine``)."""
     title = "setup" if step.index == 0 else f"Step {step.index}"
     place = step_place(step)
     if place:  # "line 19", or "cell 3, line 1" for a notebook's step
@@ -181,14 +197,12 @@ def code_syntax(code: str, line: Optional[int], color: bool = True) -> Renderabl
     )
 
 
-
 def storage_colour(label: Optional[str], view: View) -> str:
     if not view.color or not label:
         return ""
     digits = "".join(ch for ch in label if ch.isdigit())
     index = int(digits) - 1 if digits else abs(hash(label))
     return STORAGE_COLOURS[index % len(STORAGE_COLOURS)]
-
 
 
 def say(words: str, style: str = "", indent: int = 2) -> RenderableType:
@@ -204,9 +218,9 @@ def mark_cell(cell: Text, view: View, style: str, mark: str) -> None:
         cell.append(mark)
 
 
-
-def outcome_parts(step: Step, label: str = "", expectations: bool = True
-                   ) -> Iterable[RenderableType]:
+def outcome_parts(
+    step: Step, label: str = "", expectations: bool = True
+) -> Iterable[RenderableType]:
     prefix = f"{label}: " if label else ""
     if step.status in ("timeout", "killed"):
         words = "ran out of time" if step.status == "timeout" else "was killed"
@@ -229,7 +243,6 @@ def outcome_parts(step: Step, label: str = "", expectations: bool = True
         yield say(f"✗ {prefix}{failure}", style="bold red")
 
 
-
 def error_panel(error: ErrorInfo, *, declared: bool, label: str = "") -> Padding:
     body: List[RenderableType] = [Text(error.message or "(no message)")]
     if error.explanation is not None:
@@ -247,8 +260,13 @@ def error_panel(error: ErrorInfo, *, declared: bool, label: str = "") -> Padding
         title += f" (line {error.line})"
     if declared:
         title += " — as declared"
-    panel = Panel(Group(*body), title=Text(title, style="bold red"), title_align="left",
-                  border_style="red", padding=(0, 1))
+    panel = Panel(
+        Group(*body),
+        title=Text(title, style="bold red"),
+        title_align="left",
+        border_style="red",
+        padding=(0, 1),
+    )
     return Padding(panel, (0, 0, 0, 2))
 
 
@@ -285,8 +303,9 @@ def graph_parts(
         head.append(": " + NO_GRAD_FN, style="dim")
         yield Padding(head, (0, 0, 0, 2))
         return
-    yield Padding(graph_tree(graph, view, step, title=f"{prefix}graph of {graph.tensor}"),
-                  (0, 0, 0, 2))
+    yield Padding(
+        graph_tree(graph, view, step, title=f"{prefix}graph of {graph.tensor}"), (0, 0, 0, 2)
+    )
     if graph.truncated:
         yield say(TRUNCATED, style="yellow")
 
@@ -305,7 +324,7 @@ def graph_tree(graph: Graph, view: View, step: Optional[Step] = None, *, title: 
     outline = graph_outline(graph, max_depth=view.tree_depth - 1)
     parents: List[Tree] = [root]
     for line in outline.lines:
-        del parents[line.depth + 1:]
+        del parents[line.depth + 1 :]
         node = parents[-1].add(_tree_label(line, grads))
         parents.append(node)
     return root
@@ -335,7 +354,6 @@ def _tree_label(line: OutlineLine, grads: Dict[str, object]) -> Text:
     return Text(line_text(line), style="dim")
 
 
-
 def facts_text(
     state: TensorState, view: View, *, marked, style: str, mark: str, storage: str, extra
 ) -> Text:
@@ -345,22 +363,32 @@ def facts_text(
     line of their own, stride and contiguity beside the storage, and
     ``retains_grad`` beside the other flags.
     """
-    texts = {"shape": format_shape(state.shape), "dtype": format_dtype(state.dtype),
-             "device": state.device, "stride": "stride " + format_stride(state),
-             "contiguous": "contiguous " + format_flag(is_contiguous(state)),
-             "retains_grad": "retains_grad " + format_flag(state.retains_grad)}
+    texts = {
+        "shape": format_shape(state.shape),
+        "dtype": format_dtype(state.dtype),
+        "device": state.device,
+        "stride": "stride " + format_stride(state),
+        "contiguous": "contiguous " + format_flag(is_contiguous(state)),
+        "retains_grad": "retains_grad " + format_flag(state.retains_grad),
+    }
     lines = []
     if view.values:
         lines.append([("values", format_values(state.values, state.shape))])
     kinds = [f for f in ("shape", "dtype", "device") if f in extra]
     if kinds:
         lines.append([(f, texts[f]) for f in kinds])
-    lines.append([("storage", storage)]
-                 + [(f, texts[f]) for f in ("stride", "contiguous") if f in extra]
-                 + [("version", "version " + format_version(state.version))])
-    lines.append([("requires_grad", "requires_grad " + format_flag(state.requires_grad)),
-                  ("is_leaf", "leaf " + format_flag(state.is_leaf))]
-                 + [(f, texts[f]) for f in ("retains_grad",) if f in extra])
+    lines.append(
+        [("storage", storage)]
+        + [(f, texts[f]) for f in ("stride", "contiguous") if f in extra]
+        + [("version", "version " + format_version(state.version))]
+    )
+    lines.append(
+        [
+            ("requires_grad", "requires_grad " + format_flag(state.requires_grad)),
+            ("is_leaf", "leaf " + format_flag(state.is_leaf)),
+        ]
+        + [(f, texts[f]) for f in ("retains_grad",) if f in extra]
+    )
     lines.append([("grad_fn", "grad_fn " + format_grad_fn(state.grad_fn))])
     if view.values:
         lines.append([("grad", "grad " + format_values(state.grad, state.shape))])

@@ -40,8 +40,13 @@ from .console_parts import (
 from .layout import Row
 from .text import fact_text, format_storage
 
-HEADERS = {"version": "ver", "requires_grad": "req_grad", "is_leaf": "leaf",
-           "contiguous": "contig", "retains_grad": "retains"}
+HEADERS = {
+    "version": "ver",
+    "requires_grad": "req_grad",
+    "is_leaf": "leaf",
+    "contiguous": "contig",
+    "retains_grad": "retains",
+}
 HEADER_STYLE = "bold"
 RIGHT_ALIGNED = frozenset({"version"})
 # Between two columns: the cell's right padding, then the (blank) column divider.
@@ -176,12 +181,22 @@ def reference_table(
     columns: Sequence[str], cells: Sequence[Sequence[Cell]], widths: Dict[str, int]
 ) -> Table:
     """The table as rich draws it, wrapping a cell between its words where it must."""
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0),
-                  header_style=HEADER_STYLE, expand=False)
+    table = Table(
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        padding=(0, 1, 0, 0),
+        header_style=HEADER_STYLE,
+        expand=False,
+    )
     for column in columns:
-        table.add_column(HEADERS.get(column, column), width=widths[column],
-                         no_wrap=column not in WRAPPING_COLUMNS, overflow="fold",
-                         justify="right" if column in RIGHT_ALIGNED else "left")
+        table.add_column(
+            HEADERS.get(column, column),
+            width=widths[column],
+            no_wrap=column not in WRAPPING_COLUMNS,
+            overflow="fold",
+            justify="right" if column in RIGHT_ALIGNED else "left",
+        )
     for row in cells:
         table.add_row(*(cell.text() for cell in row))
     return table
@@ -195,8 +210,9 @@ class TableLines:
     padded to its column in its own style, columns two spaces apart.
     """
 
-    def __init__(self, columns: Sequence[str], cells: Sequence[Sequence[Cell]],
-                 widths: Dict[str, int]) -> None:
+    def __init__(
+        self, columns: Sequence[str], cells: Sequence[Sequence[Cell]], widths: Dict[str, int]
+    ) -> None:
         self.columns = list(columns)
         self.cells = cells
         self.widths = [widths[column] for column in columns]
@@ -293,18 +309,35 @@ def state_cards(rows: Sequence[Row], columns: Sequence[str], view: View) -> Rend
     so that a long name stays whole (shortened with an ellipsis only when it
     is wider than the terminal itself).
     """
-    extra = [c for c in ("shape", "dtype", "device", "stride", "contiguous", "retains_grad")
-             if c in columns]
+    extra = [
+        c
+        for c in ("shape", "dtype", "device", "stride", "contiguous", "retains_grad")
+        if c in columns
+    ]
     names = [name_cell(state, new, view).text() for state, _, new in rows]
-    facts = [facts_text(state, view, marked=frozenset() if new else changed,
-                        style=CHANGED_STYLE, mark=CHANGED_MARK,
-                        storage="storage " + format_storage(state), extra=extra)
-             for state, changed, new in rows]
+    facts = [
+        facts_text(
+            state,
+            view,
+            marked=frozenset() if new else changed,
+            style=CHANGED_STYLE,
+            mark=CHANGED_MARK,
+            storage="storage " + format_storage(state),
+            extra=extra,
+        )
+        for state, changed, new in rows
+    ]
     room = max(8, view.width // 4)
     if max(_longest_word(name.plain) for name in names) <= room:
-        table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False,
-                      padding=(0, 1, 0, 0), header_style="bold", show_header=False,
-                      show_lines=True)
+        table = Table(
+            box=box.SIMPLE_HEAD,
+            show_edge=False,
+            pad_edge=False,
+            padding=(0, 1, 0, 0),
+            header_style="bold",
+            show_header=False,
+            show_lines=True,
+        )
         table.add_column("name", no_wrap=False, max_width=room)
         table.add_column("facts", overflow="fold")
         for name, fact in zip(names, facts):
@@ -328,5 +361,13 @@ def _longest_word(text: str) -> int:
     return max((len(word) for word in text.split()), default=0)
 
 
-__all__ = ["HEADERS", "Cell", "TableLines", "column_widths", "reference_table", "row_cells",
-           "state_cards", "state_table"]
+__all__ = [
+    "HEADERS",
+    "Cell",
+    "TableLines",
+    "column_widths",
+    "reference_table",
+    "row_cells",
+    "state_cards",
+    "state_table",
+]

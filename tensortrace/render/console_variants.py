@@ -43,7 +43,14 @@ from .console_parts import (
     trace_footer,
 )
 from .facts import aliasing_notes, changed_fields, tensors_by_name
-from .layout import any_step_wanted, new_predictions, run_columns, variant_codes, variant_notes, variant_row_names
+from .layout import (
+    any_step_wanted,
+    new_predictions,
+    run_columns,
+    variant_codes,
+    variant_notes,
+    variant_row_names,
+)
 from .text import outcome, storage_with_partners
 
 
@@ -93,9 +100,15 @@ def variant_parts(
         yield from trace_footer(trace, label=name)
 
 
-def _variant_step(shown: Step, steps: Sequence[Optional[Step]], prevs: Sequence[Optional[Step]],
-                  names: Sequence[str], view: View, first: bool,
-                  extras: Sequence[str]) -> Iterable[RenderableType]:
+def _variant_step(
+    shown: Step,
+    steps: Sequence[Optional[Step]],
+    prevs: Sequence[Optional[Step]],
+    names: Sequence[str],
+    view: View,
+    first: bool,
+    extras: Sequence[str],
+) -> Iterable[RenderableType]:
     yield Text("")
     yield step_title(shown)
     common, codes = variant_codes(steps)
@@ -105,7 +118,9 @@ def _variant_step(shown: Step, steps: Sequence[Optional[Step]], prevs: Sequence[
     else:
         yield _variant_codes(codes, names, view)
     for name, note in variant_notes(steps, names):
-        drawn = prose(note.strip(), lead=f"{name}:", lead_style="em") if name else prose(note.strip())
+        drawn = (
+            prose(note.strip(), lead=f"{name}:", lead_style="em") if name else prose(note.strip())
+        )
         yield Padding(drawn, (0, 0, 0, 2))
     yield _variant_table(steps, prevs, names, view, first, extras)
     for name, step, prev in zip(names, steps, prevs):
@@ -126,8 +141,9 @@ def _variant_step(shown: Step, steps: Sequence[Optional[Step]], prevs: Sequence[
             yield from graph_parts(graph, view, step, label=name)
 
 
-def _variant_codes(codes: Sequence[Optional[str]], names: Sequence[str], view: View
-                   ) -> RenderableType:
+def _variant_codes(
+    codes: Sequence[Optional[str]], names: Sequence[str], view: View
+) -> RenderableType:
     """Each variant's code: side by side when every line fits its column, else one after another.
 
     Code is the thing being compared, so it is wrapped, never cut short.
@@ -138,13 +154,23 @@ def _variant_codes(codes: Sequence[Optional[str]], names: Sequence[str], view: V
         table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, expand=True)
         for name in names:
             table.add_column(name, header_style="bold cyan", ratio=1)
-        table.add_row(*[code_syntax(c, None, view.color) if c is not None else Text("(not run)", style="dim")
-                        for c in codes])
+        table.add_row(
+            *[
+                code_syntax(c, None, view.color)
+                if c is not None
+                else Text("(not run)", style="dim")
+                for c in codes
+            ]
+        )
         return Padding(table, (0, 0, 0, 2))
     blocks: List[RenderableType] = []
     for name, code in zip(names, codes):
         blocks.append(Padding(Text(name + ":", style="bold cyan"), (0, 0, 0, 2)))
-        body = code_syntax(code, None, view.color) if code is not None else Text("(not run)", style="dim")
+        body = (
+            code_syntax(code, None, view.color)
+            if code is not None
+            else Text("(not run)", style="dim")
+        )
         blocks.append(Padding(body, (0, 0, 0, 4)))
     return Group(*blocks)
 
@@ -155,9 +181,14 @@ def _column_width(available: int, name_width: int, count: int) -> int:
     return max(1, (available - name_width - gaps) // count)
 
 
-def _variant_table(steps: Sequence[Optional[Step]], prevs: Sequence[Optional[Step]],
-                   names: Sequence[str], view: View, first: bool,
-                   extras: Sequence[str]) -> RenderableType:
+def _variant_table(
+    steps: Sequence[Optional[Step]],
+    prevs: Sequence[Optional[Step]],
+    names: Sequence[str],
+    view: View,
+    first: bool,
+    extras: Sequence[str],
+) -> RenderableType:
     """One row per tensor, one column per variant.
 
     A tensor that is the same in every variant and did not change in this step
@@ -199,8 +230,14 @@ def _variant_table(steps: Sequence[Optional[Step]], prevs: Sequence[Optional[Ste
         return _stacked_variants(rows, names)
     # Widths are set here rather than left to the table, which would crop the
     # last column away when a long name takes the room.
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1),
-                  header_style="bold", show_lines=True)
+    table = Table(
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        padding=(0, 1),
+        header_style="bold",
+        show_lines=True,
+    )
     table.add_column("name", no_wrap=False, width=name_width)
     for name in names:
         table.add_column(name, header_style="bold cyan", width=column, overflow="fold")
@@ -228,9 +265,17 @@ def _stacked_variants(rows: Sequence[Sequence[Text]], names: Sequence[str]) -> G
     return Group(*blocks)
 
 
-def _variant_cell(step: Step, state: TensorState, differs: frozenset, view: View,
-                  extras: Sequence[str]) -> Text:
+def _variant_cell(
+    step: Step, state: TensorState, differs: frozenset, view: View, extras: Sequence[str]
+) -> Text:
     """Facts of one tensor in one variant; the facts that differ between variants marked."""
     extra = [f for f in ("shape", "dtype", "device") if f in differs] + list(extras)
-    return facts_text(state, view, marked=differs, style=DIFFERS_STYLE, mark=DIFFERS_MARK,
-                      storage=storage_with_partners(step, state), extra=extra)
+    return facts_text(
+        state,
+        view,
+        marked=differs,
+        style=DIFFERS_STYLE,
+        mark=DIFFERS_MARK,
+        storage=storage_with_partners(step, state),
+        extra=extra,
+    )

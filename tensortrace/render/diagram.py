@@ -74,13 +74,17 @@ def _graph_cluster(graph: Graph, key: str, label: str) -> _Cluster:
         return missing[node_id]
 
     edges.append((tensor_key, key_of(graph.root)))
-    saved_labels: Dict[int, Tuple[str, bool]] = {}  # by the id of a node's saved tuple (a long chain shares a few)
+    saved_labels: Dict[
+        int, Tuple[str, bool]
+    ] = {}  # by the id of a node's saved tuple (a long chain shares a few)
     labels: Dict[str, str] = {}  # each distinct label, made visible once
     for node in graph.nodes:
         saved = saved_labels.get(id(node.saved))
         if saved is None:
             saved = saved_labels[id(node.saved)] = (
-                "".join("\n" + saved_tensor_text(s) for s in node.saved), any(s.stale or s.freed for s in node.saved))
+                "".join("\n" + saved_tensor_text(s) for s in node.saved),
+                any(s.stale or s.freed for s in node.saved),
+            )
         own = keys[node.id]
         if node.leaf is not None:
             kind, text = "leaf", f"{node.name}\n{node.leaf}.grad{saved[0]}"
@@ -114,8 +118,7 @@ def _clusters(traces: Sequence[Trace], options: RenderOptions) -> Iterator[_Clus
                 continue
             for gi, graph in enumerate(step.graphs, start=1):
                 where = "setup" if step.index == 0 else f"step {step.index}"
-                yield _graph_cluster(graph, f"t{ti}s{si}g{gi}",
-                                     f"{prefix}{where}: {graph.tensor}")
+                yield _graph_cluster(graph, f"t{ti}s{si}g{gi}", f"{prefix}{where}: {graph.tensor}")
 
 
 def _wanted(step: Step, options: RenderOptions) -> bool:
@@ -142,7 +145,7 @@ _DOT_STYLE = {
     "leaf": f'shape=box, style="rounded,filled", fillcolor="{LEAF_FILL}"',
     "stale": f'shape=box, style="rounded,filled,bold", color="{STALE_LINE}", fillcolor="{NODE_FILL}"',
     "note": f'shape=note, style=filled, fillcolor="{NOTE_FILL}"',
-    "missing": 'shape=box, style=dashed',
+    "missing": "shape=box, style=dashed",
 }
 
 
@@ -161,11 +164,15 @@ def render_dot(traces: Sequence[Trace], options: RenderOptions = DEFAULT_OPTIONS
         empty = False
         lines.append(f"  subgraph cluster_{cluster.key} {{")
         lines.append(f"    label={_dot_string(cluster.label)};")
-        spelled: Dict[Tuple[str, str], str] = {}  # each distinct (label, kind) as its attributes, once
+        spelled: Dict[
+            Tuple[str, str], str
+        ] = {}  # each distinct (label, kind) as its attributes, once
         for item in cluster.items:
             attributes = spelled.get((item.label, item.kind))
             if attributes is None:
-                attributes = spelled[item.label, item.kind] = f"[label={_dot_string(item.label)}, {_DOT_STYLE[item.kind]}];"
+                attributes = spelled[item.label, item.kind] = (
+                    f"[label={_dot_string(item.label)}, {_DOT_STYLE[item.kind]}];"
+                )
             lines.append(f"    {item.key} {attributes}")
         for source, target in cluster.edges:
             lines.append(f"    {source} -> {target};")
@@ -183,7 +190,8 @@ def _mermaid_label(text: str) -> str:
     """``text`` as a quoted Mermaid label: every character that could end the label,
     start markup or a Markdown string is an entity code (``#quot;``), lines are ``<br>``."""
     escaped = (
-        str(text).replace("#", "#35;")
+        str(text)
+        .replace("#", "#35;")
         .replace("&", "#amp;")
         .replace('"', "#quot;")
         .replace("`", "#96;")

@@ -67,8 +67,9 @@ def column_headers(columns: Sequence[str]) -> List[str]:
     return [HEADERS.get(c, c) for c in columns]
 
 
-def tensor_cells(rows: Sequence[Row], columns: Sequence[str], view: View,
-                 follow: Optional[str] = None) -> List[List[Text]]:
+def tensor_cells(
+    rows: Sequence[Row], columns: Sequence[str], view: View, follow: Optional[str] = None
+) -> List[List[Text]]:
     """One list of cells per row: a changed cell marked, a followed storage's rows marked ``●``."""
     table = []
     for state, changed, new in rows:
@@ -108,7 +109,9 @@ def _name_cell(state, new: bool, followed: bool, view: View) -> Text:
 CARD_EXTRA = ("shape", "dtype", "device", "stride", "contiguous", "retains_grad")
 
 
-def tensor_card(prev: Optional[Step], step: Step, name: Optional[str], view: View) -> RenderableType:
+def tensor_card(
+    prev: Optional[Step], step: Step, name: Optional[str], view: View
+) -> RenderableType:
     """Every fact of the selected tensor in full (values not cut), changes marked as in the table."""
     state = tensors_by_name(step).get(name) if name is not None else None
     if state is None:
@@ -118,12 +121,21 @@ def tensor_card(prev: Optional[Step], step: Step, name: Optional[str], view: Vie
     head = Text("selected: ", style="dim")
     head.append(state.name, style="bold")
     head.append(f"  {state.kind}" if state.kind != "tensor" else "", style="dim")
-    facts = facts_text(state, view, marked=marked, style=CHANGED_STYLE, mark=CHANGED_MARK,
-                       storage="storage " + format_storage(state), extra=CARD_EXTRA)
+    facts = facts_text(
+        state,
+        view,
+        marked=marked,
+        style=CHANGED_STYLE,
+        mark=CHANGED_MARK,
+        storage="storage " + format_storage(state),
+        extra=CARD_EXTRA,
+    )
     return Padding(Group(head, Padding(facts, (0, 0, 0, 2))), (0, 0, 0, 2))
 
 
-def under_table(prev: Optional[Step], step: Step, names: Sequence[str], view: View) -> RenderableType:
+def under_table(
+    prev: Optional[Step], step: Step, names: Sequence[str], view: View
+) -> RenderableType:
     """What the console says under a step's table: changes through shared memory, who shares."""
     parts: List[RenderableType] = []
     for note in aliasing_notes(prev, step):
@@ -135,8 +147,13 @@ def under_table(prev: Optional[Step], step: Step, names: Sequence[str], view: Vi
     return Group(*parts)
 
 
-def follow_line(label: str, names: Sequence[str], touched: Sequence[Tuple[int, Sequence[str]]],
-                current: int, view: View) -> Text:
+def follow_line(
+    label: str,
+    names: Sequence[str],
+    touched: Sequence[Tuple[int, Sequence[str]]],
+    current: int,
+    view: View,
+) -> Text:
     """Which storage is followed, who lives on it now, and the steps that touched it."""
     text = Text(f"{FOLLOW_MARK} following ", style="bold")
     text.append(label, style=storage_colour(label, view) or "bold")
@@ -172,7 +189,9 @@ def graphs(step: Step, view: View) -> RenderableType:
     for graph in step.graphs:
         parts.extend(graph_parts(graph, view, step))
     if not parts:
-        parts.append(say("no graph drawn at this step (a scenario asks with 'graph:')", style="dim"))
+        parts.append(
+            say("no graph drawn at this step (a scenario asks with 'graph:')", style="dim")
+        )
     return Group(*parts)
 
 
@@ -197,6 +216,19 @@ def trace_title(trace: Trace, position: int, count: int) -> Text:
     return text
 
 
-__all__ = ["CELL_ROOM", "FOLLOW_MARK", "column_headers", "explorer_view",
-           "follow_line", "graphs", "tensor_card", "no_match", "outcome", "say_nothing", "step_head", "tensor_cells", "trace_title",
-           "under_table"]
+__all__ = [
+    "CELL_ROOM",
+    "FOLLOW_MARK",
+    "column_headers",
+    "explorer_view",
+    "follow_line",
+    "graphs",
+    "tensor_card",
+    "no_match",
+    "outcome",
+    "say_nothing",
+    "step_head",
+    "tensor_cells",
+    "trace_title",
+    "under_table",
+]

@@ -52,7 +52,9 @@ OFFLINE_SVG_FORMAT = re.sub(
 
 def render_svg(traces: Sequence[Trace], options: RenderOptions = DEFAULT_OPTIONS) -> str:
     """An SVG image of the terminal output, titled with the scenarios' titles."""
-    return _recorded(traces, options).export_svg(title=_title(traces), code_format=OFFLINE_SVG_FORMAT)
+    return _recorded(traces, options).export_svg(
+        title=_title(traces), code_format=OFFLINE_SVG_FORMAT
+    )
 
 
 # A piece of a page rather than a page: no <head> or <body> rules, so that it

@@ -120,7 +120,9 @@ class AliasNote:
     storage: str
     via: Tuple[str, ...]
     same_object: Optional[str] = None  # a name in ``via`` bound to this very object
-    by: Tuple[str, ...] = ()  # the recorded calls that wrote it, when the code names none of ``via``
+    by: Tuple[
+        str, ...
+    ] = ()  # the recorded calls that wrote it, when the code names none of ``via``
 
     def describe(self) -> str:
         what = " and ".join(self.fields)
@@ -157,12 +159,15 @@ def aliasing_notes(prev_step: Optional[Step], step: Step) -> Tuple[AliasNote, ..
         else:
             written = _written_inside(step, state.name, state.storage, groups[state.storage])
             if written is not None:
-                notes.append(AliasNote(state.name, fields, state.storage, written[0], None, written[1]))
+                notes.append(
+                    AliasNote(state.name, fields, state.storage, written[0], None, written[1])
+                )
     return tuple(notes)
 
 
-def _written_inside(step: Step, name: str, storage: str,
-                    group: Sequence[str]) -> Optional[Tuple[Tuple[str, ...], Tuple[str, ...]]]:
+def _written_inside(
+    step: Step, name: str, storage: str, group: Sequence[str]
+) -> Optional[Tuple[Tuple[str, ...], Tuple[str, ...]]]:
     """The named tensors on ``storage`` that a recorded call wrote, and those calls: a write
     made inside a call the code made (``opt.step()`` writes ``lin.weight``), which the code never names."""
     via: Dict[str, None] = {}
@@ -173,7 +178,7 @@ def _written_inside(step: Step, name: str, storage: str,
         names = [n for n in op.tensors.in_ if n is not None and n != name and n in group]
         if names:
             via.update(dict.fromkeys(names))
-            by[op.name[len("torch."):] if op.name.startswith("torch.") else op.name] = None
+            by[op.name[len("torch.") :] if op.name.startswith("torch.") else op.name] = None
     return (tuple(via), tuple(by)) if via else None
 
 
@@ -230,7 +235,10 @@ def with_show_notices(trace: Trace, wanted: Sequence[str], where: str = "--show"
     Worded as the tracer words it for the scenario's own ``show``, so a name
     given on the command line is reported the same way, in every format.
     """
-    notes = tuple(f"{name!r} in {where} is never bound in this scenario" for name in unmatched_names(trace, wanted))
+    notes = tuple(
+        f"{name!r} in {where} is never bound in this scenario"
+        for name in unmatched_names(trace, wanted)
+    )
     return evolve(trace, notices=trace.notices + notes) if notes else trace
 
 

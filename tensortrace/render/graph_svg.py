@@ -87,8 +87,9 @@ def _boxes(graph: Graph, saved: Mapping[str, Sequence[Mapping]]):
         kind = _kind(line)
         text = line_text(line)
         notes = _saved_words(saved.get(line.id, ())) if line.id and line.kind == "node" else []
-        box = _Box(len(boxes), line.depth, kind, _short(text), "\n".join([text, *notes]),
-                   node_id=line.id)
+        box = _Box(
+            len(boxes), line.depth, kind, _short(text), "\n".join([text, *notes]), node_id=line.id
+        )
         box.stale = any(item.get("stale") for item in saved.get(line.id or "", ()))
         if notes:
             box.label = _short(text + " ⧉")
@@ -137,8 +138,9 @@ def _svg(template: str, *values: object) -> Markup:
     return Markup(template).format(*values)
 
 
-def graph_svg(graph: Graph, key: str,
-              saved: Optional[Mapping[str, Sequence[Mapping]]] = None) -> Markup:
+def graph_svg(
+    graph: Graph, key: str, saved: Optional[Mapping[str, Sequence[Mapping]]] = None
+) -> Markup:
     """One ``<svg>`` for ``graph``; ``key`` makes its ids unique on the page.
 
     ``saved`` maps a node id to the tensors that node saved for backward
@@ -162,36 +164,71 @@ def graph_svg(graph: Graph, key: str,
         return f"{value:.0f}"
 
     parts = [
-        _svg('<svg class="tt-graph" role="img" viewBox="0 0 {0} {1}" width="{0}" height="{1}" '
-             'xmlns="http://www.w3.org/2000/svg">', px(width), px(height)),
+        _svg(
+            '<svg class="tt-graph" role="img" viewBox="0 0 {0} {1}" width="{0}" height="{1}" '
+            'xmlns="http://www.w3.org/2000/svg">',
+            px(width),
+            px(height),
+        ),
         _svg("<title>autograd graph of {}</title>", graph.tensor),
-        _svg('<defs><marker id="{}" viewBox="0 0 8 8" refX="8" refY="4" markerWidth="7" '
-             'markerHeight="7" orient="auto"><path d="M0,0L8,4L0,8z" class="tt-g-head"/>'
-             '</marker></defs>',
-             marker),
+        _svg(
+            '<defs><marker id="{}" viewBox="0 0 8 8" refX="8" refY="4" markerWidth="7" '
+            'markerHeight="7" orient="auto"><path d="M0,0L8,4L0,8z" class="tt-g-head"/>'
+            "</marker></defs>",
+            marker,
+        ),
     ]
     for box in boxes:
         x1, y1 = top(box)
         for child in box.children:
             x2, y2 = top(boxes[child])
-            parts.append(_svg('<path class="tt-g-edge" d="M{},{}L{},{}" marker-end="url(#{})"/>',
-                              px(x1), px(y1 + BOX_H), px(x2), px(y2), marker))
+            parts.append(
+                _svg(
+                    '<path class="tt-g-edge" d="M{},{}L{},{}" marker-end="url(#{})"/>',
+                    px(x1),
+                    px(y1 + BOX_H),
+                    px(x2),
+                    px(y2),
+                    marker,
+                )
+            )
     for source, target in extra:
         (x1, y1), (x2, y2) = top(boxes[source]), top(boxes[target])
         bend = x1 + (box_w / 2 + GAP if x2 <= x1 else -box_w / 2 - GAP)
-        parts.append(_svg('<path class="tt-g-edge tt-g-again" d="M{},{}Q{},{} {},{}" '
-                          'marker-end="url(#{})"/>', px(x1), px(y1 + BOX_H), px(bend),
-                          px((y1 + y2) / 2 + BOX_H), px(x2), px(y2), marker))
+        parts.append(
+            _svg(
+                '<path class="tt-g-edge tt-g-again" d="M{},{}Q{},{} {},{}" marker-end="url(#{})"/>',
+                px(x1),
+                px(y1 + BOX_H),
+                px(bend),
+                px((y1 + y2) / 2 + BOX_H),
+                px(x2),
+                px(y2),
+                marker,
+            )
+        )
     for box in boxes:
         x, y = top(box)
         stale = " tt-g-stale" if box.stale else ""
         node = _svg(' data-node="{}"', box.node_id) if box.node_id else ""
-        parts.append(_svg(
-            '<g class="tt-g-{}{}"{}><title>{}</title>'
-            '<rect x="{}" y="{}" width="{}" height="{}" rx="5"/>'
-            '<text x="{}" y="{}" text-anchor="middle">{}</text></g>',
-            box.kind, stale, node, box.title, px(x - box_w / 2), px(y), px(box_w), BOX_H,
-            px(x), px(y + BOX_H / 2 + 4), box.label))
+        parts.append(
+            _svg(
+                '<g class="tt-g-{}{}"{}><title>{}</title>'
+                '<rect x="{}" y="{}" width="{}" height="{}" rx="5"/>'
+                '<text x="{}" y="{}" text-anchor="middle">{}</text></g>',
+                box.kind,
+                stale,
+                node,
+                box.title,
+                px(x - box_w / 2),
+                px(y),
+                px(box_w),
+                BOX_H,
+                px(x),
+                px(y + BOX_H / 2 + 4),
+                box.label,
+            )
+        )
     parts.append(Markup("</svg>"))
     caption = f"{count_text(outline.total)} nodes" if outline.total != 1 else "1 node"
     if outline.truncated:

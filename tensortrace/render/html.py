@@ -36,7 +36,14 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 from markupsafe import Markup, escape
 
 from ..trace import FORMAT_NAME, FORMAT_VERSION, Step, Trace
-from .compare import group_traces, merged_expectations, step_indexes, steps_by_index, variant_differences, variant_name
+from .compare import (
+    group_traces,
+    merged_expectations,
+    step_indexes,
+    steps_by_index,
+    variant_differences,
+    variant_name,
+)
 from .facts import aliasing_notes, all_steps
 from .graph_svg import graph_svg
 from .html_page import CSS, JS, script_json
@@ -51,9 +58,17 @@ from .layout import (
 )
 from .ops import flow_lines, ops_lines
 from .options import DEFAULT_OPTIONS, RenderOptions
-from .text import (as_int, count_text, fact_text, one_line, outcome, saved_text, step_place,
-                   visible, visible_traces)
-
+from .text import (
+    as_int,
+    count_text,
+    fact_text,
+    one_line,
+    outcome,
+    saved_text,
+    step_place,
+    visible,
+    visible_traces,
+)
 
 
 def html(template: str, *values: object, **named: object) -> Markup:
@@ -113,8 +128,11 @@ def wrap(bodies: Sequence[dict]) -> dict:
     return {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, "traces": list(bodies)}
 
 
-def html_page(traces: Sequence[Trace], options: RenderOptions = DEFAULT_OPTIONS,
-              bodies: Optional[Sequence[dict]] = None) -> str:
+def html_page(
+    traces: Sequence[Trace],
+    options: RenderOptions = DEFAULT_OPTIONS,
+    bodies: Optional[Sequence[dict]] = None,
+) -> str:
     """The page; ``bodies`` are the traces' JSON documents (by default their ``to_dict()``).
 
     A caller that holds documents with facts the model does not carry yet
@@ -134,29 +152,49 @@ def html_page(traces: Sequence[Trace], options: RenderOptions = DEFAULT_OPTIONS,
         _scenario(number, group, [positions[id(t)] for t in group], extras, options, nav, main)
     title = " · ".join(dict.fromkeys(str(t.scenario.title) for t in shown)) or "tensortrace"
     env = shown[0].environment if shown else None
-    meta = f"tensortrace {env.tensortrace} · torch {env.torch} · Python {env.python} · {env.device}" if env else ""
+    meta = (
+        f"tensortrace {env.tensortrace} · torch {env.torch} · Python {env.python} · {env.device}"
+        if env
+        else ""
+    )
     if env is not None and not env.safe:
         meta += " · safe mode off"
-    return str(joined([
-        Markup('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-               '<meta name="viewport" content="width=device-width, initial-scale=1">'
-               '<meta name="generator" content="tensortrace">'),
-        html("<title>{}</title><style>{}</style></head>\n", title, Markup(CSS)),
-        Markup('<body data-step="" data-scenario="">'),
-        html('<header class="tt-top"><h1>{}</h1><p class="tt-meta">{}</p></header>\n', title, meta),
-        Markup('<div class="tt-layout"><nav class="tt-steps" aria-label="steps">'), joined(nav),
-        Markup('</nav>\n<main><div class="tt-buttons">'
-               '<button id="tt-prev" type="button">← previous</button>'
-               '<span id="tt-position"></span><button id="tt-next" type="button">next →</button>'
-               '<span class="tt-status">← → keys move; click a name or storage to light up its '
-               'memory'
-               "</span></div>\n"),
-        joined(main), Markup('</main></div>\n<div id="tt-tip" role="tooltip" hidden></div>\n'),
-        # script_json writes <, >, &, U+2028/2029 as JSON escapes: nothing ends the block
-        html('<script type="application/json" id="tt-data">{}</script>\n',
-             Markup(script_json(wrap(bodies)))),
-        html("<script>{}</script>\n</body></html>\n", Markup(JS)),
-    ]))
+    return str(
+        joined(
+            [
+                Markup(
+                    '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+                    '<meta name="viewport" content="width=device-width, initial-scale=1">'
+                    '<meta name="generator" content="tensortrace">'
+                ),
+                html("<title>{}</title><style>{}</style></head>\n", title, Markup(CSS)),
+                Markup('<body data-step="" data-scenario="">'),
+                html(
+                    '<header class="tt-top"><h1>{}</h1><p class="tt-meta">{}</p></header>\n',
+                    title,
+                    meta,
+                ),
+                Markup('<div class="tt-layout"><nav class="tt-steps" aria-label="steps">'),
+                joined(nav),
+                Markup(
+                    '</nav>\n<main><div class="tt-buttons">'
+                    '<button id="tt-prev" type="button">← previous</button>'
+                    '<span id="tt-position"></span><button id="tt-next" type="button">next →</button>'
+                    '<span class="tt-status">← → keys move; click a name or storage to light up its '
+                    "memory"
+                    "</span></div>\n"
+                ),
+                joined(main),
+                Markup('</main></div>\n<div id="tt-tip" role="tooltip" hidden></div>\n'),
+                # script_json writes <, >, &, U+2028/2029 as JSON escapes: nothing ends the block
+                html(
+                    '<script type="application/json" id="tt-data">{}</script>\n',
+                    Markup(script_json(wrap(bodies))),
+                ),
+                html("<script>{}</script>\n</body></html>\n", Markup(JS)),
+            ]
+        )
+    )
 
 
 def _extras_by_index(body: Mapping) -> Dict[int, Mapping]:
@@ -180,12 +218,24 @@ def step_id(scenario: int, index: object, position: int = 0) -> str:
     return name if scenario == 1 else f"s{int(scenario)}-{name}"
 
 
-def _scenario(number: int, group: Sequence[Trace], keys: Sequence[int], extras, options: RenderOptions,
-              nav: List[Markup], main: List[Markup]) -> None:
+def _scenario(
+    number: int,
+    group: Sequence[Trace],
+    keys: Sequence[int],
+    extras,
+    options: RenderOptions,
+    nav: List[Markup],
+    main: List[Markup],
+) -> None:
     first = group[0]
     names = [variant_name(t, i) for i, t in enumerate(group)]
-    head = [html('<div class="tt-scenario-head" data-scenario="{}"><h2>{}</h2>', number,
-                 first.scenario.title)]
+    head = [
+        html(
+            '<div class="tt-scenario-head" data-scenario="{}"><h2>{}</h2>',
+            number,
+            first.scenario.title,
+        )
+    ]
     if first.scenario.description:
         description = str(first.scenario.description).strip()
         head.append(html('<p class="tt-desc">{}</p>', _prose(description)))
@@ -193,8 +243,15 @@ def _scenario(number: int, group: Sequence[Trace], keys: Sequence[int], extras, 
         verdict = "behaved as declared" if trace.passed else "did not behave as declared"
         label = f"{name}: " if len(group) > 1 else ""
         css = "tt-pass" if trace.passed else "tt-fail"
-        head.append(html('<p class="tt-status">{}<span class="{}">{}</span> · {}</p>',
-                         label, css, verdict, trace.scenario.source or ""))
+        head.append(
+            html(
+                '<p class="tt-status">{}<span class="{}">{}</span> · {}</p>',
+                label,
+                css,
+                verdict,
+                trace.scenario.source or "",
+            )
+        )
         for notice in trace.notices:
             head.append(html('<p class="tt-box tt-warn">{}</p>', notice))
         if trace.aborted:
@@ -202,8 +259,12 @@ def _scenario(number: int, group: Sequence[Trace], keys: Sequence[int], extras, 
     if len(group) > 1:
         differences = variant_differences(group)
         if differences:
-            head.append(Markup("<details><summary>What differs between the variants</summary>"
-                               '<ul class="tt-list">'))
+            head.append(
+                Markup(
+                    "<details><summary>What differs between the variants</summary>"
+                    '<ul class="tt-list">'
+                )
+            )
             head.extend(html("<li>{}</li>", line) for line in differences)
             head.append(Markup("</ul></details>"))
     head.append(Markup("</div>"))
@@ -221,10 +282,31 @@ def _scenario(number: int, group: Sequence[Trace], keys: Sequence[int], extras, 
         code = next(s.code for s in steps if s is not None)
         bad = any(s is not None and not s.behaved for s in steps)
         flag = Markup(' class="tt-bad"') if bad else ""
-        nav.append(html('<li><a href="#{}"{}>{} · <code>{}</code></a></li>',
-                        ident, flag, label, one_line(str(code), 36)))
-        main.append(_step(number, ident, index, steps, group, keys, names, previous, extras,
-                          columns, options, position))
+        nav.append(
+            html(
+                '<li><a href="#{}"{}>{} · <code>{}</code></a></li>',
+                ident,
+                flag,
+                label,
+                one_line(str(code), 36),
+            )
+        )
+        main.append(
+            _step(
+                number,
+                ident,
+                index,
+                steps,
+                group,
+                keys,
+                names,
+                previous,
+                extras,
+                columns,
+                options,
+                position,
+            )
+        )
     nav.append(Markup("</ol>"))
 
 
@@ -237,16 +319,24 @@ def _previous(trace: Trace) -> Dict[int, Optional[Step]]:
     return before
 
 
-def _step(number, ident, index, steps, group, keys, names, previous, extras, columns, options,
-          slot: int) -> Markup:
+def _step(
+    number, ident, index, steps, group, keys, names, previous, extras, columns, options, slot: int
+) -> Markup:
     number_ = as_int(index)
     place = f"{number_}" if number_ is not None else f"at{int(slot)}"  # for the graphs' ids
     label = "Setup" if index == 0 else f"Step {index}"
     cell = next((s for s in steps if s is not None and s.cell is not None), None)
     if cell is not None:  # a notebook's step: its cell and line
         label += f" · {step_place(cell)}"
-    out = [html('<section class="tt-step" id="{}" data-step="{}" data-scenario="{}"><h3>{}</h3>',
-                ident, index, number, label)]
+    out = [
+        html(
+            '<section class="tt-step" id="{}" data-step="{}" data-scenario="{}"><h3>{}</h3>',
+            ident,
+            index,
+            number,
+            label,
+        )
+    ]
     common_code, codes = variant_codes(steps)
     if common_code is not None:
         out.append(_code(common_code, next(s.line for s in steps if s is not None)))
@@ -265,10 +355,23 @@ def _step(number, ident, index, steps, group, keys, names, previous, extras, col
             continue
         if codes:
             out.append(_code(step.code, step.line))
-        own = merged_expectations([step], [""]) if len(group) == 1 else \
-            [("", r) for v, r in merged_expectations(steps, names) if v == names[position]]
-        out.append(_variant_body(step, previous[position].get(index), keys[position], own,
-                                 extras[keys[position]].get(index, {}), columns, options, place))
+        own = (
+            merged_expectations([step], [""])
+            if len(group) == 1
+            else [("", r) for v, r in merged_expectations(steps, names) if v == names[position]]
+        )
+        out.append(
+            _variant_body(
+                step,
+                previous[position].get(index),
+                keys[position],
+                own,
+                extras[keys[position]].get(index, {}),
+                columns,
+                options,
+                place,
+            )
+        )
         out.append(Markup("</div>"))
     out.append(Markup("</div></section>\n"))
     return joined(out)
@@ -289,8 +392,9 @@ def _line_attribute(line: object) -> Markup:
 
 
 def _code(code: str, line: Optional[int]) -> Markup:
-    return html('<pre class="tt-code"{}><code>{}</code></pre>', _line_attribute(line),
-                str(code).rstrip())
+    return html(
+        '<pre class="tt-code"{}><code>{}</code></pre>', _line_attribute(line), str(code).rstrip()
+    )
 
 
 def _where(line: object) -> str:
@@ -298,35 +402,70 @@ def _where(line: object) -> str:
     return f" (line {line})" if line is not None else ""
 
 
-def _variant_body(step: Step, prev: Optional[Step], key: int, expectations, extra: Mapping, columns,
-                  options: RenderOptions, place: str) -> Markup:
-    misbehaved = (Markup(' · <span class="tt-fail">did not behave as declared</span>')
-                  if not step.behaved else "")
+def _variant_body(
+    step: Step,
+    prev: Optional[Step],
+    key: int,
+    expectations,
+    extra: Mapping,
+    columns,
+    options: RenderOptions,
+    place: str,
+) -> Markup:
+    misbehaved = (
+        Markup(' · <span class="tt-fail">did not behave as declared</span>')
+        if not step.behaved
+        else ""
+    )
     out = [html('<p class="tt-status">{}{}</p>', outcome(step), misbehaved)]
     if step.error is not None:
         out.append(_error(step))
     for warning in step.warnings:
-        out.append(html('<div class="tt-box tt-warn"><b>{}</b>{}: {}</div>',
-                        warning.category, _where(warning.line), warning.message))
+        out.append(
+            html(
+                '<div class="tt-box tt-warn"><b>{}</b>{}: {}</div>',
+                warning.category,
+                _where(warning.line),
+                warning.message,
+            )
+        )
     if step.stdout:
-        out.append(html('<p class="tt-status">printed:</p><pre class="tt-stdout">{}</pre>',
-                        step.stdout))
+        out.append(
+            html('<p class="tt-status">printed:</p><pre class="tt-stdout">{}</pre>', step.stdout)
+        )
     out.append(_expectations(expectations))
     failures = unshown_failures(step)
     if failures:
-        out.append(html('<ul class="tt-list tt-fail">{}</ul>',
-                        joined(html("<li>{}</li>", f) for f in failures)))
+        out.append(
+            html(
+                '<ul class="tt-list tt-fail">{}</ul>',
+                joined(html("<li>{}</li>", f) for f in failures),
+            )
+        )
     _, rows = table_rows(prev, step, options)
     if rows:
         out.append(_table(rows, columns, key, {id(t): i for i, t in enumerate(step.tensors)}))
     names = [row.state.name for row in rows]
     shared = shared_storages(step, names)
     if shared:
-        out.append(html('<p class="tt-storages">shared memory: {}</p>', joined((
-            html('<span class="tt-storage-label" tabindex="0" data-trace="{key}" '
-                 'data-storage="{label}">{label}</span> holds {names}',
-                 key=key, label=label, names=", ".join(map(str, group)))
-            for label, group in shared), "; ")))
+        out.append(
+            html(
+                '<p class="tt-storages">shared memory: {}</p>',
+                joined(
+                    (
+                        html(
+                            '<span class="tt-storage-label" tabindex="0" data-trace="{key}" '
+                            'data-storage="{label}">{label}</span> holds {names}',
+                            key=key,
+                            label=label,
+                            names=", ".join(map(str, group)),
+                        )
+                        for label, group in shared
+                    ),
+                    "; ",
+                ),
+            )
+        )
     for note in aliasing_notes(prev, step):
         out.append(html('<div class="tt-box">{}</div>', note.describe()))
     out.append(_predictions(step))
@@ -338,15 +477,29 @@ def _variant_body(step: Step, prev: Optional[Step], key: int, expectations, extr
 
 def _error(step: Step) -> Markup:
     error = step.error
-    declared = (Markup(" — declared in <code>raises</code>, as expected")
-                if step.raised_as_declared else "")
+    declared = (
+        Markup(" — declared in <code>raises</code>, as expected") if step.raised_as_declared else ""
+    )
     message = html(": {}", error.message) if error.message else ""
-    out = [html('<div class="tt-box tt-error"><b>{}</b>{}{}{}', error.type, message,
-                _where(error.line), declared)]
+    out = [
+        html(
+            '<div class="tt-box tt-error"><b>{}</b>{}{}{}',
+            error.type,
+            message,
+            _where(error.line),
+            declared,
+        )
+    ]
     if error.explanation is not None:
         ex = error.explanation
-        out.append(html("<p><b>{}</b></p><p>{}</p><p><b>Fix:</b> {}</p>", ex.title,
-                        _prose(str(ex.what)), _prose(str(ex.fix))))
+        out.append(
+            html(
+                "<p><b>{}</b></p><p>{}</p><p><b>Fix:</b> {}</p>",
+                ex.title,
+                _prose(str(ex.what)),
+                _prose(str(ex.fix)),
+            )
+        )
     out.append(Markup("</div>"))
     return joined(out)
 
@@ -356,8 +509,9 @@ def _expectations(results) -> Markup:
         return Markup("")
     items = []
     for variant, result in results:
-        mark = Markup('<span class="tt-pass">✓</span>' if result.passed
-                      else '<span class="tt-fail">✗</span>')
+        mark = Markup(
+            '<span class="tt-pass">✓</span>' if result.passed else '<span class="tt-fail">✗</span>'
+        )
         text = html("{} <code>{}</code>", mark, result.expr)
         if variant:
             text = html("<b>{}:</b> {}", variant, text)
@@ -365,8 +519,7 @@ def _expectations(results) -> Markup:
             if result.error:
                 text += html(" — raised {}", result.error)
             elif result.op is not None:
-                text += html(" — {} {} {} is false", str(result.left), result.op,
-                             str(result.right))
+                text += html(" — {} {} {} is false", str(result.left), result.op, str(result.right))
             elif result.value is not None:
                 text += html(" — was {}", result.value)
         items.append(html("<li>{}</li>", text))
@@ -379,8 +532,13 @@ def _table(rows, columns, key: int, positions: Mapping[int, int]) -> Markup:
     body = []
     for row in rows:
         state = row.state
-        attrs = html(' data-trace="{}" data-tensor="{}" data-storage="{}" data-i="{}"',
-                     key, state.name, state.storage or "", positions[id(state)])
+        attrs = html(
+            ' data-trace="{}" data-tensor="{}" data-storage="{}" data-i="{}"',
+            key,
+            state.name,
+            state.storage or "",
+            positions[id(state)],
+        )
         cells = []
         for column in columns:
             css = [f"tt-cell-{column}"]
@@ -390,8 +548,12 @@ def _table(rows, columns, key: int, positions: Mapping[int, int]) -> Markup:
             focus = Markup(' tabindex="0"') if column in ("name", "storage") else ""
             cells.append(html('<td class="{}"{}{}>{}</td>', " ".join(css), attrs, focus, text))
         body.append(html('<tr class="{}">{}</tr>', "tt-new" if row.new else "", joined(cells)))
-    return html('<div class="tt-table-wrap"><table class="tt-table"><thead><tr>{}</tr></thead>'
-                "<tbody>{}</tbody></table></div>", head, joined(body))
+    return html(
+        '<div class="tt-table-wrap"><table class="tt-table"><thead><tr>{}</tr></thead>'
+        "<tbody>{}</tbody></table></div>",
+        head,
+        joined(body),
+    )
 
 
 def _text(value: object, limit: int = 160) -> str:
@@ -418,7 +580,7 @@ def _with_code(text: str) -> Markup:
     out: List[object] = []
     position = 0
     for span in _CODE_SPAN.finditer(text):
-        out.append(text[position:span.start()])
+        out.append(text[position : span.start()])
         out.append(html("<code>{}</code>", span.group(1)))
         position = span.end()
     out.append(text[position:])
@@ -430,8 +592,10 @@ def _predictions(step: Step) -> Markup:
     items = [html("<li>⚠ predicted: {}</li>", _with_code(p.message)) for p in step.predictions]
     if not items:
         return Markup("")
-    return html('<div class="tt-box tt-warn tt-predictions"><ul class="tt-list">{}</ul></div>',
-                joined(items))
+    return html(
+        '<div class="tt-box tt-warn tt-predictions"><ul class="tt-list">{}</ul></div>',
+        joined(items),
+    )
 
 
 def _ops(step: Step) -> Markup:
@@ -440,11 +604,19 @@ def _ops(step: Step) -> Markup:
     if not lines:
         return Markup("")
     calls = sum(1 for op in step.ops if op.level == "call") or len(step.ops)
-    more = (f", and at least {count_text(step.ops_omitted)} more operations not recorded"
-            if step.ops_omitted else "")
-    return html('<details class="tt-ops"><summary>ran {} call{}{}</summary>'
-                '<pre class="tt-code">{}</pre></details>',
-                calls, "s" if calls != 1 else "", more, visible("\n".join(lines)))
+    more = (
+        f", and at least {count_text(step.ops_omitted)} more operations not recorded"
+        if step.ops_omitted
+        else ""
+    )
+    return html(
+        '<details class="tt-ops"><summary>ran {} call{}{}</summary>'
+        '<pre class="tt-code">{}</pre></details>',
+        calls,
+        "s" if calls != 1 else "",
+        more,
+        visible("\n".join(lines)),
+    )
 
 
 def _flows(step: Step) -> Markup:
@@ -452,9 +624,14 @@ def _flows(step: Step) -> Markup:
     out = []
     for flow in step.flow:
         head, *tree = flow_lines(flow)
-        out.append(html('<details class="tt-flow" open><summary>{}</summary>'
-                        '<pre class="tt-code">{}</pre></details>', visible(head),
-                        visible("\n".join(tree))))
+        out.append(
+            html(
+                '<details class="tt-flow" open><summary>{}</summary>'
+                '<pre class="tt-code">{}</pre></details>',
+                visible(head),
+                visible("\n".join(tree)),
+            )
+        )
     return joined(out)
 
 
@@ -476,16 +653,33 @@ def _graphs(step: Step, extra: Mapping, key: int, place: str) -> Markup:
     for position, graph in enumerate(step.graphs):
         saved = _saved_by_node(bodies[position] if position < len(bodies) else None)
         # The SVG's ids are made from integers only: the trace, the step and the graph.
-        out.append(html('<figure class="tt-graph-wrap"><figcaption>autograd graph of '
-                        "<code>{}</code></figcaption>{}", graph.tensor,
-                        graph_svg(graph, f"{int(key)}-{place}-{position}", saved)))
-        lines = [html('<li class="{}">{} {} · {}</li>',
-                      "tt-fail" if any(x.stale or x.freed for x in node.saved) else "",
-                      node.id, node.name, visible(saved_text(node.saved)))
-                 for node in graph.nodes if node.saved]
+        out.append(
+            html(
+                '<figure class="tt-graph-wrap"><figcaption>autograd graph of '
+                "<code>{}</code></figcaption>{}",
+                graph.tensor,
+                graph_svg(graph, f"{int(key)}-{place}-{position}", saved),
+            )
+        )
+        lines = [
+            html(
+                '<li class="{}">{} {} · {}</li>',
+                "tt-fail" if any(x.stale or x.freed for x in node.saved) else "",
+                node.id,
+                node.name,
+                visible(saved_text(node.saved)),
+            )
+            for node in graph.nodes
+            if node.saved
+        ]
         if lines:
-            out.append(html('<p class="tt-status">what each node saved for backward:</p>'
-                            '<ul class="tt-list">{}</ul>', joined(lines)))
+            out.append(
+                html(
+                    '<p class="tt-status">what each node saved for backward:</p>'
+                    '<ul class="tt-list">{}</ul>',
+                    joined(lines),
+                )
+            )
         out.append(Markup("</figure>"))
     return joined(out)
 

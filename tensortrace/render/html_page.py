@@ -22,8 +22,9 @@ import re
 # or comment the block (``<``, ``>``, ``&``), U+2028/2029, and every control
 # character the other formats spell out (C1, bidirectional, lone surrogates),
 # so the page's source holds none of them raw. JSON has already escaped C0.
-_UNSAFE_IN_SCRIPT = re.compile("[<>&\u2028\u2029\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
-                               "\ud800-\udfff]")
+_UNSAFE_IN_SCRIPT = re.compile(
+    "[<>&\u2028\u2029\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
+)
 
 CSS = """
 :root{color-scheme:light dark;--bg:#fff;--fg:#1d1f21;--muted:#5f6368;--line:#d0d4d9;--card:#f6f8fa;

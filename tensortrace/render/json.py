@@ -70,7 +70,11 @@ def render_json(traces: Sequence[Trace], options: RenderOptions = DEFAULT_OPTION
         if len(traces) == 1:
             _write(shared.trace(traces[0]), 0, "", out)
         else:
-            body = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, "traces": [shared.trace(t) for t in traces]}
+            body = {
+                "format": FORMAT_NAME,
+                "format_version": FORMAT_VERSION,
+                "traces": [shared.trace(t) for t in traces],
+            }
             _write(body, -2, "", out)
         out.append("\n")
         return "".join(out)
@@ -94,13 +98,17 @@ def _write(value: Any, depth: int, indent: str, out: List[str]) -> None:
             out.append("[]")
             return
         inner = indent + "  "
-        out.extend(("[\n", inner, (",\n" + inner).join(value), "\n", indent, "]"))  # no copy of the joined block
+        out.extend(
+            ("[\n", inner, (",\n" + inner).join(value), "\n", indent, "]")
+        )  # no copy of the joined block
     elif kind is dict:
         if not value or (depth >= RECORD_DEPTH and not _is_record_list(value.get("nodes"))):
             out.append(_compact(value))
             return
         inner = indent + "  "
-        heads = _HEADS.setdefault(inner, {})  # each key's line start at this indent, spelled once per run
+        heads = _HEADS.setdefault(
+            inner, {}
+        )  # each key's line start at this indent, spelled once per run
         first = True
         for key, item in value.items():
             head = heads.get(key)
@@ -114,11 +122,15 @@ def _write(value: Any, depth: int, indent: str, out: List[str]) -> None:
                 out.append(head + spelled)
             else:
                 out.append(head)
-                _write(item, depth + 1 if depth or key != "setup" else STEP_DEPTH, inner, out)  # the setup is step 0
+                _write(
+                    item, depth + 1 if depth or key != "setup" else STEP_DEPTH, inner, out
+                )  # the setup is step 0
         out.append("\n" + indent + "}")
     elif kind is list or kind is tuple:
         if not value or not any(type(v) in (dict, list, _Text, str) for v in value):
-            out.append("[" + ", ".join([_compact(v) for v in value]) + "]")  # numbers, flags: one line
+            out.append(
+                "[" + ", ".join([_compact(v) for v in value]) + "]"
+            )  # numbers, flags: one line
             return
         inner = indent + "  "
         separator = "[\n"
@@ -131,7 +143,9 @@ def _write(value: Any, depth: int, indent: str, out: List[str]) -> None:
         out.append(_compact(value))
 
 
-_HEADS: Dict[str, Dict[str, str]] = {}  # indent -> key -> ',\n<indent>"key": ' (a step writes the same 22 keys)
+_HEADS: Dict[
+    str, Dict[str, str]
+] = {}  # indent -> key -> ',\n<indent>"key": ' (a step writes the same 22 keys)
 
 
 def _scalar(value: Any) -> Any:
@@ -151,7 +165,11 @@ def _scalar(value: Any) -> Any:
 
 
 def _is_record_list(value: Any) -> bool:
-    return (type(value) is _Lines or type(value) is list or type(value) is tuple) and bool(value) and (type(value[0]) is dict or type(value[0]) is _Text)
+    return (
+        (type(value) is _Lines or type(value) is list or type(value) is tuple)
+        and bool(value)
+        and (type(value[0]) is dict or type(value[0]) is _Text)
+    )
 
 
 class _SharedTensors:

@@ -78,9 +78,7 @@ def table_rows(prev: Optional[Step], step: Step, options) -> Tuple[Tuple[str, ..
     return names, rows
 
 
-def quiet_rows(
-    rows: Sequence[Row], options, *, first: bool = False
-) -> Tuple[List[Row], List[str]]:
+def quiet_rows(rows: Sequence[Row], options, *, first: bool = False) -> Tuple[List[Row], List[str]]:
     """The rows a console table draws, and the names of those it sums up as unchanged.
 
     Past ``QUIET_ROWS`` rows (unless ``options.all_rows``), a row is drawn only
@@ -97,9 +95,12 @@ def is_quiet(traces: Sequence[Trace], options) -> bool:
     """Whether some step drawn has more rows than ``QUIET_ROWS``, so a legend says the rule."""
     if options.all_rows or options.changes_only:
         return False
-    return any(len(shown_names(step, options.show)) > QUIET_ROWS
-               for trace in traces for step in all_steps(trace)
-               if step_wanted(step, options.steps))
+    return any(
+        len(shown_names(step, options.show)) > QUIET_ROWS
+        for trace in traces
+        for step in all_steps(trace)
+        if step_wanted(step, options.steps)
+    )
 
 
 def shown_states(traces: Sequence[Trace], options) -> List[TensorState]:
@@ -168,9 +169,15 @@ def legend_marks(traces: Sequence[Trace], options) -> FrozenSet[str]:
     if any(s.storage is not None and (s.is_view or s.storage_offset) for s in states):
         marks.add("offset")
     columns = run_columns(traces, options)
-    dashes = (s.storage is None or s.version is None or s.requires_grad is None
-              or s.is_leaf is None or ("contiguous" in columns and is_contiguous(s) is None)
-              or ("retains_grad" in columns and s.retains_grad is None) for s in states)
+    dashes = (
+        s.storage is None
+        or s.version is None
+        or s.requires_grad is None
+        or s.is_leaf is None
+        or ("contiguous" in columns and is_contiguous(s) is None)
+        or ("retains_grad" in columns and s.retains_grad is None)
+        for s in states
+    )
     if any(dashes) or _unbound_in_some_variant(traces, options):
         marks.add("dash")
     if any(s.unavailable for s in states):
@@ -198,16 +205,18 @@ def _unbound_in_some_variant(traces: Sequence[Trace], options) -> bool:
 
 def shared_storages(step: Step, names: Sequence[str]) -> List[Tuple[str, Tuple[str, ...]]]:
     """Storages held by more than one name, where at least one of them is shown."""
-    return [(label, group) for label, group in storage_groups(step).items()
-            if len(group) > 1 and any(n in names for n in group)]
+    return [
+        (label, group)
+        for label, group in storage_groups(step).items()
+        if len(group) > 1 and any(n in names for n in group)
+    ]
 
 
 def unshown_failures(step: Step) -> List[str]:
     """Failures not already said by the step's outcome (a failed expectation, a timeout's message)."""
     failed_exprs = [r.expr for r in step.expectations if not r.passed]
     said = step.error.message if step.error is not None and step.status != "raised" else None
-    return [f for f in step.failures
-            if f != said and not any(expr in f for expr in failed_exprs)]
+    return [f for f in step.failures if f != said and not any(expr in f for expr in failed_exprs)]
 
 
 def summary_parts(trace: Trace) -> List[str]:
@@ -215,8 +224,9 @@ def summary_parts(trace: Trace) -> List[str]:
     steps = trace.steps
     raised = [s for s in steps if s.error is not None]
     declared = [s for s in raised if declared_raise_met(s)]
-    results = [r for s in ((trace.setup,) if trace.setup else ()) + tuple(steps)
-               for r in s.expectations]
+    results = [
+        r for s in ((trace.setup,) if trace.setup else ()) + tuple(steps) for r in s.expectations
+    ]
     passed = sum(1 for r in results if r.passed)
     parts = [plural(len(steps), "step")]
     if raised:
@@ -251,8 +261,7 @@ def variant_notes(steps: Sequence[Optional[Step]], names: Sequence[str]) -> List
     notes = [s.note for s in steps if s is not None and s.note]
     if notes and len(set(notes)) == 1:
         return [("", notes[0])]
-    return [(name, step.note) for name, step in zip(names, steps)
-            if step is not None and step.note]
+    return [(name, step.note) for name, step in zip(names, steps) if step is not None and step.note]
 
 
 def variant_row_names(steps: Sequence[Optional[Step]], show: Optional[Sequence[str]]) -> List[str]:
@@ -288,6 +297,16 @@ __all__ = [
 
 def new_predictions(prev: Optional[Step], step: Step) -> List[str]:
     """The predictions to say after ``step``: those not already said after the step before."""
-    said = {(p.kind, p.tensor, p.node, p.saved, p.saved_version, p.changed_at_step) for p in prev.predictions} if prev else set()
-    return [p.message for p in step.predictions
-            if (p.kind, p.tensor, p.node, p.saved, p.saved_version, p.changed_at_step) not in said]
+    said = (
+        {
+            (p.kind, p.tensor, p.node, p.saved, p.saved_version, p.changed_at_step)
+            for p in prev.predictions
+        }
+        if prev
+        else set()
+    )
+    return [
+        p.message
+        for p in step.predictions
+        if (p.kind, p.tensor, p.node, p.saved, p.saved_version, p.changed_at_step) not in said
+    ]

@@ -150,16 +150,22 @@ def _quote(text: str) -> str:
 
 def _environment(trace: Trace) -> str:
     env = trace.environment
-    parts = [_escape(f"torch {env.torch}"), _escape(f"device {env.device}"),
-             _escape(f"python {env.python}"), _escape(f"tensortrace {env.tensortrace}")]
+    parts = [
+        _escape(f"torch {env.torch}"),
+        _escape(f"device {env.device}"),
+        _escape(f"python {env.python}"),
+        _escape(f"tensortrace {env.tensortrace}"),
+    ]
     if trace.scenario.source:
         parts.append(code_span(trace.scenario.source))
     return "<sub>" + " · ".join(parts) + "</sub>"
 
 
-LEGEND = ("Cells in **bold** changed in that step; *(new)* marks a name first bound in it. "
-          "Tensors with the same storage label (`S1`) share memory; `S1+1` is a view "
-          "starting one element in.")
+LEGEND = (
+    "Cells in **bold** changed in that step; *(new)* marks a name first bound in it. "
+    "Tensors with the same storage label (`S1`) share memory; `S1+1` is a view "
+    "starting one element in."
+)
 SAFE_OFF = "> **Safe mode was off:** the code ran without restrictions."
 
 
@@ -195,8 +201,15 @@ def _step_heading(step: Step) -> str:
 
 def _legend(marks) -> str:
     """The legend, with what ``—`` means when the page shows it."""
-    return (LEGEND + (" — means the fact is not available." if "dash" in marks else "")
-            + (" ? means PyTorch refused to give it (the JSON keeps why)." if "refused" in marks else ""))
+    return (
+        LEGEND
+        + (" — means the fact is not available." if "dash" in marks else "")
+        + (
+            " ? means PyTorch refused to give it (the JSON keeps why)."
+            if "refused" in marks
+            else ""
+        )
+    )
 
 
 def _step_blocks(prev: Optional[Step], step: Step, options, columns) -> Iterable[str]:
@@ -254,8 +267,10 @@ def _table_blocks(prev: Optional[Step], step: Step, options, columns) -> Iterabl
     yield "\n".join(lines)
     notes = [n for n in aliasing_notes(prev, step) if n.name in names]
     if notes:
-        yield "\n".join(f"↳ *{_escape(n.describe())}*" + ("  " if i < len(notes) - 1 else "")
-                        for i, n in enumerate(notes))
+        yield "\n".join(
+            f"↳ *{_escape(n.describe())}*" + ("  " if i < len(notes) - 1 else "")
+            for i, n in enumerate(notes)
+        )
 
 
 def _escape(text: str) -> str:
@@ -330,8 +345,9 @@ def _graph_blocks(graph: Graph, label: str = "") -> Iterable[str]:
         yield code_block(mermaid_for_graph(graph), "mermaid")
     else:
         outline = graph_outline(graph, max_depth=OUTLINE_MAX_DEPTH, max_lines=OUTLINE_MAX_LINES)
-        yield "\n".join("  " * line.depth + "- " + _escape(line_text(line))
-                        for line in outline.lines)
+        yield "\n".join(
+            "  " * line.depth + "- " + _escape(line_text(line)) for line in outline.lines
+        )
     if graph.truncated:
         yield f"*{TRUNCATED}.*"
 
@@ -365,15 +381,21 @@ def _variant_blocks(traces: List[Trace], options: RenderOptions) -> Iterable[str
     if any(not t.environment.safe for t in traces):
         yield SAFE_OFF
     marks = legend_marks(traces, options)
-    yield ("Variants side by side: " + ", ".join(code_span(n) for n in raw) + ". "
-           "Facts in **bold** differ between the variants; the storage column names "
-           "the other tensors that share the memory."
-           + (" `S1+1` is a view starting one element in." if "offset" in marks else "")
-           + (" — means not available, or not bound in that variant." if "dash" in marks
-              else "")
-           + (" ? means PyTorch refused to give it (the JSON keeps why)." if "refused" in marks else ""))
-    extras = tuple(f for f in ("stride", "contiguous", "retains_grad")
-                   if f in run_columns(traces, options))
+    yield (
+        "Variants side by side: " + ", ".join(code_span(n) for n in raw) + ". "
+        "Facts in **bold** differ between the variants; the storage column names "
+        "the other tensors that share the memory."
+        + (" `S1+1` is a view starting one element in." if "offset" in marks else "")
+        + (" — means not available, or not bound in that variant." if "dash" in marks else "")
+        + (
+            " ? means PyTorch refused to give it (the JSON keeps why)."
+            if "refused" in marks
+            else ""
+        )
+    )
+    extras = tuple(
+        f for f in ("stride", "contiguous", "retains_grad") if f in run_columns(traces, options)
+    )
     per_trace = [steps_by_index(t) for t in traces]
     previous = None
     for index in step_indexes(traces):
@@ -418,10 +440,16 @@ def _variant_blocks(traces: List[Trace], options: RenderOptions) -> Iterable[str
         yield from _footer(trace, name)
 
 
-def _variant_table(steps: Sequence[Optional[Step]], names: Sequence[str],
-                   options: RenderOptions, extras: Sequence[str]) -> str:
-    lines = ["| name | " + " | ".join(names) + " |",  # the names: already escaped
-             "|---|" + "---|" * len(names)]
+def _variant_table(
+    steps: Sequence[Optional[Step]],
+    names: Sequence[str],
+    options: RenderOptions,
+    extras: Sequence[str],
+) -> str:
+    lines = [
+        "| name | " + " | ".join(names) + " |",  # the names: already escaped
+        "|---|" + "---|" * len(names),
+    ]
     outcomes = [outcome(s) for s in steps]
     differ = len(set(outcomes)) > 1
     lines.append("| *outcome* | " + " | ".join(_plain_cell(o, differ) for o in outcomes) + " |")
@@ -430,32 +458,49 @@ def _variant_table(steps: Sequence[Optional[Step]], names: Sequence[str],
         cells = []
         for step in steps:
             state = tensors_by_name(step).get(name) if step is not None else None
-            cells.append("—" if state is None
-                         else _variant_cell(step, state, differs, options, extras))
+            cells.append(
+                "—" if state is None else _variant_cell(step, state, differs, options, extras)
+            )
         lines.append(f"| {_cell(code_span(name))} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
-def _variant_cell(step: Step, state: TensorState, differs: frozenset,
-                  options: RenderOptions, extras: Sequence[str] = ()) -> str:
+def _variant_cell(
+    step: Step,
+    state: TensorState,
+    differs: frozenset,
+    options: RenderOptions,
+    extras: Sequence[str] = (),
+) -> str:
     storage = storage_with_partners(step, state)
     parts = []
     if options.values:
         parts.append(("values", _code_cell(format_values(state.values, state.shape))))
-    for field, text in (("shape", format_shape(state.shape)), ("dtype", format_dtype(state.dtype)),
-                        ("device", state.device)):
+    for field, text in (
+        ("shape", format_shape(state.shape)),
+        ("dtype", format_dtype(state.dtype)),
+        ("device", state.device),
+    ):
         if field in differs:
             parts.append((field, _plain_cell(f"{field} {text}")))
     lines = [[p] for p in parts]
-    layout = [(f, _plain_cell(f"{f} {fact_text(state, f)}"))
-              for f in ("stride", "contiguous") if f in extras]
-    kept = [(f, _plain_cell(f"{f} {fact_text(state, f)}"))
-            for f in ("retains_grad",) if f in extras]
+    layout = [
+        (f, _plain_cell(f"{f} {fact_text(state, f)}"))
+        for f in ("stride", "contiguous")
+        if f in extras
+    ]
+    kept = [
+        (f, _plain_cell(f"{f} {fact_text(state, f)}")) for f in ("retains_grad",) if f in extras
+    ]
     lines += [
-        [("storage", _plain_cell(storage))] + layout
+        [("storage", _plain_cell(storage))]
+        + layout
         + [("version", _plain_cell(f"version {format_version(state.version)}"))],
-        [("requires_grad", f"requires_grad {format_flag(state.requires_grad)}"),
-         ("is_leaf", f"is_leaf {format_flag(state.is_leaf)}")] + kept,
+        [
+            ("requires_grad", f"requires_grad {format_flag(state.requires_grad)}"),
+            ("is_leaf", f"is_leaf {format_flag(state.is_leaf)}"),
+        ]
+        + kept,
         [("grad_fn", _plain_cell(f"grad_fn {format_grad_fn(state.grad_fn)}"))],
     ]
     if options.values:

@@ -37,7 +37,7 @@ VALUE_WIDTH = 40  # characters of a gradient's values on an edge
 def call_label(name: str) -> str:
     """``torch.Tensor.detach`` → ``Tensor.detach``; ``torch.Tensor.data.__get__`` → ``Tensor.data``."""
     if name.startswith("torch.Tensor."):
-        name = name[len("torch."):]
+        name = name[len("torch.") :]
     if name.endswith(".__get__"):
         name = name[: -len(".__get__")]
     return name
@@ -78,7 +78,8 @@ def op_text(op: OpRecord, holders: Dict[str, List[str]]) -> str:
         text += " → " + ", ".join(outs)
     if op.writes:
         text += " writes " + ", ".join(
-            f"{label} ({', '.join(holders[label])})" if holders.get(label) else label for label in op.writes
+            f"{label} ({', '.join(holders[label])})" if holders.get(label) else label
+            for label in op.writes
         )
     for bump in op.version_bumps:
         # an unnamed tensor's counter (the temporary of d.data.add_(1)) is not the named holder's
@@ -97,7 +98,9 @@ def ops_lines(step: Step, level: str) -> List[str]:
     for op in step.ops:
         if op.level == "aten" and level != "aten":
             continue
-        if not (op.tensors.in_ or op.tensors.out or op.writes):  # e.g. torch._C._set_grad_enabled of a no_grad block
+        if not (
+            op.tensors.in_ or op.tensors.out or op.writes
+        ):  # e.g. torch._C._set_grad_enabled of a no_grad block
             continue
         if len(lines) >= MAX_SHOWN_OPS:
             hidden += 1
@@ -136,7 +139,9 @@ def flow_lines(flow: Flow) -> List[str]:
         stack.append((root, "  ", f"{_grads(nodes[root].grad_in)} → "))
     while stack:
         if len(lines) >= MAX_SHOWN_FLOW:
-            lines.append(f"  … ({plural(len(flow.nodes) - len(drawn), 'more node')} in the JSON trace)")
+            lines.append(
+                f"  … ({plural(len(flow.nodes) - len(drawn), 'more node')} in the JSON trace)"
+            )
             break
         node_id, prefix, edge = stack.pop()
         if node_id == "":  # an edge into no recorded node
@@ -160,9 +165,13 @@ def flow_lines(flow: Flow) -> List[str]:
             branch = "└─ " if position == len(children) - 1 else "├─ "
             carried = _grad(sent) if node.ran else "not run"
             if nxt is None:
-                stack.append(("", child_prefix + branch, f"{carried} → (an input that needs no gradient)"))
+                stack.append(
+                    ("", child_prefix + branch, f"{carried} → (an input that needs no gradient)")
+                )
             elif nxt == "":
-                stack.append(("", child_prefix + branch, f"{carried} → (a node beyond the recorded ones)"))
+                stack.append(
+                    ("", child_prefix + branch, f"{carried} → (a node beyond the recorded ones)")
+                )
             else:
                 stack.append((nxt, child_prefix + branch, f"{carried} → "))
     if flow.omitted:
@@ -176,8 +185,16 @@ def _node_text(node: FlowNode) -> str:
         text += " (never reached)"
     if node.leaf is not None or node.name == "AccumulateGrad":
         who = node.leaf or "an unnamed leaf"
-        before = "None" if node.leaf_grad_before is None else one_line(format_values(node.leaf_grad_before), VALUE_WIDTH)
-        after = "None" if node.leaf_grad_after is None else one_line(format_values(node.leaf_grad_after), VALUE_WIDTH)
+        before = (
+            "None"
+            if node.leaf_grad_before is None
+            else one_line(format_values(node.leaf_grad_before), VALUE_WIDTH)
+        )
+        after = (
+            "None"
+            if node.leaf_grad_after is None
+            else one_line(format_values(node.leaf_grad_after), VALUE_WIDTH)
+        )
         text += f" → {who}.grad: {before} → {after}"
     return text
 

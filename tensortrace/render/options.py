@@ -56,5 +56,11 @@ class StreamRenderer(Protocol):
     def end(self, trace: Trace) -> str: ...
 
 
-__all__ = ["DEFAULT_OPTIONS", "DEFAULT_WIDTH", "RenderOptions", "Renderer", "StreamRenderer",
-           "resolve_width"]
+__all__ = [
+    "DEFAULT_OPTIONS",
+    "DEFAULT_WIDTH",
+    "RenderOptions",
+    "Renderer",
+    "StreamRenderer",
+    "resolve_width",
+]

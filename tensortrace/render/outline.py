@@ -100,13 +100,20 @@ def graph_outline(
             for member in run:
                 status[member.id] = "shown"
             pattern = " → ".join(n.name for n in run[:period])
-            lines.append(OutlineLine(depth, "chain", pattern, node.id, count=len(run) // period,
-                                     period=period))
+            lines.append(
+                OutlineLine(
+                    depth, "chain", pattern, node.id, count=len(run) // period, period=period
+                )
+            )
             last = run[-1]
         else:
             status[node_id] = "shown"
             shared = indegree.get(node_id, 0) > 1
-            lines.append(OutlineLine(depth, "node", node.name, node_id, node.leaf, shared=shared, saved=node.saved))
+            lines.append(
+                OutlineLine(
+                    depth, "node", node.name, node_id, node.leaf, shared=shared, saved=node.saved
+                )
+            )
             last = node
         for child in reversed(last.next):
             stack.append((child, depth + 1))

@@ -58,7 +58,9 @@ class PlainCode:
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         gutter = self._gutter()
-        code_width = max(0, options.max_width - gutter - 1 if self.line_numbers else options.max_width)
+        code_width = max(
+            0, options.max_width - gutter - 1 if self.line_numbers else options.max_width
+        )
         # What the lexer hands Syntax back: the code, tabs expanded, ending in a newline.
         ends_on_newline = self.code.endswith("\n")
         source = (self.code if ends_on_newline else self.code + "\n").expandtabs(TAB_SIZE)
@@ -67,7 +69,9 @@ class PlainCode:
         wrap_options = options.update(width=code_width).update(height=None, justify="left")
         new_line = Segment("\n")
         blank = Style.null()
-        for line_no, line in enumerate(text.split("\n", allow_blank=ends_on_newline), self.start_line):
+        for line_no, line in enumerate(
+            text.split("\n", allow_blank=ends_on_newline), self.start_line
+        ):
             plain = line.plain
             if plain and console_lines.fits_line(plain, code_width):
                 # one line that needs no wrapping: the segment render_lines would give

@@ -49,12 +49,15 @@ def prose(text: str, *, lead: Optional[str] = None, lead_style: str = "strong") 
     With ``lead``, ``Markdown(f"**{lead}** {text}")`` (``lead_style="em"``: ``*{lead}*``).
     """
     paragraphs = _paragraphs(text)
-    if paragraphs is None or (lead is not None and (not lead.strip() or _SPECIAL.search(lead) or lead != lead.strip())):
+    if paragraphs is None or (
+        lead is not None and (not lead.strip() or _SPECIAL.search(lead) or lead != lead.strip())
+    ):
         from rich.markdown import Markdown  # only for text that needs it
 
         mark = _MARKS[lead_style]
-        return _Inert(Markdown(f"{mark}{lead}{mark} {text}" if lead is not None else text,
-                               hyperlinks=False))
+        return _Inert(
+            Markdown(f"{mark}{lead}{mark} {text}" if lead is not None else text, hyperlinks=False)
+        )
     if lead is not None and paragraphs:
         first = paragraphs[0]
         if first and first[0][0] == "text":
@@ -81,7 +84,10 @@ def _paragraphs(text: str) -> Optional[List[List[Token]]]:
             line = line.strip(" ")
             position = 0
             for span in _CODE_SPAN.finditer(line):
-                if not _plain(line[position:span.start()], tokens) or span.group(1).strip(" ") == "":
+                if (
+                    not _plain(line[position : span.start()], tokens)
+                    or span.group(1).strip(" ") == ""
+                ):
                     return None
                 content = span.group(1)
                 if len(content) > 1 and content[0] == " " and content[-1] == " ":

@@ -20,7 +20,17 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, TypeVar
 import msgspec
 
 
-from ..trace import ErrorInfo, GraphNode, SavedTensor, Step, Summary, TensorState, Trace, Values, evolve
+from ..trace import (
+    ErrorInfo,
+    GraphNode,
+    SavedTensor,
+    Step,
+    Summary,
+    TensorState,
+    Trace,
+    Values,
+    evolve,
+)
 from .facts import is_contiguous
 
 # A row or a dimension longer than this is shown as its first and last items.
@@ -33,8 +43,7 @@ NONE = "None"
 # other than newline and tab, DEL, C1 controls, the bidirectional controls (which
 # reorder what the reader sees), and lone surrogates (which no encoder accepts).
 _INVISIBLE = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
-    "\ud800-\udfff]"
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
 )
 
 
@@ -114,9 +123,12 @@ def _visible_value(value: Any, seen: Dict[int, Any]) -> Any:
         for i, v in enumerate(value):
             new = _visible_value(v, seen)
             if new is not v:
-                items = value[:i] + (new,) + tuple(_visible_value(w, seen) for w in value[i + 1:])
+                items = value[:i] + (new,) + tuple(_visible_value(w, seen) for w in value[i + 1 :])
                 break
-        seen[id(value)] = (value, items)  # the tuple is kept alive with its result, so its id stays its own
+        seen[id(value)] = (
+            value,
+            items,
+        )  # the tuple is kept alive with its result, so its id stays its own
         return items
     if cls is GraphNode:
         return _visible_node(value, seen)
@@ -144,7 +156,9 @@ def _visible_value(value: Any, seen: Dict[int, Any]) -> Any:
     if done is not None:
         return done[1]
     values = [getattr(value, name) for name in names]
-    if all(type(v) in _FLAT for v in values):  # a flat record (a saved tensor, ...): its strings checked at once
+    if all(
+        type(v) in _FLAT for v in values
+    ):  # a flat record (a saved tensor, ...): its strings checked at once
         if _INVISIBLE.search("".join([v for v in values if type(v) is str])) is None:
             return value
     elif _holds_none(value):
@@ -266,9 +280,11 @@ def _format_nested(data: Any, depth: int) -> str:
     # recursion over dimensions, never over elements.
     if depth <= 1 or not isinstance(data, (list, tuple)):
         items = data if isinstance(data, (list, tuple)) else [data]
-        return "[" + ", ".join(
-            x if x is ELLIPSIS else format_number(x) for x in _edges(list(items))
-        ) + "]"
+        return (
+            "["
+            + ", ".join(x if x is ELLIPSIS else format_number(x) for x in _edges(list(items)))
+            + "]"
+        )
     parts = [
         ELLIPSIS if part is ELLIPSIS else _format_nested(part, depth - 1).replace("\n", "\n ")
         for part in _edges(list(data))
@@ -353,7 +369,7 @@ def format_stride(state: TensorState) -> str:
 
 
 def format_dtype(dtype: str) -> str:
-    return dtype[len("torch."):] if dtype.startswith("torch.") else dtype
+    return dtype[len("torch.") :] if dtype.startswith("torch.") else dtype
 
 
 def format_flag(value: Optional[bool]) -> str:

@@ -93,7 +93,11 @@ _SCOPE_SIGNAL = 1 << 1
 
 
 class _RulesetAttr(ctypes.Structure):
-    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64), ("scoped", ctypes.c_uint64)]
+    _fields_ = [
+        ("handled_access_fs", ctypes.c_uint64),
+        ("handled_access_net", ctypes.c_uint64),
+        ("scoped", ctypes.c_uint64),
+    ]
 
 
 class _PathBeneathAttr(ctypes.Structure):
@@ -106,7 +110,11 @@ class _CapHeader(ctypes.Structure):
 
 
 class _CapData(ctypes.Structure):
-    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+    _fields_ = [
+        ("effective", ctypes.c_uint32),
+        ("permitted", ctypes.c_uint32),
+        ("inheritable", ctypes.c_uint32),
+    ]
 
 
 _libc_handle: Optional[ctypes.CDLL] = None
@@ -131,13 +139,21 @@ def landlock_abi() -> Tuple[int, str]:
     if not sys.platform.startswith("linux"):
         return 0, f"Landlock is a Linux feature, and this is {sys.platform}"
     libc = _libc()
-    abi = libc.syscall(ctypes.c_long(_SYS_LANDLOCK_CREATE_RULESET), None, ctypes.c_size_t(0), ctypes.c_uint32(_LANDLOCK_CREATE_RULESET_VERSION))
+    abi = libc.syscall(
+        ctypes.c_long(_SYS_LANDLOCK_CREATE_RULESET),
+        None,
+        ctypes.c_size_t(0),
+        ctypes.c_uint32(_LANDLOCK_CREATE_RULESET_VERSION),
+    )
     if abi < 0:
         code = ctypes.get_errno()
         if code == errno.ENOSYS:
             return 0, "this kernel has no Landlock (Linux 5.13 or later is needed)"
         if code == errno.EOPNOTSUPP:
-            return 0, "Landlock is built into this kernel but turned off (add landlock to the lsm= boot option)"
+            return (
+                0,
+                "Landlock is built into this kernel but turned off (add landlock to the lsm= boot option)",
+            )
         return 0, f"Landlock is unavailable: {os.strerror(code)}"
     return int(abi), ""
 
@@ -157,7 +173,12 @@ _SCMP_CMP_MASKED_EQ = 7
 
 
 class _ScmpArgCmp(ctypes.Structure):
-    _fields_ = [("arg", ctypes.c_uint), ("op", ctypes.c_int), ("datum_a", ctypes.c_uint64), ("datum_b", ctypes.c_uint64)]
+    _fields_ = [
+        ("arg", ctypes.c_uint),
+        ("op", ctypes.c_int),
+        ("datum_a", ctypes.c_uint64),
+        ("datum_b", ctypes.c_uint64),
+    ]
 
 
 _seccomp_handle: Optional[ctypes.CDLL] = None
@@ -185,7 +206,13 @@ def _libseccomp() -> ctypes.CDLL:
         lib.seccomp_load.restype = ctypes.c_int
         lib.seccomp_syscall_resolve_name.argtypes = (ctypes.c_char_p,)
         lib.seccomp_syscall_resolve_name.restype = ctypes.c_int
-        lib.seccomp_rule_add_array.argtypes = (ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int, ctypes.c_uint, ctypes.c_void_p)
+        lib.seccomp_rule_add_array.argtypes = (
+            ctypes.c_void_p,
+            ctypes.c_uint32,
+            ctypes.c_int,
+            ctypes.c_uint,
+            ctypes.c_void_p,
+        )
         lib.seccomp_rule_add_array.restype = ctypes.c_int
         _seccomp_handle = lib
     return _seccomp_handle
@@ -208,42 +235,160 @@ def seccomp_support() -> str:
 # interfaces that bypass the checks above, and changes to file metadata (which
 # Landlock does not cover).
 _DENIED = (
-    "execve", "execveat", "fork", "vfork",
-    "socket", "socketpair",
-    "ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "pidfd_open", "pidfd_getfd", "pidfd_send_signal",
+    "execve",
+    "execveat",
+    "fork",
+    "vfork",
+    "socket",
+    "socketpair",
+    "ptrace",
+    "process_vm_readv",
+    "process_vm_writev",
+    "kcmp",
+    "pidfd_open",
+    "pidfd_getfd",
+    "pidfd_send_signal",
     "tkill",
     "setrlimit",
-    "unshare", "setns", "mount", "umount2", "pivot_root", "chroot", "fsopen", "fsmount", "fsconfig", "move_mount", "open_tree", "mount_setattr",
-    "io_uring_setup", "io_uring_enter", "io_uring_register",
-    "bpf", "perf_event_open", "userfaultfd", "keyctl", "add_key", "request_key",
-    "open_by_handle_at", "name_to_handle_at",
+    "unshare",
+    "setns",
+    "mount",
+    "umount2",
+    "pivot_root",
+    "chroot",
+    "fsopen",
+    "fsmount",
+    "fsconfig",
+    "move_mount",
+    "open_tree",
+    "mount_setattr",
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
+    "bpf",
+    "perf_event_open",
+    "userfaultfd",
+    "keyctl",
+    "add_key",
+    "request_key",
+    "open_by_handle_at",
+    "name_to_handle_at",
     "truncate",
-    "chmod", "fchmod", "fchmodat", "fchmodat2", "chown", "fchown", "lchown", "fchownat",
-    "utime", "utimes", "utimensat", "futimesat",
-    "setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr", "setxattrat", "removexattrat",
-    "mknod", "mknodat", "link", "linkat", "symlink", "symlinkat", "rename", "renameat", "renameat2", "unlink", "unlinkat", "rmdir", "mkdir", "mkdirat",
-    "memfd_create", "memfd_secret",
-    "init_module", "finit_module", "delete_module", "kexec_load", "kexec_file_load", "reboot", "swapon", "swapoff",
-    "acct", "quotactl", "setuid", "setgid", "setreuid", "setregid", "setresuid", "setresgid", "setgroups", "capset",
+    "chmod",
+    "fchmod",
+    "fchmodat",
+    "fchmodat2",
+    "chown",
+    "fchown",
+    "lchown",
+    "fchownat",
+    "utime",
+    "utimes",
+    "utimensat",
+    "futimesat",
+    "setxattr",
+    "lsetxattr",
+    "fsetxattr",
+    "removexattr",
+    "lremovexattr",
+    "fremovexattr",
+    "setxattrat",
+    "removexattrat",
+    "mknod",
+    "mknodat",
+    "link",
+    "linkat",
+    "symlink",
+    "symlinkat",
+    "rename",
+    "renameat",
+    "renameat2",
+    "unlink",
+    "unlinkat",
+    "rmdir",
+    "mkdir",
+    "mkdirat",
+    "memfd_create",
+    "memfd_secret",
+    "init_module",
+    "finit_module",
+    "delete_module",
+    "kexec_load",
+    "kexec_file_load",
+    "reboot",
+    "swapon",
+    "swapoff",
+    "acct",
+    "quotactl",
+    "setuid",
+    "setgid",
+    "setreuid",
+    "setregid",
+    "setresuid",
+    "setresgid",
+    "setgroups",
+    "capset",
     # System V IPC: segments, queues and semaphores outlive the run and are
     # shared by key with other processes; Landlock does not cover them, and
     # shmat would get around the refusal of shared writable mappings. (On
     # architectures with the "ipc" multiplexer, libseccomp filters its calls
     # under these names.) POSIX message queues likewise.
-    "shmget", "shmat", "shmdt", "shmctl", "msgget", "msgsnd", "msgrcv", "msgctl",
-    "semget", "semop", "semtimedop", "semctl", "ipc",
-    "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr",
+    "shmget",
+    "shmat",
+    "shmdt",
+    "shmctl",
+    "msgget",
+    "msgsnd",
+    "msgrcv",
+    "msgctl",
+    "semget",
+    "semop",
+    "semtimedop",
+    "semctl",
+    "ipc",
+    "mq_open",
+    "mq_unlink",
+    "mq_timedsend",
+    "mq_timedreceive",
+    "mq_notify",
+    "mq_getsetattr",
     # Metadata of files the child may not read: extended attributes, and
     # watches that report names and changes.
-    "getxattr", "lgetxattr", "fgetxattr", "getxattrat",
-    "listxattr", "llistxattr", "flistxattr", "listxattrat",
-    "inotify_init", "inotify_init1", "inotify_add_watch", "inotify_rm_watch",
-    "fanotify_init", "fanotify_mark",
+    "getxattr",
+    "lgetxattr",
+    "fgetxattr",
+    "getxattrat",
+    "listxattr",
+    "llistxattr",
+    "flistxattr",
+    "listxattrat",
+    "inotify_init",
+    "inotify_init1",
+    "inotify_add_watch",
+    "inotify_rm_watch",
+    "fanotify_init",
+    "fanotify_mark",
     # Other processes' memory and pages, the kernel log, and old interfaces.
-    "process_madvise", "process_mrelease", "move_pages", "migrate_pages", "get_robust_list",
-    "syslog", "quotactl_fd", "fspick", "lookup_dcookie", "uselib", "vhangup", "modify_ldt",
-    "iopl", "ioperm", "settimeofday", "clock_settime", "adjtimex", "clock_adjtime",
-    "sethostname", "setdomainname",
+    "process_madvise",
+    "process_mrelease",
+    "move_pages",
+    "migrate_pages",
+    "get_robust_list",
+    "syslog",
+    "quotactl_fd",
+    "fspick",
+    "lookup_dcookie",
+    "uselib",
+    "vhangup",
+    "modify_ldt",
+    "iopl",
+    "ioperm",
+    "settimeofday",
+    "clock_settime",
+    "adjtimex",
+    "clock_adjtime",
+    "sethostname",
+    "setdomainname",
 )
 # fcntl commands that make the kernel send signals to a chosen process (a
 # descriptor's owner, with F_SETSIG choosing the signal) or watch files.
@@ -261,7 +406,11 @@ _PROT_WRITE = 0x2
 # every architecture but alpha since Linux 5.1): an older libseccomp would
 # otherwise leave them open on a newer kernel.
 _NEWER_CALLS = {
-    "fchmodat2": 452, "setxattrat": 463, "getxattrat": 464, "listxattrat": 465, "removexattrat": 466,
+    "fchmodat2": 452,
+    "setxattrat": 463,
+    "getxattrat": 464,
+    "listxattrat": 465,
+    "removexattrat": 466,
 }
 
 
@@ -272,14 +421,18 @@ def _resolve(lib: ctypes.CDLL, name: str) -> Optional[int]:
     return None if number < 0 else number  # a call this architecture or libseccomp does not know
 
 
-def _seccomp_rule(lib: ctypes.CDLL, ctx: int, action: int, name: str, *args: Tuple[int, int, int, int]) -> None:
+def _seccomp_rule(
+    lib: ctypes.CDLL, ctx: int, action: int, name: str, *args: Tuple[int, int, int, int]
+) -> None:
     number = _resolve(lib, name)
     if number is None:
         return
     array = (_ScmpArgCmp * max(1, len(args)))()
     for i, (arg, op, a, b) in enumerate(args):
         array[i].arg, array[i].op, array[i].datum_a, array[i].datum_b = arg, op, a, b
-    rc = lib.seccomp_rule_add_array(ctypes.c_void_p(ctx), ctypes.c_uint32(action), number, len(args), array)
+    rc = lib.seccomp_rule_add_array(
+        ctypes.c_void_p(ctx), ctypes.c_uint32(action), number, len(args), array
+    )
     if rc < 0:
         raise ConfinementError(f"seccomp rule for {name} could not be added: {os.strerror(-rc)}")
 
@@ -299,7 +452,14 @@ def _load_seccomp() -> None:
         # not exist, and the C library falls back to clone, checked above.
         _seccomp_rule(lib, ctx, _scmp_act_errno(errno.ENOSYS), "clone3")
         # No shared writable mappings: they write through to files.
-        _seccomp_rule(lib, ctx, deny, "mmap", (2, _SCMP_CMP_MASKED_EQ, _PROT_WRITE, _PROT_WRITE), (3, _SCMP_CMP_MASKED_EQ, _MAP_SHARED, _MAP_SHARED))
+        _seccomp_rule(
+            lib,
+            ctx,
+            deny,
+            "mmap",
+            (2, _SCMP_CMP_MASKED_EQ, _PROT_WRITE, _PROT_WRITE),
+            (3, _SCMP_CMP_MASKED_EQ, _MAP_SHARED, _MAP_SHARED),
+        )
         # Reading a limit is fine; setting one is not.
         _seccomp_rule(lib, ctx, deny, "prlimit64", (2, _SCMP_CMP_NE, 0, 0))
         # No descriptor owner: the kernel would signal that process (F_SETOWN
@@ -360,7 +520,10 @@ def _drop_capabilities() -> None:
     except (OSError, ValueError):
         last = 40
     for cap in range(last + 1):
-        if libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() not in (errno.EINVAL, errno.EPERM):
+        if libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() not in (
+            errno.EINVAL,
+            errno.EPERM,
+        ):
             raise _fail("prctl(PR_CAPBSET_DROP)")
     libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
     header = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
@@ -390,16 +553,28 @@ def _landlock(abi: int, read_paths: Sequence[str], device_paths: Sequence[str]) 
         attr.scoped = _SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL
         size = 24
         layers.append(LANDLOCK_SCOPES)
-    ruleset = libc.syscall(ctypes.c_long(_SYS_LANDLOCK_CREATE_RULESET), ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
+    ruleset = libc.syscall(
+        ctypes.c_long(_SYS_LANDLOCK_CREATE_RULESET),
+        ctypes.byref(attr),
+        ctypes.c_size_t(size),
+        ctypes.c_uint32(0),
+    )
     if ruleset < 0:
         raise _fail("landlock_create_ruleset")
     try:
         read = _FS_EXECUTE | _FS_READ_FILE | _FS_READ_DIR
-        device = (_FS_READ_FILE | _FS_WRITE_FILE | (_FS_IOCTL_DEV if abi >= 5 else 0))
+        device = _FS_READ_FILE | _FS_WRITE_FILE | (_FS_IOCTL_DEV if abi >= 5 else 0)
         for paths, rights in ((read_paths, read), (device_paths, device)):
             for path in paths:
                 _allow(libc, ruleset, path, rights & fs)
-        if libc.syscall(ctypes.c_long(_SYS_LANDLOCK_RESTRICT_SELF), ctypes.c_int(ruleset), ctypes.c_uint32(0)) != 0:
+        if (
+            libc.syscall(
+                ctypes.c_long(_SYS_LANDLOCK_RESTRICT_SELF),
+                ctypes.c_int(ruleset),
+                ctypes.c_uint32(0),
+            )
+            != 0
+        ):
             raise _fail("landlock_restrict_self")
     finally:
         os.close(ruleset)
@@ -415,7 +590,16 @@ def _allow(libc: ctypes.CDLL, ruleset: int, path: str, rights: int) -> None:
         if not os.path.isdir(path):
             rights &= _FILE_RIGHTS
         rule = _PathBeneathAttr(allowed_access=rights, parent_fd=fd)
-        if libc.syscall(ctypes.c_long(_SYS_LANDLOCK_ADD_RULE), ctypes.c_int(ruleset), ctypes.c_int(_LANDLOCK_RULE_PATH_BENEATH), ctypes.byref(rule), ctypes.c_uint32(0)) != 0:
+        if (
+            libc.syscall(
+                ctypes.c_long(_SYS_LANDLOCK_ADD_RULE),
+                ctypes.c_int(ruleset),
+                ctypes.c_int(_LANDLOCK_RULE_PATH_BENEATH),
+                ctypes.byref(rule),
+                ctypes.c_uint32(0),
+            )
+            != 0
+        ):
             raise _fail(f"landlock_add_rule for {path}")
     finally:
         os.close(fd)
@@ -428,18 +612,44 @@ def _allow(libc: ctypes.CDLL, ruleset: int, path: str, rights: int) -> None:
 # folder: it holds environ (the user's environment at start-up), and
 # task/*/environ again for each thread.
 PROC_SELF_READ = (
-    "/proc/self/stat", "/proc/self/statm", "/proc/self/status", "/proc/self/maps",
-    "/proc/self/limits", "/proc/self/cgroup", "/proc/self/auxv",
+    "/proc/self/stat",
+    "/proc/self/statm",
+    "/proc/self/status",
+    "/proc/self/maps",
+    "/proc/self/limits",
+    "/proc/self/cgroup",
+    "/proc/self/auxv",
 )
 _SYSTEM_READ = (
-    "/usr", "/lib", "/lib64", "/lib32", "/libx32",
-    "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime",
+    "/usr",
+    "/lib",
+    "/lib64",
+    "/lib32",
+    "/libx32",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/localtime",
     *PROC_SELF_READ,
-    "/proc/cpuinfo", "/proc/meminfo", "/proc/stat", "/proc/sys/kernel/cap_last_cap",
-    "/sys/devices/system/cpu", "/sys/devices/system/node", "/sys/fs/cgroup",
-    "/dev/null", "/dev/zero", "/dev/urandom", "/dev/random",
+    "/proc/cpuinfo",
+    "/proc/meminfo",
+    "/proc/stat",
+    "/proc/sys/kernel/cap_last_cap",
+    "/sys/devices/system/cpu",
+    "/sys/devices/system/node",
+    "/sys/fs/cgroup",
+    "/dev/null",
+    "/dev/zero",
+    "/dev/urandom",
+    "/dev/random",
 )
-_CUDA_DEVICES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset", "/dev/dri")
+_CUDA_DEVICES = (
+    "/dev/nvidiactl",
+    "/dev/nvidia-uvm",
+    "/dev/nvidia-uvm-tools",
+    "/dev/nvidia-modeset",
+    "/dev/dri",
+)
 _CUDA_READ = ("/proc/driver/nvidia", "/sys/bus/pci", "/sys/devices", "/sys/module/nvidia")
 
 
@@ -471,7 +681,11 @@ def device_paths(device: str) -> List[str]:
         return []
     found = list(_CUDA_DEVICES)
     try:
-        found += [os.path.join("/dev", n) for n in os.listdir("/dev") if n.startswith("nvidia") and n[6:].isdigit()]
+        found += [
+            os.path.join("/dev", n)
+            for n in os.listdir("/dev")
+            if n.startswith("nvidia") and n[6:].isdigit()
+        ]
     except OSError:
         pass
     return found
@@ -502,7 +716,9 @@ def available() -> Report:
         enforced += [LANDLOCK_NETWORK] if abi >= 4 else []
         enforced += [LANDLOCK_SCOPES] if abi >= 6 else []
         if abi < 4:
-            missing.append(f"{LANDLOCK_NETWORK}: Landlock ABI {abi} has no network rules (seccomp still refuses sockets)")
+            missing.append(
+                f"{LANDLOCK_NETWORK}: Landlock ABI {abi} has no network rules (seccomp still refuses sockets)"
+            )
     else:
         missing.append(f"{LANDLOCK_FILES}: {why}")
     why = seccomp_support()
@@ -513,7 +729,9 @@ def available() -> Report:
     return Report(tuple(enforced), tuple(missing))
 
 
-def confine(*, keep_fds: Sequence[int], extra_read: Sequence[str] = (), device: str = "cpu") -> Report:
+def confine(
+    *, keep_fds: Sequence[int], extra_read: Sequence[str] = (), device: str = "cpu"
+) -> Report:
     """Confine this (single-threaded, freshly forked) process; report what was applied.
 
     A layer the machine lacks is reported as missing; a layer that is there but
@@ -527,7 +745,9 @@ def confine(*, keep_fds: Sequence[int], extra_read: Sequence[str] = (), device: 
     except OSError:
         threads = 1
     if threads != 1:
-        raise ConfinementError(f"the child has {threads} threads; Landlock and seccomp would hold only one")
+        raise ConfinementError(
+            f"the child has {threads} threads; Landlock and seccomp would hold only one"
+        )
     plan = available()
     enforced: List[str] = []
     paths = read_paths(list(extra_read) + cuda_read_paths(device))

@@ -35,11 +35,25 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, List, Optional, Sequence
 
 from ..errors import Interrupted, TensorTraceError
-from ..trace.events import (MAX_TRACE_BYTES, Assembler, Crashed, Decoder, Encoder, EventError, LineReader, Plan, Start, Unusable, encode,
-                     size_text)
+from ..trace.events import (
+    MAX_TRACE_BYTES,
+    Assembler,
+    Crashed,
+    Decoder,
+    Encoder,
+    EventError,
+    LineReader,
+    Plan,
+    Start,
+    Unusable,
+    encode,
+    size_text,
+)
 from ..trace import Environment, ErrorInfo, Explanation, ScenarioInfo, Step, Trace, evolve
 
-if TYPE_CHECKING:  # pragma: no cover - the scenario module imports yaml, which rendering never needs
+if (
+    TYPE_CHECKING
+):  # pragma: no cover - the scenario module imports yaml, which rendering never needs
     from ..scenario.spec import Scenario
 
 GRACE = 2.0  # seconds the parent waits past the step limit before killing the child
@@ -61,7 +75,9 @@ StepCallback = Callable[[Trace, Step], None]
 class Limits:
     timeout: Optional[float] = DEFAULT_TIMEOUT  # seconds per step; None: no limit
     memory_mb: Optional[int] = DEFAULT_MEMORY_MB  # extra address space for the child (safe mode)
-    scenario_timeout: Optional[float] = DEFAULT_SCENARIO_TIMEOUT  # seconds per scenario (each variant); None: no limit
+    scenario_timeout: Optional[float] = (
+        DEFAULT_SCENARIO_TIMEOUT  # seconds per scenario (each variant); None: no limit
+    )
 
 
 class ConfinementUnavailable(TensorTraceError):
@@ -120,7 +136,17 @@ def run_all(
         assembler = Assembler(on_start, on_step)
         run_one = _run_forked if forked else _run_inline
         try:
-            traces.append(run_one(variant, assembler, safe=safe, device=device, limits=limits, confine=confine, ops=ops))
+            traces.append(
+                run_one(
+                    variant,
+                    assembler,
+                    safe=safe,
+                    device=device,
+                    limits=limits,
+                    confine=confine,
+                    ops=ops,
+                )
+            )
         except KeyboardInterrupt:
             raise Interrupted(traces + [assembler.trace(aborted="interrupted (Ctrl-C)")]) from None
     return traces
@@ -167,7 +193,10 @@ def _freeze_imported_objects() -> None:
 _SHARED_IMPORTS = (
     ("optim", "torch._dynamo"),
     ("torch.compile", "torch._dynamo"),
-    ("torch.compile", "torch._inductor.compile_fx"),  # what the first compiled call needs (--trust only)
+    (
+        "torch.compile",
+        "torch._inductor.compile_fx",
+    ),  # what the first compiled call needs (--trust only)
 )
 
 
@@ -184,7 +213,9 @@ def _import_once_for_all(variants: Sequence[Scenario]) -> None:
     for word, module in _SHARED_IMPORTS:
         if word in code and module not in sys.modules:
             try:
-                with warnings.catch_warnings():  # the tool's own import: its deprecation notices are not the user's
+                with (
+                    warnings.catch_warnings()
+                ):  # the tool's own import: its deprecation notices are not the user's
                     warnings.simplefilter("ignore")
                     importlib.import_module(module)
             except Exception:  # an older torch without it: the child imports what it needs itself
@@ -229,18 +260,38 @@ def require_kernel_confinement(isolate: bool = True) -> None:
     from . import confine
 
     if not (isolate and hasattr(os, "fork")):
-        raise ConfinementUnavailable(["a child process: this platform cannot fork, so steps would run unconfined in this process"])
+        raise ConfinementUnavailable(
+            [
+                "a child process: this platform cannot fork, so steps would run unconfined in this process"
+            ]
+        )
     report = confine.available()
     if not report.complete:
         raise ConfinementUnavailable(report.missing)
 
 
-def _run_inline(scenario: Scenario, assembler: Assembler, *, safe, device, limits, confine, ops=True) -> Trace:
+def _run_inline(
+    scenario: Scenario, assembler: Assembler, *, safe, device, limits, confine, ops=True
+) -> Trace:
     from ..record import tracer
     from ..trace import Confinement
 
-    report = Confinement(missing=("all layers: the steps ran in the calling process, with no child to confine",)) if confine else None
-    for event in tracer.iter_trace(scenario, safe=safe, device=device, timeout=limits.timeout, confinement=report, checked=True, ops=ops):
+    report = (
+        Confinement(
+            missing=("all layers: the steps ran in the calling process, with no child to confine",)
+        )
+        if confine
+        else None
+    )
+    for event in tracer.iter_trace(
+        scenario,
+        safe=safe,
+        device=device,
+        timeout=limits.timeout,
+        confinement=report,
+        checked=True,
+        ops=ops,
+    ):
         assembler.add(event)
     return assembler.trace()
 
@@ -280,8 +331,17 @@ class RanMark:
         self._memory.close()
 
 
-def _child_main(write_fd: int, scenario: Scenario, safe: bool, device: Optional[str], limits: Limits, parent: int, confine: bool,
-                ran: RanMark, ops: bool = True) -> None:
+def _child_main(
+    write_fd: int,
+    scenario: Scenario,
+    safe: bool,
+    device: Optional[str],
+    limits: Limits,
+    parent: int,
+    confine: bool,
+    ran: RanMark,
+    ops: bool = True,
+) -> None:
     """Runs in the forked child; never returns."""
     code = 0
     try:
@@ -297,7 +357,9 @@ def _child_main(write_fd: int, scenario: Scenario, safe: bool, device: Optional[
         if not threads_unused_before_fork:
             import torch
 
-            torch.set_num_threads(1)  # OpenMP's threads do not survive fork: a parallel operation would hang
+            torch.set_num_threads(
+                1
+            )  # OpenMP's threads do not survive fork: a parallel operation would hang
 
         report = None
         if safe or confine:
@@ -306,10 +368,24 @@ def _child_main(write_fd: int, scenario: Scenario, safe: bool, device: Optional[
         if confine:
             report = _confine(write_fd, scenario, device)
         capped = (safe or confine) and limits.memory_mb
-        encoder = Encoder()  # an unchanged tensor's record is sent as a reference to the previous step's
+        encoder = (
+            Encoder()
+        )  # an unchanged tensor's record is sent as a reference to the previous step's
         # ran.mark: the parent stops counting the step's time
-        for event in tracer.iter_trace(scenario, safe=safe, device=device, timeout=limits.timeout, confinement=report, checked=True, on_ran=ran.mark, ops=ops):
-            _send(write_fd, encoder.encode(_blame_memory_limit(event, limits.memory_mb) if capped else event))
+        for event in tracer.iter_trace(
+            scenario,
+            safe=safe,
+            device=device,
+            timeout=limits.timeout,
+            confinement=report,
+            checked=True,
+            on_ran=ran.mark,
+            ops=ops,
+        ):
+            _send(
+                write_fd,
+                encoder.encode(_blame_memory_limit(event, limits.memory_mb) if capped else event),
+            )
     except TensorTraceError as exc:  # e.g. a device this machine lacks: the user's to fix
         _send(write_fd, encode(Unusable(str(exc))))
         code = 2
@@ -326,7 +402,7 @@ def _child_main(write_fd: int, scenario: Scenario, safe: bool, device: Optional[
 def _send(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
 
 
 def _die_with_parent(parent: int) -> None:
@@ -354,7 +430,9 @@ def _confine(write_fd: int, scenario: Scenario, device: Optional[str]):
     try:
         report = confine.confine(keep_fds=(write_fd,), extra_read=extra, device=wanted)
     except confine.ConfinementError as exc:
-        raise TensorTraceError(f"safe mode could not confine the child process: {exc}; nothing ran") from None
+        raise TensorTraceError(
+            f"safe mode could not confine the child process: {exc}; nothing ran"
+        ) from None
     return Confinement(enforced=report.enforced, missing=report.missing)
 
 
@@ -395,7 +473,9 @@ def _prepare_lazy_imports() -> None:
     try:
         import torch
 
-        path = os.path.join(os.path.dirname(torch.__file__), "_inductor", "runtime", "cache_dir_utils.py")
+        path = os.path.join(
+            os.path.dirname(torch.__file__), "_inductor", "runtime", "cache_dir_utils.py"
+        )
         spec = importlib.util.spec_from_file_location("_tensortrace_inductor_cache_dir", path)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
@@ -423,9 +503,18 @@ def _blame_memory_limit(event: object, memory_mb: int) -> object:
     )
     fix = f"Raise the limit, e.g. --memory-limit {memory_mb * 4}, or lift it with --memory-limit 0."
     if error.explanation is None:
-        explanation = Explanation(title="Out of memory under tensortrace's memory limit", what=cause, fix=fix, topic="memory-limit")
+        explanation = Explanation(
+            title="Out of memory under tensortrace's memory limit",
+            what=cause,
+            fix=fix,
+            topic="memory-limit",
+        )
     else:
-        explanation = evolve(error.explanation, what=f"{error.explanation.what} {cause}", fix=f"{error.explanation.fix} {fix}")
+        explanation = evolve(
+            error.explanation,
+            what=f"{error.explanation.what} {cause}",
+            fix=f"{error.explanation.fix} {fix}",
+        )
     return evolve(event, error=evolve(error, explanation=explanation))
 
 
@@ -438,7 +527,9 @@ def _apply_limits(scenario: Scenario, limits: Limits) -> None:
     # is created) that ask for the temporary folder; Python probes it by
     # writing a file, so find it while writing is still allowed.
     tempfile.gettempdir()
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with an error instead
+    signal.signal(
+        signal.SIGXFSZ, signal.SIG_IGN
+    )  # a write past the limit fails with an error instead
     resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
     if limits.memory_mb:
         try:
@@ -458,7 +549,9 @@ def _apply_limits(scenario: Scenario, limits: Limits) -> None:
 # --- the parent --------------------------------------------------------------------
 
 
-def _run_forked(scenario: Scenario, assembler: Assembler, *, safe, device, limits, confine, ops=True) -> Trace:
+def _run_forked(
+    scenario: Scenario, assembler: Assembler, *, safe, device, limits, confine, ops=True
+) -> Trace:
     ran = RanMark()
     read_fd, write_fd = os.pipe()
     sys.stdout.flush()
@@ -472,8 +565,12 @@ def _run_forked(scenario: Scenario, assembler: Assembler, *, safe, device, limit
     reader = LineReader()
     decoder = Decoder()
     assembler.plan = plan_of(scenario)
-    buffer = bytearray(READ_SIZE)  # read into, again and again: no allocation of a megabyte per read
-    last_index = -1  # the index of the last step received; a mark past it: the step under way has run its code
+    buffer = bytearray(
+        READ_SIZE
+    )  # read into, again and again: no allocation of a megabyte per read
+    last_index = (
+        -1
+    )  # the index of the last step received; a mark past it: the step under way has run its code
     received = 0
     notes: dict = {}  # "unusable" / "crashed" messages from the child
     patience = (limits.timeout + GRACE) if limits.timeout else None
@@ -487,14 +584,23 @@ def _run_forked(scenario: Scenario, assembler: Assembler, *, safe, device, limit
             ready, _, _ = select.select([read_fd], [], [], min(wait, TICK))
             if not ready and (not deadlines or time.monotonic() < min(deadlines)):
                 continue  # only the tick passed
-            if not ready and step_deadline is not None and time.monotonic() >= step_deadline and ran.last() > last_index:
+            if (
+                not ready
+                and step_deadline is not None
+                and time.monotonic() >= step_deadline
+                and ran.last() > last_index
+            ):
                 step_deadline = None  # the step's code is done: recording is the tool's time
                 continue
             if not ready:  # a limit passed and the child did not end the step itself
                 _kill(pid)
-                over_scenario = scenario_deadline is not None and time.monotonic() >= scenario_deadline
+                over_scenario = (
+                    scenario_deadline is not None and time.monotonic() >= scenario_deadline
+                )
                 reason = "scenario-timeout" if over_scenario else "timeout"
-                return assembler.trace(aborted=_synthesise_stop(assembler, scenario, limits, reason))
+                return assembler.trace(
+                    aborted=_synthesise_stop(assembler, scenario, limits, reason)
+                )
             size = os.readv(read_fd, [buffer])
             if not size:
                 break
@@ -514,7 +620,11 @@ def _run_forked(scenario: Scenario, assembler: Assembler, *, safe, device, limit
                     step_deadline = time.monotonic() + patience
     except EventError as exc:
         _kill(pid)
-        return assembler.trace(aborted=_synthesise_stop(assembler, scenario, limits, f"the child {exc}; the tracer stopped reading it"))
+        return assembler.trace(
+            aborted=_synthesise_stop(
+                assembler, scenario, limits, f"the child {exc}; the tracer stopped reading it"
+            )
+        )
     except KeyboardInterrupt:
         _kill(pid)
         _drain(read_fd, reader, decoder, assembler)  # steps that finished before Ctrl-C count
@@ -536,8 +646,13 @@ def _run_forked(scenario: Scenario, assembler: Assembler, *, safe, device, limit
 
 def plan_of(scenario: Scenario) -> Plan:
     """What a run of ``scenario`` sends, from the scenario itself: the parent shows this, not the child's word."""
-    info = ScenarioInfo(title=scenario.title, description=scenario.description, tags=scenario.tags, source=scenario.path,
-                        variant=scenario.variant)
+    info = ScenarioInfo(
+        title=scenario.title,
+        description=scenario.description,
+        tags=scenario.tags,
+        source=scenario.path,
+        variant=scenario.variant,
+    )
     steps = []
     if scenario.setup:
         steps.append((0, "\n".join(c.text for c in scenario.setup), scenario.setup[0].line, None))
@@ -623,7 +738,9 @@ def _synthesise_stop(partial: Assembler, scenario: Scenario, limits: Limits, rea
         status=status,
         error=ErrorInfo(
             type="TimeoutError" if status == "timeout" else "ProcessKilled",
-            qualname="builtins.TimeoutError" if status == "timeout" else "tensortrace.ProcessKilled",
+            qualname="builtins.TimeoutError"
+            if status == "timeout"
+            else "tensortrace.ProcessKilled",
             message=message,
             line=line,
         ),
@@ -631,7 +748,13 @@ def _synthesise_stop(partial: Assembler, scenario: Scenario, limits: Limits, rea
         failures=(message,),
     )
     if partial.start is None:
-        info = ScenarioInfo(title=scenario.title, description=scenario.description, tags=scenario.tags, source=scenario.path, variant=scenario.variant)
+        info = ScenarioInfo(
+            title=scenario.title,
+            description=scenario.description,
+            tags=scenario.tags,
+            source=scenario.path,
+            variant=scenario.variant,
+        )
         partial.start = Start(info, Environment(tensortrace="", torch="", python="", device=""))
     partial.plan = None  # the step is the parent's own, made from the scenario
     partial.add(step)

@@ -220,7 +220,9 @@ class _Checker:
 
     def check_name(self, node: ast.AST, name: str, what: str = "name") -> None:
         if name in RAW_MEMORY_PROTOCOLS:
-            self.refuse(node, f"'{name}' is not allowed in safe mode (it {RAW_MEMORY_PROTOCOLS[name]})")
+            self.refuse(
+                node, f"'{name}' is not allowed in safe mode (it {RAW_MEMORY_PROTOCOLS[name]})"
+            )
         elif name[:1] == "_" and name != "_":
             self.refuse(
                 node,
@@ -376,7 +378,9 @@ class _Checker:
             value = self.visit(value)
         if is_load:
             closely = node.attr in CLOSER_LOOK or node.attr[:1] == "_"
-            return _guard_call("_getattr_closely_" if closely else "_getattr_", [value, node.attr], node)
+            return _guard_call(
+                "_getattr_closely_" if closely else "_getattr_", [value, node.attr], node
+            )
         node.value = _guard_call("_write_", [value, node.attr], node.value)
         return node
 
@@ -416,7 +420,8 @@ class _Checker:
         self.bound.add(name)
         if name in RAW_MEMORY_PROTOCOLS:
             self.refuse(
-                node, f"defining '{name}' is not allowed in safe mode (it {RAW_MEMORY_PROTOCOLS[name]})"
+                node,
+                f"defining '{name}' is not allowed in safe mode (it {RAW_MEMORY_PROTOCOLS[name]})",
             )
         elif name[:1] == "_" and name != "_":
             is_method = id(node) in self.method_defs
@@ -458,7 +463,8 @@ class _Checker:
     def v_constant(self, node: ast.Constant) -> ast.AST:
         if type(node.value) is str and node.value in RAW_MEMORY_PROTOCOLS:
             self.refuse(
-                node, f"'{node.value}' is not allowed in safe mode (it {RAW_MEMORY_PROTOCOLS[node.value]})"
+                node,
+                f"'{node.value}' is not allowed in safe mode (it {RAW_MEMORY_PROTOCOLS[node.value]})",
             )
         return node
 
@@ -484,8 +490,7 @@ class _Checker:
             if node.id not in bound:
                 self.refuse(
                     node,
-                    f"'{node.id}' is not available in safe mode "
-                    f"(it {REFUSED_BUILTINS[node.id]})",
+                    f"'{node.id}' is not available in safe mode (it {REFUSED_BUILTINS[node.id]})",
                 )
         for call, name, nargs in self.builtin_calls:
             if name in bound:

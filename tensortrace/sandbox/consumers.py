@@ -123,8 +123,12 @@ def _warning_from_caller(real: Callable[..., Any], args: tuple, kwargs: dict) ->
         registry = caller.f_globals.setdefault("__warningregistry__", {})
         for w in caught:
             warnings.warn_explicit(
-                w.message, w.category, caller.f_code.co_filename, caller.f_lineno,
-                module=caller.f_globals.get("__name__"), registry=registry,
+                w.message,
+                w.category,
+                caller.f_code.co_filename,
+                caller.f_lineno,
+                module=caller.f_globals.get("__name__"),
+                registry=registry,
                 module_globals=caller.f_globals,
             )
     return result

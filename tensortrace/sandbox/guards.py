@@ -50,7 +50,13 @@ from .policy import (
 from .policy import violation as _violation
 from .consumers import METHODS as CONSUMER_METHODS
 from .consumers import consumer_table, guarded_method
-from .scenario_builtins import backend_flag, make_build_class, make_hasattr, make_import, make_type_proxy
+from .scenario_builtins import (
+    backend_flag,
+    make_build_class,
+    make_hasattr,
+    make_import,
+    make_type_proxy,
+)
 
 __all__ = ["SafeModeViolation", "safe_globals"]
 
@@ -89,8 +95,13 @@ class _ModuleRule:
 
     __slots__ = ("module", "only", "refused", "verified")
 
-    def __init__(self, module: types.ModuleType, only: Optional[FrozenSet[str]],
-                 refused: Dict[str, str], verified: Dict[str, Any]) -> None:
+    def __init__(
+        self,
+        module: types.ModuleType,
+        only: Optional[FrozenSet[str]],
+        refused: Dict[str, str],
+        verified: Dict[str, Any],
+    ) -> None:
         self.module = module
         self.only = only
         self.refused = refused  # name -> why (a phrase after "it")
@@ -127,14 +138,39 @@ class _Runtime:
             if obj is not None:
                 self.refuse_object(obj, f"builtins.{name}", reason)
         self.refuse_object(builtins.__import__, "builtins.__import__", "imports modules by name")
-        self.refuse_object(builtins.__build_class__, "builtins.__build_class__",
-                           "builds classes around the checks on class statements")
+        self.refuse_object(
+            builtins.__build_class__,
+            "builtins.__build_class__",
+            "builds classes around the checks on class statements",
+        )
         self.plain_values: Set[type] = {
-            int, float, bool, complex, str, bytes, type(None), tuple, list, dict, set,
-            frozenset, slice, range,
+            int,
+            float,
+            bool,
+            complex,
+            str,
+            bytes,
+            type(None),
+            tuple,
+            list,
+            dict,
+            set,
+            frozenset,
+            slice,
+            range,
         }
         self.plain_subjects: Set[type] = {
-            int, float, bool, complex, str, bytes, tuple, list, dict, set, frozenset,
+            int,
+            float,
+            bool,
+            complex,
+            str,
+            bytes,
+            tuple,
+            list,
+            dict,
+            set,
+            frozenset,
         }
         self.storage_types: Tuple[type, ...] = ()
         self.tensor_types: Tuple[type, ...] = ()
@@ -166,8 +202,15 @@ class _Runtime:
         """Fast paths for torch and numpy types, and their refused objects, once imported."""
         torch = sys.modules.get("torch")
         if torch is not None and not self.storage_types:
-            fast = [torch.Tensor, torch.nn.Parameter, torch.Size, torch.dtype,
-                    torch.device, torch.layout, torch.memory_format]
+            fast = [
+                torch.Tensor,
+                torch.nn.Parameter,
+                torch.Size,
+                torch.dtype,
+                torch.device,
+                torch.layout,
+                torch.memory_format,
+            ]
             self.plain_values.update(fast)
             self.plain_subjects.update(fast)
             self.storage_types = (torch.UntypedStorage, torch.TypedStorage)
@@ -199,7 +242,9 @@ class _Runtime:
         if rule is not None and rule.module is module:
             return rule
         name = getattr(module, "__name__", None)
-        if not (isinstance(name, str) and name in ALLOWED_MODULES and sys.modules.get(name) is module):
+        if not (
+            isinstance(name, str) and name in ALLOWED_MODULES and sys.modules.get(name) is module
+        ):
             reason = module_reason(name)
             raise _violation(
                 f"module '{name}'",
@@ -211,8 +256,12 @@ class _Runtime:
             refused: Dict[str, str] = dict(REFUSED_MODULE_NAMES.get(name, {}))
             prefix = name + "."
             for full, entry in REFUSED_MODULES.items():
-                if full.startswith(prefix) and "." not in full[len(prefix):] and full not in ALLOWED_MODULES:
-                    refused[full[len(prefix):]] = f"is a module that {entry.reason}"
+                if (
+                    full.startswith(prefix)
+                    and "." not in full[len(prefix) :]
+                    and full not in ALLOWED_MODULES
+                ):
+                    refused[full[len(prefix) :]] = f"is a module that {entry.reason}"
             # The objects refused by name are refused wherever they turn up
             # (m = torch; m.save, or as an attribute of anything else). Other
             # names are checked, and their verdict kept, on first access.
@@ -332,14 +381,22 @@ class _Runtime:
                 what = "this template" if _isinstance(obj, str) else "a template it cannot see"
                 raise _violation(f"'.{name}' with {what}", f"{FORMAT_METHODS[name]}; {FORMAT_HINT}")
             if name[:1] == "_" and not underscore_allowed(name):
-                raise _violation(f"'.{name}'", "attributes starting with '_' reach interpreter internals")
+                raise _violation(
+                    f"'.{name}'", "attributes starting with '_' reach interpreter internals"
+                )
             if name == "obj" and _isinstance(obj, BaseException):
                 raise _violation("'.obj' of an exception", "it can hold objects of trusted code")
-            if name in ("type", "resize_") and rt.storage_types and (
-                _isinstance(obj, rt.storage_types)
-                or (_isinstance(obj, _type) and issubclass(obj, rt.storage_types))
+            if (
+                name in ("type", "resize_")
+                and rt.storage_types
+                and (
+                    _isinstance(obj, rt.storage_types)
+                    or (_isinstance(obj, _type) and issubclass(obj, rt.storage_types))
+                )
             ):
-                why = IMPORTS if name == "type" else "can leave tensors pointing outside their memory"
+                why = (
+                    IMPORTS if name == "type" else "can leave tensors pointing outside their memory"
+                )
                 raise _violation(f"'.{name}' of a storage", f"it {why}")
             if name == "resize" and _isinstance(obj, rt.numpy_arrays):
                 raise _violation(
@@ -408,7 +465,11 @@ class _Runtime:
                 verdict = rt.subject_verdict(obj)
             # (The verdict cached per module does not know the trusted objects
             # of collections and functools, so those are asked about here.)
-            if verdict is not None and not _isinstance(obj, BaseException) and not rt.is_trusted(obj):
+            if (
+                verdict is not None
+                and not _isinstance(obj, BaseException)
+                and not rt.is_trusted(obj)
+            ):
                 raise _violation(f"'.{name}'", f"the object {verdict}")
 
         def check_value(value: Any, tv: type, name: str) -> Any:
@@ -513,8 +574,8 @@ class _Runtime:
                 and not name.startswith("_")
                 # except* is refused; raising SystemExit or KeyboardInterrupt
                 # would end the runner, like exit().
-                and name not in ("BaseExceptionGroup", "ExceptionGroup", "SystemExit",
-                                 "KeyboardInterrupt")
+                and name
+                not in ("BaseExceptionGroup", "ExceptionGroup", "SystemExit", "KeyboardInterrupt")
             ):
                 table[name] = value
         # What plain exec finds for a class body's ``__module__ = __name__``.

@@ -33,6 +33,7 @@ def violation(what: str, because: str) -> SafeModeViolation:
     """The run-time refusal of ``what``, worded as the static check words its refusals."""
     return SafeModeViolation(f"{what} is not allowed in safe mode ({because}); {TRUST_HINT}")
 
+
 #: Modules a scenario may import and reach as attributes. Importing one of
 #: these is no more powerful than reaching it as ``torch.optim``; every other
 #: module (``os``, ``torch.hub``, ``numpy.lib``, ...) is refused.
@@ -181,7 +182,9 @@ ONLY_MODULE_NAMES: Dict[str, FrozenSet[str]] = {
     # Not wraps or update_wrapper (they write __name__ and __dict__ onto any
     # object), total_ordering (adds methods to any class) or singledispatch
     # (evaluates annotations as code).
-    "functools": frozenset({"partial", "reduce", "lru_cache", "cache", "cached_property", "cmp_to_key"}),
+    "functools": frozenset(
+        {"partial", "reduce", "lru_cache", "cache", "cached_property", "cmp_to_key"}
+    ),
     # Datasets only: a DataLoader with workers starts processes.
     "torch.utils.data": frozenset({"TensorDataset"}),
     "numpy.lib": frozenset({"stride_tricks"}),
@@ -207,6 +210,7 @@ ONLY_MODULE_NAMES: Dict[str, FrozenSet[str]] = {
         ).split()
     ),
 }
+
 
 @dataclass(frozen=True)
 class ModuleRefusal:
@@ -329,7 +333,8 @@ FORMAT_METHODS: Dict[str, str] = {
 FORMAT_HINT = "use plain fields such as '{}' or '{0:.2f}', or an f-string"
 
 CLOSER_LOOK: FrozenSet[str] = (
-    frozenset(REFUSED_ATTRIBUTES) | frozenset(FORMAT_METHODS)
+    frozenset(REFUSED_ATTRIBUTES)
+    | frozenset(FORMAT_METHODS)
     | {"obj", "type", "resize_", "resize", "new_tensor"}
 )
 

@@ -32,7 +32,9 @@ if TYPE_CHECKING:
 def backend_flag(module: types.ModuleType, name: str) -> bool:
     """``torch.backends.cudnn.deterministic = True`` and the like are settings, not patches."""
     mname = getattr(module, "__name__", "")
-    if not (isinstance(mname, str) and mname.startswith("torch.backends.") and mname in ALLOWED_MODULES):
+    if not (
+        isinstance(mname, str) and mname.startswith("torch.backends.") and mname in ALLOWED_MODULES
+    ):
         return False
     prop_type = getattr(sys.modules.get("torch.backends"), "ContextProp", None)
     for klass in type(module).__mro__:
@@ -63,7 +65,10 @@ def make_type_proxy(rt: "_Runtime") -> type:
             if result in rt.dangerous_types:
                 raise _violation(f"type() of a {result.__name__} object", "interpreter internals")
             if issubclass(result, type):
-                raise _violation(f"type() of the class {args[0].__qualname__}", f"it is a metaclass, and {METACLASS}")
+                raise _violation(
+                    f"type() of the class {args[0].__qualname__}",
+                    f"it is a metaclass, and {METACLASS}",
+                )
             entry = rt.refused_ids.get(id(result))
             if entry is not None and entry[0] is result:
                 raise _violation("type() of this object", f"the type {entry[1]}")
@@ -124,7 +129,9 @@ def make_import(rt: "_Runtime"):
             names = {}
             for item in fromlist:
                 if item == "*":
-                    raise _violation(f"'from {name} import *'", "it imports every name, internals included")
+                    raise _violation(
+                        f"'from {name} import *'", "it imports every name, internals included"
+                    )
                 names[item] = rt.guards["_getattr_closely_"](module, item)
             # 'from numpy import asarray' binds what the guards hand out, as 'np.asarray' does
             return types.SimpleNamespace(**names)

@@ -79,8 +79,12 @@ def unknown_class(name: str, warning: bool, own: Set[str]) -> Optional[str]:
 def _closest(name: str, base: type, known: Set[str]) -> List[str]:
     """The close match to suggest: a builtin class first, because which other classes are
     loaded depends on the process (a Jupyter kernel, a test runner's plugins)."""
-    builtin = sorted(n for n, v in vars(builtins).items() if isinstance(v, type) and issubclass(v, base))
-    return difflib.get_close_matches(name, builtin, n=1, cutoff=0.6) or difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
+    builtin = sorted(
+        n for n, v in vars(builtins).items() if isinstance(v, type) and issubclass(v, base)
+    )
+    return difflib.get_close_matches(name, builtin, n=1, cutoff=0.6) or difflib.get_close_matches(
+        name, sorted(known), n=1, cutoff=0.6
+    )
 
 
 _UNCHECKED = object()

@@ -39,14 +39,24 @@ def bundled_path(name: str) -> Optional[Path]:
 def resolve_target(target: str) -> Path:
     """A path to an existing file, else a bundled scenario's name."""
     path = Path(target)
-    if path.exists() or any(sep in target for sep in ("/", "\\")) or target.endswith((".yaml", ".yml", ".py", ".ipynb")):
+    if (
+        path.exists()
+        or any(sep in target for sep in ("/", "\\"))
+        or target.endswith((".yaml", ".yml", ".py", ".ipynb"))
+    ):
         return path
     found = bundled_path(target)
     if found is not None:
         return found
     close = difflib.get_close_matches(target, bundled_names(), n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else "; run 'tensortrace list' to see the bundled scenarios"
-    raise ScenarioError(f"no such file, and no bundled scenario named {target!r}{hint}", path=target)
+    hint = (
+        f"; did you mean {close[0]!r}?"
+        if close
+        else "; run 'tensortrace list' to see the bundled scenarios"
+    )
+    raise ScenarioError(
+        f"no such file, and no bundled scenario named {target!r}{hint}", path=target
+    )
 
 
 def expand_folders(
@@ -76,7 +86,9 @@ def expand_folders(
             elif why and skipped is not None:
                 skipped(str(entry), why)
         if not files:
-            raise UsageError(f"{target} is a folder with no .yaml scenario files in it; give scenario files or a folder that holds some")
+            raise UsageError(
+                f"{target} is a folder with no .yaml scenario files in it; give scenario files or a folder that holds some"
+            )
         result.extend(str(p) for p in files)
     return result
 
@@ -108,7 +120,14 @@ def bundled_scenarios() -> List["Entry"]:
     entries = []
     for name in bundled_names():
         scenario = load_scenario(bundled_path(name))
-        entries.append(Entry(name=name, title=scenario.title, tags=scenario.tags, description=scenario.description or ""))
+        entries.append(
+            Entry(
+                name=name,
+                title=scenario.title,
+                tags=scenario.tags,
+                description=scenario.description or "",
+            )
+        )
     return entries
 
 
@@ -139,7 +158,7 @@ def scenarios_markdown(entries: List[Entry]) -> str:
     return "\n".join(lines)
 
 
-TEMPLATE = '''\
+TEMPLATE = """\
 # A tensortrace scenario. Run it with:  tensortrace run {name}
 # The format is described in docs/scenario-format.md; `tensortrace schema`
 # prints a JSON Schema of it for your editor.
@@ -170,4 +189,4 @@ steps:
   # A step that must fail says so; the scenario still goes on.
   - run: out.backward()
     raises: {{type: RuntimeError, match: second time}}
-'''
+"""

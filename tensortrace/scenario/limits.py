@@ -25,16 +25,24 @@ def compile_check(code: Code, mode: str, path: Optional[str], what: str) -> None
     except SyntaxError as exc:
         line, column = code.locate_source(mode, exc.lineno, exc.offset)
         # Python counts lines from the start of the step; the file counts from its top.
-        reason = re.sub(r"\bon line (\d+)", lambda m: f"on line {code.locate_source(mode, int(m.group(1)))[0]}", exc.msg or "")
+        reason = re.sub(
+            r"\bon line (\d+)",
+            lambda m: f"on line {code.locate_source(mode, int(m.group(1)))[0]}",
+            exc.msg or "",
+        )
         kind = "is not a valid Python expression" if mode == "eval" else "is not valid Python"
         comparison = _as_comparison(code.source(mode)) if mode == "eval" else None
         if comparison is not None:
             source, offset, suggestion = comparison
             line, column = code.locate_source(mode, *position(source, offset))
             reason = f"an expectation is an expression that must come out true, and '=' assigns; compare with '==': {suggestion}"
-        raise ScenarioError(f"{what} {kind}: {reason}", path=path, line=line, column=column) from None
+        raise ScenarioError(
+            f"{what} {kind}: {reason}", path=path, line=line, column=column
+        ) from None
     except ValueError as exc:  # e.g. source code string cannot contain null bytes
-        raise ScenarioError(f"{what} is not valid Python: {exc}", path=path, line=code.line, column=code.column) from None
+        raise ScenarioError(
+            f"{what} is not valid Python: {exc}", path=path, line=code.line, column=code.column
+        ) from None
     except (RecursionError, MemoryError):
         raise ScenarioError(
             f"{what} is nested too deeply for Python to compile; split it into simpler statements",
@@ -53,7 +61,7 @@ def _as_comparison(source: str) -> Optional[Tuple[str, int, str]]:
     if len(found) != 1:
         return None
     at = found[0].start()
-    candidate = f"{source[:at].rstrip()} == {source[at + 1:].lstrip()}"
+    candidate = f"{source[:at].rstrip()} == {source[at + 1 :].lstrip()}"
     try:
         compile(candidate, "<expectation>", "eval", dont_inherit=True)
     except (SyntaxError, ValueError, RecursionError, MemoryError):

@@ -26,10 +26,22 @@ from .spec import Code, Declaration, Expectations, Scenario, StepSpec, position,
 from .yamlread import MERGE_TAG, compose, compose_fast, refuse_tags
 
 
-TOP_LEVEL_KEYS = ("title", "description", "tags", "seed", "device", "setup", "show", "steps", "variants")
+TOP_LEVEL_KEYS = (
+    "title",
+    "description",
+    "tags",
+    "seed",
+    "device",
+    "setup",
+    "show",
+    "steps",
+    "variants",
+)
 STEP_KEYS = ("run", "note", "expect", "raises", "warns", "show", "graph")
 RESERVED_VARIANT_NAMES = ("type", "match", "all")
-_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*|\[(\d+|'[^']*'|\"[^\"]*\")\])*$")
+_NAME_RE = re.compile(
+    r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*|\[(\d+|'[^']*'|\"[^\"]*\")\])*$"
+)
 
 
 def load_scenario(path: Union[str, Path]) -> Scenario:
@@ -51,7 +63,10 @@ def load_scenario(path: Union[str, Path]) -> Scenario:
     except Unreadable as exc:
         raise ScenarioError(f"{exc}; give a .yaml, .py or .ipynb file", path=shown) from None
     except FileNotFoundError:
-        raise ScenarioError("no such file; check the path, or run 'tensortrace list' for bundled scenarios", path=shown) from None
+        raise ScenarioError(
+            "no such file; check the path, or run 'tensortrace list' for bundled scenarios",
+            path=shown,
+        ) from None
     except PermissionError:
         raise ScenarioError("cannot be read (permission denied)", path=shown) from None
     except OSError as exc:
@@ -71,14 +86,19 @@ def load_scenario(path: Union[str, Path]) -> Scenario:
 def loads_scenario(data: Union[str, bytes], path: str = "<string>") -> Scenario:
     """Parse scenario text (the contents of a file called ``path``)."""
     suffix = Path(path).suffix.lower()
-    if suffix in (".py", ".ipynb"):  # Python files and notebooks: the same records, from their own readers
+    if suffix in (
+        ".py",
+        ".ipynb",
+    ):  # Python files and notebooks: the same records, from their own readers
         from .notebook import loads_notebook
         from .pyfile import loads_python
 
         return (loads_python if suffix == ".py" else loads_notebook)(data, path)
     text = _decode(data, path)
     if not text.strip():
-        raise ScenarioError("the file is empty; a scenario needs at least 'title' and 'steps'", path=path)
+        raise ScenarioError(
+            "the file is empty; a scenario needs at least 'title' and 'steps'", path=path
+        )
     root = compose_fast(text)
     if root is not None:
         try:
@@ -95,7 +115,9 @@ def _decode(data: Union[str, bytes], path: str) -> str:
         text = data
     else:
         if len(data) > MAX_FILE_BYTES:
-            raise ScenarioError(f"the text is over the {MAX_FILE_BYTES:,}-byte limit for scenario files", path=path)
+            raise ScenarioError(
+                f"the text is over the {MAX_FILE_BYTES:,}-byte limit for scenario files", path=path
+            )
         if b"\x00" in data:
             raise ScenarioError("this is a binary file, not a YAML scenario", path=path)
         try:
@@ -104,7 +126,10 @@ def _decode(data: Union[str, bytes], path: str) -> str:
             line = data[: exc.start].count(b"\n") + 1
             column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
             raise ScenarioError(
-                "the file is not valid UTF-8 text; save it as UTF-8", path=path, line=line, column=column
+                "the file is not valid UTF-8 text; save it as UTF-8",
+                path=path,
+                line=line,
+                column=column,
             ) from None
     if "\x00" in text:
         raise ScenarioError("this is a binary file, not a YAML scenario", path=path)
@@ -117,7 +142,9 @@ class _Builder:
     def __init__(self, path: str, text: str) -> None:
         self.path = path
         self.lines = text.splitlines()
-        self._constructor = yaml.SafeLoader("")  # one per file: it remembers each node it constructed
+        self._constructor = yaml.SafeLoader(
+            ""
+        )  # one per file: it remembers each node it constructed
         # (node, name, what, is a warning): checked once the scenario's own classes are known
         self.class_names: List[Tuple[yaml.Node, str, str, bool]] = []
 
@@ -125,7 +152,12 @@ class _Builder:
     def error(self, node: Optional[yaml.Node], message: str) -> ScenarioError:
         if node is None:
             return ScenarioError(message, path=self.path)
-        return ScenarioError(message, path=self.path, line=node.start_mark.line + 1, column=node.start_mark.column + 1)
+        return ScenarioError(
+            message,
+            path=self.path,
+            line=node.start_mark.line + 1,
+            column=node.start_mark.column + 1,
+        )
 
     # scalar helpers ----------------------------------------------------------
     def scalar(self, node: yaml.Node) -> Any:
@@ -135,7 +167,10 @@ class _Builder:
             return self._constructor.construct_object(node, deep=True)
         except yaml.constructor.ConstructorError as exc:
             if "python/" in str(exc.problem):
-                raise self.error(node, "YAML tags such as !!python/... are not allowed in scenario files (they could run code)") from None
+                raise self.error(
+                    node,
+                    "YAML tags such as !!python/... are not allowed in scenario files (they could run code)",
+                ) from None
             raise self.error(node, f"invalid value: {exc.problem}") from None
 
     def kind(self, node: yaml.Node) -> str:
@@ -146,7 +181,9 @@ class _Builder:
         value = self.scalar(node)
         if value is None:
             return "empty"
-        return {bool: "a boolean", int: "a number", float: "a number", str: "a string"}.get(type(value), type(value).__name__)
+        return {bool: "a boolean", int: "a number", float: "a number", str: "a string"}.get(
+            type(value), type(value).__name__
+        )
 
     def string(self, node: yaml.Node, what: str) -> str:
         value = self.scalar(node) if isinstance(node, yaml.ScalarNode) else None
@@ -162,10 +199,16 @@ class _Builder:
     def names(self, node: yaml.Node, what: str) -> Tuple[str, ...]:
         items = self.string_list(node, what) if isinstance(node, yaml.SequenceNode) else None
         if items is None:
-            raise self.error(node, f"{what} must be a list of names such as [a, b, lin.weight], not {self.kind(node)}")
+            raise self.error(
+                node,
+                f"{what} must be a list of names such as [a, b, lin.weight], not {self.kind(node)}",
+            )
         for item, item_node in zip(items, node.value):
             if not _NAME_RE.match(item.strip()):
-                raise self.error(item_node, f"{item!r} in {what} is not a name (write a, lin.weight, xs[0] or d['k'])")
+                raise self.error(
+                    item_node,
+                    f"{item!r} in {what} is not a name (write a, lin.weight, xs[0] or d['k'])",
+                )
         return tuple(i.strip() for i in items)
 
     def code(self, node: yaml.Node, what: str) -> Code:
@@ -194,10 +237,14 @@ class _Builder:
                 continue
             key = self.scalar(key_node)
             if not isinstance(key, str):
-                raise self.error(key_node, f"keys in {what} must be strings, not {self.kind(key_node)}")
+                raise self.error(
+                    key_node, f"keys in {what} must be strings, not {self.kind(key_node)}"
+                )
             if key in result:
                 first = result[key][0].start_mark.line + 1
-                raise self.error(key_node, f"duplicate key {key!r} (first given on line {first}); keep only one")
+                raise self.error(
+                    key_node, f"duplicate key {key!r} (first given on line {first}); keep only one"
+                )
             result[key] = (key_node, value_node)
         # YAML's merge keys: the mapping's own keys win, then the merged
         # mappings in the order given. Merged values keep the lines where
@@ -213,26 +260,41 @@ class _Builder:
         out = []
         for source in sources:
             if not isinstance(source, yaml.MappingNode):
-                raise self.error(source, f"a merge key ('<<') in {what} must name a mapping, not {self.kind(source)}")
+                raise self.error(
+                    source,
+                    f"a merge key ('<<') in {what} must name a mapping, not {self.kind(source)}",
+                )
             out.append(self.mapping(source, what))
         return out
 
-    def check_keys(self, fields: Dict[str, Tuple[yaml.Node, yaml.Node]], allowed: Tuple[str, ...], what: str) -> None:
+    def check_keys(
+        self, fields: Dict[str, Tuple[yaml.Node, yaml.Node]], allowed: Tuple[str, ...], what: str
+    ) -> None:
         for key, (key_node, _) in fields.items():
             if key not in allowed:
                 close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
-                hint = f"; did you mean {close[0]!r}?" if close else f" (allowed: {', '.join(allowed)})"
+                hint = (
+                    f"; did you mean {close[0]!r}?"
+                    if close
+                    else f" (allowed: {', '.join(allowed)})"
+                )
                 raise self.error(key_node, f"unknown key {key!r} in {what}{hint}")
 
     # the document ------------------------------------------------------------
     def scenario(self, root: yaml.Node) -> Scenario:
         if not isinstance(root, yaml.MappingNode):
-            raise self.error(root, f"a scenario file must be a mapping with 'title' and 'steps', not {self.kind(root)}")
+            raise self.error(
+                root,
+                f"a scenario file must be a mapping with 'title' and 'steps', not {self.kind(root)}",
+            )
         fields = self.mapping(root, "the scenario")
         self.check_keys(fields, TOP_LEVEL_KEYS, "the scenario")
         for required in ("title", "steps"):
             if required not in fields:
-                raise self.error(root, f"the scenario has no {required!r}; add '{required}: ...' at the top level")
+                raise self.error(
+                    root,
+                    f"the scenario has no {required!r}; add '{required}: ...' at the top level",
+                )
 
         def get(key: str) -> Optional[yaml.Node]:
             return fields[key][1] if key in fields else None
@@ -246,9 +308,14 @@ class _Builder:
         if get("seed") is not None:
             seed = self.scalar(get("seed"))
             if not isinstance(seed, int) or isinstance(seed, bool):
-                raise self.error(get("seed"), f"'seed' must be a whole number, not {self.kind(get('seed'))}")
+                raise self.error(
+                    get("seed"), f"'seed' must be a whole number, not {self.kind(get('seed'))}"
+                )
             if not -(2**63) <= seed < 2**64:
-                raise self.error(get("seed"), "'seed' must be between -2**63 and 2**64 - 1 (what torch.manual_seed accepts)")
+                raise self.error(
+                    get("seed"),
+                    "'seed' must be between -2**63 and 2**64 - 1 (what torch.manual_seed accepts)",
+                )
         device = None
         device_line = device_column = None
         if get("device") is not None:
@@ -256,7 +323,9 @@ class _Builder:
             device_line = get("device").start_mark.line + 1
             device_column = get("device").start_mark.column + 1
             if not _DEVICE_RE.match(device):
-                raise self.error(get("device"), f"device {device!r} is not one of cpu, cuda, cuda:N, mps, auto")
+                raise self.error(
+                    get("device"), f"device {device!r} is not one of cpu, cuda, cuda:N, mps, auto"
+                )
         setup: Tuple[Code, ...] = ()
         if get("setup") is not None:
             node = get("setup")
@@ -269,9 +338,13 @@ class _Builder:
 
         steps_node = get("steps")
         if not isinstance(steps_node, yaml.SequenceNode):
-            raise self.error(steps_node, f"'steps' must be a list of steps, not {self.kind(steps_node)}")
+            raise self.error(
+                steps_node, f"'steps' must be a list of steps, not {self.kind(steps_node)}"
+            )
         if not steps_node.value:
-            raise self.error(steps_node, "'steps' is empty; add at least one step such as '- a = torch.ones(3)'")
+            raise self.error(
+                steps_node, "'steps' is empty; add at least one step such as '- a = torch.ones(3)'"
+            )
         expanded = len(steps_node.value) * max(1, len(variants or ()))
         if expanded > MAX_EXPANDED_STEPS:
             raise self.error(
@@ -310,7 +383,9 @@ class _Builder:
                         line=line,
                         column=column,
                     )
-            scenario = scenario.map_text(lambda text: text.replace("$${", "${"))  # rule 10: a literal ${
+            scenario = scenario.map_text(
+                lambda text: text.replace("$${", "${")
+            )  # rule 10: a literal ${
             validate_code(scenario)
         self.check_declared_classes(scenario)
         return scenario
@@ -335,15 +410,26 @@ class _Builder:
     def variants(self, node: yaml.Node) -> Dict[str, Dict[str, str]]:
         fields = self.mapping(node, "'variants'")
         if not fields:
-            raise self.error(node, "'variants' is empty; give at least one variant or remove the key")
+            raise self.error(
+                node, "'variants' is empty; give at least one variant or remove the key"
+            )
         if len(fields) > MAX_VARIANTS:
-            raise self.error(node, f"'variants' has {len(fields):,} variants, over the limit of {MAX_VARIANTS}; split the scenario into several files")
+            raise self.error(
+                node,
+                f"'variants' has {len(fields):,} variants, over the limit of {MAX_VARIANTS}; split the scenario into several files",
+            )
         result: Dict[str, Dict[str, str]] = {}
         for name, (key_node, value_node) in fields.items():
             if name in RESERVED_VARIANT_NAMES:
-                raise self.error(key_node, f"a variant cannot be named {name!r} (reserved: type, match, all); rename it")
+                raise self.error(
+                    key_node,
+                    f"a variant cannot be named {name!r} (reserved: type, match, all); rename it",
+                )
             if not re.match(r"^[A-Za-z0-9_.-]+$", name):
-                raise self.error(key_node, f"variant name {name!r} may use only letters, digits, '_', '-' and '.'")
+                raise self.error(
+                    key_node,
+                    f"variant name {name!r} may use only letters, digits, '_', '-' and '.'",
+                )
             values = self.mapping(value_node, f"variant {name!r}")
             result[name] = {}
             for key, (_, v_node) in values.items():
@@ -352,7 +438,7 @@ class _Builder:
                     raise self.error(
                         v_node,
                         f"the value of {key!r} in variant {name!r} must be a string, not {self.kind(v_node)}; "
-                        "quote it (e.g. \"0.10\") so that YAML keeps it exactly as written",
+                        'quote it (e.g. "0.10") so that YAML keeps it exactly as written',
                     )
                 result[name][key] = value
         return result
@@ -370,16 +456,24 @@ class _Builder:
                             column=column,
                         )
 
-    def step(self, index: int, node: yaml.Node, variants: Optional[Dict[str, Dict[str, str]]]) -> StepSpec:
+    def step(
+        self, index: int, node: yaml.Node, variants: Optional[Dict[str, Dict[str, str]]]
+    ) -> StepSpec:
         if isinstance(node, yaml.ScalarNode):
             value = self.scalar(node)
             if isinstance(value, str) and not value.strip():
                 raise self.error(node, f"step {index} is empty; give it some code, or remove it")
             if not isinstance(value, str):
-                raise self.error(node, f"step {index} must be code (a string) or a mapping with 'run', not {self.kind(node)}")
+                raise self.error(
+                    node,
+                    f"step {index} must be code (a string) or a mapping with 'run', not {self.kind(node)}",
+                )
             return StepSpec(index=index, run=self.code(node, f"step {index}"))
         if not isinstance(node, yaml.MappingNode):
-            raise self.error(node, f"step {index} must be code (a string) or a mapping with 'run', not {self.kind(node)}")
+            raise self.error(
+                node,
+                f"step {index} must be code (a string) or a mapping with 'run', not {self.kind(node)}",
+            )
         fields = self.mapping(node, f"step {index}")
         if "run" not in fields:
             if len(fields) == 1 or not set(fields) & set(STEP_KEYS):
@@ -388,7 +482,9 @@ class _Builder:
                     f"step {index} has no 'run'; YAML read the step as a mapping because it contains ': '. "
                     "Quote the step, or write it as 'run: |' followed by the code on the next lines",
                 )
-            raise self.error(node, f"step {index} has no 'run'; add 'run: <code>' with the step's Python code")
+            raise self.error(
+                node, f"step {index} has no 'run'; add 'run: <code>' with the step's Python code"
+            )
         self.check_keys(fields, STEP_KEYS, f"step {index}")
 
         def get(key: str) -> Optional[yaml.Node]:
@@ -398,10 +494,22 @@ class _Builder:
         if not run.text.strip():
             raise self.error(get("run"), f"'run' of step {index} is empty; give the step some code")
         note = self.optional_string(get("note"), f"'note' of step {index}")
-        expect = self.expectations(get("expect"), index, variants) if get("expect") is not None else ()
-        raises = self.declaration(get("raises"), "raises", index, variants) if get("raises") is not None else None
-        warns = self.declaration(get("warns"), "warns", index, variants) if get("warns") is not None else None
-        show = self.names(get("show"), f"'show' of step {index}") if get("show") is not None else None
+        expect = (
+            self.expectations(get("expect"), index, variants) if get("expect") is not None else ()
+        )
+        raises = (
+            self.declaration(get("raises"), "raises", index, variants)
+            if get("raises") is not None
+            else None
+        )
+        warns = (
+            self.declaration(get("warns"), "warns", index, variants)
+            if get("warns") is not None
+            else None
+        )
+        show = (
+            self.names(get("show"), f"'show' of step {index}") if get("show") is not None else None
+        )
         graph: Union[None, bool, Tuple[str, ...]] = None
         if get("graph") is not None:
             g = get("graph")
@@ -410,9 +518,20 @@ class _Builder:
                 graph = value or None
             else:
                 graph = self.names(g, f"'graph' of step {index}")
-        return StepSpec(index=index, run=run, note=note, expect=expect, raises=raises, warns=warns, show=show, graph=graph)
+        return StepSpec(
+            index=index,
+            run=run,
+            note=note,
+            expect=expect,
+            raises=raises,
+            warns=warns,
+            show=show,
+            graph=graph,
+        )
 
-    def expectations(self, node: yaml.Node, index: int, variants: Optional[Dict[str, Dict[str, str]]]) -> Expectations:
+    def expectations(
+        self, node: yaml.Node, index: int, variants: Optional[Dict[str, Dict[str, str]]]
+    ) -> Expectations:
         what = f"'expect' of step {index}"
         if isinstance(node, yaml.MappingNode):
             fields = self.mapping(node, what)
@@ -423,17 +542,23 @@ class _Builder:
             return result
         return self.expectation_list(node, what, variants)
 
-    def expectation_list(self, node: yaml.Node, what: str, variants: Optional[Dict[str, Dict[str, str]]] = None) -> Tuple[Code, ...]:
+    def expectation_list(
+        self, node: yaml.Node, what: str, variants: Optional[Dict[str, Dict[str, str]]] = None
+    ) -> Tuple[Code, ...]:
         if isinstance(node, yaml.ScalarNode) and isinstance(self.scalar(node), str):
             return (self.code(node, what),)
         if not isinstance(node, yaml.SequenceNode):
-            raise self.error(node, f"{what} must be a list of Python expressions, not {self.kind(node)}")
+            raise self.error(
+                node, f"{what} must be a list of Python expressions, not {self.kind(node)}"
+            )
         for item in node.value:
             if isinstance(item, yaml.MappingNode):
                 raise self.error(item, self.mapping_item_hint(item, what, variants))
         return tuple(self.code(item, f"each item of {what}") for item in node.value)
 
-    def mapping_item_hint(self, item: yaml.MappingNode, what: str, variants: Optional[Dict[str, Dict[str, str]]]) -> str:
+    def mapping_item_hint(
+        self, item: yaml.MappingNode, what: str, variants: Optional[Dict[str, Dict[str, str]]]
+    ) -> str:
         """An expectation that YAML read as a mapping: per-variant ones written as list items, or an unquoted ': '."""
         keys = [self.scalar(k) for k, _ in item.value]
         if variants and keys and all(k == "all" or k in variants for k in keys):
@@ -445,15 +570,27 @@ class _Builder:
             )
         return f"each item of {what} must be an expression, not a mapping; YAML read ': ' as a key, so quote the expression"
 
-    def check_variant_key(self, key_node: yaml.Node, name: str, variants: Optional[Dict[str, Dict[str, str]]], what: str) -> None:
+    def check_variant_key(
+        self,
+        key_node: yaml.Node,
+        name: str,
+        variants: Optional[Dict[str, Dict[str, str]]],
+        what: str,
+    ) -> None:
         if not variants:
-            raise self.error(key_node, f"{what} is a mapping by variant name, but the scenario has no 'variants'")
+            raise self.error(
+                key_node, f"{what} is a mapping by variant name, but the scenario has no 'variants'"
+            )
         if name != "all" and name not in variants:
             close = difflib.get_close_matches(name, list(variants), n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else f" (variants: {', '.join(variants)})"
+            hint = (
+                f"; did you mean {close[0]!r}?" if close else f" (variants: {', '.join(variants)})"
+            )
             raise self.error(key_node, f"{what} names an unknown variant {name!r}{hint}")
 
-    def declaration(self, node: yaml.Node, key: str, index: int, variants: Optional[Dict[str, Dict[str, str]]]) -> Declaration:
+    def declaration(
+        self, node: yaml.Node, key: str, index: int, variants: Optional[Dict[str, Dict[str, str]]]
+    ) -> Declaration:
         what = f"'{key}' of step {index}"
         if isinstance(node, yaml.MappingNode):
             fields = self.mapping(node, what)
@@ -462,7 +599,9 @@ class _Builder:
             result: Dict[str, Optional[Declared]] = {}
             for name, (key_node, value_node) in fields.items():
                 if name in ("type", "match"):
-                    raise self.error(key_node, f"{what} mixes 'type'/'match' with variant names; use one form")
+                    raise self.error(
+                        key_node, f"{what} mixes 'type'/'match' with variant names; use one form"
+                    )
                 self.check_variant_key(key_node, name, variants, what)
                 result[name] = self.declared(value_node, f"{what} for {name!r}", key)
             return result
@@ -487,12 +626,16 @@ class _Builder:
             try:
                 re.compile(match, re.DOTALL)
             except re.error as exc:
-                raise self.error(match_node, f"'match' in {what} is not a valid regular expression: {exc}") from None
+                raise self.error(
+                    match_node, f"'match' in {what} is not a valid regular expression: {exc}"
+                ) from None
         return Declared(type=name, match=match)
 
     def check_class_name(self, node: yaml.Node, name: str, what: str, warning: bool) -> None:
         if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$", name):
-            raise self.error(node, f"{what}: {name!r} is not a class name such as RuntimeError or UserWarning")
+            raise self.error(
+                node, f"{what}: {name!r} is not a class name such as RuntimeError or UserWarning"
+            )
         self.class_names.append((node, name, what, warning))
 
 
@@ -500,5 +643,3 @@ def validate_code(scenario: Scenario) -> None:
     """Every piece of code must be valid Python; a SyntaxError points into the file."""
     for what, code, mode in scenario.all_code():
         compile_check(code, mode, scenario.path, what)
-
-

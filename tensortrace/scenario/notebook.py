@@ -39,7 +39,9 @@ from .pyfile import (
 from .spec import Code, Scenario
 
 #: A line that IPython reads as a magic or shell command: ``%cmd``, ``!cmd``, or ``x = %cmd`` / ``x = !cmd``.
-_MAGIC_RE = re.compile(r"^([ \t]*)(?:[A-Za-z_][\w.]*(?:[ \t]*,[ \t]*[A-Za-z_][\w.]*)*[ \t]*=[ \t]*)?(%{1,2}|!(?!=))(.*)$")
+_MAGIC_RE = re.compile(
+    r"^([ \t]*)(?:[A-Za-z_][\w.]*(?:[ \t]*,[ \t]*[A-Za-z_][\w.]*)*[ \t]*=[ \t]*)?(%{1,2}|!(?!=))(.*)$"
+)
 #: IPython's help syntax: ``torch.ones?``, ``??a.add_``.
 _HELP_RE = re.compile(r"^([ \t]*)(\?{0,2})[A-Za-z_][\w.]*(\?{0,2})[ \t]*$")
 _HEADING_RE = re.compile(r"^#[ \t]+(.+?)[ \t#]*$")
@@ -74,13 +76,18 @@ def loads_notebook(data: Union[str, bytes], path: str = "<string>") -> Scenario:
     note: Optional[str] = None
     for number, (kind, source) in enumerate(cells, start=1):
         if kind != "code":
-            note = source.strip() or None if kind == "markdown" and number > first_markdown else None
+            note = (
+                source.strip() or None if kind == "markdown" and number > first_markdown else None
+            )
             continue
         cell_note, note = note, None
         if not source.strip():
             continue
         if len(steps) >= MAX_EXPANDED_STEPS:
-            raise ScenarioError(f"the notebook has over {MAX_EXPANDED_STEPS:,} code cells, the limit of steps; split it into several", path=path)
+            raise ScenarioError(
+                f"the notebook has over {MAX_EXPANDED_STEPS:,} code cells, the limit of steps; split it into several",
+                path=path,
+            )
         source = _without_magics(source, path, number, notices, refusals)
         if source is None:
             continue
@@ -89,7 +96,9 @@ def loads_notebook(data: Union[str, bytes], path: str = "<string>") -> Scenario:
             steps.append(made)
             numbers.append(number)
     if not steps:
-        raise ScenarioError("the notebook has no code cells to run; add one, such as 'a = torch.ones(3)'", path=path)
+        raise ScenarioError(
+            "the notebook has no code cells to run; add one, such as 'a = torch.ones(3)'", path=path
+        )
     scenario = Scenario(
         title=title or Path(path).name,
         path=path,
@@ -112,19 +121,33 @@ def _cells(text: str, path: str) -> List[Tuple[str, str]]:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ScenarioError(f"the notebook is not valid JSON: {exc.msg}", path=path, line=exc.lineno, column=exc.colno) from None
+        raise ScenarioError(
+            f"the notebook is not valid JSON: {exc.msg}",
+            path=path,
+            line=exc.lineno,
+            column=exc.colno,
+        ) from None
     except RecursionError:
         raise ScenarioError("the notebook's JSON is nested too deeply to read", path=path) from None
-    if not isinstance(data, dict) or not isinstance(data.get("cells", data.get("worksheets")), list):
-        raise ScenarioError("this JSON is not a Jupyter notebook: it has no list of 'cells'", path=path)
+    if not isinstance(data, dict) or not isinstance(
+        data.get("cells", data.get("worksheets")), list
+    ):
+        raise ScenarioError(
+            "this JSON is not a Jupyter notebook: it has no list of 'cells'", path=path
+        )
     try:
         with warnings.catch_warnings():  # nbformat's remarks on old or odd notebooks (missing cell ids ...) are not the user's concern
             warnings.simplefilter("ignore")
             notebook = nbformat.reads(text, as_version=4)
-        cells = [(str(cell.get("cell_type", "")), _source(cell.get("source", ""))) for cell in notebook.cells]
+        cells = [
+            (str(cell.get("cell_type", "")), _source(cell.get("source", "")))
+            for cell in notebook.cells
+        ]
     except Exception as exc:  # noqa: BLE001 - nbformat raises many kinds for a file that is JSON but no notebook
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ScenarioError(f"this JSON is not a Jupyter notebook that nbformat can read ({reason})", path=path) from None
+        raise ScenarioError(
+            f"this JSON is not a Jupyter notebook that nbformat can read ({reason})", path=path
+        ) from None
     return cells
 
 
@@ -134,14 +157,23 @@ def _source(value: object) -> str:
     return str(value)
 
 
-def _without_magics(source: str, path: str, cell: int, notices: List[str], refusals: List[Tuple[str, str]]) -> Optional[str]:
+def _without_magics(
+    source: str, path: str, cell: int, notices: List[str], refusals: List[Tuple[str, str]]
+) -> Optional[str]:
     """The cell as Python: each IPython line ``pass``, or None for a cell magic's cell."""
     lines = source.splitlines()
     first = next(i for i, line in enumerate(lines) if line.strip())
     if lines[first].lstrip().startswith("%%"):
         magic = lines[first].strip()
-        refusals.append((at(path, cell, first + 1), f"{magic!r} is an IPython cell magic, not Python; safe mode refuses the notebook; remove it, or use --trust to skip its cell"))
-        notices.append(f"cell {cell} was skipped: it starts with the IPython cell magic {magic!r}, which is not Python")
+        refusals.append(
+            (
+                at(path, cell, first + 1),
+                f"{magic!r} is an IPython cell magic, not Python; safe mode refuses the notebook; remove it, or use --trust to skip its cell",
+            )
+        )
+        notices.append(
+            f"cell {cell} was skipped: it starts with the IPython cell magic {magic!r}, which is not Python"
+        )
         return None
     try:
         compile(source, "<cell>", "exec", dont_inherit=True)
@@ -160,25 +192,38 @@ def _without_magics(source: str, path: str, cell: int, notices: List[str], refus
         else:
             found, what = asked, "IPython's help syntax"
         shown = line.strip()
-        refusals.append((at(path, cell, number, len(found.group(1)) + 1), f"{shown!r} is {what}, not Python; safe mode refuses the notebook; remove it, or use --trust to skip it"))
+        refusals.append(
+            (
+                at(path, cell, number, len(found.group(1)) + 1),
+                f"{shown!r} is {what}, not Python; safe mode refuses the notebook; remove it, or use --trust to skip it",
+            )
+        )
         notices.append(f"cell {cell}, line {number}: {shown!r} was skipped ({what}, not Python)")
         out.append(f"{found.group(1)}pass  # skipped: {shown}")
-    if all(not line.strip() or line.lstrip().startswith(("#", "pass  # skipped: ")) for line in out):
+    if all(
+        not line.strip() or line.lstrip().startswith(("#", "pass  # skipped: ")) for line in out
+    ):
         return None  # nothing but IPython lines (and comments): no step
     return "\n".join(out) + "\n"
 
 
-def _step(source: str, path: str, cell: int, index: int, note: Optional[str]) -> Optional[Tuple[object, StepFields]]:
+def _step(
+    source: str, path: str, cell: int, index: int, note: Optional[str]
+) -> Optional[Tuple[object, StepFields]]:
     """The step a cell makes, with its directives; None for a cell of comments only."""
 
-    def error(message: str, line: Optional[int] = None, column: Optional[int] = None) -> ScenarioError:
+    def error(
+        message: str, line: Optional[int] = None, column: Optional[int] = None
+    ) -> ScenarioError:
         return ScenarioError(message, path=at(path, cell, line, column))
 
     tree = parse_module(source, error, what=f"cell {cell}")
     if not tree.body:
         return None
     lines = source.splitlines()
-    start = min([tree.body[0].lineno] + [d.lineno for d in getattr(tree.body[0], "decorator_list", ())])
+    start = min(
+        [tree.body[0].lineno] + [d.lineno for d in getattr(tree.body[0], "decorator_list", ())]
+    )
     every_comment = all_comments(source)
     comments = comment_lines(every_comment)
     block = []
@@ -189,7 +234,9 @@ def _step(source: str, path: str, cell: int, index: int, note: Optional[str]) ->
     refuse_stray_directives(every_comment, {n for n, _ in block}, error)
     fields = read_directives(block, index, error)
     fields.note = "\n\n".join(n for n in (note, fields.note) if n) or None
-    code = Code(text="\n".join(lines[start - 1 :]).rstrip("\n") + "\n", line=start, column=1, block=True)
+    code = Code(
+        text="\n".join(lines[start - 1 :]).rstrip("\n") + "\n", line=start, column=1, block=True
+    )
     return fields.spec(index, code), fields
 
 
@@ -199,7 +246,9 @@ def _validate(scenario: Scenario, all_fields: List[StepFields], path: str) -> No
 
     for spec, fields, cell in zip(scenario.steps, all_fields, scenario.cells):
 
-        def error(message: str, line: Optional[int] = None, column: Optional[int] = None) -> ScenarioError:
+        def error(
+            message: str, line: Optional[int] = None, column: Optional[int] = None
+        ) -> ScenarioError:
             return ScenarioError(message, path=at(path, cell, line, column))
 
         for code in spec.expect:

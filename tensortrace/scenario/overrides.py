@@ -26,7 +26,9 @@ def with_graph(scenario: Scenario, names: Sequence[str]) -> Scenario:
     if last.graph is True:
         return scenario
     graph = tuple(dict.fromkeys(tuple(last.graph or ()) + tuple(names)))
-    return dataclasses.replace(scenario, steps=scenario.steps[:-1] + (dataclasses.replace(last, graph=graph),))
+    return dataclasses.replace(
+        scenario, steps=scenario.steps[:-1] + (dataclasses.replace(last, graph=graph),)
+    )
 
 
 __all__ = ["with_graph"]

@@ -29,7 +29,9 @@ from .spec import Code, Scenario, StepSpec
 
 #: A directive comment: ``# expect: a._version == 1``.
 DIRECTIVE_RE = re.compile(r"^#[ \t]*(expect|raises|warns|show|graph)[ \t]*:[ \t]?(.*)$")
-_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*|\[(\d+|'[^']*'|\"[^\"]*\")\])*$")
+_NAME_RE = re.compile(
+    r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*|\[(\d+|'[^']*'|\"[^\"]*\")\])*$"
+)
 _CLASS_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _CODING_RE = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
 
@@ -43,7 +45,9 @@ def loads_python(data: Union[str, bytes], path: str = "<string>") -> Scenario:
 
     text = decode_source(data, path, "Python file")
 
-    def error(message: str, line: Optional[int] = None, column: Optional[int] = None) -> ScenarioError:
+    def error(
+        message: str, line: Optional[int] = None, column: Optional[int] = None
+    ) -> ScenarioError:
         return ScenarioError(message, path=path, line=line, column=column)
 
     tree = parse_module(text, error)
@@ -56,13 +60,17 @@ def loads_python(data: Union[str, bytes], path: str = "<string>") -> Scenario:
         description = rest.strip() or None
     groups = _group(body)
     if not groups:
-        raise error("the file has no statements to run; write at least one, such as 'a = torch.ones(3)'")
+        raise error(
+            "the file has no statements to run; write at least one, such as 'a = torch.ones(3)'"
+        )
     every_comment = all_comments(text)
     comments = comment_lines(every_comment)
     used: set = set()
     blocks = [_block_above(start, comments, used) for start, _, _ in groups]
     setup_count = 0
-    while setup_count < len(groups) and all(isinstance(s, (ast.Import, ast.ImportFrom)) for s in groups[setup_count][2]):
+    while setup_count < len(groups) and all(
+        isinstance(s, (ast.Import, ast.ImportFrom)) for s in groups[setup_count][2]
+    ):
         if any(DIRECTIVE_RE.match(t) for _, t in blocks[setup_count]):
             break
         setup_count += 1
@@ -70,7 +78,11 @@ def loads_python(data: Union[str, bytes], path: str = "<string>") -> Scenario:
         setup_count = 0  # nothing but imports: they are what there is to trace
     if title is None and setup_count and blocks[0]:
         # comments right above the first import: the file's header, as there is no step to give a note to
-        body_lines = [_uncomment(t) for _, t in blocks[0] if not t.startswith("#!") and not _CODING_RE.match(t.encode("utf-8", "replace"))]
+        body_lines = [
+            _uncomment(t)
+            for _, t in blocks[0]
+            if not t.startswith("#!") and not _CODING_RE.match(t.encode("utf-8", "replace"))
+        ]
         title = body_lines[0].strip() if body_lines else None
         description = "\n".join(body_lines[1:]).strip() or None
     if title is None:
@@ -86,7 +98,9 @@ def loads_python(data: Union[str, bytes], path: str = "<string>") -> Scenario:
         setup = (_code(lines, groups[0][0], groups[setup_count - 1][1]),)
     steps = []
     all_fields = []
-    for number, ((start, end, _), block) in enumerate(zip(groups[setup_count:], blocks[setup_count:]), start=1):
+    for number, ((start, end, _), block) in enumerate(
+        zip(groups[setup_count:], blocks[setup_count:]), start=1
+    ):
         fields = read_directives(block, number, error)
         all_fields.append(fields)
         steps.append(fields.spec(number, _code(lines, start, end)))
@@ -115,7 +129,9 @@ def decode_source(data: Union[str, bytes], path: str, what: str) -> str:
 
     if isinstance(data, bytes):
         if len(data) > MAX_FILE_BYTES:
-            raise ScenarioError(f"the text is over the {MAX_FILE_BYTES:,}-byte limit for scenario files", path=path)
+            raise ScenarioError(
+                f"the text is over the {MAX_FILE_BYTES:,}-byte limit for scenario files", path=path
+            )
         if b"\x00" in data:
             raise ScenarioError(f"this is a binary file, not a {what}", path=path)
         encoding = "utf-8-sig"
@@ -139,12 +155,23 @@ def decode_source(data: Union[str, bytes], path: str, what: str) -> str:
             line = data[: exc.start].count(b"\n") + 1
             column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
             name = "UTF-8" if encoding == "utf-8-sig" else encoding
-            raise ScenarioError(f"the file is not valid {name} text; save it as UTF-8", path=path, line=line, column=column) from None
+            raise ScenarioError(
+                f"the file is not valid {name} text; save it as UTF-8",
+                path=path,
+                line=line,
+                column=column,
+            ) from None
     if "\x00" in data:
         raise ScenarioError(f"this is a binary file, not a {what}", path=path)
     if not data.strip():
-        needed = "at least one Python statement" if what == "Python file" else "a notebook with at least one code cell"
-        raise ScenarioError(f"the file is empty; write {needed}, such as 'a = torch.ones(3)'", path=path)
+        needed = (
+            "at least one Python statement"
+            if what == "Python file"
+            else "a notebook with at least one code cell"
+        )
+        raise ScenarioError(
+            f"the file is empty; write {needed}, such as 'a = torch.ones(3)'", path=path
+        )
     return data
 
 
@@ -161,11 +188,17 @@ def parse_module(text: str, error: ErrorAt, what: str = "the file") -> ast.Modul
         named = re.search(r"character U\+([0-9A-Fa-f]{4,6})", exc.msg or "")
         if named and chr(int(named.group(1), 16)) in _ODD_SPACES:
             ch = chr(int(named.group(1), 16))
-            source = text.splitlines()[line - 1] if line and 0 < line <= len(text.splitlines()) else ""
+            source = (
+                text.splitlines()[line - 1] if line and 0 < line <= len(text.splitlines()) else ""
+            )
             odd = source.find(ch) if ch in source else (column or 1) - 1
             name = unicodedata.name(ch, "an invisible character").lower()
             lead = " at the start of the line" if not source[:odd].strip() else ""
-            origin = " (common in code copied from Chinese or Japanese web pages)" if ch == "\u3000" else ""
+            origin = (
+                " (common in code copied from Chinese or Japanese web pages)"
+                if ch == "\u3000"
+                else ""
+            )
             raise error(
                 f"{what} is not valid Python: the line has a U+{ord(ch):04X} {name}{lead}{origin}, which Python does not "
                 "take as a space; replace it with ordinary spaces",
@@ -179,7 +212,11 @@ def parse_module(text: str, error: ErrorAt, what: str = "the file") -> ast.Modul
     except ValueError as exc:
         raise error(f"{what} is not valid Python: {exc}", None, None) from None
     except (RecursionError, MemoryError):
-        raise error(f"{what} is nested too deeply for Python to compile; split it into simpler statements", None, None) from None
+        raise error(
+            f"{what} is nested too deeply for Python to compile; split it into simpler statements",
+            None,
+            None,
+        ) from None
 
 
 def comment_lines(found: Dict[int, Tuple[int, str]]) -> Dict[int, str]:
@@ -215,7 +252,11 @@ def refuse_stray_directives(found: Dict[int, Tuple[int, str]], used: set, error:
 
 
 def _is_docstring(node: ast.stmt) -> bool:
-    return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+    return (
+        isinstance(node, ast.Expr)
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, str)
+    )
 
 
 def _group(body: List[ast.stmt]) -> List[Tuple[int, int, List[ast.stmt]]]:
@@ -247,7 +288,9 @@ def _block_above(start: int, comments: Dict[int, str], used: set) -> List[Tuple[
     return block[::-1]
 
 
-def _header(comments: Dict[int, str], used: set, first_code: int) -> Tuple[Optional[str], Optional[str]]:
+def _header(
+    comments: Dict[int, str], used: set, first_code: int
+) -> Tuple[Optional[str], Optional[str]]:
     """Title and description from the comment block at the top of the file, when a blank line sets it apart."""
     lines = sorted(n for n in comments if n < first_code and n not in used)
     texts = []
@@ -306,11 +349,20 @@ class StepFields:
     warns: Optional[Declared] = None
     show: Optional[Tuple[str, ...]] = None
     graph: Union[None, bool, Tuple[str, ...]] = None
-    classes: List[Tuple[str, bool, str, int, int]] = field(default_factory=list)  # (name, is a warning, what, line, column)
+    classes: List[Tuple[str, bool, str, int, int]] = field(
+        default_factory=list
+    )  # (name, is a warning, what, line, column)
 
     def spec(self, index: int, run: Code) -> StepSpec:
         return StepSpec(
-            index=index, run=run, note=self.note, expect=tuple(self.expect), raises=self.raises, warns=self.warns, show=self.show, graph=self.graph
+            index=index,
+            run=run,
+            note=self.note,
+            expect=tuple(self.expect),
+            raises=self.raises,
+            warns=self.warns,
+            show=self.show,
+            graph=self.graph,
         )
 
 
@@ -329,29 +381,49 @@ def read_directives(block: List[Tuple[int, str]], index: int, error: ErrorAt) ->
         column += len(value) - len(value.lstrip())
         what = f"'# {key}:' of step {index}"
         if not stripped:
-            raise error(f"{what} is empty; write what it declares after the colon", line, found.end(1) + 2)
+            raise error(
+                f"{what} is empty; write what it declares after the colon", line, found.end(1) + 2
+            )
         if key == "expect":
             fields.expect.append(Code(text=stripped, line=line, column=column))
         elif key in ("raises", "warns"):
             if getattr(fields, key) is not None:
-                raise error(f"a step may declare '# {key}:' once; step {index} has a second one here", line, 1)
-            setattr(fields, key, _declared(stripped, what, key == "warns", line, column, fields, error))
+                raise error(
+                    f"a step may declare '# {key}:' once; step {index} has a second one here",
+                    line,
+                    1,
+                )
+            setattr(
+                fields, key, _declared(stripped, what, key == "warns", line, column, fields, error)
+            )
         else:
-            if (key == "show" and fields.show is not None) or (key == "graph" and fields.graph is not None):
-                raise error(f"a step may declare '# {key}:' once; step {index} has a second one here", line, 1)
+            if (key == "show" and fields.show is not None) or (
+                key == "graph" and fields.graph is not None
+            ):
+                raise error(
+                    f"a step may declare '# {key}:' once; step {index} has a second one here",
+                    line,
+                    1,
+                )
             if key == "graph" and stripped.lower() == "true":
                 fields.graph = True
                 continue
             names = tuple(n.strip() for n in stripped.split(","))
             for name in names:
                 if not _NAME_RE.match(name):
-                    raise error(f"{name!r} in {what} is not a name (write a, lin.weight, xs[0] or d['k'])", line, column)
+                    raise error(
+                        f"{name!r} in {what} is not a name (write a, lin.weight, xs[0] or d['k'])",
+                        line,
+                        column,
+                    )
             setattr(fields, key, names)
     fields.note = "\n".join(note).strip() or None
     return fields
 
 
-def _declared(value: str, what: str, warning: bool, line: int, column: int, fields: StepFields, error: ErrorAt) -> Declared:
+def _declared(
+    value: str, what: str, warning: bool, line: int, column: int, fields: StepFields, error: ErrorAt
+) -> Declared:
     """``RuntimeError`` or ``RuntimeError, match: does not require grad``."""
     name, sep, rest = value.partition(",")
     name = name.strip()
@@ -360,23 +432,39 @@ def _declared(value: str, what: str, warning: bool, line: int, column: int, fiel
         found = re.match(r"^[ \t]*match[ \t]*:[ \t]?(.*)$", rest)
         if not found or not found.group(1).strip():
             at = column + len(value) - len(rest) + len(rest) - len(rest.lstrip())
-            raise error(f"{what}: after the class name, write ', match: <regular expression>'", line, at)
+            raise error(
+                f"{what}: after the class name, write ', match: <regular expression>'", line, at
+            )
         match = found.group(1).strip()
         try:
             re.compile(match, re.DOTALL)
         except re.error as exc:
-            raise error(f"the match of {what} is not a valid regular expression: {exc}", line, column + value.index(match)) from None
+            raise error(
+                f"the match of {what} is not a valid regular expression: {exc}",
+                line,
+                column + value.index(match),
+            ) from None
     if not _CLASS_RE.match(name):
-        raise error(f"{what}: {name!r} is not a class name such as RuntimeError or UserWarning", line, column)
+        raise error(
+            f"{what}: {name!r} is not a class name such as RuntimeError or UserWarning",
+            line,
+            column,
+        )
     fields.classes.append((name, warning, what, line, column))
     return Declared(type=name, match=match)
 
 
-def check_classes(scenario: Scenario, all_fields: List[StepFields], error: ErrorAt, source: Optional[str] = None) -> None:
+def check_classes(
+    scenario: Scenario, all_fields: List[StepFields], error: ErrorAt, source: Optional[str] = None
+) -> None:
     """Each declared class must be one that can match: Python's, torch's, or one the file defines or imports."""
     if not any(fields.classes for fields in all_fields):
         return
-    codes = [source] if source is not None else [code.text for _, code, mode in scenario.all_code() if mode == "exec"]
+    codes = (
+        [source]
+        if source is not None
+        else [code.text for _, code, mode in scenario.all_code() if mode == "exec"]
+    )
     own = scenario_classes(codes)
     for fields in all_fields:
         for name, warning, what, line, column in fields.classes:

@@ -20,7 +20,10 @@ _DECLARED = {
         {"type": "string", "description": "exception or warning class name, e.g. RuntimeError"},
         {
             "type": "object",
-            "properties": {"type": {"type": "string"}, "match": {"type": "string", "description": "regex searched in the message"}},
+            "properties": {
+                "type": {"type": "string"},
+                "match": {"type": "string", "description": "regex searched in the message"},
+            },
             "required": ["type"],
             "additionalProperties": False,
         },
@@ -52,7 +55,13 @@ def scenario_schema() -> Dict[str, Any]:
                     "expect": {
                         "oneOf": [
                             {"type": "array", "items": {"type": "string"}},
-                            {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "string"}}},
+                            {
+                                "type": "object",
+                                "additionalProperties": {
+                                    "type": "array",
+                                    "items": {"type": "string"},
+                                },
+                            },
                         ],
                         "description": "Python expressions that must be true after the step",
                     },
@@ -77,13 +86,18 @@ def scenario_schema() -> Dict[str, Any]:
             "tags": {"type": "array", "items": {"type": "string"}},
             "seed": {"type": "integer"},
             "device": {"type": "string", "pattern": DEVICE_PATTERN},
-            "setup": {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]},
+            "setup": {
+                "oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]
+            },
             "show": _NAMES,
             "steps": {"type": "array", "items": step, "minItems": 1},
             "variants": {
                 "type": "object",
                 "propertyNames": {"not": {"enum": ["type", "match", "all"]}},
-                "additionalProperties": {"type": "object", "additionalProperties": {"type": "string"}},
+                "additionalProperties": {
+                    "type": "object",
+                    "additionalProperties": {"type": "string"},
+                },
                 "minProperties": 1,
             },
         },

@@ -50,7 +50,9 @@ class Code:
         """The text as it is compiled: an expression ('eval') without surrounding whitespace."""
         return self.text.strip() if mode == "eval" else self.text
 
-    def locate_source(self, mode: str, lineno: Optional[int], offset: Optional[int] = None) -> Tuple[int, int]:
+    def locate_source(
+        self, mode: str, lineno: Optional[int], offset: Optional[int] = None
+    ) -> Tuple[int, int]:
         """Like ``locate``, for a (line, column) inside ``source(mode)``."""
         if mode != "eval":
             return self.locate(lineno, offset)
@@ -107,7 +109,9 @@ class Scenario:
             for spec in self.steps:
                 expect = spec.expect if isinstance(spec.expect, tuple) else ()
                 if code is spec.run or any(code is c for c in expect):
-                    where = f"{self.path}: cell {self.cells[spec.index - 1]}, line {line}" + (f", column {column}" if column else "")
+                    where = f"{self.path}: cell {self.cells[spec.index - 1]}, line {line}" + (
+                        f", column {column}" if column else ""
+                    )
                     return {"path": where}
         return {"path": self.path, "line": line, "column": column}
 
@@ -133,7 +137,12 @@ class Scenario:
             return tuple(fill(c) for c in decl)
 
         steps = tuple(
-            dataclasses.replace(spec, run=fill(spec.run), expect=expect(spec.expect), note=change(spec.note) if spec.note else spec.note)
+            dataclasses.replace(
+                spec,
+                run=fill(spec.run),
+                expect=expect(spec.expect),
+                note=change(spec.note) if spec.note else spec.note,
+            )
             for spec in self.steps
         )
         return dataclasses.replace(self, setup=tuple(fill(c) for c in self.setup), steps=steps)
@@ -166,7 +175,9 @@ class Scenario:
                 dataclasses.replace(
                     spec,
                     run=fill(spec.run),
-                    note=_substitute(spec.note, values, self.path, spec.run) if spec.note else spec.note,
+                    note=_substitute(spec.note, values, self.path, spec.run)
+                    if spec.note
+                    else spec.note,
                     expect=tuple(fill(c) for c in expect),
                     raises=_pick(spec.raises, name),
                     warns=_pick(spec.warns, name),

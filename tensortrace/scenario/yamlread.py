@@ -45,7 +45,12 @@ def compose_fast(text: str) -> Optional[yaml.Node]:
     and any scenario the builder refuses, is read again by ``compose``
     (``yaml.SafeLoader``), whose words and places every refusal uses.
     """
-    if _FAST_LOADER is None or _UNLIKE.search(text) or yaml.reader.Reader.NON_PRINTABLE.search(text) or _deepest(text) > _FAST_DEPTH:
+    if (
+        _FAST_LOADER is None
+        or _UNLIKE.search(text)
+        or yaml.reader.Reader.NON_PRINTABLE.search(text)
+        or _deepest(text) > _FAST_DEPTH
+    ):
         return None
     loader = _FAST_LOADER(text)
     try:
@@ -62,7 +67,9 @@ def compose(text: str, path: str) -> yaml.Node:
         loader = yaml.SafeLoader(text)
         node = loader.get_single_node()
     except yaml.reader.ReaderError as exc:
-        line, column = position(text, exc.position) if isinstance(exc.position, int) else (None, None)
+        line, column = (
+            position(text, exc.position) if isinstance(exc.position, int) else (None, None)
+        )
         char = exc.character if isinstance(exc.character, str) else chr(exc.character)
         raise ScenarioError(
             f"the file contains the character {char!r} (U+{ord(char):04X}), which YAML does not allow; remove it",
@@ -71,7 +78,9 @@ def compose(text: str, path: str) -> yaml.Node:
             column=column,
         ) from None
     except RecursionError:
-        raise ScenarioError("the YAML is nested too deeply to read; flatten it", path=path) from None
+        raise ScenarioError(
+            "the YAML is nested too deeply to read; flatten it", path=path
+        ) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         problem = exc.problem or exc.context or "invalid YAML"
@@ -81,9 +90,13 @@ def compose(text: str, path: str) -> yaml.Node:
             problem = _indentation_problem(text, mark, exc.context, exc.context_mark)
         elif mark is not None and "found character '\\t'" in str(exc.problem):
             lines = text.splitlines()
-            indenting = mark.line < len(lines) and not lines[mark.line][:mark.column].strip()
-            where = "a tab indents this line" if indenting else "a tab stands where YAML takes spaces"
-            problem = f"{where}; YAML indents and separates with spaces only: replace the tab with spaces"
+            indenting = mark.line < len(lines) and not lines[mark.line][: mark.column].strip()
+            where = (
+                "a tab indents this line" if indenting else "a tab stands where YAML takes spaces"
+            )
+            problem = (
+                f"{where}; YAML indents and separates with spaces only: replace the tab with spaces"
+            )
         else:
             problem = f"invalid YAML: {problem}"
             if exc.context and exc.problem:
@@ -92,31 +105,46 @@ def compose(text: str, path: str) -> yaml.Node:
                     problem += f" ({exc.context} that starts at line {started.line + 1}, column {started.column + 1})"
                 else:
                     problem += f" ({exc.context})"
-        raise ScenarioError(problem, path=path, line=mark.line + 1 if mark else None, column=mark.column + 1 if mark else None) from None
+        raise ScenarioError(
+            problem,
+            path=path,
+            line=mark.line + 1 if mark else None,
+            column=mark.column + 1 if mark else None,
+        ) from None
     except yaml.YAMLError as exc:
         raise ScenarioError(f"invalid YAML: {exc}", path=path) from None
     finally:
         if loader is not None:
             loader.dispose()
     if node is None:
-        raise ScenarioError("the file is empty; a scenario needs at least 'title' and 'steps'", path=path)
+        raise ScenarioError(
+            "the file is empty; a scenario needs at least 'title' and 'steps'", path=path
+        )
     refuse_tags(node, path)
     return node
 
 
-def _indentation_problem(text: str, mark: yaml.Mark, context: Optional[str], started: Optional[yaml.Mark]) -> str:
+def _indentation_problem(
+    text: str, mark: yaml.Mark, context: Optional[str], started: Optional[yaml.Mark]
+) -> str:
     """PyYAML's "expected <block end>" said as what it is: a line indented out of step."""
     lines = text.splitlines()
     shown = lines[mark.line].strip() if mark.line < len(lines) else ""
     block = "list" if context and "collection" in context else "mapping"
-    where = f" that starts at line {started.line + 1}, column {started.column + 1}" if started is not None else ""
+    where = (
+        f" that starts at line {started.line + 1}, column {started.column + 1}"
+        if started is not None
+        else ""
+    )
     return (
         f"bad indentation: the line {shown!r} does not line up with the {block}{where}; "
         "indent it exactly as far as the keys or '- ' items it belongs with"
     )
 
 
-_PLAIN_TAGS = {f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "seq", "map")}
+_PLAIN_TAGS = {
+    f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "seq", "map")
+}
 #: The tag of a merge key (``<<: *defaults``), allowed as a mapping key only.
 MERGE_TAG = "tag:yaml.org,2002:merge"
 
@@ -135,7 +163,9 @@ def refuse_tags(root: yaml.Node, path: str) -> None:
                 message = "YAML tags such as !!python/... are not allowed in scenario files (they could run code)"
             else:
                 message = f"the YAML tag {node.tag!r} is not allowed in scenario files; write plain strings, numbers, lists and mappings"
-            raise ScenarioError(message, path=path, line=node.start_mark.line + 1, column=node.start_mark.column + 1)
+            raise ScenarioError(
+                message, path=path, line=node.start_mark.line + 1, column=node.start_mark.column + 1
+            )
         if isinstance(node, yaml.MappingNode):
             for key, value in node.value:
                 stack.extend((value,) if key.tag == MERGE_TAG else (key, value))

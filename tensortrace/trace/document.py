@@ -8,7 +8,6 @@ data is converted into them (``trace_from_dict``); either way every field is
 checked against its declaration, and anything else is one ``InvalidRecord``.
 """
 
-
 import functools
 from typing import Annotated, Any, Callable, Dict, List, Literal, Optional, Tuple
 
@@ -30,7 +29,6 @@ from .records import (
     Texts,
 )
 from .validate import InvalidRecord, converted, decoder, decoding, encoder
-
 
 
 class Trace(Record):
@@ -130,15 +128,27 @@ class NotThisFormat(InvalidRecord):
 def check_format(head: Any) -> None:
     """``InvalidRecord`` unless ``head`` (a dict, or the head read from bytes) names a trace document
     of a version this reads."""
-    fmt, version = (head.get("format"), head.get("format_version")) if isinstance(head, dict) else (
-        getattr(head, "format", None), getattr(head, "format_version", None))
+    fmt, version = (
+        (head.get("format"), head.get("format_version"))
+        if isinstance(head, dict)
+        else (getattr(head, "format", None), getattr(head, "format_version", None))
+    )
     if fmt != FORMAT_NAME:
-        raise NotThisFormat("$.format", "this is not a tensortrace trace (no 'format: tensortrace.trace')")
+        raise NotThisFormat(
+            "$.format", "this is not a tensortrace trace (no 'format: tensortrace.trace')"
+        )
     if type(version) is not int or version not in READABLE_VERSIONS:
-        shown = version if type(version) in (int, str, float, bool, type(None)) else type(version).__name__
-        raise NotThisFormat("$.format_version", f"trace format version {shown!r} is not supported (this "
-                            f"tensortrace reads versions {', '.join(map(str, READABLE_VERSIONS))}); "
-                            "re-run the scenario with this version")
+        shown = (
+            version
+            if type(version) in (int, str, float, bool, type(None))
+            else type(version).__name__
+        )
+        raise NotThisFormat(
+            "$.format_version",
+            f"trace format version {shown!r} is not supported (this "
+            f"tensortrace reads versions {', '.join(map(str, READABLE_VERSIONS))}); "
+            "re-run the scenario with this version",
+        )
 
 
 def _trace(document: TraceDocument) -> Trace:
@@ -168,7 +178,9 @@ def traces_from_json(text: bytes) -> List[Trace]:
         head = decoding(_decode(_Head), text)
     except InvalidRecord as exc:
         if exc.path == "$" and exc.reason.startswith("expected object"):
-            raise NotThisFormat("$", "this is not a tensortrace trace (not a JSON object)") from None
+            raise NotThisFormat(
+                "$", "this is not a tensortrace trace (not a JSON object)"
+            ) from None
         raise
     if not head.traces:
         check_format(head)

@@ -105,7 +105,9 @@ class LineReader:
             end = self.buffer.find(b"\n", max(start, self.scanned))
             if end < 0:
                 break
-            lines.append(bytes(memoryview(self.buffer)[start:end]))  # one copy, not a slice and a copy
+            lines.append(
+                bytes(memoryview(self.buffer)[start:end])
+            )  # one copy, not a slice and a copy
             start = end + 1
         if start:
             del self.buffer[:start]
@@ -126,7 +128,9 @@ class Plan:
     what each step *is* comes from here.
     """
 
-    def __init__(self, info: ScenarioInfo, steps: Sequence[Tuple[int, str, Optional[int], Optional[str]]]) -> None:
+    def __init__(
+        self, info: ScenarioInfo, steps: Sequence[Tuple[int, str, Optional[int], Optional[str]]]
+    ) -> None:
         self.info = info
         self.steps = tuple(steps)
 
@@ -202,8 +206,9 @@ class Assembler:
             return event
         expected = self.expected_step
         if expected is None:
-            raise EventError(f"sent a step {event.index} the scenario does not have (it has "
-                             f"{_count(plan)})")
+            raise EventError(
+                f"sent a step {event.index} the scenario does not have (it has {_count(plan)})"
+            )
         if event.index != expected:
             raise EventError(f"sent step {event.index} where step {expected} was due")
         _, code, line, note = plan.steps[self._next]
@@ -216,7 +221,9 @@ class Assembler:
         start, end = self.start, self.end
         return Trace(
             scenario=start.scenario if start else ScenarioInfo(title="(not started)"),
-            environment=start.environment if start else Environment(tensortrace="", torch="", python="", device=""),
+            environment=start.environment
+            if start
+            else Environment(tensortrace="", torch="", python="", device=""),
             setup=self.setup,
             steps=tuple(self.steps),
             storages=end.storages if end else (),

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional, Sequence
 
-Presenter = Callable[..., str]  # (how, traces, **options) -> text; how: "render", "html", "markdown"
+Presenter = Callable[
+    ..., str
+]  # (how, traces, **options) -> text; how: "render", "html", "markdown"
 _presenter: Optional[Presenter] = None
 
 

@@ -28,7 +28,6 @@ Format history (``FORMAT_VERSION``):
    operation's arguments, as before).
 """
 
-
 import math
 from typing import Annotated, Any, List, Literal, Optional, Sequence, Tuple, Union
 
@@ -67,8 +66,6 @@ Dims = Annotated[Tuple[int, ...], Meta(max_length=MAX_DIMS)]
 Spelling = Literal["nan", "inf", "-inf"]
 Number = Union[float, Spelling]
 Scalar = Union[bool, int, float, Annotated[str, Meta(max_length=MAX_NAME)]]
-
-
 
 
 class Record(msgspec.Struct, frozen=True, gc=False, forbid_unknown_fields=True):
@@ -210,8 +207,12 @@ class SavedTensor(Record):
     freed: bool = False  # a backward freed it: backward through this node again raises
 
 
-PREDICTION_KINDS = ("backward_will_fail", "backward_freed", "backward_uses_changed_values",
-                    "backward_unchecked")
+PREDICTION_KINDS = (
+    "backward_will_fail",
+    "backward_freed",
+    "backward_uses_changed_values",
+    "backward_unchecked",
+)
 
 
 class Prediction(Record):
@@ -225,8 +226,9 @@ class Prediction(Record):
     changed since: backward may fail).
     """
 
-    kind: Literal["backward_will_fail", "backward_freed", "backward_uses_changed_values",
-                  "backward_unchecked"]
+    kind: Literal[
+        "backward_will_fail", "backward_freed", "backward_uses_changed_values", "backward_unchecked"
+    ]
     tensor: Name  # the named tensor whose backward will fail
     node: Optional[Name] = None  # the node whose saved tensor is the cause, e.g. "MulBackward0"
     saved: Optional[Name] = None  # that saved tensor's attribute, e.g. "other"
@@ -234,7 +236,9 @@ class Prediction(Record):
     saved_version: Optional[int] = None
     version: Optional[int] = None
     storage: Optional[Name] = None
-    changed_at_step: Optional[Index] = None  # the step that changed (or freed) it, when the trace shows it
+    changed_at_step: Optional[Index] = (
+        None  # the step that changed (or freed) it, when the trace shows it
+    )
     message: Text = ""
 
 
@@ -245,7 +249,9 @@ class GraphNode(Record):
     name: Name  # e.g. "MulBackward0", "AccumulateGrad"
     leaf: Optional[Name] = None  # AccumulateGrad: the name of its leaf tensor
     next: Names = ()  # ids of next_functions, in order
-    saved: Annotated[Tuple[SavedTensor, ...], Meta(max_length=MAX_ITEMS)] = ()  # what it saved for backward
+    saved: Annotated[
+        Tuple[SavedTensor, ...], Meta(max_length=MAX_ITEMS)
+    ] = ()  # what it saved for backward
 
 
 def node_ids(n: int) -> List[str]:
@@ -253,13 +259,26 @@ def node_ids(n: int) -> List[str]:
     return [f"N{i}" for i in range(1, n + 1)]
 
 
-def graph_nodes(names: Sequence[str], leaves: Sequence[Optional[str]], nexts: Sequence[Sequence[int]],
-                saved: Sequence[Tuple[SavedTensor, ...]]) -> Tuple[GraphNode, ...]:
+def graph_nodes(
+    names: Sequence[str],
+    leaves: Sequence[Optional[str]],
+    nexts: Sequence[Sequence[int]],
+    saved: Sequence[Tuple[SavedTensor, ...]],
+) -> Tuple[GraphNode, ...]:
     """A graph's nodes in walk order, each from its name, leaf, next nodes (as indexes) and saved tensors."""
     ids = node_ids(len(nexts))
-    return tuple([GraphNode(ids[i], names[i], leaves[i],
-                            (ids[nxt[0]],) if len(nxt) == 1 else tuple([ids[j] for j in nxt]), saved[i])
-                  for i, nxt in enumerate(nexts)])
+    return tuple(
+        [
+            GraphNode(
+                ids[i],
+                names[i],
+                leaves[i],
+                (ids[nxt[0]],) if len(nxt) == 1 else tuple([ids[j] for j in nxt]),
+                saved[i],
+            )
+            for i, nxt in enumerate(nexts)
+        ]
+    )
 
 
 class Graph(Record):
@@ -300,7 +319,9 @@ class OpRecord(Record):
 
     level: Literal["call", "aten"]
     name: Name  # "torch.Tensor.detach", "aten::zero_", ...
-    overload: Optional[Name] = None  # ATen overload name ("Tensor" for aten::add_.Tensor); None: default
+    overload: Optional[Name] = (
+        None  # ATen overload name ("Tensor" for aten::add_.Tensor); None: default
+    )
     parent: Optional[Index] = None
     reads: _LABELS = ()
     writes: _LABELS = ()
@@ -355,7 +376,9 @@ class Step(Record):
     code: Text
     line: Optional[int]
     note: Optional[Text] = None
-    cell: Optional[Annotated[int, Meta(ge=1)]] = None  # a notebook's cell (from 1); ``line`` counts in it
+    cell: Optional[Annotated[int, Meta(ge=1)]] = (
+        None  # a notebook's cell (from 1); ``line`` counts in it
+    )
     status: Literal["ok", "raised", "timeout", "killed"] = "ok"
     error: Optional[ErrorInfo] = None
     warnings: Annotated[Tuple[WarningInfo, ...], Meta(max_length=MAX_ITEMS)] = ()
@@ -371,10 +394,18 @@ class Step(Record):
     tensors: Annotated[Tuple[TensorState, ...], Meta(max_length=MAX_TENSORS)] = ()
     none: Names = ()  # the scenario's names bound to None after the step (bound, but to no tensor)
     graphs: Annotated[Tuple[Graph, ...], Meta(max_length=MAX_TENSORS)] = ()
-    predictions: Annotated[Tuple[Prediction, ...], Meta(max_length=MAX_ITEMS)] = ()  # read after the step
-    ops: Annotated[Tuple[OpRecord, ...], Meta(max_length=MAX_OPS)] = ()  # what the step ran (``--ops``)
-    ops_omitted: Count = 0  # operations counted beyond the recorded ones (tensortrace.record.ops.MAX_OPS)
-    flow: Annotated[Tuple[Flow, ...], Meta(max_length=MAX_ITEMS)] = ()  # one per backward call the step made
+    predictions: Annotated[
+        Tuple[Prediction, ...], Meta(max_length=MAX_ITEMS)
+    ] = ()  # read after the step
+    ops: Annotated[
+        Tuple[OpRecord, ...], Meta(max_length=MAX_OPS)
+    ] = ()  # what the step ran (``--ops``)
+    ops_omitted: Count = (
+        0  # operations counted beyond the recorded ones (tensortrace.record.ops.MAX_OPS)
+    )
+    flow: Annotated[
+        Tuple[Flow, ...], Meta(max_length=MAX_ITEMS)
+    ] = ()  # one per backward call the step made
 
 
 class StorageInfo(Record):
@@ -399,7 +430,13 @@ class ScenarioInfo(Record):
 
 # The layers of the kernel's wall (``tensortrace.run.confine`` builds them), by the
 # names traces record; the wall has a hole unless every essential one is up.
-CONFINEMENT_ESSENTIAL = ("closed-descriptors", "no-new-privs", "no-capabilities", "landlock-files", "seccomp")
+CONFINEMENT_ESSENTIAL = (
+    "closed-descriptors",
+    "no-new-privs",
+    "no-capabilities",
+    "landlock-files",
+    "seccomp",
+)
 CONFINEMENT_EXTRA = ("landlock-network", "landlock-scopes")
 
 
@@ -426,12 +463,32 @@ class Environment(Record):
     confinement: Optional[Confinement] = None  # safe mode only; None under --trust
 
 
-
 def evolve(record: Any, **changes: Any) -> Any:
     """A copy of ``record`` with ``changes``: the one way code changes a record (records are frozen)."""
     return replace(record, **changes)
 
 
-PARTS = (Summary, Values, TensorState, Explanation, ErrorInfo, WarningInfo, ExpectationResult, Declared,
-         SavedTensor, Prediction, GraphNode, Graph, OpTensors, VersionBump, OpRecord, FlowNode, Flow, Step,
-         StorageInfo, ScenarioInfo, Confinement, Environment)
+PARTS = (
+    Summary,
+    Values,
+    TensorState,
+    Explanation,
+    ErrorInfo,
+    WarningInfo,
+    ExpectationResult,
+    Declared,
+    SavedTensor,
+    Prediction,
+    GraphNode,
+    Graph,
+    OpTensors,
+    VersionBump,
+    OpRecord,
+    FlowNode,
+    Flow,
+    Step,
+    StorageInfo,
+    ScenarioInfo,
+    Confinement,
+    Environment,
+)

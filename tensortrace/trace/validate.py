@@ -34,7 +34,7 @@ class InvalidRecord(ValueError):
         """The same error with its path read from ``prefix`` on (``$.step`` becomes ``$``)."""
         path = self.path
         if path == prefix or path.startswith((prefix + ".", prefix + "[")):
-            path = "$" + path[len(prefix):]
+            path = "$" + path[len(prefix) :]
         return InvalidRecord(path, self.reason, self.offset)
 
 
@@ -49,13 +49,17 @@ def reworded(exc: Exception) -> InvalidRecord:
     match = re.match(_AT, str(exc))
     what, path = (match.group("what"), match.group("path")) if match else (str(exc), None)
     what = re.sub(_QUOTED, lambda m: m.group(1).replace(" | ", " or "), what)
-    what = what.replace("JSON is malformed: ", "not valid JSON: ").replace("Input data was truncated",
-                                                                           "not valid JSON: it ends too early")
+    what = what.replace("JSON is malformed: ", "not valid JSON: ").replace(
+        "Input data was truncated", "not valid JSON: it ends too early"
+    )
     byte = re.search(_BYTE, what)
     if byte:
-        what = what[:byte.start()]
-    return InvalidRecord(path or "$", what[:1].lower() + what[1:] if what else "invalid",
-                         int(byte.group(1)) if byte else None)
+        what = what[: byte.start()]
+    return InvalidRecord(
+        path or "$",
+        what[:1].lower() + what[1:] if what else "invalid",
+        int(byte.group(1)) if byte else None,
+    )
 
 
 def number_tree(value: Any) -> Any:
@@ -83,7 +87,9 @@ def number_tree(value: Any) -> Any:
             if kind in _SCALARS or (kind is str and len(item) <= MAX_NAME):
                 made.append(item)
             else:
-                raise ValueError(f"expected a number, flag, short string or array, got {_json_name(item)}")
+                raise ValueError(
+                    f"expected a number, flag, short string or array, got {_json_name(item)}"
+                )
         else:
             stack.pop()
             done = tuple(made)
@@ -96,7 +102,9 @@ _SCALARS = (int, float, bool)
 
 
 def _json_name(value: Any) -> str:
-    return {dict: "object", str: "a string too long", type(None): "null"}.get(type(value), type(value).__name__)
+    return {dict: "object", str: "a string too long", type(None): "null"}.get(
+        type(value), type(value).__name__
+    )
 
 
 def dec_hook(kind: type, value: Any) -> Any:
@@ -131,7 +139,9 @@ class Encoder:
         try:
             return self._encoder.encode(value)
         except UnicodeEncodeError:
-            return self._encoder.encode(_without_surrogates(msgspec.to_builtins(value, enc_hook=enc_hook)))
+            return self._encoder.encode(
+                _without_surrogates(msgspec.to_builtins(value, enc_hook=enc_hook))
+            )
 
 
 _SURROGATE = "[\ud800-\udfff]"
@@ -182,4 +192,3 @@ def value_count(data: bytes) -> int:
     follows a comma, and every container opens with a bracket (string contents are counted too,
     which only errs high). Three passes in C, before anything is decoded."""
     return data.count(b",") + data.count(b"[") + data.count(b"{") + 1
-

@@ -15,7 +15,6 @@ a graph travels as columns (node names and saved tensors once each, per node
 only small indexes). The decoder checks every index.
 """
 
-
 from typing import Annotated, Any, Dict, List, Optional, Tuple, Union
 
 import msgspec
@@ -83,9 +82,15 @@ class _Columns(Record):
     names: Annotated[Tuple[Name, ...], Meta(max_length=MAX_NODES)]
     name: Annotated[Tuple[Index, ...], Meta(max_length=MAX_NODES)]
     leaf: Annotated[Tuple[Optional[Name], ...], Meta(max_length=MAX_NODES)]
-    next: Annotated[Tuple[Annotated[Tuple[Index, ...], Meta(max_length=MAX_NODES)], ...], Meta(max_length=MAX_NODES)]
+    next: Annotated[
+        Tuple[Annotated[Tuple[Index, ...], Meta(max_length=MAX_NODES)], ...],
+        Meta(max_length=MAX_NODES),
+    ]
     saved: Annotated[Tuple[SavedTensor, ...], Meta(max_length=MAX_ITEMS)]
-    sets: Annotated[Tuple[Annotated[Tuple[Index, ...], Meta(max_length=MAX_ITEMS)], ...], Meta(max_length=MAX_NODES)]
+    sets: Annotated[
+        Tuple[Annotated[Tuple[Index, ...], Meta(max_length=MAX_ITEMS)], ...],
+        Meta(max_length=MAX_NODES),
+    ]
     kept: Annotated[Tuple[Index, ...], Meta(max_length=MAX_NODES)]
 
 
@@ -162,7 +167,9 @@ class Encoder:
             return _encode(event) + b"\n"
         known = self._index.get
         fields = list(msgspec.structs.astuple(event))
-        fields[_TENSORS] = tuple([at if (at := known(id(t))) is not None else t for t in event.tensors])
+        fields[_TENSORS] = tuple(
+            [at if (at := known(id(t))) is not None else t for t in event.tensors]
+        )
         fields[_GRAPHS] = tuple([graph_columns(g) for g in event.graphs])
         self._previous = event.tensors
         self._index = {id(t): i for i, t in enumerate(event.tensors)}
@@ -181,7 +188,9 @@ def _decode_event(line: bytes) -> Any:
 class Decoder:
     """``decode`` for one child's stream: every value counted, every field and index checked."""
 
-    def __init__(self, max_event_values: int = MAX_EVENT_VALUES, max_stream_cost: int = MAX_STREAM_COST) -> None:
+    def __init__(
+        self, max_event_values: int = MAX_EVENT_VALUES, max_stream_cost: int = MAX_STREAM_COST
+    ) -> None:
         self._previous: Tuple[TensorState, ...] = ()
         self._budget = max_stream_cost
         self._max_event = max_event_values
@@ -192,7 +201,9 @@ class Decoder:
             raise InvalidEvent(None, "$", f"an event of more than {self._max_event:,} values")
         self._budget -= memory_cost(line, count)
         if self._budget < 0:
-            raise InvalidEvent(None, "$", f"more than one run may send (records of {MAX_STREAM_COST >> 20} MiB)")
+            raise InvalidEvent(
+                None, "$", f"more than one run may send (records of {MAX_STREAM_COST >> 20} MiB)"
+            )
         try:
             event = decoding(_decode_event, line)
         except InvalidRecord as exc:
@@ -213,16 +224,26 @@ class Decoder:
         for i, item in enumerate(wire.tensors):
             if type(item) is int:
                 if item >= count:
-                    raise InvalidRecord(f"$.tensors[{i}]", f"a reference to tensor {item} of a previous step "
-                                        f"that has {count}")
+                    raise InvalidRecord(
+                        f"$.tensors[{i}]",
+                        f"a reference to tensor {item} of a previous step that has {count}",
+                    )
                 item = previous[item]
             tensors.append(item)
         fields[_TENSORS] = tuple(tensors)
-        fields[_GRAPHS] = tuple([graph_from_wire(g, f"$.graphs[{i}]") for i, g in enumerate(wire.graphs)])
+        fields[_GRAPHS] = tuple(
+            [graph_from_wire(g, f"$.graphs[{i}]") for i, g in enumerate(wire.graphs)]
+        )
         return Step(*fields)
 
 
-_KINDS = {b'"start"': "start", b'"step"': "step", b'"end"': "end", b'"unusable"': "unusable", b'"crashed"': "crashed"}
+_KINDS = {
+    b'"start"': "start",
+    b'"step"': "step",
+    b'"end"': "end",
+    b'"unusable"': "unusable",
+    b'"crashed"': "crashed",
+}
 
 
 def _blamed(exc: InvalidRecord, line: bytes) -> InvalidEvent:
@@ -246,7 +267,9 @@ def graph_columns(graph: Graph) -> _WireGraph:
         return plain
     index = dict(zip(ids, range(len(ids))))
     names: Dict[str, int] = {}
-    sets: Dict[int, int] = {}  # by the id of a node's saved tuple (the walk shares equal ones): its index
+    sets: Dict[
+        int, int
+    ] = {}  # by the id of a node's saved tuple (the walk shares equal ones): its index
     kept_sets: List[Any] = []  # those tuples, alive while their ids are keys
     name_at: List[int] = []
     nexts: List[Tuple[int, ...]] = []
@@ -268,9 +291,15 @@ def graph_columns(graph: Graph) -> _WireGraph:
     for group in kept_sets:
         for record in group:
             saved.setdefault(record, len(saved))
-    columns = _Columns(names=tuple(names), name=tuple(name_at), leaf=tuple([node.leaf for node in nodes]),
-                       next=tuple(nexts), saved=tuple(saved),
-                       sets=tuple([tuple([saved[s] for s in group]) for group in kept_sets]), kept=tuple(kept))
+    columns = _Columns(
+        names=tuple(names),
+        name=tuple(name_at),
+        leaf=tuple([node.leaf for node in nodes]),
+        next=tuple(nexts),
+        saved=tuple(saved),
+        sets=tuple([tuple([saved[s] for s in group]) for group in kept_sets]),
+        kept=tuple(kept),
+    )
     return _WireGraph(graph.tensor, graph.root, graph.truncated, (), columns)
 
 
@@ -285,7 +314,9 @@ def graph_from_wire(wire: _WireGraph, at: str = "$") -> Graph:
     where = f"{at}.$nodes"
     for key in ("leaf", "next", "kept"):
         if len(getattr(columns, key)) != n:
-            raise InvalidRecord(f"{where}.{key}", f"{len(getattr(columns, key))} entries for {n} nodes")
+            raise InvalidRecord(
+                f"{where}.{key}", f"{len(getattr(columns, key))} entries for {n} nodes"
+            )
     _below(columns.name, len(columns.names), f"{where}.name")
     _below(columns.kept, len(columns.sets), f"{where}.kept")
     for i, group in enumerate(columns.sets):
@@ -295,7 +326,12 @@ def graph_from_wire(wire: _WireGraph, at: str = "$") -> Graph:
     saved = columns.saved
     sets = [tuple([saved[i] for i in group]) for group in columns.sets]
     names = columns.names
-    nodes = graph_nodes([names[i] for i in columns.name], columns.leaf, columns.next, [sets[k] for k in columns.kept])
+    nodes = graph_nodes(
+        [names[i] for i in columns.name],
+        columns.leaf,
+        columns.next,
+        [sets[k] for k in columns.kept],
+    )
     return Graph(wire.tensor, wire.root, nodes, wire.truncated)
 
 

@@ -20,7 +20,9 @@ def require_textual() -> None:
     try:
         import textual  # noqa: F401
     except ImportError:
-        raise UsageError(f"explore needs the textual package; install it with: {INSTALL_HINT}") from None
+        raise UsageError(
+            f"explore needs the textual package; install it with: {INSTALL_HINT}"
+        ) from None
 
 
 def explore(traces: Sequence[Trace]) -> int:

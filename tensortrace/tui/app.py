@@ -64,8 +64,13 @@ class ExplorerApp(App):
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
     ]
 
-    def __init__(self, traces: Sequence[Trace], *, export_dir: Optional[Path] = None,
-                 color: Optional[bool] = None) -> None:
+    def __init__(
+        self,
+        traces: Sequence[Trace],
+        *,
+        export_dir: Optional[Path] = None,
+        color: Optional[bool] = None,
+    ) -> None:
         super().__init__()
         self.state = Explorer(list(traces))
         self.export_dir = Path(export_dir) if export_dir is not None else Path.cwd()
@@ -81,7 +86,9 @@ class ExplorerApp(App):
             yield StepList(id="steps")
             with Detail(id="detail"):
                 yield Static(id="head")
-                yield Input(placeholder="filter tensors by name (Enter: keep, Esc: clear)", id="filter")
+                yield Input(
+                    placeholder="filter tensors by name (Enter: keep, Esc: clear)", id="filter"
+                )
                 yield TensorTable(id="tensors")
                 yield Static(id="under")
                 yield Static(id="follow")
@@ -105,7 +112,9 @@ class ExplorerApp(App):
         """Draw every pane from the state."""
         state = self.state
         view = draw.explorer_view(max(40, self.size.width - STEP_LIST_WIDTH - 2), self.color)
-        self.query_one("#title", Static).update(draw.trace_title(state.trace, state.variant, len(state.traces)))
+        self.query_one("#title", Static).update(
+            draw.trace_title(state.trace, state.variant, len(state.traces))
+        )
         self.query_one(StepList).show(state.step_labels(STEP_LIST_WIDTH - 2), state.position)
         step = state.step
         if step is None:
@@ -115,8 +124,12 @@ class ExplorerApp(App):
         names, rows = state.rows()
         keep = self.table.selected
         columns = state.columns
-        self.table.show(draw.column_headers(columns), draw.tensor_cells(rows, columns, view, state.follow),
-                        names_of_rows(rows), keep=keep)
+        self.table.show(
+            draw.column_headers(columns),
+            draw.tensor_cells(rows, columns, view, state.follow),
+            names_of_rows(rows),
+            keep=keep,
+        )
         self._draw_card(view)
         under = self.query_one("#under", Static)
         if state.filter and not rows:
@@ -126,7 +139,11 @@ class ExplorerApp(App):
         follow = self.query_one("#follow", Static)
         follow.display = state.follow is not None
         if state.follow is not None:
-            follow.update(draw.follow_line(state.follow, state.on_followed(), state.touches(), step.index, view))
+            follow.update(
+                draw.follow_line(
+                    state.follow, state.on_followed(), state.touches(), step.index, view
+                )
+            )
         self.query_one("#outcome", Static).update(draw.outcome(step))
         graphs = self.query_one("#graphs", Static)
         graphs.set_class(not state.graphs_shown, "hidden")
@@ -138,8 +155,12 @@ class ExplorerApp(App):
         step = self.state.step
         if step is None:
             return
-        view = view or draw.explorer_view(max(40, self.size.width - STEP_LIST_WIDTH - 2), self.color)
-        self.query_one("#card", Static).update(draw.tensor_card(self.state.previous, step, self.table.selected, view))
+        view = view or draw.explorer_view(
+            max(40, self.size.width - STEP_LIST_WIDTH - 2), self.color
+        )
+        self.query_one("#card", Static).update(
+            draw.tensor_card(self.state.previous, step, self.table.selected, view)
+        )
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         self._draw_card()
@@ -217,8 +238,10 @@ class ExplorerApp(App):
         if self.state.filter:
             names = names_of_rows(self.state.rows()[1])
             if not names:
-                self.notify(f"No tensor matches the filter {self.state.filter!r}; nothing was exported.",
-                            severity="warning")
+                self.notify(
+                    f"No tensor matches the filter {self.state.filter!r}; nothing was exported.",
+                    severity="warning",
+                )
                 return
         try:
             path = export_view(self.state.trace, step.index, names, fmt, self.export_dir)

@@ -24,7 +24,9 @@ EXPORT_FORMATS = {"markdown": ".md", "html": ".html"}
 
 # ``url("https://…") format("woff2")`` in an @font-face's src: the font is looked
 # up locally (``local("FiraCode-Regular")``) and otherwise falls back to monospace.
-_FONT_URL = re.compile(r"""\s*,\s*url\(\s*["']?https?://[^)"']*["']?\s*\)\s*format\(\s*["'][^"']*["']\s*\)""")
+_FONT_URL = re.compile(
+    r"""\s*,\s*url\(\s*["']?https?://[^)"']*["']?\s*\)\s*format\(\s*["'][^"']*["']\s*\)"""
+)
 _ANY_URL = re.compile(r"""url\(\s*["']?https?://""")
 
 
@@ -40,8 +42,9 @@ def export_name(trace: Trace, step_index: int, fmt: str) -> str:
     return name + EXPORT_FORMATS[fmt]
 
 
-def export_view(trace: Trace, step_index: int, names: Optional[Sequence[str]], fmt: str,
-                folder: Path) -> Path:
+def export_view(
+    trace: Trace, step_index: int, names: Optional[Sequence[str]], fmt: str, folder: Path
+) -> Path:
     """Write one step of ``trace`` (only ``names``, when given) as ``fmt`` into ``folder``; the path."""
     if fmt not in EXPORT_FORMATS:
         raise UsageError(f"cannot export as {fmt!r}; choose one of {', '.join(EXPORT_FORMATS)}")

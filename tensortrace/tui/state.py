@@ -79,7 +79,11 @@ class Explorer:
         index = self.step.index if self.step is not None else 0
         self.variant = (self.variant + 1) % len(self.traces)
         indexes = [s.index for s in self.steps]
-        self.position = indexes.index(index) if index in indexes else min(self.position, max(0, len(indexes) - 1))
+        self.position = (
+            indexes.index(index)
+            if index in indexes
+            else min(self.position, max(0, len(indexes) - 1))
+        )
         if self.follow_name is not None:
             self.follow = self._storage_of(self.follow_name)
             if self.follow is None:
@@ -119,7 +123,7 @@ class Explorer:
         return self.follow
 
     def _storage_of(self, name: str) -> Optional[str]:
-        for step in self.steps[self.position::-1] + self.steps[self.position + 1:]:
+        for step in self.steps[self.position :: -1] + self.steps[self.position + 1 :]:
             for state in step.tensors:
                 if state.name == name and state.storage is not None:
                     return state.storage
@@ -142,7 +146,8 @@ class Explorer:
         for step in self.steps:
             before = {s.name: s for s in prev.tensors} if prev is not None else {}
             names = tuple(
-                s.name for s in step.tensors
+                s.name
+                for s in step.tensors
                 if s.storage == self.follow
                 and (s.name not in before or changed_fields(before[s.name], s) & TOUCHING_FIELDS)
             )

@@ -26,7 +26,9 @@ class StepList(OptionList):
         current = [str(self.get_option_at_index(i).prompt) for i in range(self.option_count)]
         if current != list(labels):
             self.clear_options()
-            self.add_options([Option(Content(label), id=f"step-{i}") for i, label in enumerate(labels)])
+            self.add_options(
+                [Option(Content(label), id=f"step-{i}") for i, label in enumerate(labels)]
+            )
         if labels and self.highlighted != position:
             self.highlighted = position
 
@@ -65,8 +67,13 @@ class TensorTable(DataTable, inherit_bindings=False):
             return None
         return self._names[min(max(self.cursor_row, 0), len(self._names) - 1)]
 
-    def show(self, headers: Sequence[str], rows: Sequence[Sequence[object]], names: Sequence[str],
-             keep: Optional[str] = None) -> None:
+    def show(
+        self,
+        headers: Sequence[str],
+        rows: Sequence[Sequence[object]],
+        names: Sequence[str],
+        keep: Optional[str] = None,
+    ) -> None:
         """Replace the table; the cursor stays on ``keep`` when that name is still there."""
         self.clear(columns=True)
         self.add_columns(*headers)

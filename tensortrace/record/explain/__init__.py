@@ -78,7 +78,10 @@ def explain(type_name: str, message: str) -> Optional[Explanation]:
 
 
 def name_the_saved_tensor(
-    error: ErrorInfo, tensors: Sequence[TensorState], *, proven: Optional[Sequence[str]] = None,
+    error: ErrorInfo,
+    tensors: Sequence[TensorState],
+    *,
+    proven: Optional[Sequence[str]] = None,
     family: Sequence[str] = (),
 ) -> ErrorInfo:
     """Say which of the scenario's names PyTorch's "[torch.FloatTensor [3]], output 0 of Sigmoid" is.
@@ -106,19 +109,27 @@ def name_the_saved_tensor(
     candidates = [t for t in tensors if t.name in set(proven) and t.kind != "ndarray"]
     op = re.sub(r"Backward\d*$", "", node) if node else ""
     made_by_op = [t for t in candidates if op and (t.grad_fn or "").startswith(op + "Backward")]
-    if made_by_op:  # of aliases proven to be it (y, z = y.detach()), the one the operation made is it
+    if (
+        made_by_op
+    ):  # of aliases proven to be it (y, z = y.detach()), the one the operation made is it
         candidates = made_by_op
     if candidates:
         storages = {t.storage for t in candidates}
-        if len(storages) != 1 or None in storages:  # several changed saved tensors: PyTorch names one, we cannot tell which
+        if (
+            len(storages) != 1 or None in storages
+        ):  # several changed saved tensors: PyTorch names one, we cannot tell which
             return error
         names = ", ".join(f"`{t.name}`" for t in candidates)
         which = "that is" if len(candidates) == 1 else "that is the memory of"
         where = f" (storage {candidates[0].storage})"
         note = f" In this scenario {which} {names}{where}, saved at version {fields['saved']} and now at version {now}."
-    elif family:  # unnamed, but a view of a named tensor: it lies in its storage and shares its counter
+    elif (
+        family
+    ):  # unnamed, but a view of a named tensor: it lies in its storage and shares its counter
         states = {t.name: t for t in tensors}
-        storage = next((states[n].storage for n in family if n in states and states[n].storage), None)
+        storage = next(
+            (states[n].storage for n in family if n in states and states[n].storage), None
+        )
         where = f" ({storage})" if storage else ""
         names = ", ".join(f"`{n}`" for n in family)
         note = (
