@@ -34,6 +34,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, List, Optional, Sequence
 
+from . import forkthreads
 from .errors import Interrupted, TensorTraceError
 from .events import (MAX_TRACE_BYTES, Assembler, Crashed, Decoder, Encoder, EventError, LineReader, Plan, Start, Unusable, encode,
                      size_text)
@@ -251,7 +252,8 @@ def _run_inline(scenario: Scenario, assembler: Assembler, *, safe, device, limit
 # The command line's process runs no tensor operation before it forks, so its
 # children keep PyTorch's threads; a process that may have (the Python API, a
 # notebook) gives its children one thread, since OpenMP's pool does not survive
-# fork and the child's first parallel operation would wait for it forever.
+# fork and the child's first parallel operation would wait for it forever
+# (``tensortrace.forkthreads``).
 threads_unused_before_fork = False
 
 
@@ -294,10 +296,8 @@ def _child_main(write_fd: int, scenario: Scenario, safe: bool, device: Optional[
         os.close(devnull)
         from . import tracer  # torch, imported in the parent already
 
-        if not threads_unused_before_fork:
-            import torch
-
-            torch.set_num_threads(1)  # OpenMP's threads do not survive fork: a parallel operation would hang
+        # forked at one thread (OpenMP's threads do not survive fork): asking for more keeps one
+        threads = None if threads_unused_before_fork else forkthreads.ThreadRequests()
 
         report = None
         if safe or confine:
@@ -309,6 +309,7 @@ def _child_main(write_fd: int, scenario: Scenario, safe: bool, device: Optional[
         encoder = Encoder()  # an unchanged tensor's record is sent as a reference to the previous step's
         # ran.mark: the parent stops counting the step's time
         for event in tracer.iter_trace(scenario, safe=safe, device=device, timeout=limits.timeout, confinement=report, checked=True, on_ran=ran.mark, ops=ops):
+            event = threads.passed(event) if threads is not None else event
             _send(write_fd, encoder.encode(_blame_memory_limit(event, limits.memory_mb) if capped else event))
     except TensorTraceError as exc:  # e.g. a device this machine lacks: the user's to fix
         _send(write_fd, encode(Unusable(str(exc))))
@@ -464,10 +465,14 @@ def _run_forked(scenario: Scenario, assembler: Assembler, *, safe, device, limit
     sys.stdout.flush()
     sys.stderr.flush()
     parent = os.getpid()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child's coverage is not collected
-        os.close(read_fd)
-        _child_main(write_fd, scenario, safe, device, limits, parent, confine, ran, ops)
+    threads = None if threads_unused_before_fork else forkthreads.one_thread_for_fork()
+    try:
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child's coverage is not collected
+            os.close(read_fd)
+            _child_main(write_fd, scenario, safe, device, limits, parent, confine, ran, ops)
+    finally:  # the child never gets here: it ends in _child_main
+        forkthreads.restore_threads(threads)
     os.close(write_fd)
     reader = LineReader()
     decoder = Decoder()
