@@ -238,6 +238,7 @@ SLOW_TESTS = (
     "test_runner.py::test_a_compiling_scenario",
     "test_runner.py::test_an_optimizer_scenario",
     "test_runner.py::test_a_process_that_ran_parallel_work",
+    "test_runner.py::test_a_scenario_asking_for_threads_after_parallel_work",
     "test_runner.py::test_a_scenario_without_optimizers",
     "test_runner.py::test_recording_a_step_is_never_charged",
     "test_library.py::test_wheel_installs",

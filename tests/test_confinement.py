@@ -267,19 +267,57 @@ def test_descriptors_opened_before_the_wall_are_closed(tmp_path: Path, area: Pat
     assert target.read_text(encoding="utf-8") == ""
 
 
+THREADED_STEPS = [
+    "import threading, numpy as np",
+    "t = threading.Thread(target=lambda: None); t.start(); t.join()",
+    "torch.set_num_threads(2); y = torch.randn(2000, 2000) @ torch.randn(2000, 2000)\n"
+    "print(torch.get_num_threads())",
+    "w = torch.nn.Parameter(torch.ones(3)); opt = torch.optim.SGD([w], lr=0.1); (w * 2).sum().backward(); opt.step()",
+    "a = np.arange(3.0); b = torch.from_numpy(a); b.add_(1)",
+]
+
+
 @needs_wall
 def test_threads_torch_and_numpy_still_work_inside(tmp_path: Path) -> None:
-    steps = [
-        "import threading, numpy as np",
-        "t = threading.Thread(target=lambda: None); t.start(); t.join()",
-        "torch.set_num_threads(2); y = torch.randn(256, 256) @ torch.randn(256, 256)",
-        "w = torch.nn.Parameter(torch.ones(3)); opt = torch.optim.SGD([w], lr=0.1); (w * 2).sum().backward(); opt.step()",
-        "a = np.arange(3.0); b = torch.from_numpy(a); b.add_(1)",
-    ]
-    trace = run(tmp_path, steps)
-    assert outcomes(trace) == {1: "ok", 2: "ok", 3: "ok", 4: "ok", 5: "ok"}, [
-        s.error for s in trace.steps
-    ]
+    """torch's own thread pool runs inside the wall: in a child of a process that ran no
+    tensor operation, as the command line's children are (a child of this test process,
+    which may have, would keep one thread: ``tensortrace.run.forkthreads``)."""
+    import subprocess
+    import sys
+
+    script = (
+        "import json, sys\n"
+        "sys.path.insert(0, sys.argv[1])\n"
+        "from pathlib import Path\n"
+        "from tensortrace.run import runner\n"
+        "import test_confinement as t\n"
+        "runner.threads_unused_before_fork = True\n"
+        "trace = t.run(Path(sys.argv[2]), t.THREADED_STEPS)\n"
+        "print(json.dumps([t.outcomes(trace), trace.steps[2].stdout, trace.notices]))\n"
+    )
+    done = subprocess.run(
+        [
+            "timeout",
+            "-s",
+            "KILL",
+            "150",
+            sys.executable,
+            "-c",
+            script,
+            str(Path(__file__).parent),
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=200,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    got, printed, notices = json.loads(done.stdout)
+    assert got == {"1": "ok", "2": "ok", "3": "ok", "4": "ok", "5": "ok"}
+    assert (printed, notices) == (
+        "2\n",
+        [],
+    )  # two threads really ran, and nothing was kept from them
 
 
 @needs_wall

@@ -13,7 +13,7 @@ from __future__ import annotations
 import io
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
@@ -46,6 +46,8 @@ TEXTS = (
     "line\u2028separator",
     "",
     " ",
+    "e\u0301" * 10 + "  ",
+    "\U0001f44d\U0001f3fd ok ",
 )
 
 
@@ -88,6 +90,18 @@ def test_lines_are_the_references_segments(width: int, color: bool):
     assert fast >= 40  # the fast path really ran, not only the reference
 
 
+# Characters that take no cell, where rich's drawing is not the text itself: with no room
+# at all (a lone skin-tone modifier, combining mark, variation selector or virama), and
+# whitespace at the end of a line longer than its room in characters.
+@example(text="\U0001f3fb", width=1, indent=1, color=False)
+@example(text="\u0301", width=1, indent=1, color=True)
+@example(text="\ufe0f", width=3, indent=3, color=False)
+@example(text="\ua9c0", width=7, indent=7, color=False)
+@example(text="\U0001f3ff", width=2, indent=4, color=False)
+@example(text="\u0325\u0355", width=2, indent=7, color=True)
+@example(text="\U0001f3fd\U0001f3ff ", width=6, indent=5, color=False)
+@example(text="\u0301\u0301 ", width=7, indent=5, color=False)
+@example(text="\u0301a ", width=7, indent=5, color=True)
 @settings(max_examples=300, deadline=None)
 @given(
     text=st.text(max_size=50),
@@ -123,6 +137,10 @@ def test_what_rich_would_rewrite_goes_to_rich():
     assert not console_lines.fits_line("名前", 3)  # two columns a character
     for text in ("a\tb", "a\nb", "a\x1bb", "a\u2028b", "a\x85b"):
         assert not console_lines.fits_line(text, 80)
+    assert console_lines.fits_line("\U0001f3fb", 1)  # a modifier takes no cell ...
+    assert not console_lines.fits_line("\U0001f3fb", 0)  # ... but with no room rich draws none
+    assert console_lines.fits_line("e\u0301 ", 3)
+    assert not console_lines.fits_line("e\u0301 ", 2)  # 2 cells, but rich crops 3 characters
 
 
 @pytest.mark.parametrize("width", (10, 30, 80))

@@ -119,3 +119,55 @@ def test_a_process_that_ran_parallel_work_can_still_trace_in_a_child():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.split() == ["True", "None"], out.stderr[-2000:]
+
+
+THREADS_SCENARIO = """\
+title: threads
+steps:
+  - run: torch.set_num_threads(2)
+  - run: |
+      x = (torch.ones(2000, 2000) @ torch.ones(2000, 2000)).sum()
+      y = (torch.ones(4_000_000) * 2).sum()
+      print(torch.get_num_threads())
+  - run: torch.set_num_threads(0)
+    raises:
+      type: RuntimeError
+"""
+
+
+def test_a_scenario_asking_for_threads_after_parallel_work_runs_on_one_and_says_so():
+    """In a child of a process whose OpenMP threads ran, a second thread would wait forever.
+
+    The parent asked for two threads itself (so PyTorch's pthreadpool starts its threads again
+    in a child forked at two, which the kernel's wall refuses) and ran a parallel operation
+    (so OpenMP's pool, which no child inherits, exists). The scenario asks for two threads
+    and runs parallel operations: it runs on one, PyTorch's own error for 0 stays, and the
+    trace says which step asked for what.
+    """
+    code = textwrap.dedent(
+        f"""
+        import torch, tensortrace
+        torch.set_num_threads(2)
+        (torch.randn(2000, 2000) @ torch.randn(2000, 2000)).sum()  # OpenMP's threads start here
+        for safe in (True, False):
+            tr = tensortrace.trace({THREADS_SCENARIO!r}, safe=safe, timeout=30)
+            assert tr.passed and tr.aborted is None, [(s.status, s.error) for s in tr.steps]
+            values = {{t.name: t.values.data for t in tr.steps[1].tensors}}
+            print(tr.steps[1].stdout.strip(), values["x"], values["y"], torch.get_num_threads())
+            print(tr.notices)
+        """
+    )
+    out = subprocess.run(
+        ["timeout", "-s", "KILL", "150", sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=200,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.splitlines()
+    assert (
+        lines[0::2] == ["1 8000000000.0 8000000.0 2"] * 2
+    )  # one thread, right values, parent's kept
+    for notices in lines[1::2]:
+        assert "torch.set_num_threads(2) in step 1 (line 3) kept one thread" in notices
+        assert "run it with the tensortrace command" in notices

@@ -35,10 +35,18 @@ _LINE = Segment.line()
 
 
 def fits_line(text: str, room: int) -> bool:
-    """Whether ``text`` is one line rich would draw as it is, no wider on screen than ``room``."""
-    if not text.isprintable():  # a tab, a newline, a control or a separator: rich's to draw
+    """Whether ``text`` is one line rich would draw as it is, no wider on screen than ``room``.
+
+    Characters that take no cell (a combining mark, a skin-tone modifier, a variation
+    selector) are where rich's drawing is not the text itself: with no room at all it draws
+    no line (a ``Rule`` only its rule), even for text of no width; and it crops whitespace
+    at the end of a line longer than ``room`` in characters, though it fits in cells.
+    """
+    if room < 1 or not text.isprintable():  # tab, newline, control, separator: rich's to draw
         return False
-    return (len(text) if text.isascii() else cell_len(text)) <= room
+    if text.isascii():
+        return len(text) <= room
+    return cell_len(text) <= room and (len(text) <= room or not text[-1].isspace())
 
 
 class TextLine:

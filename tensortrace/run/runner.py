@@ -34,6 +34,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, List, Optional, Sequence
 
+from . import forkthreads
 from ..errors import Interrupted, TensorTraceError
 from ..trace.events import (
     MAX_TRACE_BYTES,
@@ -302,7 +303,8 @@ def _run_inline(
 # The command line's process runs no tensor operation before it forks, so its
 # children keep PyTorch's threads; a process that may have (the Python API, a
 # notebook) gives its children one thread, since OpenMP's pool does not survive
-# fork and the child's first parallel operation would wait for it forever.
+# fork and the child's first parallel operation would wait for it forever
+# (``tensortrace.run.forkthreads``).
 threads_unused_before_fork = False
 
 
@@ -354,12 +356,8 @@ def _child_main(
         os.close(devnull)
         from ..record import tracer  # torch, imported in the parent already
 
-        if not threads_unused_before_fork:
-            import torch
-
-            torch.set_num_threads(
-                1
-            )  # OpenMP's threads do not survive fork: a parallel operation would hang
+        # forked at one thread (OpenMP's threads do not survive fork): asking for more keeps one
+        threads = None if threads_unused_before_fork else forkthreads.ThreadRequests()
 
         report = None
         if safe or confine:
@@ -382,6 +380,7 @@ def _child_main(
             on_ran=ran.mark,
             ops=ops,
         ):
+            event = threads.passed(event) if threads is not None else event
             _send(
                 write_fd,
                 encoder.encode(_blame_memory_limit(event, limits.memory_mb) if capped else event),
@@ -557,10 +556,14 @@ def _run_forked(
     sys.stdout.flush()
     sys.stderr.flush()
     parent = os.getpid()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child's coverage is not collected
-        os.close(read_fd)
-        _child_main(write_fd, scenario, safe, device, limits, parent, confine, ran, ops)
+    threads = None if threads_unused_before_fork else forkthreads.one_thread_for_fork()
+    try:
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child's coverage is not collected
+            os.close(read_fd)
+            _child_main(write_fd, scenario, safe, device, limits, parent, confine, ran, ops)
+    finally:  # the child never gets here: it ends in _child_main
+        forkthreads.restore_threads(threads)
     os.close(write_fd)
     reader = LineReader()
     decoder = Decoder()
