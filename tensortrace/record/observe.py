@@ -12,7 +12,8 @@ from typing import Any, Dict, Sequence, Tuple
 from ..trace import Prediction, TensorState
 from ..trace.collector import paused_gc
 from .graph import MAX_NODES, graph_of
-from .saved import Predictor, scan
+from .predict import Predictor
+from .scan import scan
 from .unseen import released_predictions, silent_predictions, unchecked_predictions
 
 

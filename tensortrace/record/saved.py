@@ -19,11 +19,12 @@ hook); such a tensor is recorded with unknown versions and predicts nothing.
 Reading changes no version, grad or graph (``tests/test_saved.py`` and the
 differential tests check it). Backward is never run to find anything out.
 
-After each step, ``Predictor.observe`` walks the graphs behind every named
-tensor that requires grad (one walk for all of them, in this process, which
-``graph.walk_nodes`` makes safe for any length), and says which backward will
-fail and why, naming the step that changed the saved tensor from the versions
-recorded after each step.
+This module reads one node. After each step, ``scan.scan`` walks the graphs
+behind every named tensor that requires grad (one walk for all of them, in
+this process, which ``walk.walk_nodes`` makes safe for any length) to find
+which backward will fail, and ``predict.Predictor`` says why, naming the step
+that changed the saved tensor from the versions recorded after each step. The
+predictor and its kinds are importable from here too, where callers knew them.
 """
 
 from __future__ import annotations
@@ -32,19 +33,11 @@ import bisect
 import re
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
-from ..trace import Prediction, SavedTensor, TensorState
-
-STALE = "backward_will_fail"  # a saved tensor's version moved: backward raises the in-place error
-FREED = "backward_freed"  # backward freed the saved tensors: a second backward raises
-CHANGED = (
-    "backward_uses_changed_values"  # values changed without a version bump: backward runs, wrongly
-)
-UNCHECKED = "backward_unchecked"  # CopySlices hides what its node saved; a tensor changed since
-MAX_CODE = 60  # characters of a step's code quoted in a prediction
+from ..trace import SavedTensor, TensorState
+from .predict import CHANGED, FREED, STALE, UNCHECKED, Predictor  # noqa: F401 - re-exported
 
 _VERSIONS = re.compile(r"is at version (\d+); expected version (\d+) instead")
 _TWICE = "Trying to backward through the graph a second time"
-_IN_PLACE = r"\.\w+_\(|[-+*/@]=|\]\s*=[^=]|\.data\s*=[^=]"  # a line that writes into a tensor
 
 # node type -> ((attribute, raw attribute name, property name), ...): dir() once per kind of node
 _ATTRS: Dict[type, Tuple[Tuple[str, str, str], ...]] = {}
@@ -148,7 +141,7 @@ Item = Tuple[
 ]  # (attribute, SavedTensor, node, the node's _saved_ property or None)
 
 
-def _saved_items(node: Any) -> List[Item]:
+def saved_items(node: Any) -> List[Item]:
     """A node's saved tensors; a saved list gives ``attr[i]``.
 
     A single saved tensor is unpacked through the node's own ``_saved_<attr>``
@@ -193,7 +186,7 @@ def raw_saved(node: Any) -> Iterator[Tuple[str, Any, str]]:
 def read_node(node: Any, namer: Any) -> List[Entry]:
     """What ``node`` saved, one plain entry per tensor."""
     out: List[Entry] = []
-    items = _saved_items(node)
+    items = saved_items(node)
     for item in items:
         entry = _read_one(item, namer)
         if entry is not None:
@@ -234,7 +227,7 @@ def _whole_list(node: Any, items: List[Item], out: List[Entry]) -> None:
     entry[3] = entry[4]
 
 
-def _unpack(item: Item) -> Tuple[Any, Optional[Tuple[str, Optional[int], Optional[int]]]]:
+def unpack_saved(item: Item) -> Tuple[Any, Optional[Tuple[str, Optional[int], Optional[int]]]]:
     """What backward's own unpacking of one saved tensor gives: (tensor, None) when it is fine
     (tensor None: nothing was saved), else (None, problem): ("stale", version, saved version),
     ("freed", None, None), ("refused", None, None), or ("hooked", None, None) when unpacking
@@ -260,7 +253,7 @@ def _unpack(item: Item) -> Tuple[Any, Optional[Tuple[str, Optional[int], Optiona
 
 def _read_one(item: Item, namer: Any) -> Optional[Entry]:
     attr, raw = item[0], item[1]
-    data, problem = _unpack(item)
+    data, problem = unpack_saved(item)
     if problem is None:
         if data is None:  # nothing was saved under this attribute
             return None
@@ -338,383 +331,3 @@ def saved_records(
             kept = shared[key] = tuple(records[i] for i in indices)
         out.append(kept)
     return out
-
-
-# --- the combined walk behind every named tensor -----------------------------------
-
-
-def scan(
-    roots: Sequence[Any],
-    namer: Any,
-    max_nodes: int,
-    reads: Optional[Dict[int, Any]] = None,
-    walked: Any = None,
-) -> Dict[str, Any]:
-    """For each root ``grad_fn``, the first stale and the first freed saved tensor it reaches.
-
-    One walk gives every root's nodes (shared nodes once; ``walked``, when
-    given, is that walk, already made). Then each root is
-    searched in walk order, reading a node's saved tensors only while that root
-    still lacks an answer, and asking PyTorch's unpacking (whose errors are
-    costly) only where the cheap facts allow the answer: a tensor at version 0
-    cannot be stale, and one whose data is still there cannot be freed. Nodes
-    the drawing walk read (``reads``) are not read again; when it read them all
-    and none is stale or freed, no root has an answer. Returns plain data:
-    ``{"stale": [...], "freed": [...], "truncated": bool, "unanchored": bool}``, one
-    ``[node name, entry, node id]`` or None per root.
-    """
-    from .walk import walk_nodes
-
-    order, nexts, root_at, truncated, unanchored = (
-        walked if walked is not None else walk_nodes(roots, max_nodes)
-    )
-    if reads and _all_read_and_fine(order, reads):
-        return {
-            "stale": [None] * len(root_at),
-            "freed": [None] * len(root_at),
-            "truncated": truncated,
-            "unanchored": unanchored,
-            "order": order,
-        }
-    facts = _Facts(order, namer, reads)
-    stale_out: List[Any] = []
-    freed_out: List[Any] = []
-    for at in root_at:
-        stale = freed = None
-        if at >= 0:
-            seen = bytearray(len(order))
-            seen[at] = 1
-            stack = [at]
-            while stack and (stale is None or freed is None):
-                i = stack.pop()
-                if stale is None:
-                    stale = facts.stale(i)
-                if freed is None:
-                    freed = facts.freed(i)
-                for j in reversed(nexts[i]):
-                    if not seen[j]:
-                        seen[j] = 1
-                        stack.append(j)
-        stale_out.append(stale)
-        freed_out.append(freed)
-    return {
-        "stale": stale_out,
-        "freed": freed_out,
-        "truncated": truncated,
-        "unanchored": unanchored,
-        "order": order,
-    }
-
-
-def _all_read_and_fine(order: Sequence[Any], reads: Dict[int, Any]) -> bool:
-    """Every node was read already, and none saved a stale or a freed tensor."""
-    for node in order:
-        got = reads.get(id(node))
-        if got is None:
-            return False
-        for entry in got[1]:
-            if entry[5] or entry[6]:
-                return False
-    return True
-
-
-class _Facts:
-    """Per walked node, read lazily and once: its first stale and its first freed saved tensor."""
-
-    def __init__(self, order: List[Any], namer: Any, reads: Optional[Dict[int, Any]]) -> None:
-        self.order, self.namer, self.reads = order, namer, reads or {}
-        self._stale: Dict[int, Any] = {}
-        self._freed: Dict[int, Any] = {}
-        self._quick_facts: Dict[int, Tuple[bool, bool]] = {}
-
-    def _quick(self, i: int) -> Tuple[bool, bool]:
-        """(some saved tensor is past version 0, all are gone), from the cheap facts, once per node.
-
-        Backward frees a node's saved tensors all at once, so a node with any
-        still there was not freed; "all gone" may also be a node that saved
-        nothing under those names, which only unpacking tells apart.
-        """
-        got = self._quick_facts.get(i)
-        if got is None:
-            changed = missing = present = False
-            for item in _saved_items(self.order[i]):
-                raw = item[1]
-                try:
-                    if getattr(raw, "unpack_hook", None) is not None:
-                        continue
-                    data = raw.data
-                except Exception:
-                    continue
-                if data is None:
-                    missing = True
-                else:
-                    present = True
-                    if int(data._version) != 0:
-                        changed = True
-            got = self._quick_facts[i] = (changed, missing and not present)
-        return got
-
-    def _cached(self, i: int, column: int) -> Any:
-        node = self.order[i]
-        got = self.reads.get(id(node))
-        if got is None:
-            return False
-        for entry in got[1]:
-            if entry[column]:
-                return [_node_name(node), entry, id(node)]
-        return None
-
-    def stale(self, i: int) -> Any:
-        if i in self._stale:
-            return self._stale[i]
-        found = self._cached(i, 5)
-        if found is False:
-            found = None
-            if self._quick(i)[0]:  # only a tensor past version 0 can be stale: read the node fully
-                for entry in read_node(self.order[i], self.namer):
-                    if entry[5]:
-                        found = [_node_name(self.order[i]), entry, id(self.order[i])]
-                        break
-        self._stale[i] = found
-        return found
-
-    def freed(self, i: int) -> Any:
-        if i in self._freed:
-            return self._freed[i]
-        found = self._cached(i, 6)
-        if found is False:
-            found = None
-            if self._quick(i)[1]:  # a tensor is gone: freed, or never saved under that name
-                for item in _saved_items(self.order[i]):
-                    if getattr(item[1], "unpack_hook", None) is not None:
-                        continue
-                    problem = _unpack(item)[1]
-                    if problem is not None and problem[0] == "freed":
-                        found = [
-                            _node_name(self.order[i]),
-                            [item[0], None, None, None, None, False, True],
-                            id(self.order[i]),
-                        ]
-                        break
-        self._freed[i] = found
-        return found
-
-
-def _node_name(node: Any) -> str:
-    from .walk import node_name
-
-    return node_name(node)
-
-
-# --- per-step history and the predictions ------------------------------------------
-
-
-def _writes_to(name: str) -> str:
-    """A regex for a line that writes in place into ``name`` (``name.add_(``, ``name[0] =``, ``name +=``)."""
-    return (
-        rf"(?<![\w.]){re.escape(name)}(?:\.data)?(?:(?:\[[^\]]*\])*\s*(?:\.\w+_\(|[-+*/@]=)"
-        rf"|(?:\[[^\]]*\])+\s*=[^=])"
-    )
-
-
-def short_code(code: str, hints: Sequence[str] = ()) -> str:
-    """A step's code on one line, bounded: of a longer step, the last line a hint (a regex) finds."""
-    lines = [line.strip() for line in code.strip().splitlines() if line.strip()]
-    text = "; ".join(lines)
-    if len(lines) > 1:
-        for hint in hints:  # the first hint that finds a line wins
-            picked = [line for line in lines if re.search(hint, line)]
-            if picked:
-                text = picked[-1]
-                break
-    return text if len(text) <= MAX_CODE else text[: MAX_CODE - 1] + "\u2026"
-
-
-class Predictor:
-    """Keeps the per-step versions it needs and makes each step's predictions."""
-
-    def __init__(self) -> None:
-        self.versions: Dict[Tuple[str, Optional[str]], List[Tuple[int, int]]] = {}
-        self.codes: Dict[int, str] = {}
-        self.freed_since: Dict[
-            int, int
-        ] = {}  # id of a node seen freed -> the step it was first seen so
-        self.unanchored = False  # a walk stopped at nodes that could not anchor their next ones (graph.UNANCHORED)
-        self._last: Dict[int, TensorState] = {}  # the last step's records, by identity
-        # (name, storage) -> (version, values) last noted; and the steps that changed the values
-        # without moving the version (``.data``, NumPy): autograd cannot see those writes
-        self._values: Dict[Tuple[str, Optional[str]], Tuple[int, Any]] = {}
-        self.silent: Dict[Tuple[str, Optional[str]], List[Tuple[int, int]]] = {}
-        self.node_first: Dict[
-            Tuple[int, str], int
-        ] = {}  # (id, name) of a walked node -> the step first seen
-        self.released: Dict[
-            int, str
-        ] = {}  # CopySlices nodes a freeing backward ran (flow.FlowRecorder.released)
-        self.released_since: Dict[
-            int, int
-        ] = {}  # such a node -> the step its prediction was first made
-        # (id, sequence number) of a CopySlices node walked -> (the step first seen, its base's
-        # (name, storage) keys): what it wraps saved tensors no attribute shows (unseen.py)
-        self.slices: Dict[Tuple[int, int], Tuple[int, Tuple[Tuple[str, Optional[str]], ...]]] = {}
-
-    def note(self, index: int, code: str, states: Sequence[TensorState]) -> None:
-        """Step ``index``'s code, and each tensor's version where it differs from the one last noted
-        (``changed_at`` looks for the first step past a version, which is always such a step)."""
-        self.codes[index] = code
-        versions = self.versions
-        last, self._last = (
-            self._last,
-            {id(s): s for s in states},
-        )  # a record kept from the last step (the
-        for s in (
-            states
-        ):  # snapshot reuses the very record) has the name, storage and version noted then
-            if last.get(id(s)) is s:
-                continue
-            version = s.version
-            if version is not None:
-                self._note_values(index, s)
-                seen = versions.get((s.name, s.storage))
-                if seen is None:
-                    versions[(s.name, s.storage)] = [(index, version)]
-                elif seen[-1][1] != version:
-                    seen.append((index, version))
-
-    def _note_values(self, index: int, s: TensorState) -> None:
-        """Note a step that changed ``s``'s values while its version stayed (a silent write)."""
-        key = (s.name, s.storage)
-        before = self._values.get(key)
-        values = s.values
-        if values is None or values.kind == "unavailable":
-            return
-        self._values[key] = (s.version, values)
-        if before is not None and before[0] == s.version and before[1] != values:
-            self.silent.setdefault(key, []).append((index, s.version))
-
-    def changed_at(
-        self,
-        name: Optional[str],
-        storage: Optional[str],
-        saved_version: int,
-        version: int,
-        states: Sequence[TensorState],
-    ) -> Optional[int]:
-        """The first step after which the saved tensor's version was past ``saved_version``."""
-        keys = (
-            [(name, storage)]
-            if name is not None
-            else [
-                (s.name, s.storage)
-                for s in states
-                if storage is not None and s.storage == storage and s.version == version
-            ]
-        )
-        steps = []
-        for key in keys:
-            for index, seen in self.versions.get(key, ()):
-                if seen > saved_version:
-                    steps.append(index)
-                    break
-        return min(steps) if steps else None
-
-    @staticmethod
-    def targets(states: Sequence[TensorState], objects: Dict[str, Any]) -> List[Tuple[str, Any]]:
-        """Each named tensor that requires grad and has a grad_fn (an alias ``b = a`` once)."""
-        import torch
-
-        targets: List[Tuple[str, Any]] = []
-        for state in states:
-            if state.same_as is not None or not state.requires_grad or state.grad_fn is None:
-                continue
-            obj = objects.get(state.name)
-            if not isinstance(obj, torch.Tensor):
-                continue
-            try:
-                fn = obj.grad_fn
-            except Exception:
-                continue
-            if fn is not None:
-                targets.append((state.name, fn))
-        return targets
-
-    def predictions(
-        self,
-        index: int,
-        targets: Sequence[Tuple[str, Any]],
-        found: Optional[Dict[str, Any]],
-        states: Sequence[TensorState],
-    ) -> Tuple[Prediction, ...]:
-        freed_now: Dict[int, int] = {}
-        out: List[Prediction] = []
-        for (name, _), stale, freed in zip(
-            targets, (found or {}).get("stale", ()), (found or {}).get("freed", ())
-        ):
-            if stale is not None:
-                out.append(self._stale(name, stale, states))
-            if freed is not None:
-                node, entry, node_id = freed
-                step = freed_now[node_id] = self.freed_since.get(node_id, index)
-                out.append(self._freed(name, node, entry[0], step))
-        self.freed_since = freed_now
-        return tuple(out)
-
-    def _stale(self, name: str, found: list, states: Sequence[TensorState]) -> Prediction:
-        node, (attr, saved, storage, saved_version, version, _, _), _ = found
-        step = self.changed_at(saved, storage, saved_version, version, states)
-        what = f"`{saved}`" if saved is not None else "an unnamed tensor"
-        # an unnamed one at the version of the named tensors on its storage shares their counter (a view)
-        partners = [
-            s.name
-            for s in states
-            if saved is None
-            and storage
-            and s.storage == storage
-            and s.version == version
-            and s.kind != "ndarray"
-        ]
-        shared = f", in the storage of {', '.join(f'`{n}`' for n in partners)}" if partners else ""
-        where = f" ({storage}{shared})" if storage else ""
-        now = f"`{saved}` is" if saved is not None else "it is"
-        writers = [saved] if saved is not None else partners
-        hints = (
-            [_writes_to(n) for n in writers]
-            + [_IN_PLACE]
-            + [rf"(?<![\w.]){re.escape(n)}(?!\w)" for n in writers]
-        )
-        when = (
-            f" (changed by `{short_code(self.codes.get(step, ''), hints)}` at {_step_name(step)})"
-            if step is not None
-            else ""
-        )
-        message = (
-            f"backward through `{name}` will fail: {node} saved {what}{where} at version {saved_version}, "
-            f"and {now} now at version {version}{when}."
-        )
-        return Prediction(
-            kind=STALE,
-            tensor=name,
-            node=node,
-            saved=attr,
-            saved_tensor=saved,
-            saved_version=saved_version,
-            version=version,
-            storage=storage,
-            changed_at_step=step,
-            message=message,
-        )
-
-    def _freed(self, name: str, node: str, attr: str, step: Optional[int]) -> Prediction:
-        code = short_code(self.codes.get(step, ""), [r"\bbackward\(", r"\bgrad\("])
-        when = f"at {_step_name(step)} (`{code}`)" if step is not None else "by an earlier backward"
-        message = (
-            f"backward through `{name}` a second time will fail: its saved tensors were freed {when}; "
-            f"{node} needs its saved `{attr}`."
-        )
-        return Prediction(
-            kind=FREED, tensor=name, node=node, saved=attr, changed_at_step=step, message=message
-        )
-
-
-def _step_name(index: int) -> str:
-    return "setup" if index == 0 else f"step {index}"

@@ -23,18 +23,9 @@ import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..trace import Prediction
-from .saved import (
-    CHANGED,
-    FREED,
-    STALE,
-    UNCHECKED,
-    Entry,
-    Predictor,
-    _node_name,
-    _step_name,
-    read_node,
-    short_code,
-)
+from .predict import CHANGED, FREED, STALE, UNCHECKED, Predictor, short_code, step_name
+from .saved import Entry, read_node
+from .walk import node_name as _node_name
 
 
 def released_predictions(
@@ -63,9 +54,7 @@ def released_predictions(
             step = predictor.released_since.setdefault(id(node), index)
             code = short_code(predictor.codes.get(step, ""), [r"\bbackward\(", r"\bgrad\("])
             when = (
-                f"at {_step_name(step)} (`{code}`)"
-                if step is not None
-                else "by an earlier backward"
+                f"at {step_name(step)} (`{code}`)" if step is not None else "by an earlier backward"
             )
             message = (
                 f"backward through `{name}` a second time will fail: its saved tensors were freed {when}; "
@@ -143,7 +132,7 @@ def _changed(
         wrong = f"the gradients it computes from `{saved}` will be wrong{reach}"
     message = (
         f"backward through `{name}` will not fail but will use changed values: {_node_name(node)} saved "
-        f"`{saved}` at {_step_name(first)}, and {_step_name(step)} (`{code}`) changed it without a "
+        f"`{saved}` at {step_name(first)}, and {step_name(step)} (`{code}`) changed it without a "
         f"version bump; {wrong}."
     )
     return Prediction(
@@ -287,9 +276,9 @@ def _unchecked(
     code = short_code(predictor.codes.get(step, ""), [rf"(?<![\w.]){re.escape(saved)}(?!\w)"])
     message = (
         f"backward through `{name}` cannot be checked and may fail: {node} (a view written "
-        f"in place, seen at {_step_name(first)}) holds the in-place operation's own node, "
+        f"in place, seen at {step_name(first)}) holds the in-place operation's own node, "
         f"whose saved tensors PyTorch does not show, and {listed} changed since (first at "
-        f"{_step_name(step)}, `{code}`); if that node saved one of them, backward will "
+        f"{step_name(step)}, `{code}`); if that node saved one of them, backward will "
         f'raise "modified by an inplace operation".'
     )
     return Prediction(

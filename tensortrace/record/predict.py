@@ -1,0 +1,236 @@
+"""The backwards predicted to fail, in words, from the versions noted after each step.
+
+``scan.py`` finds the stale or freed saved tensor behind a named tensor; this
+module keeps what it takes to say *which step* changed it: every tensor's
+version as noted after each step, the steps that changed values without moving
+a version, and each step's code, quoted short. It owns the prediction kinds
+and their messages (``unseen.py`` adds the kinds no saved attribute shows), and
+reads no tensor itself, so it is kept apart from the reading in ``saved.py``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from ..trace import Prediction, TensorState
+
+STALE = "backward_will_fail"  # a saved tensor's version moved: backward raises the in-place error
+FREED = "backward_freed"  # backward freed the saved tensors: a second backward raises
+CHANGED = (
+    "backward_uses_changed_values"  # values changed without a version bump: backward runs, wrongly
+)
+UNCHECKED = "backward_unchecked"  # CopySlices hides what its node saved; a tensor changed since
+MAX_CODE = 60  # characters of a step's code quoted in a prediction
+_IN_PLACE = r"\.\w+_\(|[-+*/@]=|\]\s*=[^=]|\.data\s*=[^=]"  # a line that writes into a tensor
+
+
+def _writes_to(name: str) -> str:
+    """A regex for a line that writes in place into ``name`` (``name.add_(``, ``name[0] =``, ``name +=``)."""
+    return (
+        rf"(?<![\w.]){re.escape(name)}(?:\.data)?(?:(?:\[[^\]]*\])*\s*(?:\.\w+_\(|[-+*/@]=)"
+        rf"|(?:\[[^\]]*\])+\s*=[^=])"
+    )
+
+
+def short_code(code: str, hints: Sequence[str] = ()) -> str:
+    """A step's code on one line, bounded: of a longer step, the last line a hint (a regex) finds."""
+    lines = [line.strip() for line in code.strip().splitlines() if line.strip()]
+    text = "; ".join(lines)
+    if len(lines) > 1:
+        for hint in hints:  # the first hint that finds a line wins
+            picked = [line for line in lines if re.search(hint, line)]
+            if picked:
+                text = picked[-1]
+                break
+    return text if len(text) <= MAX_CODE else text[: MAX_CODE - 1] + "\u2026"
+
+
+class Predictor:
+    """Keeps the per-step versions it needs and makes each step's predictions."""
+
+    def __init__(self) -> None:
+        self.versions: Dict[Tuple[str, Optional[str]], List[Tuple[int, int]]] = {}
+        self.codes: Dict[int, str] = {}
+        self.freed_since: Dict[
+            int, int
+        ] = {}  # id of a node seen freed -> the step it was first seen so
+        self.unanchored = False  # a walk stopped at nodes that could not anchor their next ones (graph.UNANCHORED)
+        self._last: Dict[int, TensorState] = {}  # the last step's records, by identity
+        # (name, storage) -> (version, values) last noted; and the steps that changed the values
+        # without moving the version (``.data``, NumPy): autograd cannot see those writes
+        self._values: Dict[Tuple[str, Optional[str]], Tuple[int, Any]] = {}
+        self.silent: Dict[Tuple[str, Optional[str]], List[Tuple[int, int]]] = {}
+        self.node_first: Dict[
+            Tuple[int, str], int
+        ] = {}  # (id, name) of a walked node -> the step first seen
+        self.released: Dict[
+            int, str
+        ] = {}  # CopySlices nodes a freeing backward ran (flow.FlowRecorder.released)
+        self.released_since: Dict[
+            int, int
+        ] = {}  # such a node -> the step its prediction was first made
+        # (id, sequence number) of a CopySlices node walked -> (the step first seen, its base's
+        # (name, storage) keys): what it wraps saved tensors no attribute shows (unseen.py)
+        self.slices: Dict[Tuple[int, int], Tuple[int, Tuple[Tuple[str, Optional[str]], ...]]] = {}
+
+    def note(self, index: int, code: str, states: Sequence[TensorState]) -> None:
+        """Step ``index``'s code, and each tensor's version where it differs from the one last noted
+        (``changed_at`` looks for the first step past a version, which is always such a step)."""
+        self.codes[index] = code
+        versions = self.versions
+        last, self._last = (
+            self._last,
+            {id(s): s for s in states},
+        )  # a record kept from the last step (the
+        for s in (
+            states
+        ):  # snapshot reuses the very record) has the name, storage and version noted then
+            if last.get(id(s)) is s:
+                continue
+            version = s.version
+            if version is not None:
+                self._note_values(index, s)
+                seen = versions.get((s.name, s.storage))
+                if seen is None:
+                    versions[(s.name, s.storage)] = [(index, version)]
+                elif seen[-1][1] != version:
+                    seen.append((index, version))
+
+    def _note_values(self, index: int, s: TensorState) -> None:
+        """Note a step that changed ``s``'s values while its version stayed (a silent write)."""
+        key = (s.name, s.storage)
+        before = self._values.get(key)
+        values = s.values
+        if values is None or values.kind == "unavailable":
+            return
+        self._values[key] = (s.version, values)
+        if before is not None and before[0] == s.version and before[1] != values:
+            self.silent.setdefault(key, []).append((index, s.version))
+
+    def changed_at(
+        self,
+        name: Optional[str],
+        storage: Optional[str],
+        saved_version: int,
+        version: int,
+        states: Sequence[TensorState],
+    ) -> Optional[int]:
+        """The first step after which the saved tensor's version was past ``saved_version``."""
+        keys = (
+            [(name, storage)]
+            if name is not None
+            else [
+                (s.name, s.storage)
+                for s in states
+                if storage is not None and s.storage == storage and s.version == version
+            ]
+        )
+        steps = []
+        for key in keys:
+            for index, seen in self.versions.get(key, ()):
+                if seen > saved_version:
+                    steps.append(index)
+                    break
+        return min(steps) if steps else None
+
+    @staticmethod
+    def targets(states: Sequence[TensorState], objects: Dict[str, Any]) -> List[Tuple[str, Any]]:
+        """Each named tensor that requires grad and has a grad_fn (an alias ``b = a`` once)."""
+        import torch
+
+        targets: List[Tuple[str, Any]] = []
+        for state in states:
+            if state.same_as is not None or not state.requires_grad or state.grad_fn is None:
+                continue
+            obj = objects.get(state.name)
+            if not isinstance(obj, torch.Tensor):
+                continue
+            try:
+                fn = obj.grad_fn
+            except Exception:
+                continue
+            if fn is not None:
+                targets.append((state.name, fn))
+        return targets
+
+    def predictions(
+        self,
+        index: int,
+        targets: Sequence[Tuple[str, Any]],
+        found: Optional[Dict[str, Any]],
+        states: Sequence[TensorState],
+    ) -> Tuple[Prediction, ...]:
+        freed_now: Dict[int, int] = {}
+        out: List[Prediction] = []
+        for (name, _), stale, freed in zip(
+            targets, (found or {}).get("stale", ()), (found or {}).get("freed", ())
+        ):
+            if stale is not None:
+                out.append(self._stale(name, stale, states))
+            if freed is not None:
+                node, entry, node_id = freed
+                step = freed_now[node_id] = self.freed_since.get(node_id, index)
+                out.append(self._freed(name, node, entry[0], step))
+        self.freed_since = freed_now
+        return tuple(out)
+
+    def _stale(self, name: str, found: list, states: Sequence[TensorState]) -> Prediction:
+        node, (attr, saved, storage, saved_version, version, _, _), _ = found
+        step = self.changed_at(saved, storage, saved_version, version, states)
+        what = f"`{saved}`" if saved is not None else "an unnamed tensor"
+        # an unnamed one at the version of the named tensors on its storage shares their counter (a view)
+        partners = [
+            s.name
+            for s in states
+            if saved is None
+            and storage
+            and s.storage == storage
+            and s.version == version
+            and s.kind != "ndarray"
+        ]
+        shared = f", in the storage of {', '.join(f'`{n}`' for n in partners)}" if partners else ""
+        where = f" ({storage}{shared})" if storage else ""
+        now = f"`{saved}` is" if saved is not None else "it is"
+        writers = [saved] if saved is not None else partners
+        hints = (
+            [_writes_to(n) for n in writers]
+            + [_IN_PLACE]
+            + [rf"(?<![\w.]){re.escape(n)}(?!\w)" for n in writers]
+        )
+        when = (
+            f" (changed by `{short_code(self.codes.get(step, ''), hints)}` at {step_name(step)})"
+            if step is not None
+            else ""
+        )
+        message = (
+            f"backward through `{name}` will fail: {node} saved {what}{where} at version {saved_version}, "
+            f"and {now} now at version {version}{when}."
+        )
+        return Prediction(
+            kind=STALE,
+            tensor=name,
+            node=node,
+            saved=attr,
+            saved_tensor=saved,
+            saved_version=saved_version,
+            version=version,
+            storage=storage,
+            changed_at_step=step,
+            message=message,
+        )
+
+    def _freed(self, name: str, node: str, attr: str, step: Optional[int]) -> Prediction:
+        code = short_code(self.codes.get(step, ""), [r"\bbackward\(", r"\bgrad\("])
+        when = f"at {step_name(step)} (`{code}`)" if step is not None else "by an earlier backward"
+        message = (
+            f"backward through `{name}` a second time will fail: its saved tensors were freed {when}; "
+            f"{node} needs its saved `{attr}`."
+        )
+        return Prediction(
+            kind=FREED, tensor=name, node=node, saved=attr, changed_at_step=step, message=message
+        )
+
+
+def step_name(index: int) -> str:
+    return "setup" if index == 0 else f"step {index}"
