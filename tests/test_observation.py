@@ -319,12 +319,12 @@ def test_summaries_of_expanded_and_transposed_views_equal_those_of_copies():
 
 
 def test_a_base_and_its_transpose_are_read_once_per_step(monkeypatch):
-    from tensortrace.record import probe
+    from tensortrace.record import values as probe_values
     from tensortrace.record.tracer import trace
 
     passes = []
-    real = probe._moments
-    monkeypatch.setattr(probe, "_moments", lambda t: passes.append(t.numel()) or real(t))
+    real = probe_values._moments
+    monkeypatch.setattr(probe_values, "_moments", lambda t: passes.append(t.numel()) or real(t))
     scenario = loads_scenario(
         yaml.safe_dump({"title": "t", "steps": ["a = torch.randn(300, 400)", "b = a.t()"]})
     )

@@ -18,7 +18,7 @@ import pytest
 import torch
 import yaml
 
-from tensortrace.record import probe
+from tensortrace.record import values as probe_values
 
 from tensortrace.record import reuse
 from tensortrace.scenario.library import bundled_names, bundled_path
@@ -75,8 +75,8 @@ def test_memory_no_operation_wrote_keeps_its_record_unread(reads):
 
 def test_memory_written_by_an_operation_is_read_again(monkeypatch):
     passes: List[int] = []
-    real = probe._moments
-    monkeypatch.setattr(probe, "_moments", lambda t: passes.append(t.numel()) or real(t))
+    real = probe_values._moments
+    monkeypatch.setattr(probe_values, "_moments", lambda t: passes.append(t.numel()) or real(t))
     result = run([f"a = torch.zeros({N})", "c = a.detach()", "c[-1] = 4.0", "n = 1"])
     assert (
         maximum(result, 3, "a") == maximum(result, 3, "c") == 4.0 and maximum(result, 1, "a") == 0.0
@@ -304,7 +304,7 @@ def test_every_bundled_scenario_traces_the_same_with_and_without_the_proof(name,
 )
 def test_summary_statistics_match_float64_references(make):
     t = make()
-    count, mean, m2, lo, hi, nans, infs = probe._moments(t)
+    count, mean, m2, lo, hi, nans, infs = probe_values._moments(t)
     flat = t.reshape(-1).double()
     finite = flat[torch.isfinite(flat)]
     assert (count, nans, infs) == (
@@ -321,9 +321,9 @@ def test_a_constant_tensor_has_its_value_as_mean_and_no_deviation_exactly():
     value = float(
         torch.tensor(0.1)
     )  # 0.1 in float32, which no float64 sum of copies need give back exactly
-    count, mean, m2, lo, hi, _, _ = probe._moments(torch.full((1_000_003,), 0.1))
+    count, mean, m2, lo, hi, _, _ = probe_values._moments(torch.full((1_000_003,), 0.1))
     assert (count, mean, m2, lo, hi) == (1_000_003, value, 0.0, value, value)
-    count, mean, m2, lo, hi, _, _ = probe._moments(
+    count, mean, m2, lo, hi, _, _ = probe_values._moments(
         torch.cat([torch.ones(1 << 18), torch.full((1 << 18,), 3.0)])
     )
     assert (mean, m2 / count, lo, hi) == (2.0, 1.0, 1.0, 3.0)
@@ -331,5 +331,5 @@ def test_a_constant_tensor_has_its_value_as_mean_and_no_deviation_exactly():
 
 def test_summaries_leave_the_thread_count_as_they_found_it():
     before = torch.get_num_threads()
-    probe._moments(torch.randn(600_000))
+    probe_values._moments(torch.randn(600_000))
     assert torch.get_num_threads() == before

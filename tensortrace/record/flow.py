@@ -9,7 +9,7 @@ it sends on) on each of the first ``MAX_FLOW_NODES`` nodes; ``disarm`` removes e
 returns or raises. Each ``AccumulateGrad`` node's leaf has its ``.grad``
 read before and after the call. The hooks return None, so the gradients are
 unchanged; nothing retains a grad, and a gradient's values are summarised in
-the hook (``probe.tensor_values``), never kept.
+the hook (``values.tensor_values``), never kept.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import torch
 from .walk import next_nodes, node_name
 from .identity import mark, storage_ref
 from ..trace import Flow, FlowNode, Values, evolve
-from .probe import EXACT_LIMIT, tensor_values
+from .values import EXACT_LIMIT, tensor_values
 
 MAX_FLOW_NODES = 200  # nodes recorded per backward call; the rest are counted
 MAX_FLOWS = 20  # backward calls recorded per step; the rest are counted
@@ -42,7 +42,7 @@ _FLOATS = frozenset({torch.float32, torch.float64, torch.float16, torch.bfloat16
 def _small_values(g: Any) -> Optional[Values]:
     """The values of a small, plain, finite float gradient on the CPU, read directly; None: take the general path.
 
-    A gradient is usually such a tensor, and this is what ``probe.tensor_values``
+    A gradient is usually such a tensor, and this is what ``values.tensor_values``
     would record for it, without its checks for every other kind of tensor.
     """
     if (

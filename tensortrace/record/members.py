@@ -12,7 +12,8 @@ from typing import Any, List, Optional, Tuple
 
 import torch
 
-from .probe import is_ndarray, reason_of
+from .probe import reason_of
+from .values import is_ndarray
 
 MAX_NAMES = (
     500  # tensors recorded per step (tracer.MAX_NAMES): a container's items beyond it are not read
