@@ -1,10 +1,11 @@
 """``--format html``: one self-contained page to click through a trace, offline.
 
-Everything a reader sees is drawn here, in Python, at export time: the steps
-with their code, notes, tensor tables (changed cells marked, as ``layout.py``
-and ``facts.py`` decide for every renderer), errors with their explanation,
-warnings, expectations, output, and autograd graphs as SVG diagrams
-(``graph_svg.py``). Variants of one scenario stand side by side. The page
+Everything a reader sees is drawn in Python, at export time: here the page,
+its navigation and each step's section; in ``html_step.py`` what one step of
+one variant shows. That is the steps with their code, notes, tensor tables
+(changed cells marked, as ``layout.py`` and ``facts.py`` decide for every
+renderer), errors with their explanation, warnings, expectations, output,
+and autograd graphs as SVG diagrams (``graph_svg.py``). Variants of one scenario stand side by side. The page
 therefore reads, and prints, with scripting off; ``html_page.py`` adds the
 small inlined script (step navigation, storage highlighting, a tensor's
 record on hover) and the stylesheet.
@@ -12,8 +13,8 @@ record on hover) and the stylesheet.
 The trace itself is embedded as the JSON renderer's document, in a
 ``<script type="application/json">`` block escaped so that no text of the
 scenario can close it. Every other piece of the page is built with markupsafe:
-each template is a literal ``Markup`` written here, and every value put into
-one (``html()``, ``Markup.format``, ``Markup.join``) is escaped, whatever its
+each template is a literal ``Markup`` written in these modules, and every value
+put into one (``html_markup.html()``, ``joined()``) is escaped, whatever its
 type, so no text of the trace is ever parsed as markup, and attributes are
 always quoted. Element ids and anchors are made from step indices the page
 formats itself as integers (``as_int``); an index that is not a number gets
@@ -28,12 +29,9 @@ them (older, or ``--ops none``) simply shows none.
 
 from __future__ import annotations
 
-import json
-import re
-import string
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence
 
-from markupsafe import Markup, escape
+from markupsafe import Markup
 
 from ..trace import FORMAT_NAME, FORMAT_VERSION, Step, Trace
 from .compare import (
@@ -44,76 +42,13 @@ from .compare import (
     variant_differences,
     variant_name,
 )
-from .facts import aliasing_notes, all_steps
-from .graph_svg import graph_svg
+from .facts import all_steps
+from .html_markup import code_block, html, joined, prose
 from .html_page import CSS, JS, script_json
-from .layout import (
-    any_step_wanted,
-    run_columns,
-    shared_storages,
-    table_rows,
-    unshown_failures,
-    variant_codes,
-    variant_notes,
-)
-from .ops import flow_lines, ops_lines
+from .html_step import expectations_list, variant_body
+from .layout import any_step_wanted, run_columns, variant_codes, variant_notes
 from .options import DEFAULT_OPTIONS, RenderOptions
-from .text import (
-    as_int,
-    count_text,
-    fact_text,
-    one_line,
-    outcome,
-    saved_text,
-    step_place,
-    visible,
-    visible_traces,
-)
-
-
-def html(template: str, *values: object, **named: object) -> Markup:
-    """``template`` (markup written here, never data) with each value escaped into it.
-
-    The one way the page puts a value into markup: every ``{}`` (or ``{name}``)
-    of the template takes its value through ``markupsafe.escape`` (``&``, ``<``,
-    ``>``, both quotes), whatever its type, unless it is ``Markup`` built the
-    same way. It does what ``Markup(template).format(...)`` does, with the
-    template's parts read once, as a page formats tens of thousands of them.
-    """
-    parts = _TEMPLATES.get(template)
-    if parts is None:
-        parts = _TEMPLATES[template] = _template_parts(template)
-    out = []
-    position = 0
-    for literal, field in parts:
-        out.append(literal)
-        if field is None:
-            continue
-        if field:
-            value = named[field]
-        else:
-            value = values[position]
-            position += 1
-        out.append(escape(value))  # Markup (already built this way) comes back as it is
-    return Markup("".join(out))
-
-
-_TEMPLATES: Dict[str, List[Tuple[str, Optional[str]]]] = {}
-
-
-def _template_parts(template: str) -> List[Tuple[str, Optional[str]]]:
-    """(literal markup, the field after it: ``""`` the next positional value, a name, or None)."""
-    parts = []
-    for literal, field, spec, conversion in string.Formatter().parse(template):
-        if spec or conversion or (field and field.isdigit()):
-            raise ValueError(f"an HTML template takes plain {{}} or {{name}} fields: {template!r}")
-        parts.append((literal, field))
-    return parts
-
-
-def joined(parts, separator: str = "") -> Markup:
-    """The parts one after another; any part that is not ``Markup`` is escaped."""
-    return Markup(separator).join(parts)
+from .text import as_int, one_line, step_place, visible_traces
 
 
 def render_html(traces: Sequence[Trace], options: RenderOptions = DEFAULT_OPTIONS) -> str:
@@ -238,7 +173,7 @@ def _scenario(
     ]
     if first.scenario.description:
         description = str(first.scenario.description).strip()
-        head.append(html('<p class="tt-desc">{}</p>', _prose(description)))
+        head.append(html('<p class="tt-desc">{}</p>', prose(description)))
     for trace, name in zip(group, names):
         verdict = "behaved as declared" if trace.passed else "did not behave as declared"
         label = f"{name}: " if len(group) > 1 else ""
@@ -339,12 +274,12 @@ def _step(
     ]
     common_code, codes = variant_codes(steps)
     if common_code is not None:
-        out.append(_code(common_code, next(s.line for s in steps if s is not None)))
+        out.append(code_block(common_code, next(s.line for s in steps if s is not None)))
     for variant, note in variant_notes(steps, names):
         prefix = html("<b>{}:</b> ", variant) if variant else ""
-        out.append(html('<p class="tt-note">{}{}</p>', prefix, _prose(str(note))))
+        out.append(html('<p class="tt-note">{}{}</p>', prefix, prose(str(note))))
     if len(group) > 1:
-        out.append(_expectations([r for r in merged_expectations(steps, names) if r[0] == ""]))
+        out.append(expectations_list([r for r in merged_expectations(steps, names) if r[0] == ""]))
     out.append(Markup('<div class="tt-variants">'))
     for position, (trace, step) in enumerate(zip(group, steps)):
         out.append(html('<div class="tt-variant" data-trace="{}">', keys[position]))
@@ -354,14 +289,14 @@ def _step(
             out.append(Markup('<p class="tt-status">not run in this variant</p></div>'))
             continue
         if codes:
-            out.append(_code(step.code, step.line))
+            out.append(code_block(step.code, step.line))
         own = (
             merged_expectations([step], [""])
             if len(group) == 1
             else [("", r) for v, r in merged_expectations(steps, names) if v == names[position]]
         )
         out.append(
-            _variant_body(
+            variant_body(
                 step,
                 previous[position].get(index),
                 keys[position],
@@ -374,313 +309,6 @@ def _step(
         )
         out.append(Markup("</div>"))
     out.append(Markup("</div></section>\n"))
-    return joined(out)
-
-
-def _prose(text: str) -> Markup:
-    """Escaped text where `backticks` become <code>, as notes and descriptions write code."""
-    parts = text.split("`")
-    if len(parts) % 2 == 0:  # an unmatched backtick: leave the text as it is
-        return escape(text)
-    return joined(html("<code>{}</code>", p) if i % 2 else p for i, p in enumerate(parts))
-
-
-def _line_attribute(line: object) -> Markup:
-    """`` data-line="12"`` for a line number; nothing for no line, or one that is not a number."""
-    number = as_int(line) if line is not None else None
-    return html(' data-line="{}"', number) if number is not None else Markup("")
-
-
-def _code(code: str, line: Optional[int]) -> Markup:
-    return html(
-        '<pre class="tt-code"{}><code>{}</code></pre>', _line_attribute(line), str(code).rstrip()
-    )
-
-
-def _where(line: object) -> str:
-    """`` (line 12)``, in words; the value is escaped where it is put, whatever it holds."""
-    return f" (line {line})" if line is not None else ""
-
-
-def _variant_body(
-    step: Step,
-    prev: Optional[Step],
-    key: int,
-    expectations,
-    extra: Mapping,
-    columns,
-    options: RenderOptions,
-    place: str,
-) -> Markup:
-    misbehaved = (
-        Markup(' · <span class="tt-fail">did not behave as declared</span>')
-        if not step.behaved
-        else ""
-    )
-    out = [html('<p class="tt-status">{}{}</p>', outcome(step), misbehaved)]
-    if step.error is not None:
-        out.append(_error(step))
-    for warning in step.warnings:
-        out.append(
-            html(
-                '<div class="tt-box tt-warn"><b>{}</b>{}: {}</div>',
-                warning.category,
-                _where(warning.line),
-                warning.message,
-            )
-        )
-    if step.stdout:
-        out.append(
-            html('<p class="tt-status">printed:</p><pre class="tt-stdout">{}</pre>', step.stdout)
-        )
-    out.append(_expectations(expectations))
-    failures = unshown_failures(step)
-    if failures:
-        out.append(
-            html(
-                '<ul class="tt-list tt-fail">{}</ul>',
-                joined(html("<li>{}</li>", f) for f in failures),
-            )
-        )
-    _, rows = table_rows(prev, step, options)
-    if rows:
-        out.append(_table(rows, columns, key, {id(t): i for i, t in enumerate(step.tensors)}))
-    names = [row.state.name for row in rows]
-    shared = shared_storages(step, names)
-    if shared:
-        out.append(
-            html(
-                '<p class="tt-storages">shared memory: {}</p>',
-                joined(
-                    (
-                        html(
-                            '<span class="tt-storage-label" tabindex="0" data-trace="{key}" '
-                            'data-storage="{label}">{label}</span> holds {names}',
-                            key=key,
-                            label=label,
-                            names=", ".join(map(str, group)),
-                        )
-                        for label, group in shared
-                    ),
-                    "; ",
-                ),
-            )
-        )
-    for note in aliasing_notes(prev, step):
-        out.append(html('<div class="tt-box">{}</div>', note.describe()))
-    out.append(_predictions(step))
-    out.append(_ops(step))
-    out.append(_graphs(step, extra, key, place))
-    out.append(_flows(step))
-    return joined(out)
-
-
-def _error(step: Step) -> Markup:
-    error = step.error
-    declared = (
-        Markup(" — declared in <code>raises</code>, as expected") if step.raised_as_declared else ""
-    )
-    message = html(": {}", error.message) if error.message else ""
-    out = [
-        html(
-            '<div class="tt-box tt-error"><b>{}</b>{}{}{}',
-            error.type,
-            message,
-            _where(error.line),
-            declared,
-        )
-    ]
-    if error.explanation is not None:
-        ex = error.explanation
-        out.append(
-            html(
-                "<p><b>{}</b></p><p>{}</p><p><b>Fix:</b> {}</p>",
-                ex.title,
-                _prose(str(ex.what)),
-                _prose(str(ex.fix)),
-            )
-        )
-    out.append(Markup("</div>"))
-    return joined(out)
-
-
-def _expectations(results) -> Markup:
-    if not results:
-        return Markup("")
-    items = []
-    for variant, result in results:
-        mark = Markup(
-            '<span class="tt-pass">✓</span>' if result.passed else '<span class="tt-fail">✗</span>'
-        )
-        text = html("{} <code>{}</code>", mark, result.expr)
-        if variant:
-            text = html("<b>{}:</b> {}", variant, text)
-        if not result.passed:
-            if result.error:
-                text += html(" — raised {}", result.error)
-            elif result.op is not None:
-                text += html(" — {} {} {} is false", str(result.left), result.op, str(result.right))
-            elif result.value is not None:
-                text += html(" — was {}", result.value)
-        items.append(html("<li>{}</li>", text))
-    return html('<ul class="tt-list tt-expect">{}</ul>', joined(items))
-
-
-def _table(rows, columns, key: int, positions: Mapping[int, int]) -> Markup:
-    """The tensor table; ``data-i`` is the row's position in the step's ``tensors``, as in the JSON."""
-    head = joined(html("<th>{}</th>", c) for c in columns)
-    body = []
-    for row in rows:
-        state = row.state
-        attrs = html(
-            ' data-trace="{}" data-tensor="{}" data-storage="{}" data-i="{}"',
-            key,
-            state.name,
-            state.storage or "",
-            positions[id(state)],
-        )
-        cells = []
-        for column in columns:
-            css = [f"tt-cell-{column}"]
-            if column != "name" and column in row.changed and not row.new:
-                css.append("tt-changed")
-            text = state.name if column == "name" else fact_text(state, column)
-            focus = Markup(' tabindex="0"') if column in ("name", "storage") else ""
-            cells.append(html('<td class="{}"{}{}>{}</td>', " ".join(css), attrs, focus, text))
-        body.append(html('<tr class="{}">{}</tr>', "tt-new" if row.new else "", joined(cells)))
-    return html(
-        '<div class="tt-table-wrap"><table class="tt-table"><thead><tr>{}</tr></thead>'
-        "<tbody>{}</tbody></table></div>",
-        head,
-        joined(body),
-    )
-
-
-def _text(value: object, limit: int = 160) -> str:
-    """A fact of unknown shape (from a newer recorder) as one short, visible line."""
-    if isinstance(value, str):
-        text = value
-    else:
-        text = json.dumps(value, ensure_ascii=False, default=str)
-    return visible(one_line(text, limit))
-
-
-def _names(value: object) -> str:
-    if isinstance(value, (list, tuple)):
-        return ", ".join(_text(v, 40) for v in value) or "—"
-    return "—" if value is None else _text(value, 60)
-
-
-_CODE_SPAN = re.compile(r"`([^`]+)`")
-
-
-def _with_code(text: str) -> Markup:
-    """Escaped text with its `backticked` parts as code, as the messages write them."""
-    text = visible(str(text))
-    out: List[object] = []
-    position = 0
-    for span in _CODE_SPAN.finditer(text):
-        out.append(text[position : span.start()])
-        out.append(html("<code>{}</code>", span.group(1)))
-        position = span.end()
-    out.append(text[position:])
-    return joined(out)
-
-
-def _predictions(step: Step) -> Markup:
-    """The backwards predicted to fail after this step (``Step.predictions``), as the console says them."""
-    items = [html("<li>⚠ predicted: {}</li>", _with_code(p.message)) for p in step.predictions]
-    if not items:
-        return Markup("")
-    return html(
-        '<div class="tt-box tt-warn tt-predictions"><ul class="tt-list">{}</ul></div>',
-        joined(items),
-    )
-
-
-def _ops(step: Step) -> Markup:
-    """What the step ran (``Step.ops``): each call, with the ATen operations under it, in the console's words."""
-    lines = ops_lines(step, "aten")
-    if not lines:
-        return Markup("")
-    calls = sum(1 for op in step.ops if op.level == "call") or len(step.ops)
-    more = (
-        f", and at least {count_text(step.ops_omitted)} more operations not recorded"
-        if step.ops_omitted
-        else ""
-    )
-    return html(
-        '<details class="tt-ops"><summary>ran {} call{}{}</summary>'
-        '<pre class="tt-code">{}</pre></details>',
-        calls,
-        "s" if calls != 1 else "",
-        more,
-        visible("\n".join(lines)),
-    )
-
-
-def _flows(step: Step) -> Markup:
-    """Each backward call's gradient flow (``Step.flow``) as the console's tree, values on the edges."""
-    out = []
-    for flow in step.flow:
-        head, *tree = flow_lines(flow)
-        out.append(
-            html(
-                '<details class="tt-flow" open><summary>{}</summary>'
-                '<pre class="tt-code">{}</pre></details>',
-                visible(head),
-                visible("\n".join(tree)),
-            )
-        )
-    return joined(out)
-
-
-def _saved_by_node(graph_body: object) -> Dict[str, list]:
-    saved: Dict[str, list] = {}
-    if isinstance(graph_body, dict):
-        for node in graph_body.get("nodes") or []:
-            if isinstance(node, dict) and isinstance(node.get("saved"), list) and node["saved"]:
-                saved[str(node.get("id"))] = [s for s in node["saved"] if isinstance(s, dict)]
-    return saved
-
-
-def _graphs(step: Step, extra: Mapping, key: int, place: str) -> Markup:
-    """The step's graphs; ``place`` (its index, or ``at`` and its position) keeps ids unique."""
-    if not step.graphs:
-        return Markup("")
-    bodies = extra.get("graphs") if isinstance(extra.get("graphs"), list) else []
-    out = []
-    for position, graph in enumerate(step.graphs):
-        saved = _saved_by_node(bodies[position] if position < len(bodies) else None)
-        # The SVG's ids are made from integers only: the trace, the step and the graph.
-        out.append(
-            html(
-                '<figure class="tt-graph-wrap"><figcaption>autograd graph of '
-                "<code>{}</code></figcaption>{}",
-                graph.tensor,
-                graph_svg(graph, f"{int(key)}-{place}-{position}", saved),
-            )
-        )
-        lines = [
-            html(
-                '<li class="{}">{} {} · {}</li>',
-                "tt-fail" if any(x.stale or x.freed for x in node.saved) else "",
-                node.id,
-                node.name,
-                visible(saved_text(node.saved)),
-            )
-            for node in graph.nodes
-            if node.saved
-        ]
-        if lines:
-            out.append(
-                html(
-                    '<p class="tt-status">what each node saved for backward:</p>'
-                    '<ul class="tt-list">{}</ul>',
-                    joined(lines),
-                )
-            )
-        out.append(Markup("</figure>"))
     return joined(out)
 
 

@@ -1,0 +1,276 @@
+"""What the HTML page shows for one step of one variant.
+
+Its outcome, error with explanation, warnings, printed output, expectations,
+the tensor table (changed cells marked, as ``layout.py`` decides), shared
+memory, aliasing notes, the backwards predicted to fail, what the step ran,
+its autograd graphs as SVG (``graph_svg.py``) with what each node saved, and
+each backward call's gradient flow. The page around the steps (navigation,
+headings, the embedded JSON) is ``html.py``; every value goes into markup
+through ``html_markup.py``.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Mapping, Optional
+
+from markupsafe import Markup
+
+from ..trace import Step
+from .facts import aliasing_notes
+from .graph_svg import graph_svg
+from .html_markup import html, joined, prose, where, with_code
+from .layout import shared_storages, table_rows, unshown_failures
+from .ops import flow_lines, ops_lines
+from .options import RenderOptions
+from .text import count_text, fact_text, outcome, saved_text, visible
+
+
+def variant_body(
+    step: Step,
+    prev: Optional[Step],
+    key: int,
+    expectations,
+    extra: Mapping,
+    columns,
+    options: RenderOptions,
+    place: str,
+) -> Markup:
+    misbehaved = (
+        Markup(' · <span class="tt-fail">did not behave as declared</span>')
+        if not step.behaved
+        else ""
+    )
+    out = [html('<p class="tt-status">{}{}</p>', outcome(step), misbehaved)]
+    if step.error is not None:
+        out.append(_error(step))
+    for warning in step.warnings:
+        out.append(
+            html(
+                '<div class="tt-box tt-warn"><b>{}</b>{}: {}</div>',
+                warning.category,
+                where(warning.line),
+                warning.message,
+            )
+        )
+    if step.stdout:
+        out.append(
+            html('<p class="tt-status">printed:</p><pre class="tt-stdout">{}</pre>', step.stdout)
+        )
+    out.append(expectations_list(expectations))
+    failures = unshown_failures(step)
+    if failures:
+        out.append(
+            html(
+                '<ul class="tt-list tt-fail">{}</ul>',
+                joined(html("<li>{}</li>", f) for f in failures),
+            )
+        )
+    _, rows = table_rows(prev, step, options)
+    if rows:
+        out.append(_table(rows, columns, key, {id(t): i for i, t in enumerate(step.tensors)}))
+    names = [row.state.name for row in rows]
+    shared = shared_storages(step, names)
+    if shared:
+        out.append(
+            html(
+                '<p class="tt-storages">shared memory: {}</p>',
+                joined(
+                    (
+                        html(
+                            '<span class="tt-storage-label" tabindex="0" data-trace="{key}" '
+                            'data-storage="{label}">{label}</span> holds {names}',
+                            key=key,
+                            label=label,
+                            names=", ".join(map(str, group)),
+                        )
+                        for label, group in shared
+                    ),
+                    "; ",
+                ),
+            )
+        )
+    for note in aliasing_notes(prev, step):
+        out.append(html('<div class="tt-box">{}</div>', note.describe()))
+    out.append(_predictions(step))
+    out.append(_ops(step))
+    out.append(_graphs(step, extra, key, place))
+    out.append(_flows(step))
+    return joined(out)
+
+
+def _error(step: Step) -> Markup:
+    error = step.error
+    declared = (
+        Markup(" — declared in <code>raises</code>, as expected") if step.raised_as_declared else ""
+    )
+    message = html(": {}", error.message) if error.message else ""
+    out = [
+        html(
+            '<div class="tt-box tt-error"><b>{}</b>{}{}{}',
+            error.type,
+            message,
+            where(error.line),
+            declared,
+        )
+    ]
+    if error.explanation is not None:
+        ex = error.explanation
+        out.append(
+            html(
+                "<p><b>{}</b></p><p>{}</p><p><b>Fix:</b> {}</p>",
+                ex.title,
+                prose(str(ex.what)),
+                prose(str(ex.fix)),
+            )
+        )
+    out.append(Markup("</div>"))
+    return joined(out)
+
+
+def expectations_list(results) -> Markup:
+    if not results:
+        return Markup("")
+    items = []
+    for variant, result in results:
+        mark = Markup(
+            '<span class="tt-pass">✓</span>' if result.passed else '<span class="tt-fail">✗</span>'
+        )
+        text = html("{} <code>{}</code>", mark, result.expr)
+        if variant:
+            text = html("<b>{}:</b> {}", variant, text)
+        if not result.passed:
+            if result.error:
+                text += html(" — raised {}", result.error)
+            elif result.op is not None:
+                text += html(" — {} {} {} is false", str(result.left), result.op, str(result.right))
+            elif result.value is not None:
+                text += html(" — was {}", result.value)
+        items.append(html("<li>{}</li>", text))
+    return html('<ul class="tt-list tt-expect">{}</ul>', joined(items))
+
+
+def _table(rows, columns, key: int, positions: Mapping[int, int]) -> Markup:
+    """The tensor table; ``data-i`` is the row's position in the step's ``tensors``, as in the JSON."""
+    head = joined(html("<th>{}</th>", c) for c in columns)
+    body = []
+    for row in rows:
+        state = row.state
+        attrs = html(
+            ' data-trace="{}" data-tensor="{}" data-storage="{}" data-i="{}"',
+            key,
+            state.name,
+            state.storage or "",
+            positions[id(state)],
+        )
+        cells = []
+        for column in columns:
+            css = [f"tt-cell-{column}"]
+            if column != "name" and column in row.changed and not row.new:
+                css.append("tt-changed")
+            text = state.name if column == "name" else fact_text(state, column)
+            focus = Markup(' tabindex="0"') if column in ("name", "storage") else ""
+            cells.append(html('<td class="{}"{}{}>{}</td>', " ".join(css), attrs, focus, text))
+        body.append(html('<tr class="{}">{}</tr>', "tt-new" if row.new else "", joined(cells)))
+    return html(
+        '<div class="tt-table-wrap"><table class="tt-table"><thead><tr>{}</tr></thead>'
+        "<tbody>{}</tbody></table></div>",
+        head,
+        joined(body),
+    )
+
+
+def _predictions(step: Step) -> Markup:
+    """The backwards predicted to fail after this step (``Step.predictions``), as the console says them."""
+    items = [html("<li>⚠ predicted: {}</li>", with_code(p.message)) for p in step.predictions]
+    if not items:
+        return Markup("")
+    return html(
+        '<div class="tt-box tt-warn tt-predictions"><ul class="tt-list">{}</ul></div>',
+        joined(items),
+    )
+
+
+def _ops(step: Step) -> Markup:
+    """What the step ran (``Step.ops``): each call, with the ATen operations under it, in the console's words."""
+    lines = ops_lines(step, "aten")
+    if not lines:
+        return Markup("")
+    calls = sum(1 for op in step.ops if op.level == "call") or len(step.ops)
+    more = (
+        f", and at least {count_text(step.ops_omitted)} more operations not recorded"
+        if step.ops_omitted
+        else ""
+    )
+    return html(
+        '<details class="tt-ops"><summary>ran {} call{}{}</summary>'
+        '<pre class="tt-code">{}</pre></details>',
+        calls,
+        "s" if calls != 1 else "",
+        more,
+        visible("\n".join(lines)),
+    )
+
+
+def _flows(step: Step) -> Markup:
+    """Each backward call's gradient flow (``Step.flow``) as the console's tree, values on the edges."""
+    out = []
+    for flow in step.flow:
+        head, *tree = flow_lines(flow)
+        out.append(
+            html(
+                '<details class="tt-flow" open><summary>{}</summary>'
+                '<pre class="tt-code">{}</pre></details>',
+                visible(head),
+                visible("\n".join(tree)),
+            )
+        )
+    return joined(out)
+
+
+def _saved_by_node(graph_body: object) -> Dict[str, list]:
+    saved: Dict[str, list] = {}
+    if isinstance(graph_body, dict):
+        for node in graph_body.get("nodes") or []:
+            if isinstance(node, dict) and isinstance(node.get("saved"), list) and node["saved"]:
+                saved[str(node.get("id"))] = [s for s in node["saved"] if isinstance(s, dict)]
+    return saved
+
+
+def _graphs(step: Step, extra: Mapping, key: int, place: str) -> Markup:
+    """The step's graphs; ``place`` (its index, or ``at`` and its position) keeps ids unique."""
+    if not step.graphs:
+        return Markup("")
+    bodies = extra.get("graphs") if isinstance(extra.get("graphs"), list) else []
+    out = []
+    for position, graph in enumerate(step.graphs):
+        saved = _saved_by_node(bodies[position] if position < len(bodies) else None)
+        # The SVG's ids are made from integers only: the trace, the step and the graph.
+        out.append(
+            html(
+                '<figure class="tt-graph-wrap"><figcaption>autograd graph of '
+                "<code>{}</code></figcaption>{}",
+                graph.tensor,
+                graph_svg(graph, f"{int(key)}-{place}-{position}", saved),
+            )
+        )
+        lines = [
+            html(
+                '<li class="{}">{} {} · {}</li>',
+                "tt-fail" if any(x.stale or x.freed for x in node.saved) else "",
+                node.id,
+                node.name,
+                visible(saved_text(node.saved)),
+            )
+            for node in graph.nodes
+            if node.saved
+        ]
+        if lines:
+            out.append(
+                html(
+                    '<p class="tt-status">what each node saved for backward:</p>'
+                    '<ul class="tt-list">{}</ul>',
+                    joined(lines),
+                )
+            )
+        out.append(Markup("</figure>"))
+    return joined(out)
