@@ -11,12 +11,12 @@ scenario is made ``visible`` first; prose that is Markdown on purpose (titles,
 descriptions, notes, explanations) has its ``<`` and its entities (``&#x202e;``)
 escaped, so a note can never emit raw HTML, or a character ``visible`` would
 have spelled, into a page. Every other value from the trace is a code span,
-a fenced block, or text escaped by ``_escape`` or ``_no_html``.
+a fenced block, or text escaped by ``escaped`` or ``no_html``; those ways
+are ``markdown_text.py``'s, this module lays out the page.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Iterable, List, Optional, Sequence
 
 from ..trace import ErrorInfo, ExpectationResult, Graph, Step, TensorState, Trace
@@ -44,6 +44,18 @@ from .layout import (
     variant_codes,
     variant_notes,
     variant_row_names,
+)
+from .markdown_text import (
+    cell,
+    code_block,
+    code_span,
+    code_cell,
+    escaped,
+    no_html,
+    plain_cell,
+    prose,
+    quote,
+    values_cell,
 )
 from .ops import flow_lines, ops_lines
 from .options import DEFAULT_OPTIONS, RenderOptions
@@ -83,78 +95,13 @@ def render_markdown(traces: Sequence[Trace], options: RenderOptions = DEFAULT_OP
     return "\n\n".join(b.rstrip("\n") for b in blocks if b) + "\n"
 
 
-# --- small pieces ---------------------------------------------------------------------
-
-
-def code_span(text: str) -> str:
-    """Inline code that survives backticks in the text, on one line.
-
-    The fence is one backtick longer than the longest run in the text; a line
-    end (which a code span shows as a space anyway) is a space, so no line of
-    the text can start a block of its own (an HTML block, a heading).
-    """
-    text = str(text).replace("\r", " ").replace("\n", " ")
-    if "`" not in text:
-        return f"`{text}`"
-    fence = "`" * (max(len(run) for run in re.findall("`+", text)) + 1)
-    return f"{fence} {text} {fence}"
-
-
-def code_block(code: str, language: str = "python") -> str:
-    fence = "```"
-    while fence in code:
-        fence += "`"
-    return f"{fence}{language}\n{code.rstrip()}\n{fence}"
-
-
-def _cell(text: str) -> str:
-    """A table cell: pipes escaped, lines joined with <br>."""
-    return text.replace("|", "\\|")
-
-
-def _code_cell(text: str, bold: bool = False) -> str:
-    spans = "<br>".join(code_span(line) if line.strip() else "" for line in text.split("\n"))
-    spans = _cell(spans)
-    return f"**{spans}**" if bold else spans
-
-
-def _values_cell(values, shape, bold: bool = False) -> str:
-    """Values in code spans; a missing grad is the plain word None, like grad_fn's."""
-    if values is None:
-        return _plain_cell("None", bold)
-    return _code_cell(format_values(values, shape), bold)
-
-
-def _plain_cell(text: str, bold: bool = False) -> str:
-    text = _cell(_no_html(text).replace("`", "\\`"))  # no backtick of data pairs with a code span
-    return f"**{text}**" if bold else text
-
-
-# An ``&`` that starts a character reference (``&lt;``, ``&#x202e;``): GitHub would decode it.
-_ENTITY = re.compile(r"&(?=#?[A-Za-z0-9]+;)")
-
-
-def _no_html(text: object) -> str:
-    """Text with ``<`` and character references escaped: never raw HTML, never a new character."""
-    return _ENTITY.sub("&amp;", str(text)).replace("<", "&lt;")
-
-
-def prose(text: str) -> str:
-    """Markdown written on purpose, ``<`` and entities escaped so that it never becomes raw HTML."""
-    return _no_html(text)
-
-
-def _quote(text: str) -> str:
-    return "\n".join("> " + line if line else ">" for line in text.rstrip("\n").split("\n"))
-
-
 def _environment(trace: Trace) -> str:
     env = trace.environment
     parts = [
-        _escape(f"torch {env.torch}"),
-        _escape(f"device {env.device}"),
-        _escape(f"python {env.python}"),
-        _escape(f"tensortrace {env.tensortrace}"),
+        escaped(f"torch {env.torch}"),
+        escaped(f"device {env.device}"),
+        escaped(f"python {env.python}"),
+        escaped(f"tensortrace {env.tensortrace}"),
     ]
     if trace.scenario.source:
         parts.append(code_span(trace.scenario.source))
@@ -196,7 +143,7 @@ def _step_heading(step: Step) -> str:
     if step.index == 0:
         return "### Setup"
     cell = f" · {step_place(step)}" if step.cell is not None else ""  # a notebook's step: its cell
-    return f"### Step {_escape(str(step.index))}{_escape(cell)}"
+    return f"### Step {escaped(str(step.index))}{escaped(cell)}"
 
 
 def _legend(marks) -> str:
@@ -236,7 +183,7 @@ def _ops_blocks(step: Step, level: str) -> Iterable[str]:
         yield "Ran:\n\n" + code_block("\n".join(lines), "text")
     for flow in step.flow:
         head, *tree = flow_lines(flow)
-        heading = _no_html(f"{head[:1].upper()}{head[1:]}")
+        heading = no_html(f"{head[:1].upper()}{head[1:]}")
         yield heading + "\n\n" + code_block("\n".join(tree), "text")
 
 
@@ -257,28 +204,20 @@ def _table_blocks(prev: Optional[Step], step: Step, options, columns) -> Iterabl
             bold = column in changed and not new
             if column == "name":
                 same = f" (same object as {code_span(state.same_as)})" if state.same_as else ""
-                cells.append(_cell(code_span(state.name) + (" *(new)*" if new else "") + same))
+                cells.append(cell(code_span(state.name) + (" *(new)*" if new else "") + same))
             elif column in ("values", "grad"):
                 values = state.values if column == "values" else state.grad
-                cells.append(_values_cell(values, state.shape, bold))
+                cells.append(values_cell(values, state.shape, bold))
             else:
-                cells.append(_plain_cell(fact_text(state, column), bold))
+                cells.append(plain_cell(fact_text(state, column), bold))
         lines.append("| " + " | ".join(cells) + " |")
     yield "\n".join(lines)
     notes = [n for n in aliasing_notes(prev, step) if n.name in names]
     if notes:
         yield "\n".join(
-            f"↳ *{_escape(n.describe())}*" + ("  " if i < len(notes) - 1 else "")
+            f"↳ *{escaped(n.describe())}*" + ("  " if i < len(notes) - 1 else "")
             for i, n in enumerate(notes)
         )
-
-
-def _escape(text: str) -> str:
-    """Plain text in Markdown: its punctuation escaped, and no character reference."""
-    text = _ENTITY.sub("&amp;", str(text))
-    for ch in ("\\", "*", "_", "`", "[", "]", "<", ">", "|"):
-        text = text.replace(ch, "\\" + ch)
-    return text
 
 
 def _error_block(error: ErrorInfo, declared: bool, label: str = "") -> str:
@@ -286,13 +225,13 @@ def _error_block(error: ErrorInfo, declared: bool, label: str = "") -> str:
     head = f"**{label}: {kind}**" if label else f"**{kind}**"
     if declared:
         head += " (as declared)"
-    lines = [f"{head}: {_escape(error.message)}" if error.message else head]
+    lines = [f"{head}: {escaped(error.message)}" if error.message else head]
     if error.explanation is not None:
         ex = error.explanation
-        lines += ["", f"**{_escape(ex.title)}.** {prose(ex.what.strip())}"]
+        lines += ["", f"**{escaped(ex.title)}.** {prose(ex.what.strip())}"]
         if ex.fix:
             lines += ["", f"**Fix:** {prose(ex.fix.strip())}"]
-    return _quote("\n".join(lines))
+    return quote("\n".join(lines))
 
 
 def _expectation_item(result: ExpectationResult, label: str = "") -> str:
@@ -314,7 +253,7 @@ def _outcome_blocks(step: Step, label: str = "", expectations: bool = True) -> I
     if step.status in ("timeout", "killed"):
         words = "ran out of time" if step.status == "timeout" else "was killed"
         message = step.error.message if step.error is not None else ""
-        detail = f": {_escape(message)}" if message else ""
+        detail = f": {escaped(message)}" if message else ""
         yield f"**✗ {prefix}the step {words}**{detail}"
     elif step.error is not None:
         yield _error_block(step.error, declared_raise_met(step), label)
@@ -322,13 +261,13 @@ def _outcome_blocks(step: Step, label: str = "", expectations: bool = True) -> I
     if step.error is not None and declared_raise_met(step):
         items.append(f"- ✓ {prefix}raised {prose(step.error.type)}, as declared")
     for warning in step.warnings:
-        items.append(f"- ⚠ {prefix}{prose(warning.category)}: {_escape(warning.message)}")
+        items.append(f"- ⚠ {prefix}{prose(warning.category)}: {escaped(warning.message)}")
     if declared_warn_met(step):
         items.append(f"- ✓ {prefix}warned {prose(step.warns.type)}, as declared")
     if expectations:
         items += [_expectation_item(r, label) for r in step.expectations]
     for failure in unshown_failures(step):
-        items.append(f"- ✗ {prefix}**{_escape(failure)}**")
+        items.append(f"- ✗ {prefix}**{escaped(failure)}**")
     if items:
         yield "\n".join(items)
     if step.stdout:
@@ -346,7 +285,7 @@ def _graph_blocks(graph: Graph, label: str = "") -> Iterable[str]:
     else:
         outline = graph_outline(graph, max_depth=OUTLINE_MAX_DEPTH, max_lines=OUTLINE_MAX_LINES)
         yield "\n".join(
-            "  " * line.depth + "- " + _escape(line_text(line)) for line in outline.lines
+            "  " * line.depth + "- " + escaped(line_text(line)) for line in outline.lines
         )
     if graph.truncated:
         yield f"*{TRUNCATED}.*"
@@ -357,7 +296,7 @@ def _footer(trace: Trace, label: str = "") -> Iterable[str]:
     for notice in trace.notices:
         yield f"> {prefix}**Note:** {prose(notice)}"
     if trace.aborted is not None:
-        yield f"> {prefix}**The run stopped early:** {_escape(trace.aborted)}"
+        yield f"> {prefix}**The run stopped early:** {escaped(trace.aborted)}"
     head = f"Result ({label})" if label else "Result"
     yield f"**{head}:** {_summary(trace)}"
 
@@ -372,7 +311,7 @@ def _summary(trace: Trace) -> str:
 
 def _variant_blocks(traces: List[Trace], options: RenderOptions) -> Iterable[str]:
     raw = [variant_name(t, i) for i, t in enumerate(traces)]
-    names = [_escape(n) for n in raw]  # as labels in the page's own Markdown
+    names = [escaped(n) for n in raw]  # as labels in the page's own Markdown
     first = traces[0]
     yield f"# {prose(first.scenario.title)}"
     if first.scenario.description:
@@ -433,7 +372,7 @@ def _variant_blocks(traces: List[Trace], options: RenderOptions) -> Iterable[str
     differences = variant_differences(traces)
     if differences:
         # The lines quote code between backticks; only what would break the list is escaped.
-        yield "\n".join("- " + _no_html(line) for line in differences)
+        yield "\n".join("- " + no_html(line) for line in differences)
     else:
         yield "Nothing: every step and every tensor ended the same."
     for name, trace in zip(names, traces):
@@ -452,7 +391,7 @@ def _variant_table(
     ]
     outcomes = [outcome(s) for s in steps]
     differ = len(set(outcomes)) > 1
-    lines.append("| *outcome* | " + " | ".join(_plain_cell(o, differ) for o in outcomes) + " |")
+    lines.append("| *outcome* | " + " | ".join(plain_cell(o, differ) for o in outcomes) + " |")
     for name in variant_row_names(steps, options.show):
         differs = differing_fields(steps, name)
         cells = []
@@ -461,7 +400,7 @@ def _variant_table(
             cells.append(
                 "—" if state is None else _variant_cell(step, state, differs, options, extras)
             )
-        lines.append(f"| {_cell(code_span(name))} | " + " | ".join(cells) + " |")
+        lines.append(f"| {cell(code_span(name))} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -475,36 +414,34 @@ def _variant_cell(
     storage = storage_with_partners(step, state)
     parts = []
     if options.values:
-        parts.append(("values", _code_cell(format_values(state.values, state.shape))))
+        parts.append(("values", code_cell(format_values(state.values, state.shape))))
     for field, text in (
         ("shape", format_shape(state.shape)),
         ("dtype", format_dtype(state.dtype)),
         ("device", state.device),
     ):
         if field in differs:
-            parts.append((field, _plain_cell(f"{field} {text}")))
+            parts.append((field, plain_cell(f"{field} {text}")))
     lines = [[p] for p in parts]
     layout = [
-        (f, _plain_cell(f"{f} {fact_text(state, f)}"))
+        (f, plain_cell(f"{f} {fact_text(state, f)}"))
         for f in ("stride", "contiguous")
         if f in extras
     ]
-    kept = [
-        (f, _plain_cell(f"{f} {fact_text(state, f)}")) for f in ("retains_grad",) if f in extras
-    ]
+    kept = [(f, plain_cell(f"{f} {fact_text(state, f)}")) for f in ("retains_grad",) if f in extras]
     lines += [
-        [("storage", _plain_cell(storage))]
+        [("storage", plain_cell(storage))]
         + layout
-        + [("version", _plain_cell(f"version {format_version(state.version)}"))],
+        + [("version", plain_cell(f"version {format_version(state.version)}"))],
         [
             ("requires_grad", f"requires_grad {format_flag(state.requires_grad)}"),
             ("is_leaf", f"is_leaf {format_flag(state.is_leaf)}"),
         ]
         + kept,
-        [("grad_fn", _plain_cell(f"grad_fn {format_grad_fn(state.grad_fn)}"))],
+        [("grad_fn", plain_cell(f"grad_fn {format_grad_fn(state.grad_fn)}"))],
     ]
     if options.values:
-        lines.append([("grad", "grad " + _values_cell(state.grad, state.shape))])
+        lines.append([("grad", "grad " + values_cell(state.grad, state.shape))])
     return "<br>".join(
         " · ".join(f"**{text}**" if field in differs else text for field, text in line)
         for line in lines

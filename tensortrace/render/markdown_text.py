@@ -1,0 +1,86 @@
+"""Markdown's own syntax, made safe for text that comes from a trace.
+
+A value from the trace is put into the page in one of these ways only: a code
+span whose fence outgrows any backtick run in the text, a fenced block whose
+fence does the same, a table cell with its pipes escaped, plain text with its
+punctuation escaped (``escaped``), or prose that is Markdown on purpose with
+its ``<`` and character references escaped (``prose``), so that no text of a
+scenario can emit raw HTML or a character ``visible`` would have spelled. The
+page's layout is ``markdown.py``; this module owns the escaping it relies on.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .text import format_values
+
+
+def code_span(text: str) -> str:
+    """Inline code that survives backticks in the text, on one line.
+
+    The fence is one backtick longer than the longest run in the text; a line
+    end (which a code span shows as a space anyway) is a space, so no line of
+    the text can start a block of its own (an HTML block, a heading).
+    """
+    text = str(text).replace("\r", " ").replace("\n", " ")
+    if "`" not in text:
+        return f"`{text}`"
+    fence = "`" * (max(len(run) for run in re.findall("`+", text)) + 1)
+    return f"{fence} {text} {fence}"
+
+
+def code_block(code: str, language: str = "python") -> str:
+    fence = "```"
+    while fence in code:
+        fence += "`"
+    return f"{fence}{language}\n{code.rstrip()}\n{fence}"
+
+
+def cell(text: str) -> str:
+    """A table cell: pipes escaped, lines joined with <br>."""
+    return text.replace("|", "\\|")
+
+
+def code_cell(text: str, bold: bool = False) -> str:
+    spans = "<br>".join(code_span(line) if line.strip() else "" for line in text.split("\n"))
+    spans = cell(spans)
+    return f"**{spans}**" if bold else spans
+
+
+def values_cell(values, shape, bold: bool = False) -> str:
+    """Values in code spans; a missing grad is the plain word None, like grad_fn's."""
+    if values is None:
+        return plain_cell("None", bold)
+    return code_cell(format_values(values, shape), bold)
+
+
+def plain_cell(text: str, bold: bool = False) -> str:
+    text = cell(no_html(text).replace("`", "\\`"))  # no backtick of data pairs with a code span
+    return f"**{text}**" if bold else text
+
+
+# An ``&`` that starts a character reference (``&lt;``, ``&#x202e;``): GitHub would decode it.
+_ENTITY = re.compile(r"&(?=#?[A-Za-z0-9]+;)")
+
+
+def no_html(text: object) -> str:
+    """Text with ``<`` and character references escaped: never raw HTML, never a new character."""
+    return _ENTITY.sub("&amp;", str(text)).replace("<", "&lt;")
+
+
+def prose(text: str) -> str:
+    """Markdown written on purpose, ``<`` and entities escaped so that it never becomes raw HTML."""
+    return no_html(text)
+
+
+def quote(text: str) -> str:
+    return "\n".join("> " + line if line else ">" for line in text.rstrip("\n").split("\n"))
+
+
+def escaped(text: str) -> str:
+    """Plain text in Markdown: its punctuation escaped, and no character reference."""
+    text = _ENTITY.sub("&amp;", str(text))
+    for ch in ("\\", "*", "_", "`", "[", "]", "<", ">", "|"):
+        text = text.replace(ch, "\\" + ch)
+    return text
