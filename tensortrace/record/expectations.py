@@ -106,7 +106,8 @@ def declared_outcome(
         failures.append(f"expected {_declared_text(raises)}, but nothing was raised")
     elif raises is not None and not raised_ok:
         failures.append(
-            f"expected {_declared_text(raises)}, but it raised {error.type}: {first_line(error.message)}"
+            f"expected {_declared_text(raises)}, "
+            f"but it raised {error.type}: {first_line(error.message)}"
         )
     if warned is not None and not warned_ok and status != "timeout":
         got = ", ".join(sorted({w.category for w in warns})) or "no warning"
@@ -178,7 +179,10 @@ def _message_matches(pattern: Optional[str], message: str) -> bool:
 
 
 def class_names(cls: type) -> Tuple[str, ...]:
-    """Every name a declaration may use for this class: __name__ and module.qualname of it and its bases."""
+    """Every name a declaration may use for this class.
+
+    That is ``__name__`` and ``module.qualname`` of it and of its bases.
+    """
     names: List[str] = []
     for klass in getattr(cls, "__mro__", (cls,)):
         names.append(klass.__name__)

@@ -5,9 +5,10 @@ When a step calls ``.backward()``, ``torch.autograd.backward`` or
 walks the graph from the call's roots and puts a pre-hook
 (``Node.register_prehook``: the gradient arriving at the node, recorded even
 when the node then raises) and a hook (``Node.register_hook``: the gradients
-it sends on) on each of the first ``MAX_FLOW_NODES`` nodes; ``disarm`` removes every one of them when the call
-returns or raises. Each ``AccumulateGrad`` node's leaf has its ``.grad``
-read before and after the call. The hooks return None, so the gradients are
+it sends on) on each of the first ``MAX_FLOW_NODES`` nodes; ``disarm``
+removes every one of them when the call returns or raises. Each
+``AccumulateGrad`` node's leaf has its ``.grad`` read before and after the
+call. The hooks return None, so the gradients are
 unchanged; nothing retains a grad, and a gradient's values are summarised in
 the hook (``values.tensor_values``), never kept.
 """
@@ -29,18 +30,17 @@ MAX_FLOW_NODES = 200  # nodes recorded per backward call; the rest are counted
 MAX_FLOWS = 20  # backward calls recorded per step; the rest are counted
 MAX_COUNTED = 100_000  # nodes counted beyond those, at most
 
-BACKWARD_CALLS = (
-    torch.Tensor.backward,
-    torch.autograd.backward,
-    torch.autograd.grad,
-)  # the calls that run the engine
+# the calls that run the engine
+BACKWARD_CALLS = (torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad)
 _NOT_RECORDED = Values(kind="unavailable", reason="values not recorded")
 _STRIDED = torch.strided
 _FLOATS = frozenset({torch.float32, torch.float64, torch.float16, torch.bfloat16})
 
 
 def _small_values(g: Any) -> Optional[Values]:
-    """The values of a small, plain, finite float gradient on the CPU, read directly; None: take the general path.
+    """The values of a small, plain, finite float gradient on the CPU, read directly.
+
+    None: take the general path.
 
     A gradient is usually such a tensor, and this is what ``values.tensor_values``
     would record for it, without its checks for every other kind of tensor.
@@ -137,7 +137,8 @@ class _Node:
         self.grad_out: Tuple[Optional[Values], ...] = ()
         self.ran = False
         self.done = False  # it returned: a node that raised (a stale saved tensor) freed nothing
-        self.leaf: Any = None  # (identity.mark, storage_ref) of an AccumulateGrad's leaf, never a weak reference to it
+        # (identity.mark, storage_ref) of an AccumulateGrad's leaf, never a weak reference to it
+        self.leaf: Any = None
         self.before: Optional[Values] = None
         self.after: Optional[Values] = None
 
@@ -156,7 +157,10 @@ class _Armed:
 
 
 class FlowRecorder:
-    """The backward calls of one step; ``owner.paused`` silences the op modes while a hook reads values."""
+    """The backward calls of one step.
+
+    ``owner.paused`` silences the op modes while a hook reads values.
+    """
 
     def __init__(self, owner: Any, *, values: bool = True) -> None:
         self.owner = owner
@@ -201,15 +205,13 @@ class FlowRecorder:
             armed.notice = _TRANSFORMED
             return armed
         try:
-            with (
-                torch._C.DisableTorchFunctionSubclass()
-            ):  # a subclass's __torch_function__ never sees these reads
+            # a subclass's __torch_function__ never sees these reads
+            with torch._C.DisableTorchFunctionSubclass():
                 self._walk(armed, _roots(func, args, kwargs))
         except Exception as exc:  # never let recording break the user's backward call
             self.disarm(armed)
-            armed.notice = f"the gradient flow could not be recorded ({type(exc).__name__}: {exc})".splitlines()[
-                0
-            ][:300]
+            text = f"the gradient flow could not be recorded ({type(exc).__name__}: {exc})"
+            armed.notice = text.splitlines()[0][:300]
         return armed
 
     def _walk(self, armed: _Armed, tensors: List[Any]) -> None:
@@ -225,9 +227,8 @@ class FlowRecorder:
         while at < len(armed.nodes):
             entry = armed.nodes[at]
             at += 1
-            for nxt, _ in next_nodes(
-                entry.node
-            ):  # anchored: freeing the graph later stays iterative
+            # anchored: freeing the graph later stays iterative
+            for nxt, _ in next_nodes(entry.node):
                 if nxt is None:
                     entry.next.append(None)
                     continue
@@ -243,7 +244,10 @@ class FlowRecorder:
             self._hook(armed, entry)
         armed.omitted = self._count(beyond, index)
         if armed.omitted >= MAX_COUNTED:
-            armed.notice = f"the graph has more than {MAX_FLOW_NODES + MAX_COUNTED:,} nodes; the first {MAX_FLOW_NODES} are recorded"
+            armed.notice = (
+                f"the graph has more than {MAX_FLOW_NODES + MAX_COUNTED:,} nodes; "
+                f"the first {MAX_FLOW_NODES} are recorded"
+            )
 
     def _count(self, beyond: Dict[int, Any], index: Dict[int, int]) -> int:
         seen = set(beyond)
@@ -293,12 +297,18 @@ class FlowRecorder:
     def finish(
         self, start: Dict[int, Tuple[str, Any]], end: Dict[int, Tuple[str, Any]], call_name: Any
     ) -> Tuple[Flow, ...]:
-        """The step's backward calls as records, leaves named by the namespace, calls by ``call_name``."""
+        """The step's backward calls as records.
+
+        Leaves are named by the namespace, calls by ``call_name``.
+        """
         if not self.calls:
             return ()
         if self.skipped:
             more = len(self.skipped)
-            note = f"{more:,} more backward call{'s' if more != 1 else ''} in this step; the first {MAX_FLOWS} are recorded"
+            note = (
+                f"{more:,} more backward call{'s' if more != 1 else ''} in this step; "
+                f"the first {MAX_FLOWS} are recorded"
+            )
             flows_more = [Flow(call=call_name(self.skipped[-1]), notice=note)]
         else:
             flows_more = []
@@ -368,9 +378,10 @@ def with_hook_notes(flows: Tuple[Flow, ...], objects: Dict[str, Any]) -> Tuple[F
         ]
         if ran:
             note = (
-                f"{', '.join(ran)} {'has a hook' if len(ran) == 1 else 'have hooks'} (register_hook): "
-                "a hook runs between the gradient sent to the node it feeds and what that node receives, "
-                "so that node's grad_in is the hook's result, not what was sent"
+                f"{', '.join(ran)} {'has a hook' if len(ran) == 1 else 'have hooks'} "
+                "(register_hook): a hook runs between the gradient sent to the node it feeds "
+                "and what that node receives, so that node's grad_in is the hook's result, "
+                "not what was sent"
             )
             flow = evolve(flow, notice=f"{flow.notice}; {note}" if flow.notice else note)
         out.append(flow)

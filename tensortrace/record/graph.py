@@ -54,9 +54,10 @@ def graph_of(
     reads: Optional[Dict[int, Any]] = None,
     walks: Optional[Dict[int, Walk]] = None,
 ) -> Tuple[Graph, bool]:
-    """The graph behind ``grad_fn``, and whether its walk stopped at nodes that could not anchor (``UNANCHORED``).
+    """The graph behind ``grad_fn``, and whether its walk stopped at nodes that could not anchor.
 
-    With ``namer``, each node records what it saved (read once per node into ``reads``, when given).
+    (That stop is ``UNANCHORED``.) With ``namer``, each node records what it
+    saved (read once per node into ``reads``, when given).
     ``walks``, when given, keeps the walk under the root's id.
     """
     if grad_fn is None:
@@ -79,8 +80,9 @@ def graph_of(
     ), walk.unanchored
 
 
-# A node's name per kind of node, where its Python type stands for one kind (PyTorch gives each
-# generated kind its own type; kinds without one share "CppFunction", and those are asked each time).
+# A node's name per kind of node, where its Python type stands for one kind (PyTorch gives
+# each generated kind its own type; kinds without one share "CppFunction", and those are
+# asked each time).
 _NAMES: Dict[type, str] = {}
 
 
@@ -195,9 +197,8 @@ def proven_names(
     if not suspects:
         return None
     keys = {_place(s) for s in suspects} - {None}
-    if (
-        len({key[0] for key in keys}) != 1
-    ):  # saved tensors on several storages fit: PyTorch means one of them
+    # saved tensors on several storages fit: PyTorch means one of them
+    if len({key[0] for key in keys}) != 1:
         return None
     ids = {id(s) for s in suspects}
     return tuple(
@@ -208,8 +209,11 @@ def proven_names(
 
 
 def view_family(suspects: Optional[List[Any]], objects: Dict[str, Any]) -> Tuple[str, ...]:
-    """The names that share a version counter with the changed saved tensors: their view base
-    and its other views (a saved ``w[:2]`` is a view of ``w``, and every write to ``w`` moves it)."""
+    """The names that share a version counter with the changed saved tensors.
+
+    That is their view base and its other views (a saved ``w[:2]`` is a view of
+    ``w``, and every write to ``w`` moves it).
+    """
     import torch
 
     bases = []

@@ -44,7 +44,8 @@ def expand_value(
         except Exception as exc:  # e.g. an __init__ that never called super().__init__()
             if notes is not None:
                 notes.append(
-                    f"{name}: its parameters could not be listed ({type(exc).__name__}: {reason_of(exc)})"
+                    f"{name}: its parameters could not be listed "
+                    f"({type(exc).__name__}: {reason_of(exc)})"
                 )
             return
         found.extend(members)

@@ -26,22 +26,22 @@ def observe(
     namer: Any,
     names_by_id: Dict[int, str],
 ) -> Tuple[Tuple[Any, ...], Tuple[Prediction, ...]]:
-    """The graphs to draw (``(name, grad_fn)`` each) and the step's predictions, each node read once for both."""
+    """The graphs to draw (``(name, grad_fn)`` each) and the step's predictions.
+
+    Each node is read once for both.
+    """
     targets = predictor.targets(states, objects)
-    if (
-        not targets and not drawn
-    ):  # no graph behind any named tensor: nothing saved, nothing to predict
+    if not targets and not drawn:
+        # no graph behind any named tensor: nothing saved, nothing to predict
         predictor.freed_since = {}
         return (), ()
     roots = [fn for _, fn in targets]
     reads: Dict[int, Any] = {}  # each node's saved tensors, read once for drawing and predicting
-    walks: Dict[
-        int, Any
-    ] = {}  # each drawn graph's walk, by its root's id: the scan of that root alone reuses it
+    # each drawn graph's walk, by its root's id: the scan of that root alone reuses it
+    walks: Dict[int, Any] = {}
     try:
-        with (
-            paused_gc()
-        ):  # what is made here lives until it returns: collecting meanwhile would find nothing
+        # what is made here lives until it returns: collecting meanwhile would find nothing
+        with paused_gc():
             walked = [
                 graph_of(
                     name,

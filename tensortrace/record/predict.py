@@ -26,7 +26,10 @@ _IN_PLACE = r"\.\w+_\(|[-+*/@]=|\]\s*=[^=]|\.data\s*=[^=]"  # a line that writes
 
 
 def _writes_to(name: str) -> str:
-    """A regex for a line that writes in place into ``name`` (``name.add_(``, ``name[0] =``, ``name +=``)."""
+    """A regex for a line that writes in place into ``name``.
+
+    It finds ``name.add_(``, ``name[0] =`` and ``name +=``.
+    """
     return (
         rf"(?<![\w.]){re.escape(name)}(?:\.data)?(?:(?:\[[^\]]*\])*\s*(?:\.\w+_\(|[-+*/@]=)"
         rf"|(?:\[[^\]]*\])+\s*=[^=])"
@@ -34,7 +37,10 @@ def _writes_to(name: str) -> str:
 
 
 def short_code(code: str, hints: Sequence[str] = ()) -> str:
-    """A step's code on one line, bounded: of a longer step, the last line a hint (a regex) finds."""
+    """A step's code on one line, bounded.
+
+    Of a longer step, the last line a hint (a regex) finds.
+    """
     lines = [line.strip() for line in code.strip().splitlines() if line.strip()]
     text = "; ".join(lines)
     if len(lines) > 1:
@@ -52,24 +58,21 @@ class Predictor:
     def __init__(self) -> None:
         self.versions: Dict[Tuple[str, Optional[str]], List[Tuple[int, int]]] = {}
         self.codes: Dict[int, str] = {}
-        self.freed_since: Dict[
-            int, int
-        ] = {}  # id of a node seen freed -> the step it was first seen so
-        self.unanchored = False  # a walk stopped at nodes that could not anchor their next ones (graph.UNANCHORED)
+        # id of a node seen freed -> the step it was first seen so
+        self.freed_since: Dict[int, int] = {}
+        # a walk stopped at nodes that could not anchor their next ones (graph.UNANCHORED)
+        self.unanchored = False
         self._last: Dict[int, TensorState] = {}  # the last step's records, by identity
         # (name, storage) -> (version, values) last noted; and the steps that changed the values
         # without moving the version (``.data``, NumPy): autograd cannot see those writes
         self._values: Dict[Tuple[str, Optional[str]], Tuple[int, Any]] = {}
         self.silent: Dict[Tuple[str, Optional[str]], List[Tuple[int, int]]] = {}
-        self.node_first: Dict[
-            Tuple[int, str], int
-        ] = {}  # (id, name) of a walked node -> the step first seen
-        self.released: Dict[
-            int, str
-        ] = {}  # CopySlices nodes a freeing backward ran (flow.FlowRecorder.released)
-        self.released_since: Dict[
-            int, int
-        ] = {}  # such a node -> the step its prediction was first made
+        # (id, name) of a walked node -> the step first seen
+        self.node_first: Dict[Tuple[int, str], int] = {}
+        # CopySlices nodes a freeing backward ran (flow.FlowRecorder.released)
+        self.released: Dict[int, str] = {}
+        # such a node -> the step its prediction was first made
+        self.released_since: Dict[int, int] = {}
         # (id, sequence number) of a CopySlices node walked -> (the step first seen, its base's
         # (name, storage) keys): what it wraps saved tensors no attribute shows (unseen.py)
         self.slices: Dict[Tuple[int, int], Tuple[int, Tuple[Tuple[str, Optional[str]], ...]]] = {}
@@ -79,13 +82,10 @@ class Predictor:
         (``changed_at`` looks for the first step past a version, which is always such a step)."""
         self.codes[index] = code
         versions = self.versions
-        last, self._last = (
-            self._last,
-            {id(s): s for s in states},
-        )  # a record kept from the last step (the
-        for s in (
-            states
-        ):  # snapshot reuses the very record) has the name, storage and version noted then
+        # a record kept from the last step (the snapshot reuses the very record) has the
+        # name, storage and version noted then
+        last, self._last = self._last, {id(s): s for s in states}
+        for s in states:
             if last.get(id(s)) is s:
                 continue
             version = s.version
@@ -179,7 +179,8 @@ class Predictor:
         node, (attr, saved, storage, saved_version, version, _, _), _ = found
         step = self.changed_at(saved, storage, saved_version, version, states)
         what = f"`{saved}`" if saved is not None else "an unnamed tensor"
-        # an unnamed one at the version of the named tensors on its storage shares their counter (a view)
+        # an unnamed one at the version of the named tensors on its storage shares their
+        # counter (a view)
         partners = [
             s.name
             for s in states
@@ -204,7 +205,8 @@ class Predictor:
             else ""
         )
         message = (
-            f"backward through `{name}` will fail: {node} saved {what}{where} at version {saved_version}, "
+            f"backward through `{name}` will fail: {node} saved {what}{where} "
+            f"at version {saved_version}, "
             f"and {now} now at version {version}{when}."
         )
         return Prediction(
@@ -224,7 +226,8 @@ class Predictor:
         code = short_code(self.codes.get(step, ""), [r"\bbackward\(", r"\bgrad\("])
         when = f"at {step_name(step)} (`{code}`)" if step is not None else "by an earlier backward"
         message = (
-            f"backward through `{name}` a second time will fail: its saved tensors were freed {when}; "
+            f"backward through `{name}` a second time will fail: "
+            f"its saved tensors were freed {when}; "
             f"{node} needs its saved `{attr}`."
         )
         return Prediction(

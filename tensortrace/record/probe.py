@@ -61,7 +61,10 @@ class _Reader:
 
 
 def plain_reads() -> Any:
-    """Reads that bypass a tensor subclass's ``__torch_function__`` (the user's code never sees them)."""
+    """Reads that bypass a tensor subclass's ``__torch_function__``.
+
+    The user's code never sees them.
+    """
     return torch._C.DisableTorchFunctionSubclass()
 
 
@@ -160,9 +163,8 @@ def _quiet() -> Iterator[None]:
         yield
 
 
-_PLAIN = frozenset(
-    {torch.Tensor, torch.nn.Parameter}
-)  # exact types: no __torch_function__ of a subclass, never lazy
+# exact types: no __torch_function__ of a subclass, never lazy
+_PLAIN = frozenset({torch.Tensor, torch.nn.Parameter})
 _STRIDED = torch.strided
 _DTYPES: Dict[torch.dtype, str] = {}
 
@@ -177,9 +179,12 @@ def _probe_plain(
     cache: Optional[Dict[Any, Any]],
     memo: Any,
 ) -> Optional[TensorState]:
-    """``probe_tensor``'s record of a plain dense CPU tensor, its facts read in one go; None when that is
-    not such a tensor or PyTorch refuses any fact (the caller then reads them one by one, with reasons).
-    Call with warnings ignored (``.grad`` of a non-leaf warns)."""
+    """``probe_tensor``'s record of a plain dense CPU tensor, its facts read in one go.
+
+    None when that is not such a tensor or PyTorch refuses any fact (the caller
+    then reads them one by one, with reasons). Call with warnings ignored
+    (``.grad`` of a non-leaf warns).
+    """
     try:
         if not t.is_cpu or t.layout is not _STRIDED or t.is_quantized or t.is_nested:
             return None
@@ -232,8 +237,11 @@ def _probe_plain(
 
 
 def _quick_values(t: torch.Tensor) -> Optional[Values]:
-    """``tensor_values`` of a small plain dense real CPU tensor of at most one dimension, read directly;
-    None: take the general path (the same record, with checks for every other kind of tensor)."""
+    """``tensor_values`` of a small plain dense real CPU tensor of at most one dimension.
+
+    Read directly; None: take the general path (the same record, with checks
+    for every other kind of tensor).
+    """
     try:
         if (
             type(t) not in _PLAIN
@@ -264,7 +272,10 @@ def _lazy_reason(t: torch.Tensor) -> Optional[str]:
         from torch.nn.parameter import is_lazy
 
         if is_lazy(t):
-            return "an uninitialized parameter of a lazy module: its shape and values are set by the module's first call"
+            return (
+                "an uninitialized parameter of a lazy module: "
+                "its shape and values are set by the module's first call"
+            )
     except Exception:
         pass
     return None
@@ -281,7 +292,8 @@ def _sizes(dims: Any) -> Tuple[int, ...]:
             out.append(int(d))
         except Exception:
             raise ValueError(
-                f"dimension {i} is {d}, which has no single size (it differs between the nested tensor's components)"
+                f"dimension {i} is {d}, which has no single size "
+                "(it differs between the nested tensor's components)"
             ) from None
     return tuple(out)
 
@@ -325,7 +337,9 @@ def probe_named(
     values: bool = True,
     memo: Any = None,
 ) -> Tuple[Tuple[TensorState, ...], Dict[str, Any]]:
-    """One snapshot of ``named`` ((name, object, kind), in binding order): each one's state, and name -> object.
+    """One snapshot of ``named``: each one's state, and name -> object.
+
+    ``named`` holds (name, object, kind), in binding order.
 
     A name bound to an object already named records ``same_as``; each storage
     notes the names seen on it. ``memo`` (a ``reuse.SnapshotCache``) reuses the
@@ -338,12 +352,10 @@ def probe_named(
     states: List[TensorState] = []
     objects: Dict[str, Any] = {}
     summaries: Dict[Any, Any] = {}  # a and a.t() read their memory once per snapshot
-    with (
-        _quiet() if memo is None else _NO_CONTEXT
-    ):  # the probe's own reads never warn (the memo's snapshot_of
-        for name, obj, kind in (
-            memo.snapshot_of(named) if memo is not None else named
-        ):  # makes them quiet too)
+    # the probe's own reads never warn (the memo's snapshot_of makes them quiet too)
+    quiet = _quiet() if memo is None else _NO_CONTEXT
+    with quiet:
+        for name, obj, kind in memo.snapshot_of(named) if memo is not None else named:
             if kind == "ndarray":
                 state = probe_ndarray(name, obj, registry, names_by_id, values=values)
             else:

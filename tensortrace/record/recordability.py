@@ -25,7 +25,8 @@ UNRECORDABLE = (
         ("compile", "compiler"),
         None,
         "the scenario uses torch.compile, which does not compile under a "
-        "TorchDispatchMode (dynamo would run the code eagerly), so its operations were not recorded",
+        "TorchDispatchMode (dynamo would run the code eagerly), "
+        "so its operations were not recorded",
     ),
     (
         ("_dynamo",),
@@ -37,7 +38,8 @@ UNRECORDABLE = (
         ("inference_mode",),
         "call",
         "the scenario uses torch.inference_mode, whose tensors' version counters a "
-        "TorchDispatchMode changes, so only the calls it made were recorded, not their ATen operations",
+        "TorchDispatchMode changes, so only the calls it made were recorded, "
+        "not their ATen operations",
     ),
     (
         ("jit",),
@@ -69,7 +71,10 @@ def _names_used(code: str) -> Optional[Set[str]]:
 
 
 def recordable(code: str) -> Tuple[Optional[str], Optional[str]]:
-    """The deepest level (``aten``, ``call`` or None: nothing) a scenario whose code is ``code`` can be recorded at, and why not deeper."""
+    """The deepest level a scenario whose code is ``code`` can be recorded at, and why not deeper.
+
+    The level is ``aten``, ``call`` or None (nothing).
+    """
     level: Optional[str] = "aten"
     notes = []
     used = _names_used(code)

@@ -44,7 +44,10 @@ _ATTRS: Dict[type, Tuple[Tuple[str, str, str], ...]] = {}
 
 
 def saved_attributes(node: Any) -> Tuple[Tuple[str, str, str], ...]:
-    """The names a node's kind saves tensors under: ("self", "_raw_saved_self", "_saved_self"), ..."""
+    """The names a node's kind saves tensors under.
+
+    For example ``("self", "_raw_saved_self", "_saved_self")``, one triple per attribute.
+    """
     cls = type(node)
     attrs = _ATTRS.get(cls)
     if attrs is None:
@@ -58,6 +61,10 @@ def saved_attributes(node: Any) -> Tuple[Tuple[str, str, str], ...]:
             if a.startswith("_raw_saved_")
         )
     return attrs
+
+
+# a named tensor's (shape, stride, version, name), by its data address
+_Candidate = Tuple[Tuple[int, ...], Tuple[int, ...], Optional[int], str]
 
 
 class Namer:
@@ -75,20 +82,14 @@ class Namer:
     def __init__(
         self, objects: Dict[str, Any], states: Sequence[TensorState], registry: Any
     ) -> None:
-        self._made_from: Optional[Tuple[Any, ...]] = (
-            objects,
-            states,
-            registry,
-        )  # indexed at the first question:
-        # a step whose tensors have no graph asks none
+        # indexed at the first question: a step whose tensors have no graph asks none
+        self._made_from: Optional[Tuple[Any, ...]] = (objects, states, registry)
 
     def _index(self) -> None:
         objects, states, registry = self._made_from
         self._made_from = None
         self.by_id: Dict[int, str] = {}
-        self.by_ptr: Dict[
-            int, List[Tuple[Tuple[int, ...], Tuple[int, ...], Optional[int], str]]
-        ] = {}
+        self.by_ptr: Dict[int, List[_Candidate]] = {}
         by_name = {s.name: s for s in states}
         for name, obj in objects.items():
             self.by_id.setdefault(id(obj), name)
@@ -97,9 +98,8 @@ class Namer:
                 self.by_ptr.setdefault(state.data_ptr, []).append(
                     (state.shape, state.stride, state.version, name)
                 )
-        spans = sorted(
-            (a.ptr, a.ptr + a.nbytes, a.label) for a in registry.live() if a.ptr
-        )  # not every label ever made
+        # the live allocations, not every label ever made
+        spans = sorted((a.ptr, a.ptr + a.nbytes, a.label) for a in registry.live() if a.ptr)
         self.starts = [start for start, _, _ in spans]
         self.spans = spans
 
@@ -115,7 +115,8 @@ class Namer:
             return name, None
         if name is None:
             for shape, stride, version, candidate in self.by_ptr.get(ptr, ()):
-                try:  # the same version too: a .data alias has its own counter, so it is another tensor
+                # the same version too: a .data alias has its own counter, so it is another tensor
+                try:
                     if (
                         tuple(t.shape) == shape
                         and tuple(t.stride()) == stride
@@ -136,9 +137,8 @@ class Namer:
 Entry = List[Any]  # [attr, tensor name, storage, saved_version, version, stale, freed]: JSON-ready
 
 
-Item = Tuple[
-    str, Any, Any, Optional[str]
-]  # (attribute, SavedTensor, node, the node's _saved_ property or None)
+# (attribute, SavedTensor, node, the node's _saved_ property or None)
+Item = Tuple[str, Any, Any, Optional[str]]
 
 
 def saved_items(node: Any) -> List[Item]:
@@ -170,7 +170,10 @@ FREED_RAW = _Freed()
 
 
 def raw_saved(node: Any) -> Iterator[Tuple[str, Any, str]]:
-    """Each saved attribute of ``node`` that can be read: (name, its raw saved value, its ``_saved_`` property)."""
+    """Each saved attribute of ``node`` that can be read.
+
+    As (name, its raw saved value, its ``_saved_`` property).
+    """
     for attr, raw_name, prop in saved_attributes(node):
         try:
             raw = getattr(node, raw_name)
@@ -266,7 +269,9 @@ def _read_one(item: Item, namer: Any) -> Optional[Entry]:
     kind, version, saved_version = problem
     if kind == "freed":
         return [attr, None, None, None, None, False, True]
-    try:  # the tensor itself, read without the version check (not for hooked ones: that is the hook's object)
+    # the tensor itself, read without the version check (not for hooked ones: that is the
+    # hook's object)
+    try:
         data = raw.data if kind != "hooked" else None
     except Exception:
         data = None
@@ -281,7 +286,10 @@ def _read_one(item: Item, namer: Any) -> Optional[Entry]:
 
 
 def read_cached(node: Any, namer: Any, reads: Optional[Dict[int, Any]]) -> List[Entry]:
-    """``read_node``, once per node within one observation (``reads`` keeps the node alive meanwhile)."""
+    """``read_node``, once per node within one observation.
+
+    ``reads`` keeps the node alive meanwhile.
+    """
     if reads is None:
         return read_node(node, namer)
     got = reads.get(id(node))
@@ -293,7 +301,10 @@ def read_cached(node: Any, namer: Any, reads: Optional[Dict[int, Any]]) -> List[
 def saved_table(
     order: Sequence[Any], namer: Any, reads: Optional[Dict[int, Any]] = None
 ) -> Tuple[List[Entry], List[List[int]]]:
-    """Each node's saved entries as indices into a table of distinct entries (a long chain repeats a few)."""
+    """Each node's saved entries as indices into a table of distinct entries.
+
+    A long chain repeats a few entries, so each is kept once.
+    """
     table: List[Entry] = []
     at: Dict[Tuple[Any, ...], int] = {}
     per_node: List[List[int]] = []

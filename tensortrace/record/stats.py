@@ -41,9 +41,8 @@ def moments(t: torch.Tensor, chunks: Iterable[torch.Tensor], chunk: int) -> Mome
             c = None
             if part.is_floating_point():
                 extremes = tuple(float(v) for v in torch.aminmax(part))
-                if not all(
-                    math.isfinite(v) for v in extremes
-                ):  # min and max finite: so is every element
+                # min and max finite: so is every element, and nothing needs counting
+                if not all(math.isfinite(v) for v in extremes):
                     c = _copy(buffer, part)
                     finite = torch.isfinite(c)
                     n_finite = int(finite.sum())

@@ -14,7 +14,9 @@ import sys
 import warnings
 from typing import Any, Dict, List, Optional
 
-try:  # the C module under ``signal``: the same calls, without converting each handler to an enum (~8 µs a call)
+# the C module under ``signal``: the same calls, without converting each handler to an enum
+# (~8 µs a call)
+try:
     import _signal as _raw_signal
 except ImportError:  # pragma: no cover - an interpreter without it
     _raw_signal = signal  # type: ignore[misc]
@@ -99,7 +101,10 @@ def install_warning_filters(scenario_filters: List[Any]) -> None:
 
 
 def scenario_warning_filters() -> List[Any]:
-    """The filters in force now, less the tool's own: they persist to the next step, as in plain Python."""
+    """The filters in force now, less the tool's own.
+
+    They persist to the next step, as in plain Python.
+    """
     return [f for f in warnings.filters if f is not _ALWAYS]
 
 

@@ -51,17 +51,16 @@ class StorageRegistry:
         self._live: List[_Allocation] = []
         self._pruned = 64  # the size of _live after it was last pruned (at least 64)
         self.allocations: List[_Allocation] = []
-        self._names: Dict[
-            str, List[str]
-        ] = {}  # label -> the names seen on it (its allocation's list)
+        # label -> the names seen on it (its allocation's list)
+        self._names: Dict[str, List[str]] = {}
 
     def label(
         self, device: str, ptr: int, nbytes: int, owner: Any, ident: Optional[int] = None
     ) -> str:
         alloc = self._by_key.get((device, ptr) if ident is None else (device + "#id", ident))
-        if (
-            alloc is not None
-        ):  # the common case, an owner seen before: it lives (the caller holds it), so does its allocation
+        # the common case, an owner seen before: it lives (the caller holds it), so does its
+        # allocation
+        if alloc is not None:
             for ref in alloc.owners:
                 if ref() is owner:
                     if ident is None and (
@@ -108,15 +107,17 @@ class StorageRegistry:
                 and alloc.alive()
             ):
                 return alloc
-        if (
-            len(self._live) >= 2 * self._pruned
-        ):  # forget dead allocations, in amortised constant time
+        # forget dead allocations, in amortised constant time
+        if len(self._live) >= 2 * self._pruned:
             self._live = [a for a in self._live if a.alive()]
             self._pruned = max(64, len(self._live))
         return None
 
     def live(self) -> List[_Allocation]:
-        """Every allocation with a live owner; the dead are forgotten here for good (they never come back)."""
+        """Every allocation with a live owner.
+
+        The dead are forgotten here for good (they never come back).
+        """
         self._live = [a for a in self._live if a.alive()]
         self._pruned = max(64, len(self._live))
         return self._live

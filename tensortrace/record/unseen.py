@@ -57,7 +57,8 @@ def released_predictions(
                 f"at {step_name(step)} (`{code}`)" if step is not None else "by an earlier backward"
             )
             message = (
-                f"backward through `{name}` a second time will fail: its saved tensors were freed {when}; "
+                f"backward through `{name}` a second time will fail: "
+                f"its saved tensors were freed {when}; "
                 f"{node_name} no longer holds the in-place operation it wraps."
             )
             out.append(
@@ -127,11 +128,13 @@ def _changed(
     leaves = _leaf_names(node, namer)
     if len(leaves) == 1:
         wrong = f"the gradients of `{leaves[0]}` will be wrong"
-    else:  # which inputs' gradients use the saved tensor depends on the node: say only where they go
+    else:
+        # which inputs' gradients use the saved tensor depends on the node: say only where they go
         reach = f" (they reach {', '.join(f'`{leaf}`' for leaf in leaves)})" if leaves else ""
         wrong = f"the gradients it computes from `{saved}` will be wrong{reach}"
     message = (
-        f"backward through `{name}` will not fail but will use changed values: {_node_name(node)} saved "
+        f"backward through `{name}` will not fail but will use changed values: "
+        f"{_node_name(node)} saved "
         f"`{saved}` at {step_name(first)}, and {step_name(step)} (`{code}`) changed it without a "
         f"version bump; {wrong}."
     )
@@ -150,7 +153,10 @@ def _changed(
 
 
 def _leaf_names(node: Any, namer: Any, limit: int = 200) -> List[str]:
-    """The named leaves whose gradients flow through ``node`` (its AccumulateGrad nodes' variables)."""
+    """The named leaves whose gradients flow through ``node``.
+
+    They are the variables of its AccumulateGrad nodes.
+    """
     from .walk import next_nodes
 
     names: List[str] = []

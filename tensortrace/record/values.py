@@ -22,9 +22,8 @@ from .stats import moments
 
 EXACT_LIMIT = 64  # tensors with at most this many elements are recorded exactly
 HEAD = 8  # elements shown at the start of a summary
-CHUNK = (
-    1 << 18
-)  # elements summarised at a time for large tensors (bounds the extra memory: 2 MiB, in cache)
+# elements summarised at a time for large tensors (bounds the extra memory: 2 MiB, in cache)
+CHUNK = 1 << 18
 
 try:  # NumPy is optional: torch works without it
     import numpy as _np
@@ -181,7 +180,10 @@ def _summarise(
 def _moments(
     t: torch.Tensor,
 ) -> Tuple[int, float, float, Optional[float], Optional[float], int, int]:
-    """(count, mean, M2, min, max) of the finite elements, and the NaN and infinity counts (``stats.moments``)."""
+    """(count, mean, M2, min, max) of the finite elements, and the NaN and infinity counts.
+
+    As ``stats.moments`` computes them, chunk by chunk.
+    """
     return moments(t, iter_chunks(t, CHUNK), CHUNK)
 
 

@@ -31,20 +31,23 @@ from typing import Any, Dict, List, NamedTuple, Sequence
 from ..trace.collector import paused_gc
 
 MAX_NODES = 250_000
-UNANCHORED_NODES = (
-    2_000  # a chain this long of nodes with Python objects frees safely without anchors
-)
-ANCHOR = "tensortrace: next nodes"  # the key in each walked node's metadata: its next node, or a tuple of them
+# a chain this long of nodes with Python objects frees safely without anchors
+UNANCHORED_NODES = 2_000
+# the key in each walked node's metadata: its next node, or a tuple of them
+ANCHOR = "tensortrace: next nodes"
 
 UNANCHORED = (
-    "a graph is drawn (and read for predictions) only up to {n:,} nodes that could not keep their next "
-    "nodes for a safe release (PyTorch gave no node metadata): walking on could make freeing the graph "
-    "overflow the stack"
+    "a graph is drawn (and read for predictions) only up to {n:,} nodes that could not keep "
+    "their next nodes for a safe release (PyTorch gave no node metadata): walking on could "
+    "make freeing the graph overflow the stack"
 )
 
 
 class Walk(NamedTuple):
-    """Every node reachable from some roots, in walk order (the list also keeps them alive, so their ids stay unique)."""
+    """Every node reachable from some roots, in walk order.
+
+    The list also keeps them alive, so their ids stay unique.
+    """
 
     order: List[Any]
     nexts: List[List[int]]  # each node's next_functions, as indexes into ``order``
@@ -72,16 +75,18 @@ _SEVERAL = object()  # a node with more than one next node
 
 
 def walk_nodes(roots: Sequence[Any], max_nodes: int) -> Walk:
-    """Every node reachable from ``roots``, iteratively, each once however many paths reach it; each anchors its next nodes."""
+    """Every node reachable from ``roots``, iteratively, each once however many paths reach it.
+
+    Each node anchors its next nodes.
+    """
     index: Dict[int, int] = {}
     order: List[Any] = []
     nexts: List[Any] = []  # None until the node's next nodes are known
     truncated = stopped = False
     unanchored = 0
     root_at: List[int] = []
-    with (
-        paused_gc()
-    ):  # the walk allocates only what it keeps until it returns: collecting meanwhile finds nothing
+    # the walk allocates only what it keeps until it returns: collecting meanwhile finds nothing
+    with paused_gc():
         for root in roots:
             at = index.get(id(root))
             if at is None:
@@ -96,7 +101,9 @@ def walk_nodes(roots: Sequence[Any], max_nodes: int) -> Walk:
                 while stack:
                     i = stack.pop()
                     node = order[i]
-                    while True:  # along a chain, straight on: the same order as pushing the one next node and popping it
+                    # along a chain, straight on: the same order as pushing the one next
+                    # node and popping it
+                    while True:
                         try:
                             pairs = node.next_functions
                         except Exception:
@@ -106,9 +113,8 @@ def walk_nodes(roots: Sequence[Any], max_nodes: int) -> Walk:
                         if len(pairs) == 1:
                             nxt = pairs[0][0]
                         elif len(pairs) == 2 and (pairs[0][0] is None or pairs[1][0] is None):
-                            nxt = (
-                                pairs[1][0] if pairs[0][0] is None else pairs[0][0]
-                            )  # e.g. y * 2: one next node
+                            # e.g. y * 2: one next node
+                            nxt = pairs[1][0] if pairs[0][0] is None else pairs[0][0]
                         else:
                             nxt = _SEVERAL
                         try:

@@ -84,7 +84,9 @@ def name_the_saved_tensor(
     proven: Optional[Sequence[str]] = None,
     family: Sequence[str] = (),
 ) -> ErrorInfo:
-    """Say which of the scenario's names PyTorch's "[torch.FloatTensor [3]], output 0 of Sigmoid" is.
+    """Say which of the scenario's names PyTorch's saved tensor is.
+
+    PyTorch's message names it as "[torch.FloatTensor [3]], output 0 of Sigmoid".
 
     Only an error explained by the saved-tensor rule is touched; any other comes
     back as it is. Shape, version and creator are not proof (an unnamed
@@ -95,8 +97,8 @@ def name_the_saved_tensor(
     changed tensor is an unnamed intermediate and names its operation. With
     ``proven`` None (the recorder could not look), or proven names on more
     than one storage (several saved tensors changed, and the message does
-    not say which it means), the explanation stays as it was. When a name is given, the fix
-    speaks of that name too.
+    not say which it means), the explanation stays as it was. When a name is
+    given, the fix speaks of that name too.
     """
     if error.explanation is None or proven is None:
         return error
@@ -109,23 +111,23 @@ def name_the_saved_tensor(
     candidates = [t for t in tensors if t.name in set(proven) and t.kind != "ndarray"]
     op = re.sub(r"Backward\d*$", "", node) if node else ""
     made_by_op = [t for t in candidates if op and (t.grad_fn or "").startswith(op + "Backward")]
-    if (
-        made_by_op
-    ):  # of aliases proven to be it (y, z = y.detach()), the one the operation made is it
+    # of aliases proven to be it (y, z = y.detach()), the one the operation made is it
+    if made_by_op:
         candidates = made_by_op
     if candidates:
         storages = {t.storage for t in candidates}
-        if (
-            len(storages) != 1 or None in storages
-        ):  # several changed saved tensors: PyTorch names one, we cannot tell which
+        # several changed saved tensors: PyTorch names one, we cannot tell which
+        if len(storages) != 1 or None in storages:
             return error
         names = ", ".join(f"`{t.name}`" for t in candidates)
         which = "that is" if len(candidates) == 1 else "that is the memory of"
         where = f" (storage {candidates[0].storage})"
-        note = f" In this scenario {which} {names}{where}, saved at version {fields['saved']} and now at version {now}."
-    elif (
-        family
-    ):  # unnamed, but a view of a named tensor: it lies in its storage and shares its counter
+        note = (
+            f" In this scenario {which} {names}{where}, "
+            f"saved at version {fields['saved']} and now at version {now}."
+        )
+    elif family:
+        # unnamed, but a view of a named tensor: it lies in its storage and shares its counter
         states = {t.name: t for t in tensors}
         storage = next(
             (states[n].storage for n in family if n in states and states[n].storage), None
@@ -133,14 +135,15 @@ def name_the_saved_tensor(
         where = f" ({storage})" if storage else ""
         names = ", ".join(f"`{n}`" for n in family)
         note = (
-            f" In this scenario that is an unnamed view that lies in the storage of {names}{where} and shares "
-            f"its version counter, so writing {names} changed it: saved at version {fields['saved']} and "
-            f"now at version {now}."
+            f" In this scenario that is an unnamed view that lies in the storage of "
+            f"{names}{where} and shares its version counter, so writing {names} changed it: "
+            f"saved at version {fields['saved']} and now at version {now}."
         )
     else:
         made_by = f", the output of `{op}`" if op else ""
         note = (
-            f" In this scenario that is an unnamed intermediate{made_by} (no name of the scenario refers to it), "
+            f" In this scenario that is an unnamed intermediate{made_by} "
+            "(no name of the scenario refers to it), "
             f"saved at version {fields['saved']} and now at version {now}."
         )
     fix = inplace_saved_fix(candidates[0].name) if candidates else error.explanation.fix

@@ -46,7 +46,10 @@ def _known_numel(shape: str) -> Optional[int]:
 
 
 def inplace_saved(f: Fields) -> Reading:
-    """Code because a scalar, a leaf and an op's output (node or autograd node) each read differently."""
+    """Code because a scalar, a leaf and an op's output each read differently.
+
+    An op's output is named by its node or its autograd node.
+    """
     tensor = f["tensor"] if f["shape"].strip() else f"{f['tensor']} (a single number)"
     if f["node"]:
         node = f["node"]
@@ -99,7 +102,8 @@ def inplace_saved_fix(name: str = "") -> str:
 
 
 def no_grad_view(f: Fields) -> Reading:
-    """Code because the view itself, a view of a view, and a change through the base read differently."""
+    """Code because the view itself, a view of a view, and a change through the base
+    each read differently."""
     changed = _indirect(
         f["modified"],
         "is now being changed in place with grad mode on",
@@ -169,7 +173,10 @@ def multi_view(f: Fields) -> Reading:
 
 
 def non_scalar(f: Fields) -> Reading:
-    """Code because a complex output needs another reason and another fix than a many-element one."""
+    """Code because a complex output needs another reason and another fix.
+
+    A many-element output has its own.
+    """
     if f["dtype"]:
         what = (
             "Calling backward() with no argument starts the chain rule from a gradient "
