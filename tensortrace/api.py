@@ -47,7 +47,10 @@ _PYTHON_WORDS = (
 
 
 def pythonic(message: str) -> str:
-    """``message`` with the command line's flags replaced by the keyword arguments that mean the same."""
+    """``message`` with the command line's flags replaced by the keyword arguments.
+
+    Each keyword argument means what the flag it replaces means.
+    """
     for pattern, replacement in _PYTHON_WORDS:
         message = pattern.sub(replacement, message)
     return message
@@ -99,7 +102,8 @@ def load_scenario(source: Source) -> Scenario:
             return loads_scenario(source)
         if not isinstance(source, (str, os.PathLike)):
             raise UsageError(
-                f"load_scenario() takes a path, a bundled scenario's name or scenario text, not {type(source).__name__}"
+                "load_scenario() takes a path, a bundled scenario's name or scenario text, "
+                f"not {type(source).__name__}"
             )
         from .scenario.library import resolve_target
         from .scenario import load_scenario as load_file  # the loader's one entry point for files
@@ -120,7 +124,9 @@ def trace(
     memory_limit: Optional[int] = None,
     isolate: Optional[bool] = None,
 ) -> Union[Trace, Traces]:
-    """Run a scenario on PyTorch: a ``Trace``, or ``Traces`` (one per variant) for a scenario with variants.
+    """Run a scenario on PyTorch.
+
+    The result is a ``Trace``, or ``Traces`` (one per variant) for a scenario with variants.
 
     ``source`` is what ``load_scenario`` takes, or a ``Scenario``. A file, name
     or text runs as the command line runs it: in a forked child, confined in
@@ -168,7 +174,8 @@ def _trace(
         if variant not in scenario.variant_names:
             known = ", ".join(scenario.variant_names) or "none"
             raise UsageError(
-                f"variant={variant!r} is not a variant of {scenario.title!r} (its variants: {known})"
+                f"variant={variant!r} is not a variant of {scenario.title!r} "
+                f"(its variants: {known})"
             )
         scenarios = [scenario.for_variant(variant)]
     else:

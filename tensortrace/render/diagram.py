@@ -35,9 +35,14 @@ STALE_LINE = "#c53030"  # a node whose saved tensor was changed or freed
 
 
 class _Item(NamedTuple):
-    """One diagram element, independent of the syntax that will spell it (its label already ``visible``)."""
+    """One diagram element, independent of the syntax that will spell it.
 
-    kind: str  # "tensor", "node", "stale" (a node whose saved tensor breaks backward), "leaf", "note", "missing"
+    Its label is already ``visible``.
+    """
+
+    # "tensor", "node", "stale" (a node whose saved tensor breaks backward), "leaf", "note",
+    # "missing"
+    kind: str
     key: str
     label: str
 
@@ -74,9 +79,8 @@ def _graph_cluster(graph: Graph, key: str, label: str) -> _Cluster:
         return missing[node_id]
 
     edges.append((tensor_key, key_of(graph.root)))
-    saved_labels: Dict[
-        int, Tuple[str, bool]
-    ] = {}  # by the id of a node's saved tuple (a long chain shares a few)
+    # by the id of a node's saved tuple (a long chain shares a few)
+    saved_labels: Dict[int, Tuple[str, bool]] = {}
     labels: Dict[str, str] = {}  # each distinct label, made visible once
     for node in graph.nodes:
         saved = saved_labels.get(id(node.saved))
@@ -143,7 +147,9 @@ _DOT_STYLE = {
     "tensor": f'shape=ellipse, style=filled, fillcolor="{ROOT_FILL}"',
     "node": f'shape=box, style="rounded,filled", fillcolor="{NODE_FILL}"',
     "leaf": f'shape=box, style="rounded,filled", fillcolor="{LEAF_FILL}"',
-    "stale": f'shape=box, style="rounded,filled,bold", color="{STALE_LINE}", fillcolor="{NODE_FILL}"',
+    "stale": (
+        f'shape=box, style="rounded,filled,bold", color="{STALE_LINE}", fillcolor="{NODE_FILL}"'
+    ),
     "note": f'shape=note, style=filled, fillcolor="{NOTE_FILL}"',
     "missing": "shape=box, style=dashed",
 }
@@ -164,9 +170,8 @@ def render_dot(traces: Sequence[Trace], options: RenderOptions = DEFAULT_OPTIONS
         empty = False
         lines.append(f"  subgraph cluster_{cluster.key} {{")
         lines.append(f"    label={_dot_string(cluster.label)};")
-        spelled: Dict[
-            Tuple[str, str], str
-        ] = {}  # each distinct (label, kind) as its attributes, once
+        # each distinct (label, kind) as its attributes, once
+        spelled: Dict[Tuple[str, str], str] = {}
         for item in cluster.items:
             attributes = spelled.get((item.label, item.kind))
             if attributes is None:

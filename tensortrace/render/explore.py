@@ -112,7 +112,10 @@ CARD_EXTRA = ("shape", "dtype", "device", "stride", "contiguous", "retains_grad"
 def tensor_card(
     prev: Optional[Step], step: Step, name: Optional[str], view: View
 ) -> RenderableType:
-    """Every fact of the selected tensor in full (values not cut), changes marked as in the table."""
+    """Every fact of the selected tensor in full (values not cut).
+
+    Changes are marked as in the table.
+    """
     state = tensors_by_name(step).get(name) if name is not None else None
     if state is None:
         return Text("")

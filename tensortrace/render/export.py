@@ -60,9 +60,11 @@ def render_svg(traces: Sequence[Trace], options: RenderOptions = DEFAULT_OPTIONS
 # A piece of a page rather than a page: no <head> or <body> rules, so that it
 # can sit inside a notebook without restyling the notebook around it.
 _FRAGMENT = (
-    '<div class="tensortrace" style="color:{foreground};background-color:{background};padding:0.5em 1em;overflow-x:auto">'
+    '<div class="tensortrace" style="color:{foreground};background-color:{background};'
+    'padding:0.5em 1em;overflow-x:auto">'
     "<pre style=\"font-family:Menlo,'DejaVu Sans Mono',consolas,'Courier New',monospace;margin:0;"
-    'color:inherit;background-color:inherit"><code style="font-family:inherit">{code}</code></pre></div>'
+    'color:inherit;background-color:inherit">'
+    '<code style="font-family:inherit">{code}</code></pre></div>'
 )
 
 

@@ -120,16 +120,18 @@ class AliasNote:
     storage: str
     via: Tuple[str, ...]
     same_object: Optional[str] = None  # a name in ``via`` bound to this very object
-    by: Tuple[
-        str, ...
-    ] = ()  # the recorded calls that wrote it, when the code names none of ``via``
+    # the recorded calls that wrote it, when the code names none of ``via``
+    by: Tuple[str, ...] = ()
 
     def describe(self) -> str:
         what = " and ".join(self.fields)
         if self.same_object is not None:
             return f"{self.name} changed ({what}): {self.same_object} is the same object"
         written = f" (written by {', '.join(self.by)})" if self.by else ""
-        return f"{self.name} changed ({what}): it shares {self.storage} with {', '.join(self.via)}{written}"
+        return (
+            f"{self.name} changed ({what}): "
+            f"it shares {self.storage} with {', '.join(self.via)}{written}"
+        )
 
 
 def aliasing_notes(prev_step: Optional[Step], step: Step) -> Tuple[AliasNote, ...]:
@@ -168,8 +170,11 @@ def aliasing_notes(prev_step: Optional[Step], step: Step) -> Tuple[AliasNote, ..
 def _written_inside(
     step: Step, name: str, storage: str, group: Sequence[str]
 ) -> Optional[Tuple[Tuple[str, ...], Tuple[str, ...]]]:
-    """The named tensors on ``storage`` that a recorded call wrote, and those calls: a write
-    made inside a call the code made (``opt.step()`` writes ``lin.weight``), which the code never names."""
+    """The named tensors on ``storage`` that a recorded call wrote, and those calls.
+
+    That is a write made inside a call the code made (``opt.step()`` writes
+    ``lin.weight``), which the code never names.
+    """
     via: Dict[str, None] = {}
     by: Dict[str, None] = {}
     for op in step.ops:

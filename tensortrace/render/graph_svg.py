@@ -110,7 +110,9 @@ def _kind(line: OutlineLine) -> str:
 
 
 def _place(boxes: List[_Box], slot: float) -> None:
-    """Columns row by row: a box takes the next free column of its row, and never one left of its first child.
+    """Columns row by row.
+
+    A box takes the next free column of its row, and never one left of its first child.
 
     Children are placed before their parent (post-order), so a parent sits over
     its first child and a chain stays straight; every row's columns only grow,

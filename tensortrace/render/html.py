@@ -5,10 +5,11 @@ its navigation and each step's section; in ``html_step.py`` what one step of
 one variant shows. That is the steps with their code, notes, tensor tables
 (changed cells marked, as ``layout.py`` and ``facts.py`` decide for every
 renderer), errors with their explanation, warnings, expectations, output,
-and autograd graphs as SVG diagrams (``graph_svg.py``). Variants of one scenario stand side by side. The page
-therefore reads, and prints, with scripting off; ``html_page.py`` adds the
-small inlined script (step navigation, storage highlighting, a tensor's
-record on hover) and the stylesheet.
+and autograd graphs as SVG diagrams (``graph_svg.py``). Variants of one
+scenario stand side by side. The page therefore reads, and prints, with
+scripting off; ``html_page.py`` adds the small inlined script (step
+navigation, storage highlighting, a tensor's record on hover) and the
+stylesheet.
 
 The trace itself is embedded as the JSON renderer's document, in a
 ``<script type="application/json">`` block escaped so that no text of the
@@ -114,9 +115,10 @@ def html_page(
                 Markup(
                     '</nav>\n<main><div class="tt-buttons">'
                     '<button id="tt-prev" type="button">← previous</button>'
-                    '<span id="tt-position"></span><button id="tt-next" type="button">next →</button>'
-                    '<span class="tt-status">← → keys move; click a name or storage to light up its '
-                    "memory"
+                    '<span id="tt-position"></span>'
+                    '<button id="tt-next" type="button">next →</button>'
+                    '<span class="tt-status">← → keys move; '
+                    "click a name or storage to light up its memory"
                     "</span></div>\n"
                 ),
                 joined(main),

@@ -28,14 +28,18 @@ _UNSAFE_IN_SCRIPT = re.compile(
 
 CSS = """
 :root{color-scheme:light dark;--bg:#fff;--fg:#1d1f21;--muted:#5f6368;--line:#d0d4d9;--card:#f6f8fa;
---accent:#0b63c5;--changed:#fff1b8;--new:#e3f4e1;--hl:#ffd166;--bad:#b3261e;--badbg:#fdecea;--ok:#1e7b34;
+--accent:#0b63c5;--changed:#fff1b8;--new:#e3f4e1;--hl:#ffd166;--bad:#b3261e;--badbg:#fdecea;
+--ok:#1e7b34;
 --warnbg:#fff6d6;--node:#eef1f4;--leaf:#d7ecff;--root:#ffe8c2}
 @media (prefers-color-scheme:dark){:root{--bg:#16181b;--fg:#e4e6e8;--muted:#9aa0a6;--line:#3a3f45;
---card:#1f2226;--accent:#7cb7ff;--changed:#4a3f12;--new:#173a1c;--hl:#8a6a00;--bad:#ff8a80;--badbg:#3b1a18;
+--card:#1f2226;--accent:#7cb7ff;--changed:#4a3f12;--new:#173a1c;--hl:#8a6a00;--bad:#ff8a80;
+--badbg:#3b1a18;
 --ok:#7fd48a;--warnbg:#3a3212;--node:#262a2f;--leaf:#17324d;--root:#4a3514}}
 *{box-sizing:border-box}
-body{margin:0;background:var(--bg);color:var(--fg);font:15px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif}
-code,pre,.tt-table,.tt-graph text{font-family:ui-monospace,"SFMono-Regular",Menlo,Consolas,monospace}
+body{margin:0;background:var(--bg);color:var(--fg);
+font:15px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif}
+code,pre,.tt-table,.tt-graph text{
+font-family:ui-monospace,"SFMono-Regular",Menlo,Consolas,monospace}
 header.tt-top{padding:.8rem 1rem;border-bottom:1px solid var(--line)}
 header.tt-top h1{font-size:1.25rem;margin:0 0 .2rem}
 .tt-meta{color:var(--muted);font-size:.85rem;margin:0}
@@ -43,15 +47,18 @@ header.tt-top h1{font-size:1.25rem;margin:0 0 .2rem}
 nav.tt-steps{position:sticky;top:.5rem;align-self:start;max-height:calc(100vh - 1rem);overflow:auto}
 nav.tt-steps h2{font-size:.95rem;margin:.6rem 0 .3rem}
 nav.tt-steps ol{list-style:none;margin:0;padding:0}
-nav.tt-steps a{display:block;padding:.25rem .45rem;border-radius:4px;color:inherit;text-decoration:none;
+nav.tt-steps a{display:block;padding:.25rem .45rem;border-radius:4px;color:inherit;
+text-decoration:none;
 white-space:nowrap;overflow:hidden;text-overflow:ellipsis;font-size:.88rem}
 nav.tt-steps a:hover{background:var(--card)}
 nav.tt-steps a[aria-current=step]{background:var(--accent);color:var(--bg)}
 nav.tt-steps a.tt-bad::after{content:" ✗";color:var(--bad)}
 .tt-buttons{display:none;gap:.5rem;align-items:center;margin-bottom:.6rem}
-.tt-js .tt-buttons{display:flex;position:sticky;top:0;z-index:5;background:var(--bg);padding:.4rem 0;
+.tt-js .tt-buttons{display:flex;position:sticky;top:0;z-index:5;background:var(--bg);
+padding:.4rem 0;
 border-bottom:1px solid var(--line)}
-.tt-buttons button{white-space:nowrap;font:inherit;padding:.3rem .8rem;border:1px solid var(--line);border-radius:5px;
+.tt-buttons button{white-space:nowrap;font:inherit;padding:.3rem .8rem;border:1px solid var(--line);
+border-radius:5px;
 background:var(--card);color:inherit;cursor:pointer}
 .tt-buttons button:disabled{opacity:.45;cursor:default}
 #tt-position{color:var(--muted);font-size:.9rem;white-space:nowrap}
@@ -59,7 +66,8 @@ background:var(--card);color:inherit;cursor:pointer}
 .tt-js section.tt-step.tt-current{display:block}
 .tt-js .tt-scenario-head{display:none}
 .tt-js .tt-scenario-head.tt-current{display:block}
-section.tt-step{border-top:1px solid var(--line);padding-top:.4rem;margin-bottom:1.2rem;scroll-margin-top:3.5rem}
+section.tt-step{border-top:1px solid var(--line);padding-top:.4rem;margin-bottom:1.2rem;
+scroll-margin-top:3.5rem}
 .tt-step h3{font-size:1.05rem;margin:.3rem 0}
 .tt-scenario-head h2{font-size:1.15rem;margin:.2rem 0}
 .tt-desc{white-space:pre-wrap;color:var(--muted);margin:.2rem 0 .6rem}
@@ -68,7 +76,8 @@ grid-template-columns:repeat(auto-fit,minmax(min(100%,40rem),1fr))}
 .tt-variant{min-width:0}
 .tt-variant .tt-table td{white-space:normal}
 .tt-variant h4{margin:.4rem 0;font-size:.95rem;color:var(--accent)}
-pre{background:var(--card);border:1px solid var(--line);border-radius:6px;padding:.5rem .7rem;overflow:auto;
+pre{background:var(--card);border:1px solid var(--line);border-radius:6px;padding:.5rem .7rem;
+overflow:auto;
 margin:.4rem 0;white-space:pre-wrap;word-break:break-word}
 .tt-note{margin:.4rem 0;font-style:italic}
 .tt-table-wrap{overflow-x:auto;margin:.4rem 0}
@@ -83,7 +92,8 @@ td[data-storage]{cursor:pointer}
 td.tt-cell-name,td.tt-cell-storage{text-decoration:underline dotted}
 .tt-highlight{outline:2px solid var(--accent);outline-offset:-2px;background:var(--hl)!important}
 .tt-storage-label{cursor:pointer;border-bottom:1px dotted}
-.tt-box{border-left:4px solid var(--line);padding:.3rem .6rem;margin:.45rem 0;background:var(--card);border-radius:4px}
+.tt-box{border-left:4px solid var(--line);padding:.3rem .6rem;margin:.45rem 0;
+background:var(--card);border-radius:4px}
 .tt-error{border-color:var(--bad);background:var(--badbg)}
 .tt-warn{border-color:#c99400;background:var(--warnbg)}
 .tt-fail{color:var(--bad)}
@@ -104,7 +114,8 @@ svg.tt-graph{max-width:none;display:block}
 .tt-g-head{fill:var(--muted)}
 .tt-graph-caption{font-size:.8rem;color:var(--muted);margin:.1rem 0 .6rem}
 #tt-tip{position:fixed;z-index:10;max-width:min(32rem,92vw);background:var(--bg);color:var(--fg);
-border:1px solid var(--line);border-radius:6px;box-shadow:0 4px 16px rgba(0,0,0,.25);padding:.45rem .6rem;
+border:1px solid var(--line);border-radius:6px;box-shadow:0 4px 16px rgba(0,0,0,.25);
+padding:.45rem .6rem;
 font-size:.8rem;pointer-events:none}
 #tt-tip dl{display:grid;grid-template-columns:auto 1fr;gap:.1rem .7rem;margin:0}
 #tt-tip dt{color:var(--muted)}
@@ -210,7 +221,9 @@ JS = r"""
     return value === null || value === undefined ? "None" : value === true ? "True" :
       value === false ? "False" : String(value);
   }
-  function tuple(list) { return "(" + (list || []).join(", ") + ((list || []).length === 1 ? ",)" : ")"); }
+  function tuple(list) {
+    return "(" + (list || []).join(", ") + ((list || []).length === 1 ? ",)" : ")");
+  }
   function showTip(cell, x, y) {
     var t = record(cell);
     if (!t) return;
@@ -218,7 +231,8 @@ JS = r"""
       ["tensor", t.name + (t.kind && t.kind !== "tensor" ? " (" + t.kind + ")" : "")],
       ["shape", tuple(t.shape)], ["stride", tuple(t.stride)], ["offset", String(t.storage_offset)],
       ["dtype", t.dtype], ["device", t.device],
-      ["storage", (t.storage || "none") + (t.storage_nbytes != null ? ", " + t.storage_nbytes + " bytes" : "")],
+      ["storage", (t.storage || "none") +
+        (t.storage_nbytes != null ? ", " + t.storage_nbytes + " bytes" : "")],
       ["version", py(t.version)], ["requires_grad", py(t.requires_grad)],
       ["is_leaf", py(t.is_leaf)], ["grad_fn", py(t.grad_fn)],
       ["values", values(t.values)]
@@ -240,14 +254,17 @@ JS = r"""
     tip.hidden = false;
     var w = tip.offsetWidth, h = tip.offsetHeight, box = cell.getBoundingClientRect();
     tip.style.left = Math.max(4, Math.min(x + 12, innerWidth - w - 4)) + "px";
-    tip.style.top = (box.bottom + 6 + h > innerHeight ? Math.max(4, box.top - h - 6) : box.bottom + 6) + "px";
+    var tipTop = box.bottom + 6 + h > innerHeight ? Math.max(4, box.top - h - 6) : box.bottom + 6;
+    tip.style.top = tipTop + "px";
   }
 
   prev.addEventListener("click", function () { show(current - 1, true); });
   next.addEventListener("click", function () { show(current + 1, true); });
   doc.addEventListener("keydown", function (e) {
-    if (e.altKey || e.ctrlKey || e.metaKey || /^(INPUT|TEXTAREA|SELECT)$/.test(e.target.tagName)) return;
-    var to = {ArrowRight: current + 1, ArrowLeft: current - 1, Home: 0, End: steps.length - 1}[e.key];
+    if (e.altKey || e.ctrlKey || e.metaKey) return;
+    if (/^(INPUT|TEXTAREA|SELECT)$/.test(e.target.tagName)) return;
+    var moves = {ArrowRight: current + 1, ArrowLeft: current - 1, Home: 0, End: steps.length - 1};
+    var to = moves[e.key];
     if (to === undefined) return;
     e.preventDefault();
     show(to, true);
@@ -269,7 +286,8 @@ JS = r"""
     if (cell) highlight(cell);
   });
   doc.addEventListener("keydown", function (e) {
-    if ((e.key === "Enter" || e.key === " ") && e.target.dataset && e.target.dataset.storage !== undefined) {
+    var storage = e.target.dataset && e.target.dataset.storage;
+    if ((e.key === "Enter" || e.key === " ") && storage !== undefined) {
       e.preventDefault();
       highlight(e.target);
     }

@@ -150,7 +150,10 @@ def expectations_list(results) -> Markup:
 
 
 def _table(rows, columns, key: int, positions: Mapping[int, int]) -> Markup:
-    """The tensor table; ``data-i`` is the row's position in the step's ``tensors``, as in the JSON."""
+    """The tensor table.
+
+    ``data-i`` is the row's position in the step's ``tensors``, as in the JSON.
+    """
     head = joined(html("<th>{}</th>", c) for c in columns)
     body = []
     for row in rows:
@@ -180,7 +183,10 @@ def _table(rows, columns, key: int, positions: Mapping[int, int]) -> Markup:
 
 
 def _predictions(step: Step) -> Markup:
-    """The backwards predicted to fail after this step (``Step.predictions``), as the console says them."""
+    """The backwards predicted to fail after this step, as the console says them.
+
+    They are the step's ``Step.predictions``.
+    """
     items = [html("<li>⚠ predicted: {}</li>", with_code(p.message)) for p in step.predictions]
     if not items:
         return Markup("")
@@ -191,7 +197,10 @@ def _predictions(step: Step) -> Markup:
 
 
 def _ops(step: Step) -> Markup:
-    """What the step ran (``Step.ops``): each call, with the ATen operations under it, in the console's words."""
+    """What the step ran (``Step.ops``), in the console's words.
+
+    Each call, with the ATen operations under it.
+    """
     lines = ops_lines(step, "aten")
     if not lines:
         return Markup("")
@@ -212,7 +221,10 @@ def _ops(step: Step) -> Markup:
 
 
 def _flows(step: Step) -> Markup:
-    """Each backward call's gradient flow (``Step.flow``) as the console's tree, values on the edges."""
+    """Each backward call's gradient flow (``Step.flow``) as the console's tree.
+
+    The values are on the edges.
+    """
     out = []
     for flow in step.flow:
         head, *tree = flow_lines(flow)

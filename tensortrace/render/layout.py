@@ -213,14 +213,20 @@ def shared_storages(step: Step, names: Sequence[str]) -> List[Tuple[str, Tuple[s
 
 
 def unshown_failures(step: Step) -> List[str]:
-    """Failures not already said by the step's outcome (a failed expectation, a timeout's message)."""
+    """Failures not already said by the step's outcome.
+
+    For example a failed expectation, or a timeout's message.
+    """
     failed_exprs = [r.expr for r in step.expectations if not r.passed]
     said = step.error.message if step.error is not None and step.status != "raised" else None
     return [f for f in step.failures if f != said and not any(expr in f for expr in failed_exprs)]
 
 
 def summary_parts(trace: Trace) -> List[str]:
-    """The closing line's counts: steps, what raised, expectations (the verdict is added by the renderer)."""
+    """The closing line's counts: steps, what raised, expectations.
+
+    The verdict is added by the renderer.
+    """
     steps = trace.steps
     raised = [s for s in steps if s.error is not None]
     declared = [s for s in raised if declared_raise_met(s)]
@@ -248,7 +254,10 @@ def has_tensor_tables(traces: Sequence[Trace]) -> bool:
 
 
 def variant_codes(steps: Sequence[Optional[Step]]) -> Tuple[Optional[str], List[Optional[str]]]:
-    """The code every variant ran at this step (``(code, [])``), or each one's (``(None, codes)``)."""
+    """The code every variant ran at this step, or each one's.
+
+    As ``(code, [])`` when they agree, else ``(None, codes)``.
+    """
     codes = [s.code if s is not None else None for s in steps]
     distinct = {c for c in codes if c is not None}
     if len(distinct) == 1:

@@ -35,7 +35,10 @@ VALUE_WIDTH = 40  # characters of a gradient's values on an edge
 
 
 def call_label(name: str) -> str:
-    """``torch.Tensor.detach`` → ``Tensor.detach``; ``torch.Tensor.data.__get__`` → ``Tensor.data``."""
+    """A call's name as the code would write it.
+
+    ``torch.Tensor.detach`` → ``Tensor.detach``; ``torch.Tensor.data.__get__`` → ``Tensor.data``.
+    """
     if name.startswith("torch.Tensor."):
         name = name[len("torch.") :]
     if name.endswith(".__get__"):
@@ -98,9 +101,8 @@ def ops_lines(step: Step, level: str) -> List[str]:
     for op in step.ops:
         if op.level == "aten" and level != "aten":
             continue
-        if not (
-            op.tensors.in_ or op.tensors.out or op.writes
-        ):  # e.g. torch._C._set_grad_enabled of a no_grad block
+        # e.g. torch._C._set_grad_enabled of a no_grad block
+        if not (op.tensors.in_ or op.tensors.out or op.writes):
             continue
         if len(lines) >= MAX_SHOWN_OPS:
             hidden += 1
@@ -110,7 +112,8 @@ def ops_lines(step: Step, level: str) -> List[str]:
     if hidden:
         lines.append(f"… and {plural(hidden, 'more operation')} (the JSON trace holds them)")
     if step.ops_omitted:
-        # at least: past the limit a call counts once, its ATen operations uncounted (tensortrace.record.ops._take_off)
+        # at least: past the limit a call counts once, its ATen operations uncounted
+        # (tensortrace.record.ops._take_off)
         lines.append(f"… and at least {plural(step.ops_omitted, 'more operation')} not recorded")
     return lines
 

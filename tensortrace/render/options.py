@@ -25,7 +25,8 @@ class RenderOptions:
     values: bool = True  # False: no values/grad columns
     width: Optional[int] = None  # console width in columns; None: DEFAULT_WIDTH
     color: bool = False  # ANSI colour in console output
-    ops: str = "calls"  # what each step ran: "none", "calls" (the calls written) or "aten" (and their ATen operations)
+    # what each step ran: "none", "calls" (the calls written) or "aten" (and their ATen operations)
+    ops: str = "calls"
 
 
 DEFAULT_OPTIONS = RenderOptions()

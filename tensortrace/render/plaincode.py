@@ -29,7 +29,10 @@ _GUTTER_PADDING = 2  # rich.syntax.NUMBERS_COLUMN_DEFAULT_PADDING
 
 
 def plain_code(code: str, line: Optional[int]) -> Optional[RenderableType]:
-    """``code`` drawn as ``Syntax`` would without colour, or None where only ``Syntax`` draws it right."""
+    """``code`` drawn as ``Syntax`` would without colour.
+
+    None where only ``Syntax`` draws it right.
+    """
     if "\r" in code or code.startswith("\ufeff"):
         return None
     return PlainCode(code, line)

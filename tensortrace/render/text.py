@@ -109,7 +109,10 @@ _INIT_FIELDS: Dict[type, Tuple[str, ...]] = {}  # per record type, the fields it
 
 
 def _visible_value(value: Any, seen: Dict[int, Any]) -> Any:
-    """``value`` made visible; ``seen`` maps the id of each tuple already done (records share them) to its result."""
+    """``value`` made visible.
+
+    ``seen`` maps the id of each tuple already done (records share them) to its result.
+    """
     cls = type(value)
     if cls is str:
         return visible(value)
@@ -125,10 +128,8 @@ def _visible_value(value: Any, seen: Dict[int, Any]) -> Any:
             if new is not v:
                 items = value[:i] + (new,) + tuple(_visible_value(w, seen) for w in value[i + 1 :])
                 break
-        seen[id(value)] = (
-            value,
-            items,
-        )  # the tuple is kept alive with its result, so its id stays its own
+        # the tuple is kept alive with its result, so its id stays its own
+        seen[id(value)] = (value, items)
         return items
     if cls is GraphNode:
         return _visible_node(value, seen)
@@ -156,9 +157,8 @@ def _visible_value(value: Any, seen: Dict[int, Any]) -> Any:
     if done is not None:
         return done[1]
     values = [getattr(value, name) for name in names]
-    if all(
-        type(v) in _FLAT for v in values
-    ):  # a flat record (a saved tensor, ...): its strings checked at once
+    # a flat record (a saved tensor, ...): its strings checked at once
+    if all(type(v) in _FLAT for v in values):
         if _INVISIBLE.search("".join([v for v in values if type(v) is str])) is None:
             return value
     elif _holds_none(value):
@@ -212,7 +212,10 @@ def _record_fields(value: Any) -> Optional[Tuple[str, ...]]:
 
 
 def _visible_node(node: GraphNode, seen: Dict[int, Any]) -> GraphNode:
-    """A graph node made visible: its own strings checked at once (a large graph has 100,000 nodes)."""
+    """A graph node made visible.
+
+    Its own strings are checked at once (a large graph has 100,000 nodes).
+    """
     saved = _visible_value(node.saved, seen)
     try:
         text = node.id + node.name + (node.leaf or "") + "".join(node.next)
@@ -464,7 +467,10 @@ def plural(count: int, word: str, many: Optional[str] = None) -> str:
 
 
 def saved_tensor_text(saved: SavedTensor) -> str:
-    """One tensor a graph node saved: ``other = v (S2) v0``, and why it breaks backward, if it does."""
+    """One tensor a graph node saved, and why it breaks backward, if it does.
+
+    For example ``other = v (S2) v0``.
+    """
     if saved.freed:
         return f"{saved.attr}: freed by backward ✗"
     who = saved.tensor if saved.tensor is not None else "unnamed"
@@ -472,7 +478,10 @@ def saved_tensor_text(saved: SavedTensor) -> str:
     if saved.saved_version is None:
         return f"{saved.attr} = {who}{where}, version unknown"
     if saved.stale:
-        return f"{saved.attr} = {who}{where} saved at v{saved.saved_version}, now v{saved.version} ✗ stale"
+        return (
+            f"{saved.attr} = {who}{where} saved at v{saved.saved_version}, "
+            f"now v{saved.version} ✗ stale"
+        )
     return f"{saved.attr} = {who}{where} v{saved.saved_version}"
 
 

@@ -33,7 +33,10 @@ STEP_LIST_WIDTH = 20
 
 
 class ExplorerApp(App):
-    """``ExplorerApp(traces).run()``; ``export_dir`` is where ``e`` writes (default: the current folder)."""
+    """``ExplorerApp(traces).run()``.
+
+    ``export_dir`` is where ``e`` writes (default: the current folder).
+    """
 
     TITLE = "tensortrace explore"
     ENABLE_COMMAND_PALETTE = False

@@ -45,7 +45,10 @@ def export_name(trace: Trace, step_index: int, fmt: str) -> str:
 def export_view(
     trace: Trace, step_index: int, names: Optional[Sequence[str]], fmt: str, folder: Path
 ) -> Path:
-    """Write one step of ``trace`` (only ``names``, when given) as ``fmt`` into ``folder``; the path."""
+    """Write one step of ``trace`` (only ``names``, when given) as ``fmt`` into ``folder``.
+
+    Returns the path written.
+    """
     if fmt not in EXPORT_FORMATS:
         raise UsageError(f"cannot export as {fmt!r}; choose one of {', '.join(EXPORT_FORMATS)}")
     options = RenderOptions(steps=frozenset({step_index}), show=tuple(names) if names else None)

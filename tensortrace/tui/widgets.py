@@ -90,7 +90,9 @@ class ExportPrompt(ModalScreen):
 
     DEFAULT_CSS = """
     ExportPrompt { align: center middle; }
-    ExportPrompt > Vertical { width: 52; height: auto; border: round $accent; padding: 0 1; background: $surface; }
+    ExportPrompt > Vertical {
+        width: 52; height: auto; border: round $accent; padding: 0 1; background: $surface;
+    }
     """
     BINDINGS = [
         Binding("m", "choose('markdown')", "Markdown"),
