@@ -15,9 +15,8 @@ import torch
 from .probe import reason_of
 from .values import is_ndarray
 
-MAX_NAMES = (
-    500  # tensors recorded per step (tracer.MAX_NAMES): a container's items beyond it are not read
-)
+# tensors recorded per step (tracer.MAX_NAMES): a container's items beyond it are not read
+MAX_NAMES = 500
 
 
 def expand_value(

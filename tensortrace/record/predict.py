@@ -17,9 +17,8 @@ from ..trace import Prediction, TensorState
 
 STALE = "backward_will_fail"  # a saved tensor's version moved: backward raises the in-place error
 FREED = "backward_freed"  # backward freed the saved tensors: a second backward raises
-CHANGED = (
-    "backward_uses_changed_values"  # values changed without a version bump: backward runs, wrongly
-)
+# values changed without a version bump: backward runs, wrongly
+CHANGED = "backward_uses_changed_values"
 UNCHECKED = "backward_unchecked"  # CopySlices hides what its node saved; a tensor changed since
 MAX_CODE = 60  # characters of a step's code quoted in a prediction
 _IN_PLACE = r"\.\w+_\(|[-+*/@]=|\]\s*=[^=]|\.data\s*=[^=]"  # a line that writes into a tensor

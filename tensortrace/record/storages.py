@@ -22,9 +22,8 @@ class _Allocation:
     nbytes: int
     owners: List[weakref.ref] = field(default_factory=list)
     names: List[str] = field(default_factory=list)
-    ident: Optional[int] = (
-        None  # for storages without an address (meta): the storage's own identity
-    )
+    # for storages without an address (meta): the storage's own identity
+    ident: Optional[int] = None
 
     def alive(self) -> bool:
         return any(ref() is not None for ref in self.owners)
