@@ -22,7 +22,7 @@ from typing import Callable, Tuple
 from unittest import mock
 
 import tensortrace
-from tensortrace.record import saved as saved_module
+from tensortrace.record import predict
 from tensortrace.record import tracer
 
 
@@ -87,7 +87,7 @@ def saved_tensors(nodes: int, repeat: int) -> float:
         def without() -> None:
             with (
                 mock.patch.object(tracer, "Namer", lambda *a: None),
-                mock.patch.object(saved_module.Predictor, "_targets", staticmethod(lambda *a: [])),
+                mock.patch.object(predict.Predictor, "targets", staticmethod(lambda *a: [])),
             ):
                 trace = tensortrace.trace(scenario, safe=False)
             assert not any(n.saved for n in trace.steps[0].graphs[0].nodes)
