@@ -208,3 +208,11 @@ def test_the_page_builder_escapes_every_value_whatever_its_type():
     assert joined(["<x>", Markup("<br>")], "<sep>") == "&lt;x&gt;<sep><br>"
     with pytest.raises(ValueError):
         html("<p>{:,}</p>", "1")  # a format spec would format data before escaping it
+
+
+def test_a_storage_label_with_a_superscript_digit_keeps_its_colour():
+    """A label like ``S1²`` draws in colour as ``S1`` does: only decimal digits pick the colour."""
+    from tensortrace.render.console_parts import View, storage_colour
+
+    view = View(RenderOptions(color=True), 80, True)
+    assert storage_colour("S1²", view) == storage_colour("S1", view) != ""

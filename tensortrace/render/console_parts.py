@@ -200,7 +200,8 @@ def code_syntax(code: str, line: Optional[int], color: bool = True) -> Renderabl
 def storage_colour(label: Optional[str], view: View) -> str:
     if not view.color or not label:
         return ""
-    digits = "".join(ch for ch in label if ch.isdigit())
+    # decimal digits only: "²" is a digit to str.isdigit, but int() refuses it
+    digits = "".join(ch for ch in label if ch.isdecimal())
     index = int(digits) - 1 if digits else abs(hash(label))
     return STORAGE_COLOURS[index % len(STORAGE_COLOURS)]
 
