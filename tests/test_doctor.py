@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from conftest import REPO
-from tensortrace.doctor.records import Report, report_from_json
+from tensortrace.trace.doctor import Report, report_from_json
 
 
 @pytest.fixture(autouse=True)
