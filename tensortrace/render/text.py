@@ -41,9 +41,12 @@ NONE = "None"
 
 # Characters that must never reach a terminal or a page as they are: C0 controls
 # other than newline and tab, DEL, C1 controls, the bidirectional controls (which
-# reorder what the reader sees), and lone surrogates (which no encoder accepts).
+# reorder what the reader sees), lone surrogates (which no encoder accepts), and a
+# zero-width joiner that joins nothing (first, last, beside a space or another
+# joiner), on which rich's line wrapping fails; one inside an emoji sequence stays.
 _INVISIBLE = re.compile(
     "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
+    "|(?<![^\\s\u200d])\u200d|\u200d(?![^\\s\u200d])"
 )
 
 
