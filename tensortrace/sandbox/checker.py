@@ -379,7 +379,8 @@ class _Checker(DeferredChecks):
         if type(node.value) is str and node.value in RAW_MEMORY_PROTOCOLS:
             self.refuse(
                 node,
-                f"'{node.value}' is not allowed in safe mode (it {RAW_MEMORY_PROTOCOLS[node.value]})",
+                f"'{node.value}' is not allowed in safe mode "
+                f"(it {RAW_MEMORY_PROTOCOLS[node.value]})",
             )
         return node
 

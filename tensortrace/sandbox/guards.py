@@ -142,7 +142,11 @@ class _Runtime(Verdicts):
                 )
 
         def init_allowed(obj: Any) -> bool:
-            """``super().__init__()``, ``Base.__init__(self)``, ``self.__init__()`` on the scenario's own objects."""
+            """Whether calling ``__init__`` again on ``obj`` re-initialises nothing shared.
+
+            ``super().__init__()``, ``Base.__init__(self)``, and ``self.__init__()`` on
+            the scenario's own objects.
+            """
             if _type(obj) is super:
                 return True
             if _isinstance(obj, _type):

@@ -331,7 +331,10 @@ SAFE_INSTANCE_ROOTS: FrozenSet[str] = frozenset(
 
 
 def module_reason(module: object) -> Optional[str]:
-    """Why the module named ``module`` is refused (a phrase after "it is a module that"), or None."""
+    """Why the module named ``module`` is refused, or None.
+
+    The reason is a phrase after "it is a module that".
+    """
     entry = REFUSED_MODULES.get(module) if isinstance(module, str) else None
     return entry.reason if entry is not None else None
 
