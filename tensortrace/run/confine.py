@@ -53,7 +53,7 @@ from typing import List, Sequence
 from ..trace import CONFINEMENT_ESSENTIAL as ESSENTIAL
 from ..trace import CONFINEMENT_EXTRA
 
-# what was enforced, and what is missing and why
+# Report: what was enforced, and what is missing and why
 from ..trace import Confinement as Report
 from .landlock import apply as apply_landlock
 from .landlock import landlock_abi

@@ -126,10 +126,7 @@ def loads_python(data: Union[str, bytes], path: str = "<string>") -> Scenario:
 
 
 def decode_source(data: Union[str, bytes], path: str, what: str) -> str:
-    """The text of a Python file or notebook: size, NUL bytes and encoding checked.
-
-    PEP 263 coding declarations are honoured.
-    """
+    """The text of a Python file or notebook: size, NUL bytes and encoding (PEP 263) checked."""
     from .limits import MAX_FILE_BYTES
 
     if isinstance(data, bytes):
@@ -247,10 +244,7 @@ def all_comments(text: str) -> Dict[int, Tuple[int, str]]:
 
 
 def refuse_stray_directives(found: Dict[int, Tuple[int, str]], used: set, error: ErrorAt) -> None:
-    """A directive comment anywhere but directly above a statement would be ignored.
-
-    So it is refused, with a message that says where it belongs.
-    """
+    """A directive comment not directly above a statement would be ignored: refuse it."""
     for n, (column, comment) in sorted(found.items()):
         found = DIRECTIVE_RE.match(comment)
         if found and n not in used:
@@ -273,10 +267,7 @@ def _is_docstring(node: ast.stmt) -> bool:
 
 
 def _group(body: List[ast.stmt]) -> List[Tuple[int, int, List[ast.stmt]]]:
-    """(first line, last line, statements) of each step.
-
-    Statements that share a line go together.
-    """
+    """(first line, last line, statements) of each step; statements sharing a line go together."""
     groups: List[Tuple[int, int, List[ast.stmt]]] = []
     for node in body:
         start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", ())])
@@ -307,10 +298,7 @@ def _block_above(start: int, comments: Dict[int, str], used: set) -> List[Tuple[
 def _header(
     comments: Dict[int, str], used: set, first_code: int
 ) -> Tuple[Optional[str], Optional[str]]:
-    """Title and description from the comment block at the top of the file.
-
-    Only when a blank line sets that block apart.
-    """
+    """Title and description from the top comment block, when a blank line sets it apart."""
     lines = sorted(n for n in comments if n < first_code and n not in used)
     texts = []
     for n in lines:
@@ -386,10 +374,7 @@ class StepFields:
 
 
 def read_directives(block: List[Tuple[int, str]], index: int, error: ErrorAt) -> StepFields:
-    """The note and declarations of step ``index`` from its comment lines.
-
-    ``block`` holds (line, text) pairs, each comment at column 0.
-    """
+    """The note and declarations of step ``index`` from its (line, text) comments at column 0."""
     fields = StepFields()
     note: List[str] = []
     for line, text in block:
@@ -479,10 +464,7 @@ def _declared(
 def check_classes(
     scenario: Scenario, all_fields: List[StepFields], error: ErrorAt, source: Optional[str] = None
 ) -> None:
-    """Each declared class must be one that can match.
-
-    Python's, torch's, or one the file defines or imports.
-    """
+    """Each declared class must be Python's, torch's, or one the file defines or imports."""
     if not any(fields.classes for fields in all_fields):
         return
     codes = (

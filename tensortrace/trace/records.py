@@ -263,10 +263,7 @@ def graph_nodes(
     nexts: Sequence[Sequence[int]],
     saved: Sequence[Tuple[SavedTensor, ...]],
 ) -> Tuple[GraphNode, ...]:
-    """A graph's nodes in walk order.
-
-    Each is built from its name, leaf, next nodes (as indexes) and saved tensors.
-    """
+    """A graph's nodes in walk order, from names, leaves, next nodes (indexes), saved tensors."""
     ids = node_ids(len(nexts))
     return tuple(
         [
@@ -459,10 +456,7 @@ class Environment(Record):
 
 
 def evolve(record: Any, **changes: Any) -> Any:
-    """A copy of ``record`` with ``changes``.
-
-    It is the one way code changes a record: records are frozen.
-    """
+    """A copy of ``record`` with ``changes``: the one way code changes a (frozen) record."""
     return replace(record, **changes)
 
 
