@@ -118,18 +118,16 @@ def run_all(
     from ..run import runner
     from ..run.runner import Limits, run_all
 
-    runner.threads_unused_before_fork = (
-        True  # this process runs no tensor operation: children keep PyTorch's threads
-    )
+    # this process runs no tensor operation: children keep PyTorch's threads
+    runner.threads_unused_before_fork = True
     limits = Limits(
         timeout=timeout if timeout > 0 else None,
         memory_mb=memory_limit if memory_limit > 0 else None,
         scenario_timeout=scenario_timeout if scenario_timeout > 0 else None,
     )
     try:
-        with (
-            progress if progress is not None else nullcontext()
-        ):  # gone before anything else is said
+        # the progress display is gone before anything else is said
+        with progress if progress is not None else nullcontext():
             traces = run_all(
                 scenarios,
                 safe=not trust,
@@ -160,8 +158,10 @@ def _say_if_unconfined(traces: Sequence[Trace]) -> None:
         _said_unconfined = True
         typer.echo(
             visible(
-                f"tensortrace: safe mode is not confined by the kernel here ({'; '.join(confinement.missing)}); "
-                "only the Python-level checks and resource limits apply. Use --require-confinement to refuse instead."
+                "tensortrace: safe mode is not confined by the kernel here "
+                f"({'; '.join(confinement.missing)}); "
+                "only the Python-level checks and resource limits apply. "
+                "Use --require-confinement to refuse instead."
             ),
             err=True,
         )
@@ -204,7 +204,10 @@ def output_to(path: Optional[str]) -> Iterator[Output]:
 
 
 def progress_on_stderr(scenarios: list, *, streamed_to_terminal: bool):
-    """Progress on stderr when it is a terminal, unless a streamed format already shows each step there."""
+    """Progress on stderr when it is a terminal.
+
+    Not when a streamed format already shows each step there.
+    """
     from .progress import RunProgress, plans_of
 
     terminal = not streamed_to_terminal and sys.stderr.isatty()

@@ -101,7 +101,10 @@ def explore(
         ...,
         metavar="FILE|NAME",
         show_default=False,
-        help="A scenario file, a bundled scenario's name, or a JSON trace saved with 'run -o trace.json'.",
+        help=(
+            "A scenario file, a bundled scenario's name, "
+            "or a JSON trace saved with 'run -o trace.json'."
+        ),
     ),
     device: Optional[str] = DEVICE,
     trust: bool = TRUST,
@@ -110,7 +113,10 @@ def explore(
     scenario_timeout: float = SCENARIO_TIMEOUT,
     require_confinement: bool = REQUIRE,
 ) -> None:
-    """Step through a trace in the terminal: steps, changed cells, who shares memory, errors, graphs."""
+    """Step through a trace in the terminal.
+
+    Steps, changed cells, who shares memory, errors, graphs.
+    """
 
     def body() -> int:
         from ..tui import explore as explore_traces, require_textual
@@ -191,7 +197,8 @@ def list_cmd(
             entries = [e for e in entries if wanted & {t.lower() for t in e.tags}]
             if not entries:
                 raise UsageError(
-                    f"no bundled scenario has the tag {', '.join(sorted(wanted))}; run 'tensortrace list' to see the tags"
+                    f"no bundled scenario has the tag {', '.join(sorted(wanted))}; "
+                    "run 'tensortrace list' to see the tags"
                 )
         if markdown:
             typer.echo(scenarios_markdown(entries), nl=False)
@@ -284,7 +291,8 @@ def convert(
 
         if Path(source).suffix.lower() not in (".py", ".ipynb"):
             raise UsageError(
-                f"{source} is not a .py or .ipynb file; convert writes Python files and notebooks as YAML scenarios"
+                f"{source} is not a .py or .ipynb file; "
+                "convert writes Python files and notebooks as YAML scenarios"
             )
         text = scenario_yaml(load_scenario(source))
         with output_to(output) as out:

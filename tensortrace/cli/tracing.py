@@ -208,7 +208,10 @@ def _say_skipped(path: str, why: str) -> None:
 
 
 def _prepare_check(targets: Sequence[str], confine: bool) -> None:
-    """Import once, up front, what some file's scenarios will need (a file that fails to load is reported later)."""
+    """Import once, up front, what some file's scenarios will need.
+
+    A file that fails to load is reported later.
+    """
     from ..scenario.library import resolve_target
     from ..run.runner import prepare
     from ..scenario import load_scenario
