@@ -3,12 +3,29 @@
 Two small models train on CPU for 50 steps each (SGD): a CNN (two 3x3
 convolutions, 16 and 32 channels, batch 32 of 3x32x32) and a transformer
 block (``nn.TransformerEncoderLayer``, d_model 64, 4 heads, batch 16 of 32
-tokens). Each loop runs plain, under ``with tensortrace.doctor()``, and under
-``torch.autograd.set_detect_anomaly(True)``, alternating the three in one
+tokens). Each loop runs plain, under ``with tensortrace.doctor()``, under
+``torch.autograd.set_detect_anomaly(True)``, and under an empty dispatch mode
+(what any Python ``TorchDispatchMode`` costs), alternating the four in one
 process so that machine noise hits all of them; CPU-time medians are
-compared. Peak memory is measured in a fresh process per variant: the
-highest rise of the resident set over the loop, read after each forward
-(when the graph and its saved tensors are alive) and after each step.
+compared.
+
+Peak memory is measured in a fresh process per variant, two ways, beside
+the floor any Python dispatch mode sets (an empty ``TorchDispatchMode``
+that only calls the operation, on for the whole loop; doctor's own rests
+during backward and between steps):
+
+* the resident set's highest rise over the loop, read after each forward
+  (when the graph and its saved tensors are alive) and after each step. Every
+  variant's process first enters and leaves each context once, so all load
+  the same modules: otherwise one-time costs of the process land on one
+  variant only (Python's table of interned strings doubling when the first
+  step's imports cross its size; ~3.7 MiB here). It still counts what the
+  first step pays once: the objects PyTorch makes for each ATen operation a
+  Python dispatch mode sees for the first time (the floor shows them).
+* the live heap at its highest (glibc's in-use bytes, with
+  ``PYTHONMALLOC=malloc`` so that Python's objects count too), over the loop
+  after one warm step: the graph, its saved tensors and doctor's records.
+  Printed where glibc's ``mallinfo2`` exists.
 
 Goal: doctor at most 1.5x plain and below anomaly mode; peak memory at most
 1.2x plain.
@@ -20,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import ctypes
 import json
 import os
 import resource
@@ -30,11 +48,20 @@ import time
 
 import torch
 from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import tensortrace  # noqa: E402
 
-VARIANTS = ("plain", "doctor", "anomaly")
+VARIANTS = ("plain", "doctor", "anomaly", "mode")  # mode: an empty dispatch mode, the floor
+MEMORY_VARIANTS = ("plain", "doctor", "mode")
+
+
+class EmptyMode(TorchDispatchMode):
+    """A dispatch mode that only calls the operation: what any Python mode costs."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
 
 
 def cnn():
@@ -70,6 +97,8 @@ def context(variant: str):
         return tensortrace.doctor(os.devnull)
     if variant == "anomaly":
         return torch.autograd.set_detect_anomaly(True)
+    if variant == "mode":
+        return EmptyMode()
     return contextlib.nullcontext()
 
 
@@ -88,15 +117,19 @@ def train(make, variant: str, steps: int) -> float:
     return time.process_time() - start
 
 
-def peak_rise(model: str, variant: str, steps: int) -> float:
-    """MiB the resident set rose by at its highest during the loop, in a fresh process."""
-    out = subprocess.run(
-        [sys.executable, __file__, "--memory-child", model, variant, str(steps)],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return json.loads(out.stdout.strip().splitlines()[-1])
+def peak_rise(model: str, variant: str, steps: int) -> dict:
+    """MiB of the resident set's and the live heap's highest rise, each in a fresh process."""
+    found = {}
+    for measure, env in (("rss", {}), ("heap", {"PYTHONMALLOC": "malloc"})):
+        out = subprocess.run(
+            [sys.executable, __file__, "--memory-child", model, variant, str(steps), measure],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, **env},
+        )
+        found[measure] = json.loads(out.stdout.strip().splitlines()[-1])
+    return found
 
 
 def resident() -> int:
@@ -108,28 +141,88 @@ def resident() -> int:
         return 0
 
 
-def memory_child(model: str, variant: str, steps: int) -> None:
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in (
+            "arena",
+            "ordblks",
+            "smblks",
+            "hblks",
+            "hblkhd",
+            "usmblks",
+            "fsmblks",
+            "uordblks",
+            "fordblks",
+            "keepcost",
+        )
+    ]
+
+
+def heap_reader():
+    """A function returning the bytes malloc has handed out and not had back (glibc), or None."""
+    try:
+        info = ctypes.CDLL(None).mallinfo2
+    except (OSError, AttributeError):
+        return None
+    info.restype = _MallInfo2
+
+    def in_use() -> int:
+        got = info()
+        return got.uordblks + got.hblkhd
+
+    return in_use
+
+
+def memory_child(model: str, variant: str, steps: int, measure: str) -> None:
     torch.set_num_threads(1)
     torch.manual_seed(0)
     net, x, y, loss_fn = MODELS[model]()
     opt = torch.optim.SGD(net.parameters(), lr=0.01)
-    with context(variant):  # imports paid once, not per step: not counted
-        pass
-    before = peak = resident()
+    for each in ("doctor", "anomaly", "mode"):  # the same modules loaded in every variant
+        with context(each):
+            pass
+    read = resident if measure == "rss" else heap_reader()
+    if read is None:
+        print(json.dumps(None))
+        return
+
+    def step() -> int:
+        opt.zero_grad()
+        loss = loss_fn(net(x), y)
+        high = read()  # the graph and its saved tensors are all alive here
+        loss.backward()
+        opt.step()
+        return max(high, read())
+
+    before = read()
     with context(variant):
-        for _ in range(steps):
-            opt.zero_grad()
-            loss = loss_fn(net(x), y)
-            peak = max(peak, resident())  # the graph and its saved tensors are all alive here
-            loss.backward()
-            opt.step()
-            peak = max(peak, resident())
-    print(json.dumps((peak - before) / 2**20))
+        if measure == "heap":
+            step()  # one warm step: what the process pays once is not the loop's
+            before = read()
+        peak = max(step() for _ in range(steps))
+    print(json.dumps(max(0, peak - before) / 2**20))
+
+
+def memory_line(what: str, rise: dict, unit: str = "MiB") -> str:
+    """One line: plain, doctor and its ratio, and the floor an empty dispatch mode sets."""
+    if any(rise[v] is None for v in MEMORY_VARIANTS):
+        return f"    {what}: not measured here"
+    base = rise["plain"]
+
+    def ratio(v: str) -> float:
+        return rise[v] / base if base > 0 else float("nan")
+
+    return (
+        f"    {what}: plain {base:.2f} {unit}, doctor {rise['doctor']:.2f} {unit} "
+        f"({ratio('doctor'):.2f}x); floor, an empty dispatch mode: "
+        f"{rise['mode']:.2f} {unit} ({ratio('mode'):.2f}x)"
+    )
 
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--memory-child":
-        memory_child(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+        memory_child(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5])
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
@@ -146,12 +239,17 @@ def main() -> None:
         base = med["plain"]
         print(f"{name}: {args.steps} steps, CPU-time medians of {args.repeat} alternating runs")
         for variant in VARIANTS:
-            print(f"  {variant:<8} {med[variant]:7.3f} s  {med[variant] / base:5.2f}x plain")
-        rise = {v: peak_rise(name, v, args.steps) for v in ("plain", "doctor")}
-        ratio = (rise["doctor"] / rise["plain"]) if rise["plain"] > 0 else float("nan")
+            note = "  (floor: an empty dispatch mode)" if variant == "mode" else ""
+            print(f"  {variant:<8} {med[variant]:7.3f} s  {med[variant] / base:5.2f}x plain{note}")
+        rise = {v: peak_rise(name, v, args.steps) for v in MEMORY_VARIANTS}
+        print("  peak memory, a fresh process per variant:")
         print(
-            f"  peak memory rise over the loop: plain {rise['plain']:.1f} MiB, "
-            f"doctor {rise['doctor']:.1f} MiB ({ratio:.2f}x)"
+            memory_line("resident set rise over the loop", {v: r["rss"] for v, r in rise.items()})
+        )
+        print(
+            memory_line(
+                "live heap, highest, after a warm step", {v: r["heap"] for v, r in rise.items()}
+            )
         )
 
 

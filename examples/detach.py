@@ -2,7 +2,6 @@
 
 `b = a.detach()` shares `a`'s storage and version counter, but has no graph.
 """
-
 import torch
 
 a = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)

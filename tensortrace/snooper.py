@@ -446,7 +446,7 @@ class snoop:
         max_iterations: int = DEFAULT_MAX_ITERATIONS,
         width: Optional[int] = None,
     ) -> None:
-        from .cli.output import format_for
+        from .output import format_for
         from .render import FORMATS
 
         if isinstance(show, str) or isinstance(graph, str):
@@ -595,7 +595,7 @@ def write_trace(
     traces: List[Trace], path: Optional[str], fmt: str, *, width: Optional[int] = None
 ) -> None:
     """Render to ``path`` (atomically), or to stderr when there is none."""
-    from .cli.output import Output
+    from .output import Output
     from .render import RenderOptions, render
 
     if path is None:

@@ -467,7 +467,7 @@ def test_a_layer_that_fails_to_go_up_stops_the_run_before_any_step(
     def broken() -> None:
         raise confine.ConfinementError("the seccomp filter could not be loaded: Invalid argument")
 
-    monkeypatch.setattr(confine, "_load_seccomp", broken)  # the forked child inherits it
+    monkeypatch.setattr(confine, "load_seccomp", broken)  # the forked child inherits it
     path = tmp_path / "s.yaml"
     path.write_text("title: t\nsteps:\n  - print('ran')\n", encoding="utf-8")
     result = _cli("run", str(path), "--format", "json")
@@ -512,11 +512,11 @@ def test_kernel_interfaces_that_bypass_the_other_layers_are_refused(tmp_path: Pa
     """Each call is made with harmless arguments; the filter answers EPERM before the kernel looks at them."""
     steps = [
         "import ctypes, errno, os\n"
-        "from tensortrace.run.confine import _libseccomp\n"
+        "from tensortrace.run.seccomp import libseccomp\n"
         "libc = ctypes.CDLL(None, use_errno=True)\n"
         "libc.syscall.restype = ctypes.c_long\n"
         "def call(name):\n"
-        "    number = _libseccomp().seccomp_syscall_resolve_name(name.encode())\n"
+        "    number = libseccomp().seccomp_syscall_resolve_name(name.encode())\n"
         "    ctypes.set_errno(0)\n"
         "    rc = libc.syscall(ctypes.c_long(number), 0, 0, 0, 0, 0, 0)\n"
         "    return errno.errorcode.get(ctypes.get_errno(), str(ctypes.get_errno())) if rc < 0 else 'allowed'\n"

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from conftest import REPO
-from tensortrace.doctor.records import Report, report_from_json
+from tensortrace.trace.doctor import Report, report_from_json
 
 
 @pytest.fixture(autouse=True)
@@ -305,6 +305,21 @@ def test_graphs_are_freed_as_without_doctor():
         del y
         gc.collect()
         assert ref() is None
+
+
+def test_saved_tensors_are_let_go_when_backward_frees_the_graph():
+    import tensortrace
+
+    w = torch.randn(64, 64, requires_grad=True)
+    with tensortrace.doctor(os.devnull):
+        h = torch.tanh(torch.randn(64, 64))  # saved by the product below, held by nothing else
+        loss = (h @ w).sum()
+        ref = weakref.ref(h)
+        del h
+        assert ref() is not None  # the graph keeps it for backward
+        loss.backward()
+        assert ref() is None  # and nothing of doctor's keeps it once backward freed the graph
+        assert w.grad is not None
 
 
 def test_a_large_tensor_changed_through_data_is_seen():

@@ -239,7 +239,7 @@ def test_output_through_a_unix_socket_and_never_onto_a_block_device(tmp_path: Pa
     import socket
 
     from tensortrace.errors import UsageError
-    from tensortrace.cli.output import Output
+    from tensortrace.output import Output
 
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(str(tmp_path / "sock"))

@@ -273,3 +273,21 @@ def test_convert_leaves_ordinary_text_as_literal_blocks(tmp_path):
     )
     text = scenario_yaml(load_scenario(source))
     assert "note: a ≠ b, in plain words" in text and "run: |" in text
+
+
+@pytest.mark.parametrize(
+    "text", ["a \u200d\u200d名 ", "\u200da", "x\u200d\u200dy", "a\u200d", "\u200d"]
+)
+def test_a_joiner_that_joins_nothing_is_spelled_and_rich_draws_it_at_any_width(text):
+    """rich's wrapping raises ZeroDivisionError on 'a \\u200d\\u200d名 ' at width 1; spelled, it
+    draws, and a joiner inside an emoji sequence stays one glyph."""
+    import io
+
+    from rich.console import Console
+
+    shown = visible(text)
+    assert "\u200d" not in shown and "\\u200d" in shown
+    for width in range(1, 8):
+        Console(file=io.StringIO(), width=width).print(shown)
+    family = "\U0001f468\u200d\U0001f469\u200d\U0001f467"
+    assert visible(family) == family

@@ -555,6 +555,6 @@ def test_a_python_file_explores_as_its_scenario_does(monkeypatch):
     result = cli("explore", str(REPO / "examples" / "detach.py"))
     assert result.returncode == 0, result.stderr
     step = found["step"]
-    assert step.code.strip() == "b = a.detach()" and step.line == 13  # the file's own line
+    assert step.code.strip() == "b = a.detach()" and step.line == 12  # the file's own line
     assert {t.name: t.storage for t in step.tensors} == {"a": "S1", "b": "S1"}
     assert found["marked"] == ["a", "b"]  # following a's storage marks both

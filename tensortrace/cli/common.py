@@ -19,7 +19,7 @@ from .options import (  # one definition for every command
 )
 from ..errors import Interrupted, TensorTraceError, UsageError
 from ..trace import Trace
-from .output import Output
+from ..output import Output
 from ..render import FORMATS, RenderOptions
 from ..render.text import visible
 from .selection import names_of, parse_steps
@@ -35,7 +35,7 @@ LIST_WIDTH = 120
 # --- shared option handling ----------------------------------------------------------
 
 
-def _render_options(
+def render_options(
     form: str,
     out: Output,
     step: Optional[int],
@@ -51,12 +51,12 @@ def _render_options(
         changes_only=changes_only,
         show=names_of(show) or None,
         values=not no_values,
-        width=width if width is not None or form != "console" else _terminal_width(),
+        width=width if width is not None or form != "console" else terminal_width(),
         color=_use_color(out, color),
     )
 
 
-def _noting_show(traces: List[Trace], show: Optional[str]) -> List[Trace]:
+def noting_show(traces: List[Trace], show: Optional[str]) -> List[Trace]:
     """The traces, each with a notice for every --show name it never bound."""
     from ..render.facts import with_show_notices
 
@@ -64,7 +64,7 @@ def _noting_show(traces: List[Trace], show: Optional[str]) -> List[Trace]:
     return [with_show_notices(t, names) for t in traces] if names else traces
 
 
-def _terminal_width() -> Optional[int]:
+def terminal_width() -> Optional[int]:
     """The terminal's width when stdout is one; None lets the renderer use its default."""
     try:
         if sys.stdout.isatty():
@@ -84,24 +84,24 @@ def _fail(exc: TensorTraceError) -> None:
     raise typer.Exit(EXIT_UNUSABLE)
 
 
-def _check_ops(ops: str) -> None:
+def check_ops(ops: str) -> None:
     if ops not in OPS_LEVELS:
         raise UsageError(f"--ops {ops!r} is not one of {', '.join(OPS_LEVELS)}")
 
 
-def _check_device(device: Optional[str]) -> None:
+def check_device(device: Optional[str]) -> None:
     if device is not None and not is_device_name(device):
         raise UsageError(f"--device {device!r} is not one of {DEVICE_CHOICES}")
 
 
-def _load_all(targets: Sequence[str]) -> list:
+def load_all(targets: Sequence[str]) -> list:
     from ..scenario.library import resolve_target
     from ..scenario import load_scenario
 
     return [load_scenario(resolve_target(t)) for t in targets]
 
 
-def _run_all(
+def run_all(
     scenarios,
     *,
     trust: bool,
@@ -118,18 +118,16 @@ def _run_all(
     from ..run import runner
     from ..run.runner import Limits, run_all
 
-    runner.threads_unused_before_fork = (
-        True  # this process runs no tensor operation: children keep PyTorch's threads
-    )
+    # this process runs no tensor operation: children keep PyTorch's threads
+    runner.threads_unused_before_fork = True
     limits = Limits(
         timeout=timeout if timeout > 0 else None,
         memory_mb=memory_limit if memory_limit > 0 else None,
         scenario_timeout=scenario_timeout if scenario_timeout > 0 else None,
     )
     try:
-        with (
-            progress if progress is not None else nullcontext()
-        ):  # gone before anything else is said
+        # the progress display is gone before anything else is said
+        with progress if progress is not None else nullcontext():
             traces = run_all(
                 scenarios,
                 safe=not trust,
@@ -160,14 +158,16 @@ def _say_if_unconfined(traces: Sequence[Trace]) -> None:
         _said_unconfined = True
         typer.echo(
             visible(
-                f"tensortrace: safe mode is not confined by the kernel here ({'; '.join(confinement.missing)}); "
-                "only the Python-level checks and resource limits apply. Use --require-confinement to refuse instead."
+                "tensortrace: safe mode is not confined by the kernel here "
+                f"({'; '.join(confinement.missing)}); "
+                "only the Python-level checks and resource limits apply. "
+                "Use --require-confinement to refuse instead."
             ),
             err=True,
         )
 
 
-def _guarded(body: Callable[[], int]) -> None:
+def guarded(body: Callable[[], int]) -> None:
     """Run a command body; map library errors, broken pipes and Ctrl-C to exit codes."""
     try:
         code = body()
@@ -193,7 +193,7 @@ def _quiet_broken_pipe() -> None:
 
 
 @contextmanager
-def _output(path: Optional[str]) -> Iterator[Output]:
+def output_to(path: Optional[str]) -> Iterator[Output]:
     """Stdout, or a file that appears whole only when the block ends without an error."""
     out = Output(path)
     try:
@@ -203,8 +203,11 @@ def _output(path: Optional[str]) -> Iterator[Output]:
         out.discard()
 
 
-def _progress(scenarios: list, *, streamed_to_terminal: bool):
-    """Progress on stderr when it is a terminal, unless a streamed format already shows each step there."""
+def progress_on_stderr(scenarios: list, *, streamed_to_terminal: bool):
+    """Progress on stderr when it is a terminal.
+
+    Not when a streamed format already shows each step there.
+    """
     from .progress import RunProgress, plans_of
 
     terminal = not streamed_to_terminal and sys.stderr.isatty()

@@ -34,9 +34,8 @@ class _Dumper(yaml.SafeDumper):
     }
 
     def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
-        super().increase_indent(
-            flow, False
-        )  # list items indented under their key, as the bundled scenarios are
+        # list items indented under their key, as the bundled scenarios are
+        super().increase_indent(flow, False)
 
 
 def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
@@ -51,12 +50,14 @@ _Dumper.add_representer(str, _str)
 
 
 def scenario_yaml(scenario: Scenario) -> str:
-    """The YAML text of ``scenario``; it loads back to the same steps (checked before it is returned)."""
+    """The YAML text of ``scenario``; it loads back to the same steps.
+
+    That is checked before the text is returned.
+    """
     from ..scenario.loader import loads_scenario
 
-    scenario = scenario.map_text(
-        lambda text: text.replace("${", "$${")
-    )  # YAML reads ${ as a placeholder; $${ is a literal one
+    # YAML reads ${ as a placeholder; $${ is a literal one
+    scenario = scenario.map_text(lambda text: text.replace("${", "$${"))
     data: Dict[str, Any] = {"title": scenario.title}
     description = scenario.description or ""
     if scenario.notices:
@@ -75,9 +76,8 @@ def scenario_yaml(scenario: Scenario) -> str:
     if scenario.show is not None:
         data["show"] = list(scenario.show)
     data["steps"] = [_step(spec) for spec in scenario.steps]
-    source = "".join(
-        ch if ch.isprintable() else "?" for ch in scenario.path or "a Python file"
-    )  # one comment line, whatever the name
+    # one comment line, whatever the name
+    source = "".join(ch if ch.isprintable() else "?" for ch in scenario.path or "a Python file")
     text = f"# Converted from {source} by 'tensortrace convert'.\n" + yaml.dump(
         data,
         Dumper=_Dumper,
@@ -89,9 +89,8 @@ def scenario_yaml(scenario: Scenario) -> str:
     # PyYAML escapes C0 and C1 itself but writes bidi controls as they are; each one left is
     # inside a double-quoted string (``_str``), where visible's spelling is a YAML escape.
     text = visible(text)
-    loads_scenario(
-        text, path="<converted>.yaml"
-    )  # what is written must load: a bug here is ours, not the user's
+    # what is written must load: a bug here is ours, not the user's
+    loads_scenario(text, path="<converted>.yaml")
     return text
 
 

@@ -57,7 +57,7 @@ def doctor(
 ) -> None:
     """Run your script as python would (your own code, no safe mode); name the line that broke
     backward."""
-    from .common import _guarded
+    from .common import guarded
 
     def body() -> int:
         from ..errors import UsageError
@@ -73,4 +73,4 @@ def doctor(
             )
         return run_target(script, args, output=output, fmt=fmt, width=width)
 
-    _guarded(body)
+    guarded(body)

@@ -19,7 +19,10 @@ from ..version import __version__
 
 app = typer.Typer(
     name="tensortrace",
-    help="See what PyTorch does to your tensors: run a scenario step by step and show storage, versions and autograd.",
+    help=(
+        "See what PyTorch does to your tensors: run a scenario step by step "
+        "and show storage, versions and autograd."
+    ),
     add_completion=True,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -91,7 +94,10 @@ def _terminated(signum: int, frame: object) -> None:
 
 
 def main() -> None:
-    """Parse the command line and run the command (``tensortrace.__main__.main`` imports and calls this)."""
+    """Parse the command line and run the command.
+
+    ``tensortrace.__main__.main`` imports and calls this.
+    """
     import signal
 
     for name in ("SIGTERM", "SIGHUP"):

@@ -13,13 +13,19 @@ TARGETS = typer.Argument(
     metavar="SCENARIO",
     show_default=False,
     autocompletion=lambda incomplete: _complete_scenario(incomplete),
-    help="Scenario files (.yaml, .py, .ipynb), or names of bundled scenarios (see 'tensortrace list').",
+    help=(
+        "Scenario files (.yaml, .py, .ipynb), or names of bundled scenarios "
+        "(see 'tensortrace list')."
+    ),
 )
 CHECK_TARGETS = typer.Argument(
     ...,
     metavar="SCENARIO",
     show_default=False,
-    help="Scenario files (.yaml, .py, .ipynb), folders (every .yaml file in them, sorted), or names of bundled scenarios.",
+    help=(
+        "Scenario files (.yaml, .py, .ipynb), folders (every .yaml file in them, sorted), "
+        "or names of bundled scenarios."
+    ),
 )
 FORMATS = ("console", "json", "jsonl", "markdown", "html", "svg", "dot", "mermaid")
 
@@ -39,8 +45,10 @@ COLOR = typer.Option(
     "auto",
     "--color",
     metavar="WHEN",
-    help="Colour the console output: auto (on a terminal, unless NO_COLOR is set; FORCE_COLOR forces it, "
-    "for less -R), always or never.",
+    help=(
+        "Colour the console output: auto (on a terminal, unless NO_COLOR is set; "
+        "FORCE_COLOR forces it, for less -R), always or never."
+    ),
     autocompletion=lambda incomplete: [
         w for w in ("auto", "always", "never") if w.startswith(incomplete)
     ],
@@ -52,8 +60,11 @@ FORMAT = typer.Option(
     metavar="FORMAT",
     show_default=False,
     autocompletion=_complete_format,
-    help="console, json, jsonl, markdown, html, svg, dot or mermaid. Default: what the -o file's suffix names "
-    "(.json, .jsonl, .md, .html, .svg, .dot, .mmd), else console.",
+    help=(
+        "console, json, jsonl, markdown, html, svg, dot or mermaid. "
+        "Default: what the -o file's suffix names "
+        "(.json, .jsonl, .md, .html, .svg, .dot, .mmd), else console."
+    ),
 )
 OUTPUT = typer.Option(
     None,
@@ -90,7 +101,10 @@ REQUIRE = typer.Option(
     False,
     "--require-confinement",
     envvar="TENSORTRACE_REQUIRE_CONFINEMENT",
-    help="Refuse to run in safe mode unless the kernel can confine the child (Landlock, seccomp). Also TENSORTRACE_REQUIRE_CONFINEMENT=1.",
+    help=(
+        "Refuse to run in safe mode unless the kernel can confine the child "
+        "(Landlock, seccomp). Also TENSORTRACE_REQUIRE_CONFINEMENT=1."
+    ),
 )
 STEP = typer.Option(
     None,
@@ -108,7 +122,10 @@ SHOW = typer.Option(
     None,
     "--show",
     metavar="NAMES",
-    help="Names to show, comma-separated (e.g. a,b,lin.weight); a module or list stands for what it holds (lin: lin.weight, lin.bias), as in the scenario's show.",
+    help=(
+        "Names to show, comma-separated (e.g. a,b,lin.weight); a module or list stands for "
+        "what it holds (lin: lin.weight, lin.bias), as in the scenario's show."
+    ),
 )
 ALL_ROWS = typer.Option(
     False,
@@ -122,21 +139,30 @@ OPS = typer.Option(
     "calls",
     "--ops",
     metavar="LEVEL",
-    help="What each step ran: none (not recorded), calls (the calls the code made; shown by default) or aten "
-    "(and the ATen operations under them). JSON holds both levels, and each backward call's gradient flow, unless none.",
+    help=(
+        "What each step ran: none (not recorded), "
+        "calls (the calls the code made; shown by default) or aten "
+        "(and the ATen operations under them). JSON holds both levels, "
+        "and each backward call's gradient flow, unless none."
+    ),
 )
 GRAPH = typer.Option(
     None,
     "--graph",
     metavar="NAMES",
-    help="Draw the autograd graph of these names (comma-separated) as it stands after the last step, "
-    "as a 'graph:' key on the last step would.",
+    help=(
+        "Draw the autograd graph of these names (comma-separated) "
+        "as it stands after the last step, as a 'graph:' key on the last step would."
+    ),
 )
 
 
 def wants_color(color: str, is_terminal: bool) -> bool:
-    """--color always/never decide; auto: NO_COLOR turns colour off, FORCE_COLOR on (for ``less -R``),
-    else colour goes to a terminal only."""
+    """Whether to colour: ``--color always``/``never`` decide.
+
+    With auto, NO_COLOR turns colour off, FORCE_COLOR on (for ``less -R``), else colour
+    goes to a terminal only.
+    """
     if color not in ("auto", "always", "never"):
         raise UsageError(f"--color {color!r}: use auto, always or never")
     if color != "auto":

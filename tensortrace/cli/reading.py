@@ -33,24 +33,24 @@ from .options import (  # one definition for every command
 )
 from ..errors import Interrupted, UsageError
 from ..trace import evolve as replace  # RenderOptions is a frozen record
-from .output import format_for
+from ..output import format_for
 from ..render import check_format, render
 from .tracefile import is_saved_trace, load_traces
 from .selection import check_steps_exist, parse_steps
 from .common import (
-    _progress,
+    progress_on_stderr,
     EXIT_FAILED,
     EXIT_OK,
     LIST_WIDTH,
-    _check_device,
-    _check_ops,
-    _guarded,
-    _load_all,
-    _noting_show,
-    _output,
-    _render_options,
-    _run_all,
-    _terminal_width,
+    check_device,
+    check_ops,
+    guarded,
+    load_all,
+    noting_show,
+    output_to,
+    render_options,
+    run_all,
+    terminal_width,
 )
 
 
@@ -77,25 +77,23 @@ def render_cmd(
 
     def body() -> int:
         form = check_format(format_for(fmt, output))
-        _check_ops(ops)
-        traces = _noting_show(load_traces(trace_file), show)
+        check_ops(ops)
+        traces = noting_show(load_traces(trace_file), show)
         check_steps_exist(
             parse_steps(step, steps),
             [len(t.steps) for t in traces],
             any(t.setup is not None for t in traces),
         )
-        with _output(output) as out:
+        with output_to(output) as out:
             options = replace(
-                _render_options(
-                    form, out, step, steps, changes_only, show, no_values, width, color
-                ),
+                render_options(form, out, step, steps, changes_only, show, no_values, width, color),
                 ops=ops,
                 all_rows=all_rows,
             )
             out.write(render(traces, form, options))
         return EXIT_OK if all(t.passed for t in traces) else EXIT_FAILED
 
-    _guarded(body)
+    guarded(body)
 
 
 def explore(
@@ -103,7 +101,10 @@ def explore(
         ...,
         metavar="FILE|NAME",
         show_default=False,
-        help="A scenario file, a bundled scenario's name, or a JSON trace saved with 'run -o trace.json'.",
+        help=(
+            "A scenario file, a bundled scenario's name, "
+            "or a JSON trace saved with 'run -o trace.json'."
+        ),
     ),
     device: Optional[str] = DEVICE,
     trust: bool = TRUST,
@@ -112,24 +113,27 @@ def explore(
     scenario_timeout: float = SCENARIO_TIMEOUT,
     require_confinement: bool = REQUIRE,
 ) -> None:
-    """Step through a trace in the terminal: steps, changed cells, who shares memory, errors, graphs."""
+    """Step through a trace in the terminal.
+
+    Steps, changed cells, who shares memory, errors, graphs.
+    """
 
     def body() -> int:
         from ..tui import explore as explore_traces, require_textual
 
         require_textual()
-        _check_device(device)
+        check_device(device)
         saved = is_saved_trace(target)
         traces = load_traces(target) if saved else None
-        scenarios = None if saved else _load_all([target])
+        scenarios = None if saved else load_all([target])
         if not _interactive():
             raise UsageError(
                 "explore needs a terminal; use 'tensortrace run' to print the trace instead"
             )
         if traces is None:
-            progress = _progress(scenarios, streamed_to_terminal=False)
+            progress = progress_on_stderr(scenarios, streamed_to_terminal=False)
             try:
-                traces = _run_all(
+                traces = run_all(
                     scenarios,
                     trust=trust,
                     device=device,
@@ -145,7 +149,7 @@ def explore(
                 raise KeyboardInterrupt from None
         return explore_traces(traces)
 
-    _guarded(body)
+    guarded(body)
 
 
 def _interactive() -> bool:
@@ -165,7 +169,7 @@ def schema(
     from ..scenario.schemas import scenario_schema, trace_schema
 
     if doctor_format:
-        from ..doctor.records import report_schema
+        from ..trace.doctor import report_schema
 
         return typer.echo(json.dumps(report_schema(), indent=2))
     typer.echo(json.dumps(trace_schema() if trace_format else scenario_schema(), indent=2))
@@ -193,7 +197,8 @@ def list_cmd(
             entries = [e for e in entries if wanted & {t.lower() for t in e.tags}]
             if not entries:
                 raise UsageError(
-                    f"no bundled scenario has the tag {', '.join(sorted(wanted))}; run 'tensortrace list' to see the tags"
+                    f"no bundled scenario has the tag {', '.join(sorted(wanted))}; "
+                    "run 'tensortrace list' to see the tags"
                 )
         if markdown:
             typer.echo(scenarios_markdown(entries), nl=False)
@@ -204,13 +209,13 @@ def list_cmd(
         color = tty and not os.environ.get("NO_COLOR")
         typer.echo(
             render_scenario_list(
-                entries, width=_terminal_width() if tty else LIST_WIDTH, color=color
+                entries, width=terminal_width() if tty else LIST_WIDTH, color=color
             ),
             nl=False,
         )
         return EXIT_OK
 
-    _guarded(body)
+    guarded(body)
 
 
 def show(
@@ -233,7 +238,7 @@ def show(
             raise ScenarioError(f"cannot be read: {exc.strerror or exc}", path=str(path)) from None
         return EXIT_OK
 
-    _guarded(body)
+    guarded(body)
 
 
 def new(
@@ -255,12 +260,12 @@ def new(
             raise UsageError(
                 f"{file} exists already; choose another name, or add --force to overwrite it"
             )
-        with _output(file) as out:
+        with output_to(file) as out:
             out.write(TEMPLATE.format(name=file))
         typer.echo(f"wrote {file}; run it with: tensortrace run {file}", err=True)
         return EXIT_OK
 
-    _guarded(body)
+    guarded(body)
 
 
 def convert(
@@ -286,11 +291,12 @@ def convert(
 
         if Path(source).suffix.lower() not in (".py", ".ipynb"):
             raise UsageError(
-                f"{source} is not a .py or .ipynb file; convert writes Python files and notebooks as YAML scenarios"
+                f"{source} is not a .py or .ipynb file; "
+                "convert writes Python files and notebooks as YAML scenarios"
             )
         text = scenario_yaml(load_scenario(source))
-        with _output(output) as out:
+        with output_to(output) as out:
             out.write(text)
         return EXIT_OK
 
-    _guarded(body)
+    guarded(body)

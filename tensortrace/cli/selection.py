@@ -17,7 +17,10 @@ def names_of(text: Optional[str]) -> Tuple[str, ...]:
 
 
 def parse_steps(step: Optional[int], steps: Optional[str]) -> Optional[frozenset]:
-    """The step numbers asked for (0: the setup), or None for all; ``UsageError`` for a malformed range."""
+    """The step numbers asked for (0: the setup), or None for all.
+
+    ``UsageError`` for a malformed range.
+    """
     if step is not None and steps is not None:
         raise UsageError("give --step or --steps, not both")
     if step is not None:

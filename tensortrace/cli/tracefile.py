@@ -21,7 +21,10 @@ MAX_TRACE_FILE_BYTES = 1 << 30
 
 
 def load_traces(source: str) -> List[Trace]:
-    """The traces of a saved document (``-``: standard input), every byte checked against the records."""
+    """The traces of a saved document (``-``: standard input).
+
+    Every byte is checked against the records.
+    """
     from ..scenario.inputs import Unreadable, read_regular
 
     try:

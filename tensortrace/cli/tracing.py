@@ -32,24 +32,24 @@ from .options import (  # one definition for every command
 from ..errors import Interrupted, TensorTraceError
 from ..trace import Trace
 from ..trace import evolve as replace  # RenderOptions is a frozen record
-from .output import Output, format_for
+from ..output import Output, format_for
 from ..render import RenderOptions, StreamRenderer, check_format, render, stream
 from ..render.text import visible
 from .selection import check_steps_exist, names_of, parse_steps
 from .common import (
-    _progress,
+    progress_on_stderr,
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_UNUSABLE,
-    _check_device,
-    _check_ops,
-    _guarded,
-    _load_all,
-    _noting_show,
-    _output,
-    _render_options,
-    _run_all,
+    check_device,
+    check_ops,
+    guarded,
+    load_all,
+    noting_show,
+    output_to,
+    render_options,
+    run_all,
 )
 
 
@@ -80,17 +80,17 @@ def run(
         from ..scenario.overrides import with_graph
 
         form = check_format(format_for(fmt, output))
-        _check_device(device)
-        _check_ops(ops)
-        scenarios = [with_graph(sc, names_of(graph)) for sc in _load_all(targets)]
+        check_device(device)
+        check_ops(ops)
+        scenarios = [with_graph(sc, names_of(graph)) for sc in load_all(targets)]
         check_steps_exist(
             parse_steps(step, steps),
             [len(sc.steps) for sc in scenarios],
             any(sc.setup for sc in scenarios),
         )
-        with _output(output) as out:
+        with output_to(output) as out:
             live = stream(form)
-            progress = _progress(
+            progress = progress_on_stderr(
                 scenarios, streamed_to_terminal=live is not None and out.is_terminal
             )
             traces, interrupted = _trace_into(
@@ -107,16 +107,14 @@ def run(
                 ops=ops,
             )
             options = replace(
-                _render_options(
-                    form, out, step, steps, changes_only, show, no_values, width, color
-                ),
+                render_options(form, out, step, steps, changes_only, show, no_values, width, color),
                 ops=ops,
                 all_rows=all_rows,
             )
-            out.write(_rest_of_output(_noting_show(traces, show), form, live, options))
+            out.write(_rest_of_output(noting_show(traces, show), form, live, options))
         return _run_status(traces, interrupted)
 
-    _guarded(body)
+    guarded(body)
 
 
 def _trace_into(
@@ -135,7 +133,7 @@ def _trace_into(
             out.write(live.step(trace, st))
 
     try:
-        return _run_all(
+        return run_all(
             scenarios, on_start=on_start, on_step=on_step, progress=progress, **run_args
         ), False
     except Interrupted as stop:
@@ -176,7 +174,7 @@ def check(
         from ..scenario.library import expand_folders
         from .check import summary
 
-        _check_ops(ops)
+        check_ops(ops)
         passed = failed = unusable = 0
         files = expand_folders(targets, skipped=_say_skipped)
         _prepare_check(files, confine=not trust)
@@ -201,7 +199,7 @@ def check(
             return EXIT_UNUSABLE
         return EXIT_FAILED if failed else EXIT_OK
 
-    _guarded(body)
+    guarded(body)
 
 
 def _say_skipped(path: str, why: str) -> None:
@@ -210,7 +208,10 @@ def _say_skipped(path: str, why: str) -> None:
 
 
 def _prepare_check(targets: Sequence[str], confine: bool) -> None:
-    """Import once, up front, what some file's scenarios will need (a file that fails to load is reported later)."""
+    """Import once, up front, what some file's scenarios will need.
+
+    A file that fails to load is reported later.
+    """
     from ..scenario.library import resolve_target
     from ..run.runner import prepare
     from ..scenario import load_scenario
@@ -235,7 +236,7 @@ def _check_one(target: str, **run_args) -> Optional[List[bool]]:
     from ..scenario import load_scenario
 
     try:
-        traces = _run_all([load_scenario(resolve_target(target))], **run_args)
+        traces = run_all([load_scenario(resolve_target(target))], **run_args)
         lines = [check_line(trace, target) for trace in traces]
     except TensorTraceError as exc:
         typer.echo(error_line(target, str(exc)), err=True)

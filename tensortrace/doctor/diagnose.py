@@ -26,7 +26,7 @@ import torch
 
 from .places import assigned_names, place
 from .messages import node_name
-from .records import Cut, Failure, Place, Saved, Silent, Write
+from ..trace.doctor import Cut, Failure, Place, Saved, Silent, Write
 
 MAX_NODES = 100_000  # graph nodes walked to find where an old graph begins, or the leaves
 

@@ -26,7 +26,7 @@ from typing import Any, Dict, Optional, Tuple
 
 import torch
 
-from .records import Place
+from ..trace.doctor import Place
 
 # (filename, line, function): what a hook keeps of a frame, made into a Place only for a report
 Spot = Tuple[str, int, str]

@@ -24,7 +24,7 @@ from types import TracebackType
 from typing import Any, List, Optional, Sequence
 
 from ..errors import TensorTraceError, UsageError
-from .records import REPORT_VERSION, Report, Watched, report_json
+from ..trace.doctor import REPORT_VERSION, Report, Watched, report_json
 
 FORMATS = ("console", "json")
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -126,7 +126,7 @@ def write_report(
         stream.write(render_report(report, fmt, width=width, color=color))
         stream.flush()
         return
-    from ..cli.output import Output
+    from ..output import Output
 
     out = Output(path)
     try:
@@ -152,7 +152,7 @@ def run_target(
     """Run a script (or ``-m`` module) under the doctor; the script's exit status."""
     form = check_format(fmt, output)
     if output not in (None, "-"):
-        from ..cli.output import Output
+        from ..output import Output
 
         Output(output).discard()  # a folder that is not there: said now, before the script runs
     argv0 = _check_target(target, module)

@@ -16,6 +16,8 @@ of lines instead (``state_cards``).
 
 from __future__ import annotations
 
+import weakref
+
 from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 from rich import box
@@ -219,7 +221,7 @@ class TableLines:
         self.right = [column in RIGHT_ALIGNED for column in columns]
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[Segment]:
-        styles = _Styles(console)
+        styles = _Styles.of(console)
         null = styles.get("")
         indent = Segment(" " * TABLE_INDENT, null)
         inner = sum(self.widths) + GAP * (len(self.widths) - 1)
@@ -283,12 +285,27 @@ def _cell_segments(cell: Cell, width: int, right: bool, styles: "_Styles") -> Li
 
 
 class _Styles:
-    """Styles by name and their combinations parsed once per table, and cells drawn once."""
+    """Styles by name and their combinations parsed once per console, and cells drawn once.
+
+    One per console, so that the hundreds of steps of a trace share them: a
+    column's width is stable within a run, so most cells ("S2", "False",
+    "None") are drawn once for the whole trace rather than once per step.
+    """
+
+    _by_console: "weakref.WeakKeyDictionary[Console, _Styles]" = weakref.WeakKeyDictionary()
+    MAX_CELLS = 20_000  # drawn cells kept per console: a long trace's values are mostly unique
 
     def __init__(self, console: Console) -> None:
         self.console = console
         self.known: Dict[Tuple[str, ...], Style] = {}
         self.cells: Dict[Tuple[Cell, int, bool], List[Segment]] = {}
+
+    @classmethod
+    def of(cls, console: Console) -> "_Styles":
+        styles = cls._by_console.get(console)
+        if styles is None or len(styles.cells) > cls.MAX_CELLS:
+            styles = cls._by_console[console] = cls(console)
+        return styles
 
     def get(self, *names: str) -> Style:
         style = self.known.get(names)

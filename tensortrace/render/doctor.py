@@ -13,7 +13,7 @@ from typing import List, Optional, Tuple
 from rich.console import Console
 from rich.text import Text
 
-from ..doctor.records import Failure, Place, Report, Saved, Silent, Write
+from ..trace.doctor import Failure, Place, Report, Saved, Silent, Write
 from .text import visible
 
 NO_SAFE_MODE = "ran in this process, as your own code: no safe mode"

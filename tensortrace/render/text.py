@@ -41,10 +41,14 @@ NONE = "None"
 
 # Characters that must never reach a terminal or a page as they are: C0 controls
 # other than newline and tab, DEL, C1 controls, the bidirectional controls (which
-# reorder what the reader sees), and lone surrogates (which no encoder accepts).
-_INVISIBLE = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
-)
+# reorder what the reader sees), lone surrogates (which no encoder accepts), and a
+# zero-width joiner that joins nothing (first, last, beside a space or another
+# joiner), on which rich's line wrapping fails; one inside an emoji sequence stays.
+_CONTROLS = "\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff"
+_INVISIBLE = re.compile(f"[{_CONTROLS}]|(?<![^\\s\u200d])\u200d|\u200d(?![^\\s\u200d])")
+# What may need spelling, as one character class (every joiner included): the fast test
+# that text needs no change. The lookarounds above cost six times as much per character.
+_SUSPECT = re.compile(f"[{_CONTROLS}\u200d]")
 
 
 def _spelled(match: "re.Match[str]") -> str:
@@ -59,7 +63,7 @@ def visible(text: str) -> str:
     laid out in lines. The spelling is the one ``repr`` and the files written
     with ``-o`` use, so a reader meets one convention everywhere.
     """
-    if _INVISIBLE.search(text) is None:
+    if _SUSPECT.search(text) is None:
         return text
     return _INVISIBLE.sub(_spelled, text)
 
@@ -87,7 +91,7 @@ def count_text(value: Any) -> str:
 
 def has_invisible(text: str) -> bool:
     """``text`` holds a character ``visible`` would spell (a control, a bidi override, ...)."""
-    return _INVISIBLE.search(text) is not None
+    return _SUSPECT.search(text) is not None and _INVISIBLE.search(text) is not None
 
 
 _T = TypeVar("_T")
@@ -159,7 +163,7 @@ def _visible_value(value: Any, seen: Dict[int, Any]) -> Any:
     values = [getattr(value, name) for name in names]
     # a flat record (a saved tensor, ...): its strings checked at once
     if all(type(v) in _FLAT for v in values):
-        if _INVISIBLE.search("".join([v for v in values if type(v) is str])) is None:
+        if _SUSPECT.search("".join([v for v in values if type(v) is str])) is None:
             return value
     elif _holds_none(value):
         return value
@@ -178,7 +182,7 @@ def _visible_value(value: Any, seen: Dict[int, Any]) -> Any:
 # below 0x20 other than newline and tab is escaped (\b, \f, \r, \u00XX), the rest
 # stand as they are. A literal backslash before b, f, r or u00 matches too: that
 # record is then walked field by field, which is slower but never wrong.
-_INVISIBLE_IN_JSON = re.compile(_INVISIBLE.pattern + r"|\\[bfr]|\\u00")
+_INVISIBLE_IN_JSON = re.compile(_SUSPECT.pattern + r"|\\[bfr]|\\u00")
 _JSON = msgspec.json.Encoder()
 
 
@@ -221,7 +225,7 @@ def _visible_node(node: GraphNode, seen: Dict[int, Any]) -> GraphNode:
         text = node.id + node.name + (node.leaf or "") + "".join(node.next)
     except TypeError:  # not all strings (a hand-made record): field by field
         text = "\x00"
-    if _INVISIBLE.search(text) is None:
+    if _SUSPECT.search(text) is None:
         return node if saved is node.saved else evolve(node, saved=saved)
     changes = {}
     for name in ("id", "name", "leaf", "next"):

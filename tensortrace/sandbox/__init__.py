@@ -14,6 +14,11 @@ that read the same policy tables (:mod:`.policy`):
    :mod:`.scenario_builtins`), which raise :class:`SafeModeViolation` for
    what is reached another way.
 
+The checker's knowledge of the syntax tree is in :mod:`.syntax`, the checks
+that need the whole source in :mod:`.deferred`; the guards' verdicts on live
+objects, and their caches, are in :mod:`.verdicts`; the tables on modules
+are in :mod:`.modules`, re-exported by :mod:`.policy`.
+
 This layer exists for clear, early messages; it is not a proof of safety.
 The runner also executes each step in a child process under operating-system
 limits. See ``docs/safety.md``.

@@ -8,7 +8,10 @@ column for each, so that the user sees every problem at once. The same pass
 rewrites every attribute read and write into calls of the run-time guards
 (:mod:`tensortrace.sandbox.guards`), which refuse what the tree cannot show.
 Everything else is left to plain Python, so a scenario's semantics stay those
-of plain ``exec``.
+of plain ``exec``. What the pass knows of the syntax tree itself (the nodes
+safe mode knows, where a refusal is placed, how a guard call is built) is in
+:mod:`tensortrace.sandbox.syntax`; the checks that need the whole source are
+in :mod:`tensortrace.sandbox.deferred`.
 """
 
 from __future__ import annotations
@@ -16,8 +19,7 @@ from __future__ import annotations
 import ast
 import functools
 import types
-from dataclasses import dataclass
-from typing import Any, Dict, FrozenSet, List, Optional, Set, Tuple
+from typing import Any, List, Optional, Set, Tuple
 
 from tensortrace.errors import PolicyError
 
@@ -44,128 +46,41 @@ from .policy import (
 __all__ = ["Refusal", "check_source", "compile_safe"]
 
 
-_IOP_SYMBOLS = {
-    ast.Add: "+=",
-    ast.Sub: "-=",
-    ast.Mult: "*=",
-    ast.Div: "/=",
-    ast.FloorDiv: "//=",
-    ast.Mod: "%=",
-    ast.Pow: "**=",
-    ast.LShift: "<<=",
-    ast.RShift: ">>=",
-    ast.BitAnd: "&=",
-    ast.BitOr: "|=",
-    ast.BitXor: "^=",
-    ast.MatMult: "@=",
-}
-
-
-def _node_types(names: str) -> FrozenSet[type]:
-    return frozenset(getattr(ast, n) for n in names.split() if hasattr(ast, n))
-
-
-#: Syntax safe mode knows. Anything else (async, ``except*``, ``match``, and
-#: whatever a later Python adds) is refused until someone has looked at it.
-_ALLOWED_NODES = _node_types(
-    """
-    Module Expression
-    FunctionDef ClassDef Return Delete Assign AugAssign AnnAssign For While If With
-    Raise Try Assert Import ImportFrom Global Nonlocal Expr Pass Break Continue
-    BoolOp NamedExpr BinOp UnaryOp Lambda IfExp Dict Set ListComp SetComp DictComp
-    GeneratorExp Yield YieldFrom Compare Call FormattedValue JoinedStr Constant
-    Attribute Subscript Starred Name List Tuple Slice
-    Load Store Del And Or
-    Add Sub Mult MatMult Div Mod Pow LShift RShift BitOr BitXor BitAnd FloorDiv
-    Invert Not UAdd USub
-    Eq NotEq Lt LtE Gt GtE Is IsNot In NotIn
-    comprehension ExceptHandler arguments arg keyword alias withitem
-    """
+from .deferred import DeferredChecks
+from .syntax import (
+    ALLOWED_NODES,
+    CONSTRUCT_NAMES,
+    IOP_SYMBOLS,
+    LEAVES,
+    Refusal,
+    attribute_name_column,
+    attribute_chain,
+    guard_call,
 )
 
-_CONSTRUCT_NAMES = {
-    "AsyncFunctionDef": "'async def'",
-    "AsyncFor": "'async for'",
-    "AsyncWith": "'async with'",
-    "Await": "'await'",
-    "TryStar": "'except*'",
-    "Match": "the 'match' statement",
-    "TypeAlias": "the 'type' statement",
-    "TemplateStr": "template strings",
-}
 
-
-@dataclass(frozen=True)
-class Refusal:
-    """One construct safe mode refuses, at a place in the source given."""
-
-    line: int  # 1-based, relative to the source given
-    column: int  # 1-based, in characters
-    message: str
-
-
-def _attribute_name_column(node: ast.Attribute) -> Optional[int]:
-    """Byte offset of the attribute's name (it ends the node's span), or None."""
-    end = getattr(node, "end_col_offset", None)
-    if end is None or node.end_lineno != node.lineno:
-        return None
-    return end - len(node.attr.encode("utf-8"))
-
-
-def _chain(node: ast.AST) -> Optional[Tuple[str, ...]]:
-    """``('torch', 'nn', 'functional')`` for ``torch.nn.functional``; None if not a plain chain."""
-    parts: List[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return None
-    parts.append(node.id)
-    parts.reverse()
-    return tuple(parts)
-
-
-_LOAD = ast.Load()
-
-
-def _guard_call(name: str, args: List[Any], where: Any) -> ast.Call:
-    """``name(*args)`` placed at ``where``; str arguments become constants there."""
-    pos = {
-        "lineno": where.lineno,
-        "col_offset": where.col_offset,
-        "end_lineno": where.end_lineno,
-        "end_col_offset": where.end_col_offset,
-    }
-    args = [ast.Constant(a, **pos) if type(a) is str else a for a in args]
-    return ast.Call(ast.Name(name, _LOAD, **pos), args, [], **pos)
-
-
-class _Checker:
+class _Checker(DeferredChecks):
     """One pass over the syntax tree: collects refusals and rewrites attribute access.
 
     Children are handled before a node is rewritten, and inserted guard calls
     are never visited, so they are not subject to the underscore rule. Checks
     that depend on the whole source (is ``open`` bound by this code? what does
-    ``np`` name here?) are recorded during the pass and decided at the end.
+    ``np`` name here?) are recorded during the pass and decided at the end
+    (:class:`~tensortrace.sandbox.deferred.DeferredChecks`).
     """
 
     def __init__(self, source: str) -> None:
         self.source = source
         self.has_imports = "import" in source
+        super().__init__()
         self.problems: List[Tuple[ast.AST, str, Optional[int]]] = []
-        self.bound: Set[str] = set()
-        self.imported: Dict[str, str] = {}
-        self.builtin_loads: List[ast.Name] = []
-        self.builtin_calls: List[Tuple[ast.Call, str, int]] = []
-        self.chains: List[Tuple[ast.Attribute, Tuple[str, ...], bool]] = []
         self.method_defs: Set[int] = set()
-        self.str_formats: List[ast.Attribute] = []
 
     # -- driver -------------------------------------------------------------
 
     def run(self, tree: ast.AST) -> ast.AST:
         tree = self.visit(tree)
-        self._decide_deferred()
+        self.decide_deferred()
         return tree
 
     def refusals(self) -> List[Refusal]:
@@ -194,9 +109,9 @@ class _Checker:
         handler = _HANDLERS.get(type(node))
         if handler is not None:
             return handler(self, node)
-        if type(node) not in _ALLOWED_NODES:
+        if type(node) not in ALLOWED_NODES:
             name = type(node).__name__
-            what = _CONSTRUCT_NAMES.get(name, f"'{name}' syntax")
+            what = CONSTRUCT_NAMES.get(name, f"'{name}' syntax")
             self.refuse(node, f"{what} is not allowed in safe mode")
             return node
         self.children(node)
@@ -207,11 +122,11 @@ class _Checker:
             value = getattr(node, field, None)
             if type(value) is list:
                 for i, item in enumerate(value):
-                    if isinstance(item, ast.AST) and type(item) not in _LEAVES:
+                    if isinstance(item, ast.AST) and type(item) not in LEAVES:
                         new = self.visit(item)
                         if new is not item:
                             value[i] = new
-            elif isinstance(value, ast.AST) and type(value) not in _LEAVES:
+            elif isinstance(value, ast.AST) and type(value) not in LEAVES:
                 new = self.visit(value)
                 if new is not value:
                     setattr(node, field, new)
@@ -324,14 +239,14 @@ class _Checker:
             self.refuse(
                 node,
                 f"'.{attr}' is not allowed in safe mode (it {RAW_MEMORY_PROTOCOLS[attr]})",
-                _attribute_name_column(node),
+                attribute_name_column(node),
             )
         elif attr[:1] == "_" and not is_load:
             verb = "deleting" if type(node.ctx) is ast.Del else "writing"
             self.refuse(
                 node,
                 f"{verb} '.{attr}' is not allowed in safe mode ({UNDERSCORE_WRITE})",
-                _attribute_name_column(node),
+                attribute_name_column(node),
             )
         elif attr[:1] == "_" and not underscore_allowed(attr):
             self.refuse(
@@ -339,13 +254,13 @@ class _Checker:
                 f"'.{attr}' is not allowed in safe mode (attributes starting with '_' "
                 "reach interpreter internals; allowed: _version, _base, _is_view, "
                 "_saved_*, _raw_saved_*, __init__, __name__, __version__)",
-                _attribute_name_column(node),
+                attribute_name_column(node),
             )
         elif attr in REFUSED_ATTRIBUTES:
             self.refuse(
                 node,
                 f"'.{attr}' is not allowed in safe mode (it {REFUSED_ATTRIBUTES[attr]})",
-                _attribute_name_column(node),
+                attribute_name_column(node),
             )
         elif attr in FORMAT_METHODS:
             # A literal template is judged here; any other is judged by the
@@ -357,7 +272,7 @@ class _Checker:
                         node,
                         f"'.{attr}' with this template is not allowed in safe mode "
                         f"({FORMAT_METHODS[attr]}; {FORMAT_HINT})",
-                        _attribute_name_column(node),
+                        attribute_name_column(node),
                     )
             elif type(template) is ast.Name and template.id == "str":
                 # str.format(template, ...): the template is an argument.
@@ -366,7 +281,7 @@ class _Checker:
         while type(root) is ast.Attribute:
             root = root.value
         if type(root) is ast.Name and (root.id in DEFAULT_ALIASES or self.has_imports):
-            chain = _chain(node)
+            chain = attribute_chain(node)
             if chain is not None:
                 self.chains.append((node, chain, is_load))
 
@@ -374,14 +289,14 @@ class _Checker:
         is_load = type(node.ctx) is ast.Load
         self.check_attribute(node, is_load)
         value = node.value
-        if type(value) not in _LEAVES:
+        if type(value) not in LEAVES:
             value = self.visit(value)
         if is_load:
             closely = node.attr in CLOSER_LOOK or node.attr[:1] == "_"
-            return _guard_call(
+            return guard_call(
                 "_getattr_closely_" if closely else "_getattr_", [value, node.attr], node
             )
-        node.value = _guard_call("_write_", [value, node.attr], node.value)
+        node.value = guard_call("_write_", [value, node.attr], node.value)
         return node
 
     def v_aug_assign(self, node: ast.AugAssign) -> ast.AST:
@@ -395,8 +310,8 @@ class _Checker:
         self.check_attribute(target, False)
         obj = self.visit(target.value)
         value = self.visit(node.value)
-        load = _guard_call("_aug_load_", [obj, target.attr], target)
-        store = _guard_call("_aug_store_", [load, value, _IOP_SYMBOLS[type(node.op)]], node)
+        load = guard_call("_aug_load_", [obj, target.attr], target)
+        store = guard_call("_aug_store_", [load, value, IOP_SYMBOLS[type(node.op)]], node)
         return ast.Expr(
             store,
             lineno=node.lineno,
@@ -464,7 +379,8 @@ class _Checker:
         if type(node.value) is str and node.value in RAW_MEMORY_PROTOCOLS:
             self.refuse(
                 node,
-                f"'{node.value}' is not allowed in safe mode (it {RAW_MEMORY_PROTOCOLS[node.value]})",
+                f"'{node.value}' is not allowed in safe mode "
+                f"(it {RAW_MEMORY_PROTOCOLS[node.value]})",
             )
         return node
 
@@ -473,66 +389,6 @@ class _Checker:
             self.refuse(node.target, "'async for' is not allowed in safe mode")
         self.children(node)
         return node
-
-    # -- decisions that need the whole source ----------------------------------
-
-    def _decide_deferred(self) -> None:
-        bound = self.bound
-        for node in self.str_formats:
-            if "str" not in bound:
-                self.refuse(
-                    node,
-                    f"'str.{node.attr}' is not allowed in safe mode (the template is an "
-                    f"argument it cannot check; {FORMAT_HINT})",
-                    _attribute_name_column(node),
-                )
-        for node in self.builtin_loads:
-            if node.id not in bound:
-                self.refuse(
-                    node,
-                    f"'{node.id}' is not available in safe mode (it {REFUSED_BUILTINS[node.id]})",
-                )
-        for call, name, nargs in self.builtin_calls:
-            if name in bound:
-                continue
-            if name in REFUSED_CALLS:
-                self.refuse(
-                    call, f"'{name}()' is not available in safe mode (it {REFUSED_CALLS[name]})"
-                )
-            elif nargs > 1:
-                self.refuse(
-                    call,
-                    "'type()' with three arguments is not allowed in safe mode "
-                    "(it builds classes around the checks on class statements)",
-                )
-        aliases = {k: v for k, v in DEFAULT_ALIASES.items() if k not in bound}
-        aliases.update(self.imported)
-        for node, chain, is_load in self.chains:
-            base = aliases.get(chain[0])
-            if base is None:
-                continue
-            for part in chain[1:-1]:
-                base = f"{base}.{part}"
-                if base not in ALLOWED_MODULES:
-                    base = None
-                    break
-            if base is None:
-                continue
-            attr = chain[-1]
-            if attr[:1] == "_" and not underscore_allowed(attr):
-                continue  # refused already, by the rule on '_' names
-            reason = refused_module_attribute(base, attr)
-            if reason is not None:
-                self.refuse(node, f"'{base}.{attr}' is not allowed in safe mode (it {reason})")
-            elif not is_load and not base.startswith("torch.backends."):
-                # (torch.backends flags such as cudnn.deterministic are settings;
-                # the runtime guard lets only those through.)
-                verb = "writing" if type(node.ctx) is ast.Store else "deleting"
-                self.refuse(
-                    node,
-                    f"{verb} '{base}.{attr}' is not allowed in safe mode "
-                    "(modules are shared by everything that runs)",
-                )
 
 
 _HANDLERS = {
@@ -552,14 +408,6 @@ _HANDLERS = {
     ast.keyword: _Checker.v_keyword,
     ast.Constant: _Checker.v_constant,
 }
-
-#: Nodes with nothing inside to check (contexts and operators).
-_LEAVES = _node_types(
-    """
-    Load Store Del And Or Add Sub Mult MatMult Div Mod Pow LShift RShift BitOr BitXor
-    BitAnd FloorDiv Invert Not UAdd USub Eq NotEq Lt LtE Gt GtE Is IsNot In NotIn
-    """
-)
 
 
 def _parse(source: str, mode: str) -> ast.AST:

@@ -6,21 +6,36 @@ read code; ``library`` finds the bundled scenarios; ``schemas`` is the scenario
 file's JSON Schema; ``inputs`` reads any file the user named, bounded.
 """
 
-from .limits import MAX_EXPANDED_STEPS, MAX_FILE_BYTES, MAX_VARIANTS
-from .loader import load_scenario, loads_scenario, validate_code
-from .spec import Code, Declaration, Expectations, Scenario, StepSpec, placeholders_in
+from __future__ import annotations
 
-__all__ = [
-    "Code",
-    "Declaration",
-    "Expectations",
-    "MAX_EXPANDED_STEPS",
-    "MAX_FILE_BYTES",
-    "MAX_VARIANTS",
-    "Scenario",
-    "StepSpec",
-    "load_scenario",
-    "loads_scenario",
-    "placeholders_in",
-    "validate_code",
-]
+from importlib import import_module
+from typing import Any
+
+# name -> the module that defines it, imported on first use: a command that only needs the
+# device names (``scenario.devices``) must not pay for yaml and the loader
+_LAZY = {
+    "MAX_EXPANDED_STEPS": "limits",
+    "MAX_FILE_BYTES": "limits",
+    "MAX_VARIANTS": "limits",
+    "load_scenario": "loader",
+    "loads_scenario": "loader",
+    "validate_code": "loader",
+    "Code": "spec",
+    "Declaration": "spec",
+    "Expectations": "spec",
+    "Scenario": "spec",
+    "StepSpec": "spec",
+    "placeholders_in": "spec",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tensortrace.scenario' has no attribute {name!r}")
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+__all__ = sorted(_LAZY)

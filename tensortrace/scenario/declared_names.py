@@ -71,7 +71,10 @@ def unknown_class(name: str, warning: bool, own: Set[str]) -> Optional[str]:
     hint = (
         f"; did you mean {close[0]!r}?"
         if close
-        else "; give a builtin or torch class, one the scenario defines, or a dotted name such as torch.OutOfMemoryError"
+        else (
+            "; give a builtin or torch class, one the scenario defines, "
+            "or a dotted name such as torch.OutOfMemoryError"
+        )
     )
     return f"{name!r} is not {kind} of Python or torch{hint}"
 

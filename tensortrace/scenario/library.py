@@ -87,7 +87,8 @@ def expand_folders(
                 skipped(str(entry), why)
         if not files:
             raise UsageError(
-                f"{target} is a folder with no .yaml scenario files in it; give scenario files or a folder that holds some"
+                f"{target} is a folder with no .yaml scenario files in it; "
+                "give scenario files or a folder that holds some"
             )
         result.extend(str(p) for p in files)
     return result

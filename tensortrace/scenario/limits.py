@@ -35,7 +35,10 @@ def compile_check(code: Code, mode: str, path: Optional[str], what: str) -> None
         if comparison is not None:
             source, offset, suggestion = comparison
             line, column = code.locate_source(mode, *position(source, offset))
-            reason = f"an expectation is an expression that must come out true, and '=' assigns; compare with '==': {suggestion}"
+            reason = (
+                "an expectation is an expression that must come out true, and '=' assigns; "
+                f"compare with '==': {suggestion}"
+            )
         raise ScenarioError(
             f"{what} {kind}: {reason}", path=path, line=line, column=column
         ) from None

@@ -38,15 +38,21 @@ from .pyfile import (
 )
 from .spec import Code, Scenario
 
-#: A line that IPython reads as a magic or shell command: ``%cmd``, ``!cmd``, or ``x = %cmd`` / ``x = !cmd``.
+#: A line that IPython reads as a magic or shell command: ``%cmd``, ``!cmd``, or
+#: ``x = %cmd`` / ``x = !cmd``.
 _MAGIC_RE = re.compile(
-    r"^([ \t]*)(?:[A-Za-z_][\w.]*(?:[ \t]*,[ \t]*[A-Za-z_][\w.]*)*[ \t]*=[ \t]*)?(%{1,2}|!(?!=))(.*)$"
+    r"^([ \t]*)"
+    r"(?:[A-Za-z_][\w.]*(?:[ \t]*,[ \t]*[A-Za-z_][\w.]*)*[ \t]*=[ \t]*)?"
+    r"(%{1,2}|!(?!=))(.*)$"
 )
 #: IPython's help syntax: ``torch.ones?``, ``??a.add_``.
 _HELP_RE = re.compile(r"^([ \t]*)(\?{0,2})[A-Za-z_][\w.]*(\?{0,2})[ \t]*$")
 _HEADING_RE = re.compile(r"^#[ \t]+(.+?)[ \t#]*$")
 
-MISSING_NBFORMAT = "reading notebooks needs the nbformat package, which is not installed; install it with: pip install 'tensortrace[notebook]'"
+MISSING_NBFORMAT = (
+    "reading notebooks needs the nbformat package, which is not installed; "
+    "install it with: pip install 'tensortrace[notebook]'"
+)
 
 
 def at(path: str, cell: int, line: Optional[int] = None, column: Optional[int] = None) -> str:
@@ -85,7 +91,8 @@ def loads_notebook(data: Union[str, bytes], path: str = "<string>") -> Scenario:
             continue
         if len(steps) >= MAX_EXPANDED_STEPS:
             raise ScenarioError(
-                f"the notebook has over {MAX_EXPANDED_STEPS:,} code cells, the limit of steps; split it into several",
+                f"the notebook has over {MAX_EXPANDED_STEPS:,} code cells, the limit of steps; "
+                "split it into several",
                 path=path,
             )
         source = _without_magics(source, path, number, notices, refusals)
@@ -136,7 +143,9 @@ def _cells(text: str, path: str) -> List[Tuple[str, str]]:
             "this JSON is not a Jupyter notebook: it has no list of 'cells'", path=path
         )
     try:
-        with warnings.catch_warnings():  # nbformat's remarks on old or odd notebooks (missing cell ids ...) are not the user's concern
+        # nbformat's remarks on old or odd notebooks (missing cell ids ...) are not the
+        # user's concern
+        with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             notebook = nbformat.reads(text, as_version=4)
         cells = [
@@ -168,11 +177,13 @@ def _without_magics(
         refusals.append(
             (
                 at(path, cell, first + 1),
-                f"{magic!r} is an IPython cell magic, not Python; safe mode refuses the notebook; remove it, or use --trust to skip its cell",
+                f"{magic!r} is an IPython cell magic, not Python; safe mode refuses the notebook; "
+                "remove it, or use --trust to skip its cell",
             )
         )
         notices.append(
-            f"cell {cell} was skipped: it starts with the IPython cell magic {magic!r}, which is not Python"
+            f"cell {cell} was skipped: it starts with the IPython cell magic {magic!r}, "
+            "which is not Python"
         )
         return None
     try:
@@ -195,7 +206,8 @@ def _without_magics(
         refusals.append(
             (
                 at(path, cell, number, len(found.group(1)) + 1),
-                f"{shown!r} is {what}, not Python; safe mode refuses the notebook; remove it, or use --trust to skip it",
+                f"{shown!r} is {what}, not Python; safe mode refuses the notebook; "
+                "remove it, or use --trust to skip it",
             )
         )
         notices.append(f"cell {cell}, line {number}: {shown!r} was skipped ({what}, not Python)")

@@ -77,7 +77,8 @@ def loads_python(data: Union[str, bytes], path: str = "<string>") -> Scenario:
     if setup_count == len(groups):
         setup_count = 0  # nothing but imports: they are what there is to trace
     if title is None and setup_count and blocks[0]:
-        # comments right above the first import: the file's header, as there is no step to give a note to
+        # comments right above the first import: the file's header, as there is no step
+        # to give a note to
         body_lines = [
             _uncomment(t)
             for _, t in blocks[0]
@@ -90,7 +91,8 @@ def loads_python(data: Union[str, bytes], path: str = "<string>") -> Scenario:
     refuse_stray_directives(every_comment, used, error)
     if len(groups) - setup_count > MAX_EXPANDED_STEPS:
         raise error(
-            f"the file has {len(groups) - setup_count:,} top-level statements, over the limit of {MAX_EXPANDED_STEPS:,} steps; "
+            f"the file has {len(groups) - setup_count:,} top-level statements, "
+            f"over the limit of {MAX_EXPANDED_STEPS:,} steps; "
             "split it into several files"
         )
     setup: Tuple[Code, ...] = ()
@@ -124,7 +126,7 @@ def loads_python(data: Union[str, bytes], path: str = "<string>") -> Scenario:
 
 
 def decode_source(data: Union[str, bytes], path: str, what: str) -> str:
-    """The text of a Python file or notebook: size, NUL bytes and encoding checked (PEP 263 cookies honoured)."""
+    """The text of a Python file or notebook: size, NUL bytes and encoding (PEP 263) checked."""
     from .limits import MAX_FILE_BYTES
 
     if isinstance(data, bytes):
@@ -143,7 +145,9 @@ def decode_source(data: Union[str, bytes], path: str, what: str) -> str:
                         encoding = codecs.lookup(found.group(1).decode("ascii")).name
                     except (LookupError, UnicodeDecodeError):
                         raise ScenarioError(
-                            f"the coding declaration names an unknown encoding {found.group(1).decode('ascii', 'replace')!r}; save the file as UTF-8",
+                            "the coding declaration names an unknown encoding "
+                            f"{found.group(1).decode('ascii', 'replace')!r}; "
+                            "save the file as UTF-8",
                             path=path,
                             line=data.splitlines().index(head) + 1,
                         ) from None
@@ -200,7 +204,8 @@ def parse_module(text: str, error: ErrorAt, what: str = "the file") -> ast.Modul
                 else ""
             )
             raise error(
-                f"{what} is not valid Python: the line has a U+{ord(ch):04X} {name}{lead}{origin}, which Python does not "
+                f"{what} is not valid Python: the line has a U+{ord(ch):04X} "
+                f"{name}{lead}{origin}, which Python does not "
                 "take as a space; replace it with ordinary spaces",
                 line,
                 odd + 1,
@@ -220,7 +225,7 @@ def parse_module(text: str, error: ErrorAt, what: str = "the file") -> ast.Modul
 
 
 def comment_lines(found: Dict[int, Tuple[int, str]]) -> Dict[int, str]:
-    """Line number → text of each comment that starts at column 0 (the only ones that make notes)."""
+    """Line number → text of each comment that starts at column 0 (only those make notes)."""
     return {line: text for line, (column, text) in found.items() if column == 0}
 
 
@@ -239,13 +244,15 @@ def all_comments(text: str) -> Dict[int, Tuple[int, str]]:
 
 
 def refuse_stray_directives(found: Dict[int, Tuple[int, str]], used: set, error: ErrorAt) -> None:
-    """A directive comment anywhere but directly above a statement would be ignored: say so instead."""
+    """A directive comment not directly above a statement would be ignored: refuse it."""
     for n, (column, comment) in sorted(found.items()):
         found = DIRECTIVE_RE.match(comment)
         if found and n not in used:
             raise error(
-                f"'# {found.group(1)}:' applies to the statement directly below it, and this one has none; "
-                "put it on a line of its own, at the start of the line, right above a top-level statement (no blank line between)",
+                f"'# {found.group(1)}:' applies to the statement directly below it, "
+                "and this one has none; "
+                "put it on a line of its own, at the start of the line, "
+                "right above a top-level statement (no blank line between)",
                 n,
                 column + 1,
             )
@@ -260,7 +267,7 @@ def _is_docstring(node: ast.stmt) -> bool:
 
 
 def _group(body: List[ast.stmt]) -> List[Tuple[int, int, List[ast.stmt]]]:
-    """(first line, last line, statements) of each step: statements that share a line go together."""
+    """(first line, last line, statements) of each step; statements sharing a line go together."""
     groups: List[Tuple[int, int, List[ast.stmt]]] = []
     for node in body:
         start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", ())])
@@ -291,7 +298,7 @@ def _block_above(start: int, comments: Dict[int, str], used: set) -> List[Tuple[
 def _header(
     comments: Dict[int, str], used: set, first_code: int
 ) -> Tuple[Optional[str], Optional[str]]:
-    """Title and description from the comment block at the top of the file, when a blank line sets it apart."""
+    """Title and description from the top comment block, when a blank line sets it apart."""
     lines = sorted(n for n in comments if n < first_code and n not in used)
     texts = []
     for n in lines:
@@ -330,7 +337,8 @@ def _main_guard_notices(tree: ast.Module) -> Tuple[str, ...]:
             and any(isinstance(c, ast.Constant) and c.value == "__main__" for c in test.comparators)
         ):
             notes.append(
-                f"line {node.lineno}: the body of 'if __name__ == \"__main__\":' does not run, because a scenario's "
+                f"line {node.lineno}: the body of 'if __name__ == \"__main__\":' does not run, "
+                "because a scenario's "
                 "__name__ is '__scenario__'; move that code to the top level to trace it"
             )
     return tuple(notes)
@@ -349,9 +357,8 @@ class StepFields:
     warns: Optional[Declared] = None
     show: Optional[Tuple[str, ...]] = None
     graph: Union[None, bool, Tuple[str, ...]] = None
-    classes: List[Tuple[str, bool, str, int, int]] = field(
-        default_factory=list
-    )  # (name, is a warning, what, line, column)
+    # (name, is a warning, what, line, column)
+    classes: List[Tuple[str, bool, str, int, int]] = field(default_factory=list)
 
     def spec(self, index: int, run: Code) -> StepSpec:
         return StepSpec(
@@ -367,7 +374,7 @@ class StepFields:
 
 
 def read_directives(block: List[Tuple[int, str]], index: int, error: ErrorAt) -> StepFields:
-    """The note and declarations of step ``index`` from its comment lines ((line, text), each at column 0)."""
+    """The note and declarations of step ``index`` from its (line, text) comments at column 0."""
     fields = StepFields()
     note: List[str] = []
     for line, text in block:
@@ -457,7 +464,7 @@ def _declared(
 def check_classes(
     scenario: Scenario, all_fields: List[StepFields], error: ErrorAt, source: Optional[str] = None
 ) -> None:
-    """Each declared class must be one that can match: Python's, torch's, or one the file defines or imports."""
+    """Each declared class must be Python's, torch's, or one the file defines or imports."""
     if not any(fields.classes for fields in all_fields):
         return
     codes = (

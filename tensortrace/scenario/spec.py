@@ -104,7 +104,10 @@ class Scenario:
     cells: Tuple[int, ...] = ()
 
     def place(self, code: Code, line: Optional[int], column: Optional[int]) -> Dict[str, object]:
-        """The path, line and column of an error at (line, column) of the file; in a notebook, the cell."""
+        """The path, line and column of an error at (line, column) of the file.
+
+        In a notebook, the cell too.
+        """
         if self.cells:
             for spec in self.steps:
                 expect = spec.expect if isinstance(spec.expect, tuple) else ()
@@ -126,7 +129,10 @@ class Scenario:
                 yield f"an expectation of step {spec.index}", code, "eval"
 
     def map_text(self, change: Callable[[str], str]) -> "Scenario":
-        """The same scenario with ``change`` applied to its code (setup, runs, expectations) and notes."""
+        """The same scenario with ``change`` applied to its code and notes.
+
+        The code is the setup, the runs and the expectations.
+        """
 
         def fill(code: Code) -> Code:
             return code.with_text(change(code.text))
@@ -209,7 +215,8 @@ def _substitute(text: str, values: Dict[str, str], path: Optional[str], code: Co
         if key not in values:
             line, column = code.locate(*position(text, m.start()))
             raise ScenarioError(
-                f"placeholder ${{{key}}} has no value in this variant; add '{key}: ...' to every variant",
+                f"placeholder ${{{key}}} has no value in this variant; "
+                f"add '{key}: ...' to every variant",
                 path=path,
                 line=line,
                 column=column,

@@ -72,7 +72,8 @@ def compose(text: str, path: str) -> yaml.Node:
         )
         char = exc.character if isinstance(exc.character, str) else chr(exc.character)
         raise ScenarioError(
-            f"the file contains the character {char!r} (U+{ord(char):04X}), which YAML does not allow; remove it",
+            f"the file contains the character {char!r} (U+{ord(char):04X}), "
+            "which YAML does not allow; remove it",
             path=path,
             line=line,
             column=column,
@@ -85,7 +86,10 @@ def compose(text: str, path: str) -> yaml.Node:
         mark = exc.problem_mark or exc.context_mark
         problem = exc.problem or exc.context or "invalid YAML"
         if "python/" in str(problem) or "!!python" in str(problem):
-            problem = "YAML tags such as !!python/... are not allowed in scenario files (they could run code)"
+            problem = (
+                "YAML tags such as !!python/... are not allowed in scenario files "
+                "(they could run code)"
+            )
         elif mark is not None and str(exc.problem).startswith("expected <block end>"):
             problem = _indentation_problem(text, mark, exc.context, exc.context_mark)
         elif mark is not None and "found character '\\t'" in str(exc.problem):
@@ -102,7 +106,10 @@ def compose(text: str, path: str) -> yaml.Node:
             if exc.context and exc.problem:
                 started = exc.context_mark
                 if started is not None and mark is not None and started.line != mark.line:
-                    problem += f" ({exc.context} that starts at line {started.line + 1}, column {started.column + 1})"
+                    problem += (
+                        f" ({exc.context} that starts at line {started.line + 1}, "
+                        f"column {started.column + 1})"
+                    )
                 else:
                     problem += f" ({exc.context})"
         raise ScenarioError(
@@ -160,9 +167,15 @@ def refuse_tags(root: yaml.Node, path: str) -> None:
         seen.add(id(node))
         if node.tag not in _PLAIN_TAGS:
             if "python/" in node.tag:
-                message = "YAML tags such as !!python/... are not allowed in scenario files (they could run code)"
+                message = (
+                    "YAML tags such as !!python/... are not allowed in scenario files "
+                    "(they could run code)"
+                )
             else:
-                message = f"the YAML tag {node.tag!r} is not allowed in scenario files; write plain strings, numbers, lists and mappings"
+                message = (
+                    f"the YAML tag {node.tag!r} is not allowed in scenario files; "
+                    "write plain strings, numbers, lists and mappings"
+                )
             raise ScenarioError(
                 message, path=path, line=node.start_mark.line + 1, column=node.start_mark.column + 1
             )

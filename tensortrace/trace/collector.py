@@ -1,4 +1,4 @@
-"""Pausing Python's cyclic garbage collector around bulk work that makes many objects and frees none.
+"""Pausing Python's cyclic garbage collector around bulk work that frees nothing it makes.
 
 Walking, reading, sending and writing a 100,000-node graph makes some hundreds
 of thousands of container objects (records, tuples, lists) that all live
@@ -28,7 +28,10 @@ _owned = False  # the command line's own process: what it imports lives until it
 
 
 def own_process() -> None:
-    """Mark this process as the command line's own (the ``tensortrace`` command, ``python -m tensortrace``)."""
+    """Mark this process as the command line's own.
+
+    That is the ``tensortrace`` command, or ``python -m tensortrace``.
+    """
     global _owned
     _owned = True
 

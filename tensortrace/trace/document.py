@@ -52,16 +52,25 @@ class Trace(Record):
         return all(step.behaved for step in self.steps)
 
     def to_dict(self) -> dict:
-        """The trace document as JSON-ready data: ``format``, ``format_version``, the fields, ``passed``."""
+        """The trace document as JSON-ready data.
+
+        That is ``format``, ``format_version``, the fields, and ``passed``.
+        """
         return trace_to_dict(self)
 
     @classmethod
     def from_dict(cls, data: Any) -> "Trace":
-        """The trace a ``to_dict`` document (of any readable version) holds; ``InvalidRecord`` otherwise."""
+        """The trace a ``to_dict`` document (of any readable version) holds.
+
+        ``InvalidRecord`` otherwise.
+        """
         return trace_from_dict(data)
 
     def render(self, fmt: str = "console", **options: Any) -> str:
-        """This trace as text in ``fmt``; ``options`` as ``render.notebook.render_traces`` takes them."""
+        """This trace as text in ``fmt``.
+
+        ``options`` as ``render.notebook.render_traces`` takes them.
+        """
         from .present import present
 
         return present("render", [self], fmt, **options)
@@ -81,7 +90,7 @@ RECORDS = (*PARTS, Trace)  # every kind of record a trace document holds
 
 
 class TraceDocument(Trace, kw_only=True):
-    """A trace as its document holds it: the trace's fields with the format's head and ``passed``."""
+    """A trace as its document holds it: its fields, with the format's head and ``passed``."""
 
     format: Literal["tensortrace.trace"]
     format_version: Literal[1, 2, 3]
@@ -126,8 +135,10 @@ class NotThisFormat(InvalidRecord):
 
 
 def check_format(head: Any) -> None:
-    """``InvalidRecord`` unless ``head`` (a dict, or the head read from bytes) names a trace document
-    of a version this reads."""
+    """``InvalidRecord`` unless ``head`` names a trace document of a version this reads.
+
+    ``head`` is a dict, or the head read from bytes.
+    """
     fmt, version = (
         (head.get("format"), head.get("format_version"))
         if isinstance(head, dict)
@@ -196,7 +207,10 @@ def record_to_dict(record: Any) -> Any:
 
 
 def record_from_dict(kind: type, data: Any) -> Any:
-    """A record of type ``kind`` from its JSON-ready data, every field checked (``InvalidRecord``)."""
+    """A record of type ``kind`` from its JSON-ready data.
+
+    Every field is checked (``InvalidRecord``).
+    """
     return converted(data, kind)
 
 

@@ -1,4 +1,4 @@
-"""The events of a run (declared in ``tensortrace.trace.wire``), and the one assembler of events into a trace.
+"""The events of a run (declared in ``trace.wire``), and the one assembler of events into a trace.
 
 A run emits ``start`` (scenario and environment), one ``step`` per finished
 step (setup is step 0), and ``end`` (storages, notices, why it stopped early).
@@ -97,7 +97,10 @@ class LineReader:
         self.max_line = max_line
 
     def feed(self, chunk: bytes) -> List[bytes]:
-        """The complete lines that ``chunk`` finishes; ``EventError`` when one grows past the cap."""
+        """The complete lines that ``chunk`` finishes.
+
+        ``EventError`` when one grows past the cap.
+        """
         self.buffer += chunk
         lines: List[bytes] = []
         start = 0
@@ -105,9 +108,8 @@ class LineReader:
             end = self.buffer.find(b"\n", max(start, self.scanned))
             if end < 0:
                 break
-            lines.append(
-                bytes(memoryview(self.buffer)[start:end])
-            )  # one copy, not a slice and a copy
+            # one copy, not a slice and a copy
+            lines.append(bytes(memoryview(self.buffer)[start:end]))
             start = end + 1
         if start:
             del self.buffer[:start]
@@ -192,7 +194,10 @@ class Assembler:
             self.end = event
 
     def _as_planned(self, event: Event) -> Event:
-        """``event`` as the plan has it (the scenario's own code, line and note), or ``EventError``."""
+        """``event`` as the plan has it, or ``EventError``.
+
+        The plan gives the scenario's own code, line and note.
+        """
         plan = self.plan
         if self.end is not None:
             raise EventError(f"sent a {_kind(event)} event after the end of the run")

@@ -30,7 +30,10 @@ def spell(value: float) -> str:
 
 
 def encode_number_tree(value: Any) -> Any:
-    """Nested lists of numbers with NaN/Inf spelled as strings and complex numbers as text (JSON-safe)."""
+    """Nested lists of numbers, JSON-safe.
+
+    NaN and infinities are spelled as strings, and complex numbers as text.
+    """
     if isinstance(value, (list, tuple)):
         return [encode_number_tree(v) for v in value]
     if isinstance(value, complex):

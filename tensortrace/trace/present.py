@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional, Sequence
 
-Presenter = Callable[
-    ..., str
-]  # (how, traces, **options) -> text; how: "render", "html", "markdown"
+# (how, traces, **options) -> text; how: "render", "html", "markdown"
+Presenter = Callable[..., str]
 _presenter: Optional[Presenter] = None
 
 

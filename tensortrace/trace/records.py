@@ -236,9 +236,8 @@ class Prediction(Record):
     saved_version: Optional[int] = None
     version: Optional[int] = None
     storage: Optional[Name] = None
-    changed_at_step: Optional[Index] = (
-        None  # the step that changed (or freed) it, when the trace shows it
-    )
+    # the step that changed (or freed) it, when the trace shows it
+    changed_at_step: Optional[Index] = None
     message: Text = ""
 
 
@@ -249,9 +248,8 @@ class GraphNode(Record):
     name: Name  # e.g. "MulBackward0", "AccumulateGrad"
     leaf: Optional[Name] = None  # AccumulateGrad: the name of its leaf tensor
     next: Names = ()  # ids of next_functions, in order
-    saved: Annotated[
-        Tuple[SavedTensor, ...], Meta(max_length=MAX_ITEMS)
-    ] = ()  # what it saved for backward
+    # what it saved for backward
+    saved: Annotated[Tuple[SavedTensor, ...], Meta(max_length=MAX_ITEMS)] = ()
 
 
 def node_ids(n: int) -> List[str]:
@@ -265,7 +263,7 @@ def graph_nodes(
     nexts: Sequence[Sequence[int]],
     saved: Sequence[Tuple[SavedTensor, ...]],
 ) -> Tuple[GraphNode, ...]:
-    """A graph's nodes in walk order, each from its name, leaf, next nodes (as indexes) and saved tensors."""
+    """A graph's nodes in walk order, from names, leaves, next nodes (indexes), saved tensors."""
     ids = node_ids(len(nexts))
     return tuple(
         [
@@ -319,9 +317,8 @@ class OpRecord(Record):
 
     level: Literal["call", "aten"]
     name: Name  # "torch.Tensor.detach", "aten::zero_", ...
-    overload: Optional[Name] = (
-        None  # ATen overload name ("Tensor" for aten::add_.Tensor); None: default
-    )
+    # ATen overload name ("Tensor" for aten::add_.Tensor); None: default
+    overload: Optional[Name] = None
     parent: Optional[Index] = None
     reads: _LABELS = ()
     writes: _LABELS = ()
@@ -357,7 +354,7 @@ class FlowNode(Record):
 
 
 class Flow(Record):
-    """The gradients one backward call (``.backward()``, ``autograd.backward``, ``autograd.grad``) sent."""
+    """The gradients one ``.backward()``, ``autograd.backward`` or ``autograd.grad`` call sent."""
 
     call: Name
     roots: _LABELS = ()  # ids of the nodes the call started from
@@ -376,9 +373,8 @@ class Step(Record):
     code: Text
     line: Optional[int]
     note: Optional[Text] = None
-    cell: Optional[Annotated[int, Meta(ge=1)]] = (
-        None  # a notebook's cell (from 1); ``line`` counts in it
-    )
+    # a notebook's cell (from 1); ``line`` counts in it
+    cell: Optional[Annotated[int, Meta(ge=1)]] = None
     status: Literal["ok", "raised", "timeout", "killed"] = "ok"
     error: Optional[ErrorInfo] = None
     warnings: Annotated[Tuple[WarningInfo, ...], Meta(max_length=MAX_ITEMS)] = ()
@@ -394,18 +390,14 @@ class Step(Record):
     tensors: Annotated[Tuple[TensorState, ...], Meta(max_length=MAX_TENSORS)] = ()
     none: Names = ()  # the scenario's names bound to None after the step (bound, but to no tensor)
     graphs: Annotated[Tuple[Graph, ...], Meta(max_length=MAX_TENSORS)] = ()
-    predictions: Annotated[
-        Tuple[Prediction, ...], Meta(max_length=MAX_ITEMS)
-    ] = ()  # read after the step
-    ops: Annotated[
-        Tuple[OpRecord, ...], Meta(max_length=MAX_OPS)
-    ] = ()  # what the step ran (``--ops``)
-    ops_omitted: Count = (
-        0  # operations counted beyond the recorded ones (tensortrace.record.ops.MAX_OPS)
-    )
-    flow: Annotated[
-        Tuple[Flow, ...], Meta(max_length=MAX_ITEMS)
-    ] = ()  # one per backward call the step made
+    # read after the step
+    predictions: Annotated[Tuple[Prediction, ...], Meta(max_length=MAX_ITEMS)] = ()
+    # what the step ran (``--ops``)
+    ops: Annotated[Tuple[OpRecord, ...], Meta(max_length=MAX_OPS)] = ()
+    # operations counted beyond the recorded ones (tensortrace.record.ops.MAX_OPS)
+    ops_omitted: Count = 0
+    # one per backward call the step made
+    flow: Annotated[Tuple[Flow, ...], Meta(max_length=MAX_ITEMS)] = ()
 
 
 class StorageInfo(Record):
@@ -464,7 +456,7 @@ class Environment(Record):
 
 
 def evolve(record: Any, **changes: Any) -> Any:
-    """A copy of ``record`` with ``changes``: the one way code changes a record (records are frozen)."""
+    """A copy of ``record`` with ``changes``: the one way code changes a (frozen) record."""
     return replace(record, **changes)
 
 

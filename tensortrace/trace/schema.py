@@ -13,7 +13,8 @@ from .records import FORMAT_VERSION
 
 _TREE = "#/$defs/NumberTree"
 
-# What each field of each record is: the schema's descriptions (the fields themselves are the records').
+# What each field of each record is: the schema's descriptions (the fields themselves are
+# the records').
 NOTES: Dict[str, Dict[str, str]] = {
     "TraceDocument": {
         "scenario": "which scenario (and variant) ran",
@@ -312,9 +313,11 @@ def trace_schema() -> Dict[str, Any]:
         [TraceDocument, TracesDocument], schema_hook=_hook, ref_template="#/$defs/{name}"
     )
     defs["NumberTree"] = {
-        "description": "a tensor's exact values: a scalar, or arrays nested one level per dimension "
-        f"(at most {MAX_DATA_DEPTH}); NaN and infinities as the strings nan, inf, -inf, "
-        "complex numbers as strings such as (1+2j)",
+        "description": (
+            "a tensor's exact values: a scalar, or arrays nested one level per dimension "
+            f"(at most {MAX_DATA_DEPTH}); NaN and infinities as the strings nan, inf, -inf, "
+            "complex numbers as strings such as (1+2j)"
+        ),
         "anyOf": [
             {"type": "boolean"},
             {"type": "integer"},
@@ -326,10 +329,8 @@ def trace_schema() -> Dict[str, Any]:
     for name, notes in NOTES.items():
         for key, text in notes.items():
             props = defs[name]["properties"]
-            props[key] = {
-                **props[key],
-                "description": text.format(version=FORMAT_VERSION),
-            }  # msgspec shares dicts
+            # a new dict: msgspec shares dicts
+            props[key] = {**props[key], "description": text.format(version=FORMAT_VERSION)}
     schema = {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": f"https://tensortrace.invalid/trace-{FORMAT_VERSION}.schema.json",

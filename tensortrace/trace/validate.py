@@ -22,7 +22,10 @@ T = TypeVar("T")
 
 
 class InvalidRecord(ValueError):
-    """Data that is not a valid record: ``path`` (``$.steps[3].line``) says where, ``reason`` what."""
+    """Data that is not a valid record.
+
+    ``path`` (``$.steps[3].line``) says where, ``reason`` what.
+    """
 
     def __init__(self, path: str, reason: str, offset: Optional[int] = None) -> None:
         super().__init__(f"{path}: {reason}")
@@ -72,7 +75,8 @@ def number_tree(value: Any) -> Any:
         if kind in _SCALARS or (kind is str and len(value) <= MAX_NAME):
             return value
         raise ValueError(f"expected a number, flag, short string or array, got {_json_name(value)}")
-    # Each frame: the list, the items made of it so far. A finished list becomes a tuple in its parent.
+    # Each frame: the list, the items made of it so far. A finished list becomes a tuple in
+    # its parent.
     stack = [(value, [])]
     while True:
         source, made = stack[-1]

@@ -259,7 +259,10 @@ def _blamed(exc: InvalidRecord, line: bytes) -> InvalidEvent:
 
 
 def graph_columns(graph: Graph) -> _WireGraph:
-    """A graph as the pipe sends it; the plain record where its ids are not "N1", "N2", ... in order."""
+    """A graph as the pipe sends it.
+
+    The plain record where its ids are not "N1", "N2", ... in order.
+    """
     nodes = graph.nodes
     ids = node_ids(len(nodes))
     plain = _WireGraph(graph.tensor, graph.root, graph.truncated, nodes)
@@ -267,9 +270,8 @@ def graph_columns(graph: Graph) -> _WireGraph:
         return plain
     index = dict(zip(ids, range(len(ids))))
     names: Dict[str, int] = {}
-    sets: Dict[
-        int, int
-    ] = {}  # by the id of a node's saved tuple (the walk shares equal ones): its index
+    # by the id of a node's saved tuple (the walk shares equal ones): its index
+    sets: Dict[int, int] = {}
     kept_sets: List[Any] = []  # those tuples, alive while their ids are keys
     name_at: List[int] = []
     nexts: List[Tuple[int, ...]] = []

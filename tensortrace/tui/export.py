@@ -15,7 +15,7 @@ from typing import Optional, Sequence
 
 from ..errors import UsageError
 from ..trace import Trace
-from ..cli.output import Output
+from ..output import Output
 from ..render import render
 from ..render.options import RenderOptions
 

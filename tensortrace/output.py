@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 from typing import IO, Optional
 
-from ..errors import UsageError
+from .errors import UsageError
 
 
 # What a file name says about the format wanted, when --format does not say.
