@@ -46,12 +46,13 @@ from collections import deque
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode, _pop_mode_temporarily
+from torch.utils._python_dispatch import _pop_mode_temporarily
 from torch.utils._python_dispatch import _get_current_dispatch_mode as _current_mode
 
 from .fingerprint import fingerprint
 from .messages import stale_message
 from .places import Spot, is_user_code, spot_of, storage_key, user_frame
+from .watch import Call, SavedTensor, WriteSeen, Watch
 
 MAX_WRITES = 16  # writes kept per saved tensor
 MAX_CUTS = 64  # recent cuts kept
@@ -83,114 +84,6 @@ def _torch_nn_between(frame: Any, user: Any) -> Optional[str]:
     return None
 
 
-class SavedTensor:
-    """What the pack hook hands autograd for one saved tensor; the graph keeps it alive."""
-
-    __slots__ = (
-        "tensor",
-        "original",
-        "version",
-        "fp",
-        "key",
-        "spot",
-        "grad_fn",
-        "output_nr",
-        "is_output",
-        "writes",
-        "__weakref__",
-    )
-
-    def __init__(
-        self,
-        t: Any,
-        keep: Any,
-        fp: Optional[int],
-        key: Optional[int],
-        spot: Optional[Spot],
-        grad_fn: Any,
-        is_output: bool,
-    ) -> None:
-        self.tensor = keep
-        self.original = weakref.ref(t)
-        self.version = t._version
-        self.fp = fp
-        self.key = key
-        self.spot = spot
-        # the name of the node that saved an output (holding the node itself would make a
-        # cycle through its C++ side); an input is named by its own grad_fn when asked
-        self.grad_fn = grad_fn.name() if is_output else None
-        self.output_nr = t.output_nr if is_output else 0
-        self.is_output = is_output
-        self.writes: List["WriteSeen"] = []
-
-
-class WriteSeen:
-    """One in-place write into a saved tensor's memory."""
-
-    __slots__ = ("op", "spot", "alias", "version", "via")
-
-    def __init__(
-        self,
-        op: str,
-        spot: Optional[Spot],
-        alias: Optional[str],
-        version: Optional[int],
-        via: Optional[str],
-    ) -> None:
-        self.op, self.spot, self.alias, self.version, self.via = op, spot, alias, version, via
-
-
-class Call:
-    """One backward or autograd.grad call."""
-
-    __slots__ = ("index", "kind", "spot", "retain", "mark")
-
-    def __init__(
-        self, index: int, kind: str, spot: Optional[Spot], retain: bool, mark: int
-    ) -> None:
-        self.index, self.kind, self.spot, self.retain, self.mark = index, kind, spot, retain, mark
-
-
-def _written(func: Any) -> Tuple[Tuple[int, str], ...]:
-    """(position, name) of the arguments an ATen operation writes into."""
-    found = []
-    for i, arg in enumerate(func._schema.arguments):
-        info = arg.alias_info
-        if info is not None and info.is_write:
-            found.append((-1 if arg.kwarg_only else i, arg.name))
-    return tuple(found)
-
-
-_PLANS: Dict[Any, Tuple[Tuple[int, str], ...]] = {}
-
-
-class _Watch(TorchDispatchMode):
-    """The write watch: every ATen operation passes through here while the recorder runs."""
-
-    @classmethod
-    def _should_skip_dynamo(cls) -> bool:
-        # Not wrapped in torch._disable_dynamo: that costs a call per operation, and dynamo
-        # compiles no frame while a dispatch mode is on (docs/doctor.md says so).
-        return False
-
-    def __init__(self, rec: "Recorder") -> None:
-        super().__init__()
-        self.rec = rec
-
-    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        kwargs = kwargs or {}
-        rec = self.rec
-        if rec.pending:
-            rec.settle_writes()
-        if not rec.busy:
-            plan = _PLANS.get(func)
-            if plan is None:
-                plan = _PLANS[func] = _written(func)
-            if plan and rec.index:
-                rec.note_writes(func, plan, args, kwargs)
-        return func(*args, **kwargs)
-
-
 class Recorder:
     """The state of one watched run, and the hooks that feed it."""
 
@@ -213,7 +106,7 @@ class Recorder:
         self.failures: deque = deque(maxlen=8)  # (the exception, its Failure), the latest
         self._undo: List[Callable[[], None]] = []
         self._hooks: Any = None
-        self._mode: Optional[_Watch] = None
+        self._mode: Optional[Watch] = None
         self._watching = False  # whether the mode is on the dispatch mode stack now
 
     # switching on and off ---------------------------------------------------------
@@ -230,7 +123,7 @@ class Recorder:
         self._patch(torch, "from_numpy", self._from_numpy(torch.from_numpy))
         base = torch._C.TensorBase.data
         self._patch(torch.Tensor, "data", property(self._data_get(base.__get__), base.__set__))
-        self._mode = _Watch(self)
+        self._mode = Watch(self)
         self._mode.__enter__()
         self._watching = True
 
