@@ -14,7 +14,7 @@ import torch
 
 import tensortrace
 from tensortrace.trace import Trace
-from tensortrace.snooper import LineRecorder, Statements, _Session, backend_for
+from tensortrace.snooper import LineRecorder, LineSession, Statements, backend_for
 
 from conftest import REPO
 
@@ -276,7 +276,7 @@ def test_the_monitoring_backend_frees_its_tool_id(tmp_path):
 def test_both_backends_feed_the_same_recorder():
     # The settrace backend driven directly, as snoop() drives whichever backend Python has.
     code = train_step.__code__
-    session = _Session(
+    session = LineSession(
         LineRecorder("t", None),
         Statements(code.co_filename, code.co_firstlineno + 1, code.co_firstlineno + 7),
     )
