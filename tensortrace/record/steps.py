@@ -184,7 +184,15 @@ class StepRecorder:
         return found[:MAX_NAMES]
 
     def reading(self) -> Any:
-        """The context every read of a step's recording runs in (``probe.plain_reads``)."""
+        """The context every read of a step's recording runs in (``probe.plain_reads``).
+
+        In a span that ``watch`` opened, the recording's own function mode is still on
+        the stack: every read of the tool's would pass through it (about a hundred a
+        step, each a Python call). There the reads bypass torch-function handling as a
+        whole, modes included; the user's code is not running meanwhile.
+        """
+        if self._watched is not None:
+            return torch._C.DisableTorchFunction()
         return plain_reads()
 
     def snapshot(
