@@ -523,3 +523,30 @@ def test_a_saved_tensor_error_names_the_snooped_tensor(tmp_path):
     failed = trace.steps[-1]
     assert failed.status == "raised" and failed.code == "y.sum().backward()"
     assert "In this scenario that is `y` (storage S2)" in failed.error.explanation.what
+
+
+def test_a_snooped_function_called_from_a_snooped_line_keeps_its_operations_to_itself(tmp_path):
+    """Each trace holds what its own lines ran; neither holds the other recording's reads."""
+
+    @tensortrace.snoop(output=str(tmp_path / "inner.json"))
+    def inner(a):
+        b = a * 2
+        return b
+
+    @tensortrace.snoop(output=str(tmp_path / "outer.json"))
+    def outer():
+        x = torch.ones(3)
+        y = inner(x).add_(1)
+        return y
+
+    assert outer().tolist() == [3.0, 3.0, 3.0]
+    read = {
+        name: Trace.from_dict(json.loads((tmp_path / f"{name}.json").read_text()))
+        for name in ("inner", "outer")
+    }
+    assert [o.name for o in _step(read["inner"], "b = a * 2").ops] == [
+        "torch.Tensor.mul",
+        "aten::mul",
+    ]
+    called = _step(read["outer"], "y = inner(x).add_(1)")
+    assert [o.name for o in called.ops] == ["torch.Tensor.add_", "aten::add_"]

@@ -42,7 +42,7 @@ from ..version import __version__
 from . import flow, ops
 from .graph import saved_suspects
 from .outcome import error_info, first_line
-from .steps import StepRecorder
+from .steps import StepRecorder, unrecorded
 
 DEFAULT_MAX_ITERATIONS = 10  # times one line is recorded before its later runs are only counted
 # Names a notebook's namespace holds for the shell itself, never the user's tensors.
@@ -191,13 +191,15 @@ class LineRecorder:
                 f"only the first {self.max_iterations} times ({listed}); "
                 "pass a larger max_iterations to see more"
             )
+        with unrecorded():  # under a snooped line (a snooped function calling this one)
+            device = device or str(torch.get_default_device())
         return Trace(
             scenario=ScenarioInfo(title=self.title, source=self.source),
             environment=Environment(
                 tensortrace=__version__,
                 torch=torch.__version__,
                 python=platform.python_version(),
-                device=device or str(torch.get_default_device()),
+                device=device,
                 safe=False,
                 confinement=None,
             ),

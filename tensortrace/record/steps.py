@@ -30,6 +30,7 @@ subclass's ``__torch_function__``, which the user's code never sees.
 from __future__ import annotations
 
 import contextlib
+import threading
 from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
@@ -52,6 +53,8 @@ from .writes import WriteWatch
 OPS_LEVELS = ("none", "calls", "aten")
 
 Named = List[Tuple[str, Any, str]]  # (name, object, kind) in binding order, as probe_named takes
+
+_SPANS = threading.local()  # .open: the StepRecorders whose ``watch`` is open in this thread
 
 
 class Recorded(NamedTuple):
@@ -124,13 +127,19 @@ class StepRecorder:
         pop whatever mode the user's code entered above it.
         """
         modes = self.ops.modes(caught)
-        with modes:
-            self._watched = modes
-            try:
-                yield
-            finally:
-                self.cut()
-                self._watched = None
+        # a snooped function called from a snooped line: its own trace holds what it runs, and
+        # the outer line would see the inner recording's own reads
+        with unrecorded():
+            with modes:
+                self._watched = modes
+                open_spans = _SPANS.__dict__.setdefault("open", [])
+                open_spans.append(self)
+                try:
+                    yield
+                finally:
+                    open_spans.pop()
+                    self.cut()
+                    self._watched = None
 
     def cut(self) -> None:
         """End the operations of the current step: the tool's own reads are not the code's."""
@@ -270,4 +279,20 @@ class StepRecorder:
         )
 
 
-__all__ = ["OPS_LEVELS", "Recorded", "StepRecorder"]
+@contextlib.contextmanager
+def unrecorded():
+    """The tool's own work while a span that ``watch`` opened (in this thread) is recording
+    a line: its operations are not the line's."""
+    open_spans = getattr(_SPANS, "open", None)
+    now = open_spans[-1].ops.now if open_spans else None
+    if now is None or now.paused:
+        yield
+        return
+    now.paused = True
+    try:
+        yield
+    finally:
+        now.paused = False
+
+
+__all__ = ["OPS_LEVELS", "Recorded", "StepRecorder", "unrecorded"]
