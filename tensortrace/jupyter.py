@@ -129,15 +129,18 @@ def run_cell(shell: Any, line: str, cell: str) -> None:
     )
     error: Optional[BaseException] = None
     for i, stmt in enumerate(tree.body):
-        last = i == len(tree.body) - 1
-        if last and isinstance(stmt, ast.Expr):  # its value is shown, as in a plain cell
-            code = shell.compile(ast.Interactive(body=[stmt]), filename, "single")
+        shown = i == len(tree.body) - 1 and isinstance(stmt, ast.Expr)
+        if shown:  # its value is shown, as in a plain cell, once it is computed
+            expr = ast.Expression(body=stmt.value)  # type: ignore[attr-defined]
+            code = shell.compile(expr, filename, "eval")
         else:
             code = shell.compile(ast.Module(body=[stmt], type_ignores=[]), filename, "exec")
         text = ast.get_source_segment(source, stmt) or ""
         try:
             with recorder.running():
-                exec(code, shell.user_global_ns, shell.user_ns)
+                value = eval(code, shell.user_global_ns, shell.user_ns)
+            if shown:  # outside the recording: drawing the value is not what the line ran
+                sys.displayhook(value)
         except BaseException as exc:
             recorder.record(text, stmt.lineno, shell.user_ns, exc)
             error = exc

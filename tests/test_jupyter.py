@@ -93,6 +93,9 @@ def test_the_cell_runs_as_a_plain_cell_does(notebook):
     assert printed.text == "printed by the cell\n"
     (value,) = _outputs(notebook, 1, "execute_result")
     assert value.data["text/plain"] == "tensor(6.)"
+    _, plain = _shown_text(notebook, 1)
+    assert "Tensor.sum(b)" in plain  # what the last line ran, without drawing its value
+    assert "__repr__" not in plain
     (after,) = _outputs(notebook, 2, "stream")
     assert after.text == "[0.0, 2.0, 2.0, 2.0] [2.0, 2.0, 2.0] 2 []\n"
 
