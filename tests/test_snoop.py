@@ -550,3 +550,25 @@ def test_a_snooped_function_called_from_a_snooped_line_keeps_its_operations_to_i
     ]
     called = _step(read["outer"], "y = inner(x).add_(1)")
     assert [o.name for o in called.ops] == ["torch.Tensor.add_", "aten::add_"]
+
+
+def test_a_line_past_the_operation_limit_leaves_the_next_line_recorded_in_full(tmp_path):
+    """Past ops.MAX_OPS a line takes the dispatch mode off the stack; the next line has it back."""
+    from torch.overrides import _get_current_function_mode_stack
+    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+
+    from tensortrace.record.ops import MAX_OPS
+
+    @tensortrace.snoop(output=str(tmp_path / "t.json"))
+    def f():
+        a = torch.zeros(1)
+        [a.add_(1) for _ in range(MAX_OPS)]
+        b = a * 2
+        return b
+
+    assert f().item() == 2 * MAX_OPS
+    trace = Trace.from_dict(json.loads((tmp_path / "t.json").read_text()))
+    busy = _step(trace, "[a.add_(1) for _ in range(MAX_OPS)]")
+    assert busy.ops_omitted > 0 and len(busy.ops) == MAX_OPS
+    assert [o.name for o in _step(trace, "b = a * 2").ops] == ["torch.Tensor.mul", "aten::mul"]
+    assert _get_current_function_mode_stack() == [] and _get_current_dispatch_mode_stack() == []

@@ -144,22 +144,22 @@ class StepRecorder:
     def cut(self) -> None:
         """End the operations of the current step: the tool's own reads are not the code's."""
         now = self.ops.now
-        if now is not None:
-            now.paused = True
-            if now.pending:
-                now.settle()
+        if now is None:
+            return
+        now.paused = True
+        if now.pending:
+            now.settle()
+        modes = self._watched
+        if now.aten_off and modes is not None and modes.aten is not None:
+            # past ops.MAX_OPS the step took the dispatch mode off the stack: the next step
+            # of the span records ATen operations again
+            torch._C._push_on_torch_dispatch_stack(modes.aten)
+            now.aten_off = False
 
     def resume(self, caught: List[Any]) -> None:
         """Begin recording the next step's operations in a span that ``watch`` opened."""
-        modes = self._watched
-        if modes is None:
-            return
-        before = self.ops.now
-        self.ops.modes(caught)  # the same modes, pointed at a new step's recording
-        if before is not None and before.aten_off and modes.aten is not None:
-            # the last step passed ops.MAX_OPS and took the dispatch mode off: back on the stack
-            torch._C._push_on_torch_dispatch_stack(modes.aten)
-            before.aten_off = False
+        if self._watched is not None:
+            self.ops.modes(caught)  # the same modes, pointed at a new step's recording
 
     # naming and probing ------------------------------------------------------------
     def named(self, pairs: Iterable[Tuple[str, Any]]) -> Named:
