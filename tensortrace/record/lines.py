@@ -103,10 +103,13 @@ class LineRecorder:
             yield
 
     def begin(self, line: Optional[int]) -> None:
-        """``line`` is about to run: its operations are its own (paused past max_iterations)."""
-        self.recorder.resume(self.caught)
+        """``line`` is about to run: its operations are its own. Past max_iterations it runs
+        with the recording paused, and no step's recording is made for it (a loop's later
+        runs cost a few microseconds each, not a recorder's set-up)."""
         if line is not None and self.runs.get(line, 0) >= self.max_iterations:
             self.recorder.cut()
+        else:
+            self.recorder.resume(self.caught)
 
     # what the backends and the cell magic call ---------------------------------------
     def record(
