@@ -572,3 +572,21 @@ def test_a_line_past_the_operation_limit_leaves_the_next_line_recorded_in_full(t
     assert busy.ops_omitted > 0 and len(busy.ops) == MAX_OPS
     assert [o.name for o in _step(trace, "b = a * 2").ops] == ["torch.Tensor.mul", "aten::mul"]
     assert _get_current_function_mode_stack() == [] and _get_current_dispatch_mode_stack() == []
+
+
+def test_runs_past_max_iterations_leave_their_operations_out_of_the_next_step(tmp_path):
+    @tensortrace.snoop(output=str(tmp_path / "t.json"), max_iterations=3)
+    def f():
+        a = torch.zeros(2)
+        for _ in range(20):
+            a.add_(1)
+        b = a * 2
+        return b
+
+    assert f().tolist() == [40.0, 40.0]
+    trace = Trace.from_dict(json.loads((tmp_path / "t.json").read_text()))
+    body = [s for s in trace.steps if s.code == "a.add_(1)"]
+    assert [[o.name for o in s.ops] for s in body] == [["torch.Tensor.add_", "aten::add_"]] * 3
+    after = _step(trace, "b = a * 2")
+    assert [o.name for o in after.ops] == ["torch.Tensor.mul", "aten::mul"]
+    assert "more runs of lines" in after.note
