@@ -27,7 +27,8 @@ CELLS = [
     "print('printed by the cell')\n"
     "b.sum()",
     # 2: what the cell bound is there, as after a plain run
-    "print(a.tolist(), b.tolist(), a._version, sorted(k for k in globals() if 'tensortrace' in k.lower()))",
+    "print(a.tolist(), b.tolist(), a._version, "
+    "sorted(k for k in globals() if 'tensortrace' in k.lower()))",
     # 3: a scenario, traced as tensortrace run traces it
     "%tensortrace detach",
     # 4: the user's error: recorded, shown, then raised in the notebook

@@ -336,7 +336,8 @@ def test_module_level_models_the_function_uses_are_recorded_too(tmp_path):
 
 
 def test_a_trace_written_to_a_character_device_leaves_the_device_in_place(tmp_path):
-    """snoop(output=...) onto a device writes through it: renaming a file over it would replace the device."""
+    """snoop(output=...) onto a device writes through it: renaming a file over it would replace
+    the device."""
     import os
     import stat
 
