@@ -1,23 +1,25 @@
 """Trace the user's own code, line by line, in this process: ``@tensortrace.snoop()``.
 
-A ``LineRecorder`` turns "this line just finished" into a ``Step`` holding the
-facts of every tensor the code can see (its locals, and the parameters and
-buffers of modules among them, named as scenarios name them:
-``model.0.weight``). Its probing is the tracer's own (``probe.probe_tensor``,
-``StorageRegistry``, ``graph.walk_graph``), and it only reads: values, grads
-and the random number generator are as they would be without it.
-
-Two small backends tell the recorder when a line of the traced code object
-starts: ``sys.monitoring`` (Python 3.12+, LINE events for that one code
-object, under a free tool id that is released afterwards) and
-``sys.settrace`` before that. Everything else is shared. The cell magic of
-``jupyter.py`` feeds the same recorder one top-level statement at a time.
+This module decides what a step is and what it can see; the recording is the
+scenario tracer's own. Two small backends say when a line of the traced code
+object starts: ``sys.monitoring`` (Python 3.12+, LINE events for that one
+code object, under a free tool id that is released afterwards) and
+``sys.settrace`` before that. ``Statements`` turns lines into statements (a
+statement over several lines is one step), and ``in_reach`` says which names
+a frame's code can see (its locals, and the module-level tensors and modules
+it names). Each finished statement goes to a ``record.lines.LineRecorder``,
+which records it with ``record.steps.StepRecorder``, as the tracer records a
+scenario's step: every tensor in reach (a module's parameters and buffers
+named as scenarios name them: ``model.0.weight``), the calls and ATen
+operations the line ran, the gradient flow of a ``backward()``, the graphs
+asked for, what autograd saved and which backward will fail. It only reads:
+values, grads and the random number generator are as they would be without it.
 
 Unlike a scenario, this is the user's own code in the user's own process:
-no fork, no safe mode, nothing captured or changed (stdout and warnings go
-where they always go). An exception leaving the traced code is recorded as
-the error of the line it came from, the trace is still written, and the
-exception goes on unchanged.
+no fork, no safe mode, nothing captured (stdout and warnings go where they
+always go). An exception leaving the traced code is recorded as the error of
+the line it came from, the trace is still written, and the exception goes on
+unchanged.
 """
 
 from __future__ import annotations
@@ -27,7 +29,6 @@ import functools
 import inspect
 import linecache
 import os
-import platform
 import shutil
 import sys
 import types
@@ -37,225 +38,10 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 
 import torch
 
-from .version import __version__
 from .errors import TensorTraceError, UsageError
-from .trace import (
-    Environment,
-    ErrorInfo,
-    Graph,
-    ScenarioInfo,
-    Step,
-    StorageInfo,
-    TensorState,
-    Trace,
-)
-from .trace.names import covers
-from .record.probe import StorageRegistry, plain_reads, probe_named
-from .record.reuse import SnapshotCache
-from .record.tracer import MAX_MESSAGE, MAX_NAMES, _expand, _exception_text, bounded
-
-DEFAULT_MAX_ITERATIONS = 10  # times one line is recorded before its later runs are only counted
-# Names a notebook's namespace holds for the shell itself, never the user's tensors.
-_SHELL_NAMES = frozenset({"In", "Out", "exit", "quit", "get_ipython"})
-
-
-class LineRecorder:
-    """Records steps of one traced piece of code, and makes them a ``Trace``."""
-
-    def __init__(
-        self,
-        title: str,
-        source: Optional[str],
-        *,
-        show: Optional[Sequence[str]] = None,
-        graph: Optional[Sequence[str]] = None,
-        values: bool = True,
-        max_iterations: int = DEFAULT_MAX_ITERATIONS,
-    ) -> None:
-        self.title = title
-        self.source = source
-        self.show = tuple(show) if show is not None else None
-        self.graph = tuple(graph or ())
-        self.values = values
-        self.max_iterations = max_iterations
-        self.registry = StorageRegistry()
-        # Per run, as the tracer's: a tensor's record is kept while it is provably
-        # unchanged (same object, version, layout and bytes), not read again each line.
-        self.memo = SnapshotCache()
-        self.steps: List[Step] = []
-        self.runs: Dict[int, int] = {}  # line -> times it ran
-        self.skipped: Dict[int, int] = {}  # line -> runs not recorded since the last recorded step
-        self.notices: List[str] = []
-        self.graphed: Dict[str, int] = {}  # name -> id of the tensor whose graph was drawn last
-
-    # what the backends and the cell magic call ---------------------------------
-    def record(
-        self,
-        code: str,
-        line: Optional[int],
-        namespace: Dict[str, Any],
-        error: Optional[BaseException] = None,
-        *,
-        counted: bool = False,
-    ) -> None:
-        """The statement ``code`` at ``line`` just ran (or raised ``error``); ``namespace`` is what it sees.
-
-        ``counted``: the caller has already counted this run with ``skip``.
-        """
-        if not counted and self.skip(line, error):
-            return
-        note = self._skipped_note()
-        with plain_reads():
-            tensors, objects = self._snapshot(namespace)
-            graphs = self._graphs(tensors, objects)
-        del objects
-        shown = (
-            None
-            if self.show is None
-            else tuple(t.name for t in tensors if any(covers(w, t.name) for w in self.show))
-        )
-        self.steps.append(
-            Step(
-                index=len(self.steps) + 1,
-                code=code,
-                line=line,
-                note=note,
-                status="ok" if error is None else "raised",
-                error=None if error is None else error_info(error, line),
-                behaved=error is None,
-                failures=()
-                if error is None
-                else (f"raised {type(error).__name__}: {_first_line(error)}",),
-                shown=shown,
-                tensors=tensors,
-                graphs=graphs,
-            )
-        )
-
-    def skip(self, line: Optional[int], error: Optional[BaseException] = None) -> bool:
-        """Count a run of ``line``; True when it is past ``max_iterations`` and only counted."""
-        runs = self.runs[line] = self.runs.get(line, 0) + 1
-        if line is not None and runs > self.max_iterations and error is None:
-            self.skipped[line] = self.skipped.get(line, 0) + 1
-            return True
-        return False
-
-    def trace(self, device: Optional[str] = None) -> Trace:
-        """Everything recorded so far, as a trace."""
-        notices = list(self.notices)
-        pending = self._skipped_note()
-        if pending:
-            notices.append(pending[0].upper() + pending[1:])
-        more = {
-            line: runs - self.max_iterations
-            for line, runs in self.runs.items()
-            if line is not None and runs > self.max_iterations
-        }
-        if more:
-            listed = ", ".join(
-                f"line {line} ran {extra:,} more times" for line, extra in sorted(more.items())
-            )
-            notices.append(
-                f"lines run more than max_iterations={self.max_iterations} times were recorded only the first "
-                f"{self.max_iterations} times ({listed}); pass a larger max_iterations to see more"
-            )
-        return Trace(
-            scenario=ScenarioInfo(title=self.title, source=self.source),
-            environment=Environment(
-                tensortrace=__version__,
-                torch=torch.__version__,
-                python=platform.python_version(),
-                device=device or str(torch.get_default_device()),
-                safe=False,
-                confinement=None,
-            ),
-            steps=tuple(self.steps),
-            storages=tuple(
-                StorageInfo(
-                    label=a.label, nbytes=a.nbytes, device=a.device, ptr=a.ptr, names=tuple(a.names)
-                )
-                for a in self.registry.allocations
-            ),
-            notices=tuple(notices),
-        )
-
-    # observing -------------------------------------------------------------------
-    def _skipped_note(self) -> Optional[str]:
-        if not self.skipped:
-            return None
-        total = sum(self.skipped.values())
-        lines = sorted(self.skipped)
-        where = f"line {lines[0]}" if len(lines) == 1 else f"lines {lines[0]}-{lines[-1]}"
-        self.skipped = {}
-        return (
-            f"before this step, {total:,} more runs of {where} (past max_iterations={self.max_iterations}) "
-            "ran without being recorded"
-        )
-
-    def _snapshot(
-        self, namespace: Dict[str, Any]
-    ) -> Tuple[Tuple[TensorState, ...], Dict[str, Any]]:
-        found: List[Tuple[str, Any, str]] = []
-        notes: List[str] = []
-        for name, value in list(namespace.items()):
-            if (
-                name.startswith("_")
-                or name in _SHELL_NAMES
-                or isinstance(value, (types.ModuleType, type))
-            ):
-                continue
-            _expand(name, value, found, depth=0, notes=notes)
-            if len(found) >= MAX_NAMES:
-                notes.append(
-                    f"more than {MAX_NAMES} tensors are in scope; only the first {MAX_NAMES} are recorded"
-                )
-                break
-        for note in notes:
-            if note not in self.notices:
-                self.notices.append(note)
-        named = found[:MAX_NAMES]
-        return probe_named(named, self.registry, values=self.values, memo=self.memo)
-
-    def _graphs(self, tensors: Sequence[TensorState], objects: Dict[str, Any]) -> Tuple[Graph, ...]:
-        """Graphs of the names asked for, at the steps where they are (re)bound to a tensor with a grad_fn."""
-        if not self.graph:
-            return ()
-        from .record.graph import walk_graph
-
-        names_by_id: Dict[int, str] = {}
-        for name, obj in objects.items():
-            names_by_id.setdefault(id(obj), name)
-        result = []
-        for state in tensors:
-            if state.grad_fn is None or not any(covers(w, state.name) for w in self.graph):
-                continue
-            obj = objects[state.name]
-            if self.graphed.get(state.name) == id(obj.grad_fn):
-                continue
-            self.graphed[state.name] = id(obj.grad_fn)
-            result.append(walk_graph(state.name, obj.grad_fn, names_by_id))
-        return tuple(result)
-
-
-def error_info(exc: BaseException, line: Optional[int]) -> ErrorInfo:
-    """The record of an exception the user's code raised at ``line``."""
-    from .record.explain import explain
-
-    cls = type(exc)
-    message = bounded(_exception_text(exc), MAX_MESSAGE)
-    return ErrorInfo(
-        type=cls.__name__,
-        qualname=f"{cls.__module__}.{cls.__qualname__}",
-        message=message,
-        line=line,
-        explanation=explain(cls.__name__, message),
-    )
-
-
-def _first_line(exc: BaseException) -> str:
-    text = _exception_text(exc).strip()
-    return text.splitlines()[0] if text else ""
-
+from .record.lines import DEFAULT_MAX_ITERATIONS, LineRecorder
+from .record.steps import OPS_LEVELS
+from .trace import Trace
 
 # --- statements of a code object ---------------------------------------------------
 
@@ -272,6 +58,7 @@ class Statements:
         self.filename = filename
         self.text: Dict[int, str] = {}
         lines = linecache.getlines(filename)
+        self.source = "".join(lines[max(first - 1, 0) : last])  # what recordability reads
         try:
             tree = ast.parse("".join(lines))
         except (SyntaxError, ValueError):
@@ -300,7 +87,7 @@ def _dedent(lines: Sequence[str]) -> List[str]:
 # --- the backends -----------------------------------------------------------------
 
 
-class _Session:
+class LineSession:
     """One traced run of one frame: the pending line, and the recorder it feeds."""
 
     def __init__(self, recorder: LineRecorder, statements: Statements) -> None:
@@ -319,22 +106,23 @@ class _Session:
             return  # back on the first line of the same statement (Python reports the call there)
         self.finish(frame)
         self.pending, self.continued = lineno, False
+        self.recorder.begin(lineno)
 
     def finish(
         self, frame: Optional[types.FrameType], error: Optional[BaseException] = None
     ) -> None:
+        """The pending statement of ``frame`` is done (or raised ``error``): record it."""
         if self.pending is not None and frame is not None:
             line, self.pending = self.pending, None
-            if not self.recorder.skip(
-                line, error
-            ):  # past max_iterations: counted, the locals not even read
-                self.recorder.record(
-                    self.statements.code(line), line, in_reach(frame), error, counted=True
-                )
+            if self.recorder.skip(line, error):  # past max_iterations: counted, locals not read
+                return
+            code = self.statements.code(line)
+            self.recorder.record(code, line, in_reach(frame), error, counted=True)
 
 
 def in_reach(frame: types.FrameType) -> Dict[str, Any]:
-    """What the frame's code can see: its locals, then the module-level tensors and modules its code names."""
+    """What the frame's code can see: its locals, then the module-level tensors and modules
+    its code names."""
     names = dict(frame.f_locals)
     if frame.f_locals is not frame.f_globals:  # a function's frame, not a module's
         for name in frame.f_code.co_names:
@@ -347,7 +135,7 @@ def in_reach(frame: types.FrameType) -> Dict[str, Any]:
 class _SettraceBackend:
     """Python before 3.12: a trace function on the one traced frame."""
 
-    def __init__(self, session: _Session, code: types.CodeType) -> None:
+    def __init__(self, session: LineSession, code: types.CodeType) -> None:
         self.session, self.code = session, code
         self.previous: Any = None
 
@@ -378,7 +166,7 @@ class _SettraceBackend:
 class _MonitoringBackend:
     """Python 3.12+: LINE events of the one traced code object, under a free tool id."""
 
-    def __init__(self, session: _Session, code: types.CodeType) -> None:
+    def __init__(self, session: LineSession, code: types.CodeType) -> None:
         self.session, self.code = session, code
         self.tool: Optional[int] = None
 
@@ -395,7 +183,8 @@ class _MonitoringBackend:
         free = [i for i in (3, 4, 0, 1, 2, 5) if mon.get_tool(i) is None]
         if not free:
             raise UsageError(
-                "snoop() needs a sys.monitoring tool id, and all six are taken by other tools (debuggers, coverage)"
+                "snoop() needs a sys.monitoring tool id, and all six are taken by other tools "
+                "(debuggers, coverage)"
             )
         self.tool = free[0]
         mon.use_tool_id(self.tool, "tensortrace")
@@ -413,7 +202,7 @@ class _MonitoringBackend:
         self.tool = None
 
 
-def backend_for(session: _Session, code: types.CodeType, *, monitoring: Optional[bool] = None):
+def backend_for(session: LineSession, code: types.CodeType, *, monitoring: Optional[bool] = None):
     """``sys.monitoring`` where Python has it, ``sys.settrace`` before."""
     if monitoring is None:
         monitoring = hasattr(sys, "monitoring")
@@ -430,9 +219,14 @@ class snoop:
     suffix, as ``tensortrace run -o`` does, or ``fmt``); by default the trace
     goes to stderr in the console format. ``show``: names to show (``model``
     shows ``model.weight`` and ``model.bias``). ``graph``: names whose autograd
-    graph is drawn when they are bound. ``max_iterations``: how many times one
-    line is recorded; later runs are counted, not recorded. The last trace is
-    kept as ``.trace``.
+    graph is drawn when they are bound. ``ops``: what each line ran, as
+    ``tensortrace run --ops`` takes it: ``calls`` (the default: the calls the
+    line made are shown; the ATen operations under them and the gradient flow
+    of a ``backward()`` are recorded too), ``aten`` (shown as well) or ``none``
+    (not recorded: the line runs without PyTorch's recording modes).
+    ``max_iterations``: how many times one line is recorded; later runs are
+    counted, not recorded. ``values=False`` leaves values and grads out. The
+    last trace is kept as ``.trace``.
     """
 
     def __init__(
@@ -443,6 +237,7 @@ class snoop:
         show: Optional[Iterable[str]] = None,
         graph: Optional[Iterable[str]] = None,
         values: bool = True,
+        ops: str = "calls",
         max_iterations: int = DEFAULT_MAX_ITERATIONS,
         width: Optional[int] = None,
     ) -> None:
@@ -457,8 +252,11 @@ class snoop:
             )
         if callable(output):
             raise UsageError(
-                "write @tensortrace.snoop(), with parentheses: snoop takes options, then the function"
+                "write @tensortrace.snoop(), with parentheses: "
+                "snoop takes options, then the function"
             )
+        if ops not in OPS_LEVELS:
+            raise UsageError(f"ops={ops!r} is not one of {', '.join(OPS_LEVELS)}")
         self.output = None if output is None else _writable(os.fspath(output))
         if fmt is not None and fmt.lower() not in FORMATS:
             raise UsageError(f"fmt={fmt!r} is not one of {', '.join(FORMATS)}")
@@ -466,20 +264,33 @@ class snoop:
         self.show = tuple(show) if show is not None else None
         self.graph = tuple(graph or ())
         self.values = values
+        self.ops = ops
         self.max_iterations = max_iterations
         self.width = width
         self.trace: Optional[Trace] = None
-        self._active: List[Tuple[_Session, Any, Optional[int]]] = []
+        self._active: List[Tuple[LineSession, Any, Optional[int], Any]] = []
 
-    def _recorder(self, title: str, source: Optional[str]) -> LineRecorder:
-        return LineRecorder(
+    def _session(self, title: str, source: str, statements: Statements) -> LineSession:
+        recorder = LineRecorder(
             title,
             source,
+            code=statements.source,
             show=self.show,
             graph=self.graph,
             values=self.values,
+            ops=self.ops != "none",
             max_iterations=self.max_iterations,
         )
+        return LineSession(recorder, statements)
+
+    @staticmethod
+    def _close(session: LineSession, span: Any, error: Optional[BaseException] = None) -> None:
+        """Record the last statement, then leave the recording of operations."""
+        try:
+            session.finish(session.frame, error)
+        finally:
+            session.frame = None
+            span.__exit__(None, None, None)
 
     # decorator ----------------------------------------------------------------
     def __call__(self, func: Callable) -> Callable:
@@ -489,7 +300,8 @@ class snoop:
             or inspect.isasyncgenfunction(func)
         ):
             raise UsageError(
-                f"snoop() traces plain functions; {func.__qualname__} is a generator or async function"
+                f"snoop() traces plain functions; "
+                f"{func.__qualname__} is a generator or async function"
             )
         code = getattr(inspect.unwrap(func), "__code__", None)
         if code is None:
@@ -507,23 +319,21 @@ class snoop:
         def traced(*args: Any, **kwargs: Any) -> Any:
             if not statements:
                 statements.append(Statements(code.co_filename, code.co_firstlineno + 1, last))
-            session = _Session(
-                self._recorder(func.__qualname__, f"{code.co_filename}:{code.co_firstlineno}"),
-                statements[0],
-            )
+            where = f"{code.co_filename}:{code.co_firstlineno}"
+            session = self._session(func.__qualname__, where, statements[0])
             backend = backend_for(session, code)
+            span = session.recorder.span()
+            span.__enter__()
             backend.start()
             try:
                 result = func(*args, **kwargs)
             except BaseException as exc:
                 backend.stop()
-                session.finish(session.frame, exc)
-                session.frame = None
+                self._close(session, span, exc)
                 self._emit(session.recorder, failing=True)
                 raise
             backend.stop()
-            session.finish(session.frame)
-            session.frame = None
+            self._close(session, span)
             self._emit(session.recorder)
             return result
 
@@ -539,33 +349,37 @@ class snoop:
             if code.co_name != "<module>"
             else f"{os.path.basename(code.co_filename)}, line {where}"
         )
-        session = _Session(
-            self._recorder(title, f"{code.co_filename}:{where}"),
-            Statements(code.co_filename, where + 1, 1 << 30),
-        )
+        statements = Statements(code.co_filename, where + 1, 1 << 30)
+        session = self._session(title, f"{code.co_filename}:{where}", statements)
         backend = backend_for(session, code)
-        backend.start(frame)
-        self._active.append((session, backend, where))
+        span = session.recorder.span()
+        span.__enter__()
+        try:
+            backend.start(frame)
+        except BaseException:
+            span.__exit__(None, None, None)
+            raise
+        self._active.append((session, backend, where, span))
         return self
 
     def __exit__(self, kind: Any, exc: Optional[BaseException], tb: Any) -> bool:
-        session, backend, where = self._active.pop()
+        session, backend, where, span = self._active.pop()
         backend.stop()
         if session.pending == where:  # Python reports the with line again as the block closes
             session.pending = None
-        session.finish(session.frame, exc)
-        session.frame = None
+        self._close(session, span, exc)
         self._emit(session.recorder, failing=exc is not None)
         return False  # an exception goes on unchanged
 
     # writing ------------------------------------------------------------------
     def _emit(self, recorder: LineRecorder, failing: bool = False) -> None:
-        """Write the trace; while the user's exception is on its way, a failure to write only warns."""
+        """Write the trace; while the user's exception is on its way, a failure to write
+        only warns."""
         from .api import speak_python
 
         self.trace = recorder.trace()
         try:
-            write_trace([self.trace], self.output, self.fmt, width=self.width)
+            write_trace([self.trace], self.output, self.fmt, width=self.width, ops=self.ops)
         except TensorTraceError as exc:
             if not failing:
                 raise speak_python(exc) from None
@@ -592,9 +406,15 @@ def _writable(path: str) -> str:
 
 
 def write_trace(
-    traces: List[Trace], path: Optional[str], fmt: str, *, width: Optional[int] = None
+    traces: List[Trace],
+    path: Optional[str],
+    fmt: str,
+    *,
+    width: Optional[int] = None,
+    ops: str = "calls",
 ) -> None:
-    """Render to ``path`` (atomically), or to stderr when there is none."""
+    """Render to ``path`` (atomically), or to stderr when there is none; ``ops`` is the level
+    of operations a console or markdown rendering shows, as ``tensortrace run --ops``."""
     from .output import Output
     from .render import RenderOptions, render
 
@@ -604,12 +424,12 @@ def write_trace(
         if width is None and tty:
             width = shutil.get_terminal_size().columns
         color = tty and not os.environ.get("NO_COLOR") and fmt == "console"
-        stream.write(render(traces, fmt, RenderOptions(width=width, color=color)))
+        stream.write(render(traces, fmt, RenderOptions(width=width, color=color, ops=ops)))
         stream.flush()
         return
     out = Output(path)
     try:
-        out.write(render(traces, fmt, RenderOptions(width=width)))
+        out.write(render(traces, fmt, RenderOptions(width=width, ops=ops)))
         out.commit()
     except BaseException:
         out.discard()
@@ -620,8 +440,9 @@ __all__ = [
     "DEFAULT_MAX_ITERATIONS",
     "LineRecorder",
     "Statements",
+    "LineSession",
     "backend_for",
-    "error_info",
+    "in_reach",
     "snoop",
     "write_trace",
 ]

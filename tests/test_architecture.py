@@ -45,7 +45,7 @@ ALLOWED = {
     # the integrations meet users in their own code: they may use every stage
     "api": {"trace", "scenario", "record", "run", "render"},
     "snooper": {"trace", "scenario", "record", "render", "output", "api"},
-    "jupyter": {"trace", "render", "api", "snooper"},
+    "jupyter": {"trace", "scenario", "record", "run", "render", "api", "snooper"},
     "__main__": {"cli", "trace"},
     "__init__": {"trace", "render", "jupyter", "api", "scenario", "snooper", "doctor"},
 }

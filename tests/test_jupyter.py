@@ -27,13 +27,22 @@ CELLS = [
     "print('printed by the cell')\n"
     "b.sum()",
     # 2: what the cell bound is there, as after a plain run
-    "print(a.tolist(), b.tolist(), a._version, sorted(k for k in globals() if 'tensortrace' in k.lower()))",
+    "print(a.tolist(), b.tolist(), a._version, "
+    "sorted(k for k in globals() if 'tensortrace' in k.lower()))",
     # 3: a scenario, traced as tensortrace run traces it
     "%tensortrace detach",
     # 4: the user's error: recorded, shown, then raised in the notebook
     "%%tensortrace\nx = torch.ones(2, 3)\ny = x.t().view(-1)",
     "print('x' in globals(), 'y' in globals())",
     "%tensortrace nosuch",
+    # 7: the recording a scenario gets: the ATen operations, a prediction, a gradient flow
+    "%%tensortrace --ops aten\n"
+    "w = torch.ones(3, requires_grad=True)\n"
+    "s = torch.sigmoid(w)\n"
+    "s.mul_(2)\n"
+    "(w * 3).sum().backward()",
+    # 8: an option run does not take is one sentence
+    "%%tensortrace --ops all\nq = 1",
 ]
 # the examples of README.md and docs/python.md, run after the cells above
 EXAMPLES = [
@@ -85,6 +94,9 @@ def test_the_cell_runs_as_a_plain_cell_does(notebook):
     assert printed.text == "printed by the cell\n"
     (value,) = _outputs(notebook, 1, "execute_result")
     assert value.data["text/plain"] == "tensor(6.)"
+    _, plain = _shown_text(notebook, 1)
+    assert "Tensor.sum(b)" in plain  # what the last line ran, without drawing its value
+    assert "__repr__" not in plain
     (after,) = _outputs(notebook, 2, "stream")
     assert after.text == "[0.0, 2.0, 2.0, 2.0] [2.0, 2.0, 2.0] 2 []\n"
 
@@ -130,3 +142,22 @@ def test_the_cell_magic_titles_its_trace_with_the_cells_own_number(notebook):
     text, _ = _shown_text(notebook, 1)
     assert notebook.cells[1].execution_count == 2
     assert "cell [2]" in text and "cell [3]" not in text
+
+
+def test_the_cell_magic_records_operations_predictions_and_gradient_flow(notebook):
+    """What a scenario's step records, a cell's statement records: the same recorder."""
+    _, plain = _shown_text(notebook, 7)
+    said = " ".join(plain.split())  # a long line wraps at the notebook's width
+    assert "aten::sigmoid(w) → s (S5, new)" in said  # --ops aten: the ATen level is shown
+    assert "aten::mul_(s) writes S5 (s) · s: version 0 → 1" in said
+    assert "backward through `s` will fail: SigmoidBackward0 saved `s` (S5) at version 0" in said
+    assert "gradient flow of Tensor.backward" in said
+    assert "AccumulateGrad → w.grad: None → [3., 3., 3.]" in said
+    assert not _outputs(notebook, 7, "error")
+
+
+def test_an_unknown_ops_level_is_one_sentence(notebook):
+    (said,) = _outputs(notebook, 8, "stream")
+    assert said.name == "stderr"
+    assert said.text == "tensortrace: %%tensortrace: --ops 'all' is not one of none, calls, aten\n"
+    assert not _outputs(notebook, 8, "error") and not _outputs(notebook, 8, "display_data")

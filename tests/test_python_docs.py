@@ -57,6 +57,9 @@ def test_every_python_example_runs(tmp_path):
     assert "(0.0, 1.0, 1.0) True" in out
     assert "['clone-detach', 'detach-clone', 'torch-tensor', 'new-tensor', 'deepcopy']" in out
     assert "pass safe=False to run it as plain Python" in out
+    assert "['torch.Tensor.mul_', 'aten::mul_']" in out  # snoop(): what a line ran
+    assert "backward through `y` will fail: SigmoidBackward0 saved `y` (S" in out
+    assert "changed by `y.mul_(2)` at step 3" in out and "torch.Tensor.backward" in out
     assert "1 True" in out.splitlines()[-1]
     # the training step, line by line: step() bumps the weight's version, zero_grad() drops its grad
     rows = [

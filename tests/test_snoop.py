@@ -14,7 +14,7 @@ import torch
 
 import tensortrace
 from tensortrace.trace import Trace
-from tensortrace.snooper import LineRecorder, Statements, _Session, backend_for
+from tensortrace.snooper import LineRecorder, LineSession, Statements, backend_for
 
 from conftest import REPO
 
@@ -276,7 +276,7 @@ def test_the_monitoring_backend_frees_its_tool_id(tmp_path):
 def test_both_backends_feed_the_same_recorder():
     # The settrace backend driven directly, as snoop() drives whichever backend Python has.
     code = train_step.__code__
-    session = _Session(
+    session = LineSession(
         LineRecorder("t", None),
         Statements(code.co_filename, code.co_firstlineno + 1, code.co_firstlineno + 7),
     )
@@ -336,7 +336,8 @@ def test_module_level_models_the_function_uses_are_recorded_too(tmp_path):
 
 
 def test_a_trace_written_to_a_character_device_leaves_the_device_in_place(tmp_path):
-    """snoop(output=...) onto a device writes through it: renaming a file over it would replace the device."""
+    """snoop(output=...) onto a device writes through it: renaming a file over it would replace
+    the device."""
     import os
     import stat
 
@@ -370,3 +371,223 @@ def test_a_kept_record_still_sees_writes_the_version_counter_misses(tmp_path):
     assert _state(_step(trace, "a.numpy()[1] = 7.0"), "a").values.data == (5.0, 7.0, 0.0)
     kept = [_state(s, "b") for s in trace.steps[1:]]
     assert all(state is kept[0] for state in kept)  # b, unchanged, is read once
+
+
+# --- the same recording as a scenario's: op log, gradient flow, predictions ------------------
+
+
+def _sigmoid_then_in_place():
+    x = torch.ones(3, requires_grad=True)
+    y = torch.sigmoid(x)
+    y.mul_(2)
+    return y
+
+
+def test_an_in_place_write_to_a_saved_output_predicts_what_the_scenario_predicts(tmp_path):
+    """The same three statements, snooped and run as a scenario, predict the same failure."""
+    snooper = tensortrace.snoop(output=str(tmp_path / "t.json"))
+    y = snooper(_sigmoid_then_in_place)()
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()  # the prediction is PyTorch's own verdict
+    scenario = tensortrace.trace(
+        "title: t\nsteps:\n"
+        "  - x = torch.ones(3, requires_grad=True)\n"
+        "  - y = torch.sigmoid(x)\n"
+        "  - y.mul_(2)\n"
+    )
+    snooped = _step(snooper.trace, "y.mul_(2)")
+    ran = _step(scenario, "y.mul_(2)")
+    assert snooped.index == ran.index == 3
+    assert [p.message for p in snooped.predictions] == [p.message for p in ran.predictions]
+    assert "SigmoidBackward0" in snooped.predictions[0].message
+    assert snooped.predictions[0].kind == "backward_will_fail"
+    assert [(o.level, o.name) for o in snooped.ops] == [(o.level, o.name) for o in ran.ops]
+
+
+def _aten_names(run) -> list:
+    """The ATen operations PyTorch itself dispatches for ``run()``, in order."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    seen = []
+
+    class Log(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            seen.append(func._schema.name)
+            return func(*args, **(kwargs or {}))
+
+    with Log():
+        run()
+    return seen
+
+
+def test_the_op_log_of_a_line_lists_the_aten_operations_pytorch_dispatched(tmp_path):
+    a = torch.arange(6.0).reshape(2, 3)
+
+    def line():
+        return a.t().contiguous().add_(1)
+
+    @tensortrace.snoop(output=str(tmp_path / "t.json"), ops="aten")
+    def f(a):
+        b = a.t().contiguous().add_(1)
+        return b
+
+    f(a)
+    step = _step(
+        Trace.from_dict(json.loads((tmp_path / "t.json").read_text())),
+        "b = a.t().contiguous().add_(1)",
+    )
+    calls = [o.name for o in step.ops if o.level == "call"]
+    assert calls == ["torch.Tensor.t", "torch.Tensor.contiguous", "torch.Tensor.add_"]
+    assert [o.name for o in step.ops if o.level == "aten"] == _aten_names(line)
+    written = [o for o in step.ops if o.name == "aten::add_"]
+    assert written and written[0].writes == (_state(step, "b").storage,)
+    assert (
+        _step(Trace.from_dict(json.loads((tmp_path / "t.json").read_text())), "return b").ops == ()
+    )
+
+
+def test_a_backward_line_records_the_gradient_flow(tmp_path):
+    @tensortrace.snoop(output=str(tmp_path / "t.json"))
+    def f():
+        w = torch.tensor([1.0, 2.0], requires_grad=True)
+        loss = (w * 3).sum()
+        loss.backward()
+        return w
+
+    w = f()
+    trace = Trace.from_dict(json.loads((tmp_path / "t.json").read_text()))
+    (flow,) = _step(trace, "loss.backward()").flow
+    assert flow.call == "torch.Tensor.backward"
+    names = [n.name for n in flow.nodes]
+    assert names[:2] == ["SumBackward0", "MulBackward0"] and "AccumulateGrad" in names
+    (acc,) = [n for n in flow.nodes if n.name == "AccumulateGrad"]
+    assert acc.leaf == "w" and acc.ran and acc.leaf_grad_before is None
+    assert acc.leaf_grad_after.data == tuple(w.grad.tolist()) == (3.0, 3.0)
+    assert all(not s.flow for s in trace.steps if s.code != "loss.backward()")
+
+
+def test_ops_none_records_no_operation_and_leaves_no_mode_on_the_stack(tmp_path):
+    from torch.overrides import _get_current_function_mode_stack
+
+    inside = []
+
+    @tensortrace.snoop(output=str(tmp_path / "t.json"), ops="none")
+    def f():
+        a = torch.ones(2) * 2
+        inside.append(len(_get_current_function_mode_stack()))
+        return a
+
+    f()
+    trace = Trace.from_dict(json.loads((tmp_path / "t.json").read_text()))
+    assert all(s.ops == () and s.flow == () for s in trace.steps)
+    assert inside == [0]
+
+    @tensortrace.snoop(output=str(tmp_path / "u.json"))
+    def g():
+        a = torch.ones(2) * 2
+        inside.append(len(_get_current_function_mode_stack()))
+        return a
+
+    g()
+    assert inside == [0, 1] and len(_get_current_function_mode_stack()) == 0
+    with pytest.raises(tensortrace.UsageError, match=r"ops='all' is not one of none, calls, aten"):
+        tensortrace.snoop(ops="all")
+
+
+def test_a_warning_from_pytorch_is_shown_at_the_users_line(tmp_path):
+    """The recording modes sit between the line and PyTorch; the warning still names the line."""
+
+    @tensortrace.snoop(output=str(tmp_path / "t.json"))
+    def f():
+        x = torch.ones(2, requires_grad=True) * 2
+        g = x.grad  # noqa: F841 - the non-leaf .grad warning
+        return x
+
+    with pytest.warns(UserWarning, match="not a leaf Tensor") as caught:
+        f()
+    (w,) = [w for w in caught if "leaf" in str(w.message)]
+    assert w.filename == __file__
+    assert w.lineno == f.__wrapped__.__code__.co_firstlineno + 3
+
+
+def test_a_saved_tensor_error_names_the_snooped_tensor(tmp_path):
+    @tensortrace.snoop(output=str(tmp_path / "t.json"))
+    def f():
+        x = torch.ones(3, requires_grad=True)
+        y = torch.sigmoid(x)
+        y.mul_(2)
+        y.sum().backward()
+
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        f()
+    trace = Trace.from_dict(json.loads((tmp_path / "t.json").read_text()))
+    failed = trace.steps[-1]
+    assert failed.status == "raised" and failed.code == "y.sum().backward()"
+    assert "In this scenario that is `y` (storage S2)" in failed.error.explanation.what
+
+
+def test_a_snooped_function_called_from_a_snooped_line_keeps_its_operations_to_itself(tmp_path):
+    """Each trace holds what its own lines ran; neither holds the other recording's reads."""
+
+    @tensortrace.snoop(output=str(tmp_path / "inner.json"))
+    def inner(a):
+        b = a * 2
+        return b
+
+    @tensortrace.snoop(output=str(tmp_path / "outer.json"))
+    def outer():
+        x = torch.ones(3)
+        y = inner(x).add_(1)
+        return y
+
+    assert outer().tolist() == [3.0, 3.0, 3.0]
+    read = {
+        name: Trace.from_dict(json.loads((tmp_path / f"{name}.json").read_text()))
+        for name in ("inner", "outer")
+    }
+    assert [o.name for o in _step(read["inner"], "b = a * 2").ops] == [
+        "torch.Tensor.mul",
+        "aten::mul",
+    ]
+    called = _step(read["outer"], "y = inner(x).add_(1)")
+    assert [o.name for o in called.ops] == ["torch.Tensor.add_", "aten::add_"]
+
+
+def test_a_line_past_the_operation_limit_leaves_the_next_line_recorded_in_full(tmp_path):
+    """Past ops.MAX_OPS a line takes the dispatch mode off the stack; the next line has it back."""
+    from torch.overrides import _get_current_function_mode_stack
+    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+
+    from tensortrace.record.ops import MAX_OPS
+
+    @tensortrace.snoop(output=str(tmp_path / "t.json"))
+    def f():
+        a = torch.zeros(1)
+        [a.add_(1) for _ in range(MAX_OPS)]
+        b = a * 2
+        return b
+
+    assert f().item() == 2 * MAX_OPS
+    trace = Trace.from_dict(json.loads((tmp_path / "t.json").read_text()))
+    busy = _step(trace, "[a.add_(1) for _ in range(MAX_OPS)]")
+    assert busy.ops_omitted > 0 and len(busy.ops) == MAX_OPS
+    assert [o.name for o in _step(trace, "b = a * 2").ops] == ["torch.Tensor.mul", "aten::mul"]
+    assert _get_current_function_mode_stack() == [] and _get_current_dispatch_mode_stack() == []
+
+
+def test_runs_past_max_iterations_leave_their_operations_out_of_the_next_step(tmp_path):
+    @tensortrace.snoop(output=str(tmp_path / "t.json"), max_iterations=3)
+    def f():
+        a = torch.zeros(2)
+        for _ in range(20):
+            a.add_(1)
+        b = a * 2
+        return b
+
+    assert f().tolist() == [40.0, 40.0]
+    trace = Trace.from_dict(json.loads((tmp_path / "t.json").read_text()))
+    body = [s for s in trace.steps if s.code == "a.add_(1)"]
+    assert [[o.name for o in s.ops] for s in body] == [["torch.Tensor.add_", "aten::add_"]] * 3
+    after = _step(trace, "b = a * 2")
+    assert [o.name for o in after.ops] == ["torch.Tensor.mul", "aten::mul"]
+    assert "more runs of lines" in after.note
