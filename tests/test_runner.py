@@ -55,8 +55,8 @@ def test_a_scenario_without_optimizers_does_not_pay_for_dynamo() -> None:
 def test_recording_a_step_is_never_charged_to_its_time_limit(monkeypatch, safe: bool) -> None:
     """Summaries of large tensors take the tool's time; the step limit is for the user's code.
 
-    The child marks each step whose code is done in memory it shares with the
-    parent (``RanMark``), which the kernel's wall leaves writable.
+    The child sends ``ran N`` on the pipe when step N's code is done, and the
+    parent stops the step's clock until the step arrives.
     """
     import time
 
@@ -171,3 +171,18 @@ def test_a_scenario_asking_for_threads_after_parallel_work_runs_on_one_and_says_
     for notices in lines[1::2]:
         assert "torch.set_num_threads(2) in step 1 (line 3) kept one thread" in notices
         assert "run it with the tensortrace command" in notices
+
+
+@pytest.mark.parametrize("line", [b"ran ", b"ran -1", b"ran 1e9", b"ran 1234567890", b"ran 1 2"])
+def test_a_malformed_ran_line_from_the_child_is_refused(line: bytes) -> None:
+    from tensortrace.run.runner import ran_index
+    from tensortrace.trace.events import EventError
+
+    with pytest.raises(EventError, match="malformed ran line"):
+        ran_index(line)
+
+
+def test_a_ran_line_says_which_step_ran() -> None:
+    from tensortrace.run.runner import ran_index
+
+    assert ran_index(b"ran 0") == 0 and ran_index(b"ran 417") == 417

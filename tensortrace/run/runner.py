@@ -10,10 +10,9 @@ shown are that scenario's, never the child's. Limits:
 
 * wall clock per step (``timeout``): an alarm inside the child ends a
   runaway Python step, and the parent kills a child stuck in native code;
-  the limit is for the step's own code, so the child marks, in a word of
-  memory shared with the parent (``RanMark``), each step whose code is done,
-  and the parent reads the mark only when a limit passes: recording costs
-  no message and no wake-up of the parent;
+  the limit is for the step's own code, so the child sends a line
+  ``ran N`` when step N's code is done, and the parent stops the step's clock
+  until the step itself arrives: recording is the tool's time;
 * wall clock per scenario (``scenario_timeout``), kept by the parent;
 * in safe mode, also the kernel's wall, no file writes (RLIMIT_FSIZE = 0), a
   memory cap (RLIMIT_AS) and a CPU-time cap (RLIMIT_CPU), hard limits lowered.
@@ -24,11 +23,9 @@ before it is kept. Where ``fork`` is unavailable, scenarios run in-process.
 
 from __future__ import annotations
 
-import mmap
 import os
 import select
 import signal
-import struct
 import sys
 import time
 from dataclasses import dataclass
@@ -308,31 +305,6 @@ def _run_inline(
 threads_unused_before_fork = False
 
 
-class RanMark:
-    """The index of the last step whose own code is done, in memory the child shares with its parent.
-
-    Written by the child, read by the parent when a step's limit passes. The
-    child is untrusted: a false mark only moves the parent from the step's
-    limit to the scenario's, which a child could always reach by sending its
-    step late.
-    """
-
-    _WORD = struct.Struct("q")
-
-    def __init__(self) -> None:
-        self._memory = mmap.mmap(-1, self._WORD.size)  # anonymous and shared: survives fork
-        self.mark(-1)
-
-    def mark(self, index: int) -> None:
-        self._WORD.pack_into(self._memory, 0, index)
-
-    def last(self) -> int:
-        return self._WORD.unpack_from(self._memory, 0)[0]
-
-    def close(self) -> None:
-        self._memory.close()
-
-
 def _child_main(
     write_fd: int,
     scenario: Scenario,
@@ -341,7 +313,6 @@ def _child_main(
     limits: Limits,
     parent: int,
     confine: bool,
-    ran: RanMark,
     ops: bool = True,
 ) -> None:
     """Runs in the forked child; never returns."""
@@ -369,7 +340,6 @@ def _child_main(
         encoder = (
             Encoder()
         )  # an unchanged tensor's record is sent as a reference to the previous step's
-        # ran.mark: the parent stops counting the step's time
         for event in tracer.iter_trace(
             scenario,
             safe=safe,
@@ -377,7 +347,7 @@ def _child_main(
             timeout=limits.timeout,
             confinement=report,
             checked=True,
-            on_ran=ran.mark,
+            on_ran=lambda index: _send(write_fd, b"ran %d\n" % index),  # the step clock stops
             ops=ops,
         ):
             event = threads.passed(event) if threads is not None else event
@@ -551,7 +521,6 @@ def _apply_limits(scenario: Scenario, limits: Limits) -> None:
 def _run_forked(
     scenario: Scenario, assembler: Assembler, *, safe, device, limits, confine, ops=True
 ) -> Trace:
-    ran = RanMark()
     read_fd, write_fd = os.pipe()
     sys.stdout.flush()
     sys.stderr.flush()
@@ -561,7 +530,7 @@ def _run_forked(
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the child's coverage is not collected
             os.close(read_fd)
-            _child_main(write_fd, scenario, safe, device, limits, parent, confine, ran, ops)
+            _child_main(write_fd, scenario, safe, device, limits, parent, confine, ops)
     finally:  # the child never gets here: it ends in _child_main
         forkthreads.restore_threads(threads)
     os.close(write_fd)
@@ -587,14 +556,6 @@ def _run_forked(
             ready, _, _ = select.select([read_fd], [], [], min(wait, TICK))
             if not ready and (not deadlines or time.monotonic() < min(deadlines)):
                 continue  # only the tick passed
-            if (
-                not ready
-                and step_deadline is not None
-                and time.monotonic() >= step_deadline
-                and ran.last() > last_index
-            ):
-                step_deadline = None  # the step's code is done: recording is the tool's time
-                continue
             if not ready:  # a limit passed and the child did not end the step itself
                 _kill(pid)
                 over_scenario = (
@@ -611,6 +572,10 @@ def _run_forked(
             if received > MAX_TRACE_BYTES:
                 raise EventError(f"sent more than {size_text(MAX_TRACE_BYTES)} of trace")
             for line in reader.feed(memoryview(buffer)[:size]):
+                if line.startswith(RAN):
+                    if ran_index(line) > last_index:
+                        step_deadline = None  # the step's code is done: recording is the tool's
+                    continue
                 decoder.expected_step = assembler.expected_step
                 event = decoder.decode(line)
                 if isinstance(event, (Unusable, Crashed)):
@@ -634,7 +599,6 @@ def _run_forked(
         raise
     finally:
         os.close(read_fd)
-        ran.close()
     _, status = os.waitpid(pid, 0)
     if Unusable in notes:
         raise TensorTraceError(notes[Unusable])
@@ -645,6 +609,21 @@ def _run_forked(
         raise TensorTraceError(f"the scenario could not be started: {crashed}", path=scenario.path)
     reason = _death_reason(status, crashed)
     return assembler.trace(aborted=_synthesise_stop(assembler, scenario, limits, reason))
+
+
+RAN = b"ran "  # a line the child sends when a step's own code is done: ``ran N``
+
+
+def ran_index(line: bytes) -> int:
+    """N of a ``ran N`` line; ``EventError`` for anything else (the child is untrusted).
+
+    A false N only moves the parent from the step's limit to the scenario's,
+    which a child could always reach by sending its step late.
+    """
+    digits = line[len(RAN) :]
+    if not (0 < len(digits) <= 9 and digits.isdigit()):
+        raise EventError("sent a malformed ran line")
+    return int(digits)
 
 
 def plan_of(scenario: Scenario) -> Plan:
@@ -671,6 +650,8 @@ def _drain(read_fd: int, reader: LineReader, decoder: Decoder, assembler: Assemb
             if not chunk:
                 break
             for line in reader.feed(chunk):
+                if line.startswith(RAN):
+                    continue
                 decoder.expected_step = assembler.expected_step
                 event = decoder.decode(line)
                 if not isinstance(event, (Unusable, Crashed)):
