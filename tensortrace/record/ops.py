@@ -45,7 +45,7 @@ from ..trace import Flow, OpRecord, OpTensors, VersionBump
 from .identity import mark as _mark
 from .recordability import UNRECORDABLE, recordable  # noqa: F401 - part of this module's interface
 from .storages import StorageRegistry
-from .oplog import call_name, existed_before as _existed  # noqa: F401 - call_name is part of this module's interface
+from .oplog import OpEntry, call_name, existed_before as _existed  # noqa: F401 - call_name is part of this module's interface
 
 MAX_OPS = (
     2000  # operations (calls and ATen operations together) recorded per step; the rest are counted
@@ -227,15 +227,7 @@ class _Calls(TorchFunctionMode):
                 _tensors_in(a, tensors)
         grab = rec.light if rec.aten else rec.take
         before = [_version(t) for t in tensors] if tensors else tensors
-        entry: List[Any] = [
-            "call",
-            func,
-            None,
-            [grab(t) for t in tensors] if tensors else [],
-            (),
-            [],
-            [],
-        ]
+        entry = OpEntry("call", func, None, [grab(t) for t in tensors] if tensors else [])
         index = len(rec.raw)
         rec.raw.append(entry)
         rec.parent = index
@@ -252,9 +244,9 @@ class _Calls(TorchFunctionMode):
             if flow is not None:
                 rec.flow.disarm(flow)
             if tensors and rec.aten:
-                _complete(rec, entry[3], tensors)
+                _complete(rec, entry.ins, tensors)
             if tensors:
-                bumps = entry[6]
+                bumps = entry.bumps
                 for i, t in enumerate(tensors):
                     now = _version(t)
                     if now != before[i]:
@@ -265,9 +257,9 @@ class _Calls(TorchFunctionMode):
         elif type(out) in _SEQUENCES:
             _tensors_in(out, produced)
         if produced:
-            entry[5] = [grab(t) for t in produced]
+            entry.outs = [grab(t) for t in produced]
             if rec.aten:
-                _complete(rec, entry[5], produced)
+                _complete(rec, entry.outs, produced)
         return out
 
 
@@ -363,7 +355,7 @@ class _Aten(TorchDispatchMode):
             grabbed.append(g)
         for i in written:  # set_ and the like may give it another storage
             seen.pop(id(ins[i]), None)
-        entry: List[Any] = ["aten", plan, rec.parent, grabbed, written, [], []]
+        entry = OpEntry("aten", plan, rec.parent, grabbed, written)
         rec.raw.append(entry)
         if written:
             # The version counter moves above this mode (ADInplaceOrView), after this
@@ -376,13 +368,13 @@ class _Aten(TorchDispatchMode):
         if isinstance(out, _Tensor):
             rec.born(out, grabbed)
             g = seen[id(out)] = rec.take(out)
-            entry[5] = [g]
+            entry.outs = [g]
         elif type(out) in _SEQUENCES:
             produced: List[Any] = []
             _tensors_in(out, produced)
             for t in produced:
                 rec.born(t, grabbed)
-            entry[5] = [rec.take(t) for t in produced]
+            entry.outs = [rec.take(t) for t in produced]
         return out
 
 
@@ -470,14 +462,14 @@ class OpsRecorder:
             caught if caught is not None else []
         )  # the step's recorded warnings (catch_warnings(record=True))
         self.start_names = start_names
-        self.raw: List[List[Any]] = []
+        self.raw: List[OpEntry] = []
         self.count = 0
         self.aten_off = False  # the dispatch mode left the stack past the limit (``_take_off``)
         self.parent: Optional[int] = None
         self.paused = False
         self.dispatching = 0  # ATen operations now running under the dispatch mode
         self.pending: List[
-            Tuple[List[Any], int, Any, Optional[int]]
+            Tuple[OpEntry, int, Any, Optional[int]]
         ] = []  # written tensors until the next operation
         self.seen: Dict[
             int, Grabbed
@@ -519,7 +511,7 @@ class OpsRecorder:
         for entry, i, t, before in pending:
             after = _version(t)
             if after != before:
-                entry[6].append((i, before, after))
+                entry.bumps.append((i, before, after))
 
     def finish(
         self,
@@ -585,7 +577,14 @@ class OpsRecorder:
         # storages first seen here are numbered in the order the step used them.
         rows = []
         child_writes: Dict[int, List[str]] = {}
-        for level, what, parent, ins, written, outs, bumps in raw:
+        for entry in raw:
+            level, what, parent, ins, written = (
+                entry.level,
+                entry.what,
+                entry.parent,
+                entry.ins,
+                entry.written,
+            )
             in_names = []
             reads: List[str] = []
             writes: List[str] = []
@@ -619,7 +618,7 @@ class OpsRecorder:
                     reads = [r for r in reads if r not in writes]
             else:
                 title, overload = what.name, what.overload
-            outs, bumps = entry[5], entry[6]
+            outs, bumps = entry.outs, entry.bumps
             if len(outs) == 1:
                 outputs, out_names = (label(outs[0]),), (name(outs[0], end, start),)
             else:
@@ -632,7 +631,7 @@ class OpsRecorder:
                     level=level,
                     name=title,
                     overload=overload,
-                    parent=entry[2],
+                    parent=entry.parent,
                     reads=tuple(reads),
                     writes=tuple(writes),
                     outputs=outputs,

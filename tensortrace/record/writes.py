@@ -195,9 +195,9 @@ class WriteWatch:
 
     def _read(self, raw: Any, written: Dict[int, Any]) -> bool:
         for entry in raw:
-            if entry[0] == "aten":
-                ins = entry[3]
-                for i in entry[4]:
+            if entry.level == "aten":
+                ins = entry.ins
+                for i in entry.written:
                     key = ins[i][2]
                     if key is not None:
                         ref = key[3]
@@ -206,8 +206,8 @@ class WriteWatch:
                             written[id(storage)] = ref
                     elif not self._note(ins[i], written):
                         return False
-            elif getattr(entry[1], "__name__", None) in HANDED_OUT:
-                for g in list(entry[3]) + list(entry[5]):
+            elif getattr(entry.what, "__name__", None) in HANDED_OUT:
+                for g in list(entry.ins) + list(entry.outs):
                     if not self._note(g, self.handed):
                         return False
         return True
