@@ -12,6 +12,12 @@ import msgspec
 from torch.overrides import resolve_name
 
 
+# What an operation needs of a tensor, taken while it runs: (id of the tensor, (its
+# identity.mark, the mark's generation), storage key or None); the key is (device, address,
+# bytes, weak reference to the storage, identity for addressless storages)
+Grabbed = Tuple[int, Any, Optional[Tuple[Any, int, int, Any, Optional[int]]]]
+
+
 class OpEntry(msgspec.Struct, gc=False):
     """One operation as the recorder collected it while the step ran; ``finish`` names it.
 
