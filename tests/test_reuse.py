@@ -147,7 +147,8 @@ def test_a_change_that_moves_no_version_still_shows():
 
 @pytest.mark.parametrize("name", bundled_names())
 def test_every_bundled_scenario_reads_the_same_through_the_plain_tensor_path(name, monkeypatch):
-    """``probe._probe_plain`` reads a plain tensor's facts in one go; the fact-by-fact reader is the reference."""
+    """``probe._probe_plain`` reads a plain tensor's facts in one go; the fact-by-fact
+    reader is the reference."""
     from tensortrace.record import probe
 
     scenario = load_scenario(bundled_path(name))

@@ -74,7 +74,8 @@ _weakref = (
 
 
 class OpsSession:
-    """A run's recording: the level its scenario can be recorded at, and the names its last snapshot saw."""
+    """A run's recording: the level its scenario can be recorded at, and the names its last
+    snapshot saw."""
 
     def __init__(
         self,
@@ -191,7 +192,8 @@ class OpsRecorder:
 
     def born(self, out: Any, ins: List[Grabbed]) -> None:
         """Note an ATen operation's result: unless it is one of its inputs (an in-place
-        operation returns its input), it is a new tensor, and any earlier one with its mark is dead."""
+        operation returns its input), it is a new tensor, and any earlier one with its mark
+        is dead."""
         m = _mark(out)
         if m is None or any(g[1] is not None and g[1][0] == m for g in ins):
             return
@@ -214,7 +216,8 @@ class OpsRecorder:
         end_names: Dict[int, Tuple[str, Any]],
         before: int = 0,
     ) -> Tuple[Tuple[OpRecord, ...], int, Tuple[Flow, ...]]:
-        """The step's operations as records, how many more were not recorded, and its backward flows.
+        """The step's operations as records, how many more were not recorded, and its
+        backward flows.
 
         ``before`` is how many storages the registry had labelled before the step: labels are
         numbered in order of first sight, so S1..S``before`` existed before any of its operations.
@@ -356,8 +359,8 @@ def _device_name(device: Any) -> str:
 
 
 def name_index(objects: Dict[str, Any]) -> Dict[Any, Tuple[str, Any]]:
-    """Names of the tensors bound now (and ``NAME.grad`` of leaves), keyed by their ``identity.mark``,
-    with a weak reference to their storage (None for a tensor without one).
+    """Names of the tensors bound now (and ``NAME.grad`` of leaves), keyed by their
+    ``identity.mark``, with a weak reference to their storage (None for a tensor without one).
 
     A mark, never a weak reference to the tensor: a weak reference to a tensor
     makes ``torch.utils.swap_tensors`` refuse it. A mark is the address of the

@@ -134,7 +134,8 @@ class SnapshotCache:
         self.window: Any = (
             None  # the next snapshot's proof of what was not written (writes.Window), or None
         )
-        # (device, dtype, address, shape, stride) -> (fingerprint, statistics), kept while the memory is seen
+        # (device, dtype, address, shape, stride) -> (fingerprint, statistics), kept while the
+        # memory is seen
         self._summaries: Dict[Any, Tuple[Any, Any]] = {}
         self._summaries_now: Dict[Any, Tuple[Any, Any]] = {}
         self._facts_of: Any = None  # the tensor whose facts reuse() read last, and those facts
@@ -169,14 +170,16 @@ class SnapshotCache:
             )
 
     def fingerprint_of(self, t: torch.Tensor) -> Any:
-        """The fingerprint of a CPU tensor's memory, computed once per snapshot; None when unsupported."""
+        """The fingerprint of a CPU tensor's memory, computed once per snapshot; None when
+        unsupported."""
         if not t.is_cpu or t.layout != _STRIDED:
             return None
         return self._values_mark(t)
 
     # summaries ----------------------------------------------------------------
     def summary_stats(self, key: Any, distinct: torch.Tensor, compute: Callable[[], Any]) -> Any:
-        """Statistics of ``distinct`` (``compute()``), reused while its memory's fingerprint holds."""
+        """Statistics of ``distinct`` (``compute()``), reused while its memory's fingerprint
+        holds."""
         try:
             mark = self.fingerprint_of(distinct)
         except Exception:
@@ -236,7 +239,8 @@ class SnapshotCache:
         try:
             if not _qualifies(t):
                 return
-            # read by reuse() just before, for a tensor the last snapshot kept (the probe between only read)
+            # read by reuse() just before, for a tensor the last snapshot kept (the probe
+            # between only read)
             key, grad, _ = self._facts if self._facts_of is t else _facts(t)
             if key is None:
                 return
@@ -346,7 +350,8 @@ COVERED_BY = {
 
 
 def _facts(t: Any) -> Tuple[Optional[Tuple], Any, Any]:
-    """What must be equal for a record to stand (None: never reuse), the grad it names, and the base.
+    """What must be equal for a record to stand (None: never reuse), the grad it names, and
+    the base (``KEY_PARTS`` names the key's parts).
 
     Cheap reads only: this runs for every tensor at every step.
     """

@@ -92,7 +92,8 @@ _ASSIGNABLE: Optional[frozenset] = None
 
 
 def code_reason(sources: Any) -> Optional[str]:
-    """Why code in ``sources`` could run while the tool reads, or reach memory around dispatch; None if it cannot."""
+    """Why code in ``sources`` could run while the tool reads, or reach memory around
+    dispatch; None if it cannot."""
     for source, mode in sources:
         reason = _piece_reason(source, mode)
         if reason is not None:
@@ -102,7 +103,8 @@ def code_reason(sources: Any) -> Optional[str]:
 
 @functools.lru_cache(maxsize=4096)
 def _piece_reason(source: str, mode: str) -> Optional[str]:
-    """``code_reason`` of one piece of code, parsed once per text (a run, its variants and re-runs share them)."""
+    """``code_reason`` of one piece of code, parsed once per text (a run, its variants and
+    re-runs share them)."""
     global _ASSIGNABLE
     if _ASSIGNABLE is None:
         _ASSIGNABLE = _data_descriptors()
@@ -145,7 +147,8 @@ class Window:
         self.written, self.handed = written, handed
 
     def state(self, storage: Any) -> int:
-        """``UNWRITTEN``, ``WRITTEN`` or ``READ`` (see the module's docstring) for a storage object."""
+        """``UNWRITTEN``, ``WRITTEN`` or ``READ`` (see the module's docstring) for a storage
+        object."""
         key = id(storage)
         ref = self.handed.get(key)
         if ref is not None and ref() is storage:
@@ -214,7 +217,8 @@ class WriteWatch:
 
     @staticmethod
     def _note(grabbed: Any, into: Dict[int, Any]) -> bool:
-        """Add the storage of a tensor an operation touched to ``into``; False when it cannot be found."""
+        """Add the storage of a tensor an operation touched to ``into``; False when it cannot
+        be found."""
         key = grabbed[
             2
         ]  # read while the operation held the tensor: the tool keeps no reference to it

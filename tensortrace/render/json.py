@@ -187,7 +187,8 @@ def node_lines(nodes: Tuple[GraphNode, ...]) -> List[str]:
 
 
 def format_error(exc: InvalidRecord, text: bytes = b"") -> TraceFormatError:
-    """A refused document as the one line a user reads (with the line and column of malformed JSON)."""
+    """A refused document as the one line a user reads (with the line and column of
+    malformed JSON)."""
     if exc.offset is not None and text:
         line = text.count(b"\n", 0, exc.offset) + 1
         column = exc.offset - (text.rfind(b"\n", 0, exc.offset) + 1) + 1
