@@ -109,6 +109,7 @@ class _Writer:
     def __init__(self) -> None:
         self.out: List[str] = []
         self.texts: Dict[int, str] = {}  # id of a record -> its line; the traces keep them alive
+        self.keys: Dict[str, str] = {}  # a key as JSON: a step repeats the same 22
 
     def record(self, value: msgspec.Struct) -> str:
         text = self.texts.get(id(value))
@@ -127,8 +128,12 @@ class _Writer:
                 return
             inner = indent + "  "
             start = "{\n"
+            keys = self.keys
             for key, item in value.items():
-                head = start + inner + _string(key) + ": "
+                spelled_key = keys.get(key)
+                if spelled_key is None:
+                    spelled_key = keys[key] = _string(key)
+                head = start + inner + spelled_key + ": "
                 start = ",\n"
                 spelled = _scalar(item)
                 if spelled is not None:  # most of a step's fields
