@@ -1,7 +1,7 @@
 """The operating-system layer: time and memory limits, no file writes, Ctrl-C.
 
 Limits and signals go through the real command (a subprocess). The test of
-``_apply_limits`` itself forks a process of its own to apply the limits to,
+``child.apply_limits`` itself forks a process of its own to apply the limits to,
 and a child that dies is recorded by the command in this process (the
 scenario still runs in a forked child, and only that child dies).
 
@@ -311,7 +311,7 @@ def test_the_same_allocation_succeeds_without_the_cap(tmp_path):
 
 def _in_limited_child(scenario, limits, body) -> dict:
     """Fork, apply the limits in the child, run ``body`` there; return what it reports."""
-    from tensortrace.run.runner import _apply_limits
+    from tensortrace.run.child import apply_limits as _apply_limits
 
     read_fd, write_fd = os.pipe()
     pid = os.fork()

@@ -195,11 +195,15 @@ class _Count(TorchDispatchMode):
 
 
 def test_the_aten_operations_of_the_call_that_crosses_the_limit_are_all_counted():
-    """A backward() recorded just before the limit runs its ATen operations past it: each is counted, none lost."""
+    """A backward() recorded just before the limit runs its ATen operations past it: each is
+    counted, none lost."""
     chain = (
         MAX_OPS // 2 - 4
     )  # y = y * 1.0 is a call and an ATen operation; the backward call crosses the limit
-    code = f"w = torch.ones(2, requires_grad=True)\ny = w\nfor _ in range({chain}):\n    y = y * 1.0\ns = y.sum()\ns.backward()\n"
+    code = (
+        "w = torch.ones(2, requires_grad=True)\ny = w\n"
+        f"for _ in range({chain}):\n    y = y * 1.0\ns = y.sum()\ns.backward()\n"
+    )
     result = _trace(
         "title: cross\nsteps:\n  - run: |\n"
         + "".join(f"      {line}\n" for line in code.splitlines())
@@ -392,7 +396,8 @@ def test_a_warning_keeps_the_line_plain_pytorch_gives_it():
 
 
 def _outcome(result: Trace):
-    """Everything a trace says that recording must not change (storage labels may: temporaries take some)."""
+    """Everything a trace says that recording must not change (storage labels may:
+    temporaries take some)."""
     steps = []
     for step in (result.setup, *result.steps) if result.setup else result.steps:
         tensors = tuple(
@@ -499,7 +504,8 @@ def test_a_write_after_data_is_reassigned_names_the_storage_it_landed_in():
 
 
 def test_past_the_limit_a_dispatch_mode_of_the_scenarios_own_keeps_ours_counting_below_it():
-    """Ours leaves the stack only when it is the top: under the scenario's own mode it goes on counting."""
+    """Ours leaves the stack only when it is the top: under the scenario's own mode it goes
+    on counting."""
     result = _trace(
         """
         title: a mode of the scenario's own
@@ -527,14 +533,16 @@ def test_past_the_limit_a_dispatch_mode_of_the_scenarios_own_keeps_ours_counting
     assert step.status == "ok" and step.behaved, step.failures
     assert state(step, "x").values.data == (3010.0, 3010.0)
     recorded_calls = len(_calls(step))
-    # under Counting every add_ past the limit is a call and an ATen operation; after it, a call alone
+    # under Counting every add_ past the limit is a call and an ATen operation; after it, a
+    # call alone
     assert step.ops_omitted == 2 * (3000 - (recorded_calls - 1)) + 10
     assert [op.name for op in _aten(after)] == ["aten::detach"]
     assert torch._C._len_torch_dispatch_stack() == 0
 
 
 def test_restriding_in_place_operations_move_the_version_but_write_nothing():
-    """t_() and unsqueeze_() change sizes and strides only: PyTorch bumps the version, no byte changes."""
+    """t_() and unsqueeze_() change sizes and strides only: PyTorch bumps the version, no
+    byte changes."""
     plain = torch.ones(2, 3)
     plain.t_()
     plain.unsqueeze_(0)

@@ -147,7 +147,8 @@ def test_a_change_that_moves_no_version_still_shows():
 
 @pytest.mark.parametrize("name", bundled_names())
 def test_every_bundled_scenario_reads_the_same_through_the_plain_tensor_path(name, monkeypatch):
-    """``probe._probe_plain`` reads a plain tensor's facts in one go; the fact-by-fact reader is the reference."""
+    """``probe._probe_plain`` reads a plain tensor's facts in one go; the fact-by-fact
+    reader is the reference."""
     from tensortrace.record import probe
 
     scenario = load_scenario(bundled_path(name))
@@ -213,3 +214,42 @@ def test_a_steps_recording_is_freed_without_the_cycle_collector():
     finally:
         gc.enable()
     assert left == []
+
+
+def test_every_field_of_a_record_is_kept_true_by_the_reuse_key():
+    """A reused record is served without reading the tensor: a field of ``TensorState`` that
+    no part of the key (or the memory's fingerprint) covers would be served stale."""
+    import torch
+
+    others = {"values", "grad values", "qualifies", "renamed", "tracer"}
+    assert set(reuse.COVERED_BY) == set(TensorState.__struct_fields__), (
+        "a field of TensorState was added or removed: say in reuse.COVERED_BY what keeps it "
+        "true in a reused record, and add that fact to reuse._facts' key"
+    )
+    for field, parts in reuse.COVERED_BY.items():
+        assert parts and set(parts) <= set(reuse.KEY_PARTS) | others, field
+    key, _, _ = reuse._facts(torch.ones(2, requires_grad=True))
+    assert len(key) == len(reuse.KEY_PARTS)
+
+
+def test_a_record_reused_is_the_record_a_fresh_read_gives_at_every_step():
+    """The cache against no cache, on steps that change small tensors in place, through views,
+    ``.data`` and ``.grad``: every step's records are equal."""
+    steps = [
+        "a = torch.arange(6.).reshape(2, 3)",
+        "v = a[0]",
+        "v.add_(1)",
+        "a.data[1, 1] = 9",
+        "w = torch.ones(3, requires_grad=True)",
+        "(w * 2).sum().backward()",
+        "w.grad.data.mul_(3)",
+        "n = a.numpy(); n[0, 0] = -1",
+    ]
+    cached = run(steps)
+    real = reuse.SnapshotCache.reuse
+    try:
+        reuse.SnapshotCache.reuse = lambda self, *args: None  # every record read afresh
+        fresh = run(steps)
+    finally:
+        reuse.SnapshotCache.reuse = real
+    assert comparable(cached) == comparable(fresh)

@@ -10,7 +10,8 @@ import pytest
 
 
 def test_an_optimizer_scenario_imports_dynamo_once_in_the_parent() -> None:
-    """Children share what the parent imported, so a step's limit never pays torch._dynamo's import."""
+    """Children share what the parent imported, so a step's limit never pays torch._dynamo's
+    import."""
     code = textwrap.dedent(
         """
         import sys, time
@@ -55,8 +56,8 @@ def test_a_scenario_without_optimizers_does_not_pay_for_dynamo() -> None:
 def test_recording_a_step_is_never_charged_to_its_time_limit(monkeypatch, safe: bool) -> None:
     """Summaries of large tensors take the tool's time; the step limit is for the user's code.
 
-    The child marks each step whose code is done in memory it shares with the
-    parent (``RanMark``), which the kernel's wall leaves writable.
+    The child sends ``ran N`` on the pipe when step N's code is done, and the
+    parent stops the step's clock until the step arrives.
     """
     import time
 
@@ -91,7 +92,8 @@ def test_a_compiling_scenario_has_dynamo_and_inductor_imported_by_the_parent() -
         from tensortrace.run.runner import Limits, run_scenario
         from tensortrace.scenario import loads_scenario
         text = 'title: t\\nsteps:\\n  - "f = torch.compile(lambda x: x * 2)"\\n'
-        [trace] = run_scenario(loads_scenario(text, path="c.yaml"), safe=False, limits=Limits(timeout=120))
+        scenario = loads_scenario(text, path="c.yaml")
+        [trace] = run_scenario(scenario, safe=False, limits=Limits(timeout=120))
         assert trace.passed, [s.error for s in trace.steps]
         print("torch._dynamo" in sys.modules, "torch._inductor.compile_fx" in sys.modules)
         """
@@ -113,7 +115,8 @@ def test_a_process_that_ran_parallel_work_can_still_trace_in_a_child():
         """
         import torch, tensortrace
         a = torch.rand(10**7); a.sum(); torch.aminmax(a)  # the intra-op threads start here
-        tr = tensortrace.trace("title: t\\nsteps:\\n  - b = torch.rand(10**7)\\n  - m = torch.aminmax(b)\\n", timeout=30)
+        text = "title: t\\nsteps:\\n  - b = torch.rand(10**7)\\n  - m = torch.aminmax(b)\\n"
+        tr = tensortrace.trace(text, timeout=30)
         print(tr.passed, tr.aborted)
         """
     )
@@ -171,3 +174,18 @@ def test_a_scenario_asking_for_threads_after_parallel_work_runs_on_one_and_says_
     for notices in lines[1::2]:
         assert "torch.set_num_threads(2) in step 1 (line 3) kept one thread" in notices
         assert "run it with the tensortrace command" in notices
+
+
+@pytest.mark.parametrize("line", [b"ran ", b"ran -1", b"ran 1e9", b"ran 1234567890", b"ran 1 2"])
+def test_a_malformed_ran_line_from_the_child_is_refused(line: bytes) -> None:
+    from tensortrace.run.child import ran_index
+    from tensortrace.trace.events import EventError
+
+    with pytest.raises(EventError, match="malformed ran line"):
+        ran_index(line)
+
+
+def test_a_ran_line_says_which_step_ran() -> None:
+    from tensortrace.run.child import ran_index
+
+    assert ran_index(b"ran 0") == 0 and ran_index(b"ran 417") == 417

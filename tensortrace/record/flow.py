@@ -1,7 +1,7 @@
 """Record the gradients one backward call sends through its graph.
 
 When a step calls ``.backward()``, ``torch.autograd.backward`` or
-``torch.autograd.grad`` (``ops._Calls`` sees the call), ``FlowRecorder.arm``
+``torch.autograd.grad`` (``opmodes.CallMode`` sees the call), ``FlowRecorder.arm``
 walks the graph from the call's roots and puts a pre-hook
 (``Node.register_prehook``: the gradient arriving at the node, recorded even
 when the node then raises) and a hook (``Node.register_hook``: the gradients

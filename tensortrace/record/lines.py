@@ -39,7 +39,7 @@ import torch.utils._python_dispatch
 from ..trace import Environment, ScenarioInfo, Step, TensorState, Trace
 from ..trace.names import covers
 from ..version import __version__
-from . import flow, ops
+from . import flow, opmodes, ops
 from .graph import saved_suspects
 from .outcome import error_info, first_line
 from .steps import StepRecorder, unrecorded
@@ -252,6 +252,7 @@ class LineRecorder:
 _MODE_FILES = frozenset(
     {
         ops.__file__,
+        opmodes.__file__,
         flow.__file__,
         torch._ops.__file__,
         torch.overrides.__file__,
@@ -283,7 +284,7 @@ def placed_warnings() -> Iterator[None]:
 def _caller_of_modes() -> Optional[types.FrameType]:
     """The frame that called into the innermost chain of the recording modes' frames."""
     frame: Optional[types.FrameType] = sys._getframe(2)
-    while frame is not None and frame.f_code.co_filename != ops.__file__:
+    while frame is not None and frame.f_code.co_filename not in (ops.__file__, opmodes.__file__):
         frame = frame.f_back
     while frame is not None and frame.f_code.co_filename in _MODE_FILES:
         frame = frame.f_back

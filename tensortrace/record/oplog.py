@@ -6,9 +6,35 @@ Pure functions over what ``ops.OpsRecorder`` collected; the recorder imports the
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+import msgspec
 from torch.overrides import resolve_name
+
+
+# What an operation needs of a tensor, taken while it runs: (id of the tensor, (its
+# identity.mark, the mark's generation), storage key or None); the key is (device, address,
+# bytes, weak reference to the storage, identity for addressless storages)
+Grabbed = Tuple[int, Any, Optional[Tuple[Any, int, int, Any, Optional[int]]]]
+
+
+class OpEntry(msgspec.Struct, gc=False):
+    """One operation as the recorder collected it while the step ran; ``finish`` names it.
+
+    ``ins`` and ``outs`` hold what was grabbed of each tensor (``ops.Grabbed``: its id, its
+    mark and generation, its storage key); ``written`` the indexes in ``ins`` that the
+    operation's schema writes; ``bumps`` ``(index in ins, version before, version after)``.
+    Untracked by the collector: an entry refers to no object that refers back to it.
+    """
+
+    level: str  # "call" or "aten"
+    what: Any  # the function called, or the ATen operation's ``ops._Plan``
+    parent: Optional[int]  # for an ATen operation, the index of the call it ran under
+    ins: List[Any]
+    written: Sequence[int] = ()
+    outs: List[Any] = []
+    bumps: List[Tuple[int, Optional[int], Optional[int]]] = []
+
 
 _CALL_NAMES: Dict[Any, str] = {}
 

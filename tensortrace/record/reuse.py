@@ -89,18 +89,6 @@ def _weak(obj: Any) -> Callable[[], Any]:
         return lambda: None  # cannot be watched: never reused
 
 
-def _view(span: Optional[Tuple[int, int]]) -> Any:
-    """A ctypes array over a small span, whose ``raw`` copies its bytes (what ``fingerprint`` returns,
-    at a tenth of the cost of ``string_at``); None for a large or empty span.
-
-    Read only after the record's key was found unchanged: the tensor is alive
-    and still owns that memory.
-    """
-    if span is None or not 0 < span[1] <= SMALL:
-        return None
-    return (ctypes.c_char * span[1]).from_address(span[0])
-
-
 class _Entry:
     __slots__ = (
         "ref",
@@ -111,8 +99,6 @@ class _Entry:
         "state",
         "span",
         "grad_span",
-        "view",
-        "grad_view",
     )
 
     def __init__(
@@ -128,11 +114,8 @@ class _Entry:
     ) -> None:
         self.ref, self.key, self.grad_ref = ref, key, grad_ref
         self.values, self.grad_values, self.state = values, grad_values, state
-        self.span, self.grad_span = (
-            span,
-            grad_span,
-        )  # the bytes the fingerprints cover, fixed by the key
-        self.view, self.grad_view = _view(span), _view(grad_span)
+        # the bytes the fingerprints cover, fixed by the key
+        self.span, self.grad_span = span, grad_span
 
 
 class SnapshotCache:
@@ -151,7 +134,8 @@ class SnapshotCache:
         self.window: Any = (
             None  # the next snapshot's proof of what was not written (writes.Window), or None
         )
-        # (device, dtype, address, shape, stride) -> (fingerprint, statistics), kept while the memory is seen
+        # (device, dtype, address, shape, stride) -> (fingerprint, statistics), kept while the
+        # memory is seen
         self._summaries: Dict[Any, Tuple[Any, Any]] = {}
         self._summaries_now: Dict[Any, Tuple[Any, Any]] = {}
         self._facts_of: Any = None  # the tensor whose facts reuse() read last, and those facts
@@ -186,14 +170,16 @@ class SnapshotCache:
             )
 
     def fingerprint_of(self, t: torch.Tensor) -> Any:
-        """The fingerprint of a CPU tensor's memory, computed once per snapshot; None when unsupported."""
+        """The fingerprint of a CPU tensor's memory, computed once per snapshot; None when
+        unsupported."""
         if not t.is_cpu or t.layout != _STRIDED:
             return None
         return self._values_mark(t)
 
     # summaries ----------------------------------------------------------------
     def summary_stats(self, key: Any, distinct: torch.Tensor, compute: Callable[[], Any]) -> Any:
-        """Statistics of ``distinct`` (``compute()``), reused while its memory's fingerprint holds."""
+        """Statistics of ``distinct`` (``compute()``), reused while its memory's fingerprint
+        holds."""
         try:
             mark = self.fingerprint_of(distinct)
         except Exception:
@@ -232,12 +218,9 @@ class SnapshotCache:
                 return None
             if entry.grad_ref != (mark(grad) if grad is not None else None):
                 return None
-            if self._mark(entry.span, entry.view, t) != entry.values:
+            if self._print(entry.span, t) != entry.values:
                 return None
-            if (
-                grad is not None
-                and self._mark(entry.grad_span, entry.grad_view, grad) != entry.grad_values
-            ):
+            if grad is not None and self._print(entry.grad_span, grad) != entry.grad_values:
                 return None
         except Exception:
             return None
@@ -256,7 +239,8 @@ class SnapshotCache:
         try:
             if not _qualifies(t):
                 return
-            # read by reuse() just before, for a tensor the last snapshot kept (the probe between only read)
+            # read by reuse() just before, for a tensor the last snapshot kept (the probe
+            # between only read)
             key, grad, _ = self._facts if self._facts_of is t else _facts(t)
             if key is None:
                 return
@@ -279,16 +263,6 @@ class SnapshotCache:
         found = self._prints.get(span)
         if found is None:
             found = self._prints[span] = self._read_mark(span, t)
-        return found
-
-    def _mark(self, span: Tuple[int, int], view: Any, t: torch.Tensor) -> Any:
-        """``_print(span, t)``, read through the record's ``view`` when it has one."""
-        if view is None:
-            return self._print(span, t)
-        prints = self._prints
-        found = prints.get(span)
-        if found is None:
-            found = prints[span] = view.raw
         return found
 
     def _values_mark(self, t: torch.Tensor) -> Any:
@@ -323,8 +297,61 @@ def _qualifies(t: Any) -> bool:
     )
 
 
+# The parts of ``_facts``' key, in order.
+KEY_PARTS = (
+    "version",
+    "data_ptr",
+    "shape",
+    "stride",
+    "storage_offset",
+    "dtype",
+    "requires_grad",
+    "is_leaf",
+    "retains_grad",
+    "grad_fn",
+    "base",
+    "conj_neg",
+    "storage",
+    "storage_nbytes",
+    "grad",
+)
+
+# What keeps each field of a reused ``TensorState`` true: parts of the key, or
+# "values" (the memory's fingerprint), "grad values" (the grad's), "qualifies"
+# (only plain CPU tensors are kept), "renamed" (``reuse`` sets it as now) or
+# "tracer" (the probe sets it after ``reuse``, on reused and fresh records alike).
+# A new field of ``TensorState`` must be added here, and to the key if a fact of
+# the tensor decides it: ``tests/test_reuse.py`` fails until it is, since a field
+# no part covers would be served stale by a reused record.
+COVERED_BY = {
+    "name": ("renamed",),
+    "kind": ("renamed",),
+    "shape": ("shape",),
+    "stride": ("stride",),
+    "dtype": ("dtype",),
+    "device": ("qualifies",),
+    "storage": ("storage",),  # the registry keeps a label while its storage lives
+    "storage_ptr": ("storage", "data_ptr", "storage_offset"),
+    "storage_nbytes": ("storage_nbytes",),
+    "storage_offset": ("storage_offset",),
+    "data_ptr": ("data_ptr",),
+    "version": ("version",),
+    "requires_grad": ("requires_grad",),
+    "is_leaf": ("is_leaf",),
+    "retains_grad": ("retains_grad",),
+    "grad_fn": ("grad_fn",),
+    "grad": ("grad", "grad values"),
+    "is_view": ("base",),
+    "base": ("base", "renamed"),
+    "values": ("values", "conj_neg"),
+    "same_as": ("tracer",),
+    "unavailable": ("qualifies",),  # a record with one is never kept (``keep``)
+}
+
+
 def _facts(t: Any) -> Tuple[Optional[Tuple], Any, Any]:
-    """What must be equal for a record to stand (None: never reuse), the grad it names, and the base.
+    """What must be equal for a record to stand (None: never reuse), the grad it names, and
+    the base (``KEY_PARTS`` names the key's parts).
 
     Cheap reads only: this runs for every tensor at every step.
     """

@@ -92,7 +92,8 @@ _ASSIGNABLE: Optional[frozenset] = None
 
 
 def code_reason(sources: Any) -> Optional[str]:
-    """Why code in ``sources`` could run while the tool reads, or reach memory around dispatch; None if it cannot."""
+    """Why code in ``sources`` could run while the tool reads, or reach memory around
+    dispatch; None if it cannot."""
     for source, mode in sources:
         reason = _piece_reason(source, mode)
         if reason is not None:
@@ -102,7 +103,8 @@ def code_reason(sources: Any) -> Optional[str]:
 
 @functools.lru_cache(maxsize=4096)
 def _piece_reason(source: str, mode: str) -> Optional[str]:
-    """``code_reason`` of one piece of code, parsed once per text (a run, its variants and re-runs share them)."""
+    """``code_reason`` of one piece of code, parsed once per text (a run, its variants and
+    re-runs share them)."""
     global _ASSIGNABLE
     if _ASSIGNABLE is None:
         _ASSIGNABLE = _data_descriptors()
@@ -145,7 +147,8 @@ class Window:
         self.written, self.handed = written, handed
 
     def state(self, storage: Any) -> int:
-        """``UNWRITTEN``, ``WRITTEN`` or ``READ`` (see the module's docstring) for a storage object."""
+        """``UNWRITTEN``, ``WRITTEN`` or ``READ`` (see the module's docstring) for a storage
+        object."""
         key = id(storage)
         ref = self.handed.get(key)
         if ref is not None and ref() is storage:
@@ -195,9 +198,9 @@ class WriteWatch:
 
     def _read(self, raw: Any, written: Dict[int, Any]) -> bool:
         for entry in raw:
-            if entry[0] == "aten":
-                ins = entry[3]
-                for i in entry[4]:
+            if entry.level == "aten":
+                ins = entry.ins
+                for i in entry.written:
                     key = ins[i][2]
                     if key is not None:
                         ref = key[3]
@@ -206,15 +209,16 @@ class WriteWatch:
                             written[id(storage)] = ref
                     elif not self._note(ins[i], written):
                         return False
-            elif getattr(entry[1], "__name__", None) in HANDED_OUT:
-                for g in list(entry[3]) + list(entry[5]):
+            elif getattr(entry.what, "__name__", None) in HANDED_OUT:
+                for g in list(entry.ins) + list(entry.outs):
                     if not self._note(g, self.handed):
                         return False
         return True
 
     @staticmethod
     def _note(grabbed: Any, into: Dict[int, Any]) -> bool:
-        """Add the storage of a tensor an operation touched to ``into``; False when it cannot be found."""
+        """Add the storage of a tensor an operation touched to ``into``; False when it cannot
+        be found."""
         key = grabbed[
             2
         ]  # read while the operation held the tensor: the tool keeps no reference to it

@@ -63,93 +63,107 @@ def dumps(data: object) -> str:
 
 
 def render_json(traces: Sequence[Trace], options: RenderOptions = DEFAULT_OPTIONS) -> str:
-    """One document: a trace object, or ``{"format", "format_version", "traces": [...]}`` for several."""
-    shared = _SharedTensors()
-    out: List[str] = []
+    """One document: a trace object, or ``{"format", "format_version", "traces": [...]}``
+    for several."""
+    writer = _Writer()
     with paused_gc():  # a large graph's text is many objects, all kept until the document is joined
         if len(traces) == 1:
-            _write(shared.trace(traces[0]), 0, "", out)
+            writer.write(_body(traces[0]), 0, "")
         else:
             body = {
                 "format": FORMAT_NAME,
                 "format_version": FORMAT_VERSION,
-                "traces": [shared.trace(t) for t in traces],
+                "traces": [_body(t) for t in traces],
             }
-            _write(body, -2, "", out)
-        out.append("\n")
-        return "".join(out)
+            writer.write(body, -2, "")
+        writer.out.append("\n")
+        return "".join(writer.out)
 
 
-class _Text(str):
-    """JSON text already encoded (a shared tensor record, a graph node), written as it is."""
+def _body(trace: Trace) -> dict:
+    """The trace as plain data, but for its steps' records: those stay records, one line each."""
+    body = evolve(trace, setup=None, steps=()).to_dict()
+    body["setup"] = _step(trace.setup) if trace.setup is not None else None
+    body["steps"] = [_step(s) for s in trace.steps]
+    body["passed"] = trace.passed
+    return body
 
 
-class _Lines(list):
-    """A list of ``_Text`` records (a step's tensors, a graph's nodes), written one per line."""
+def _step(step: Step) -> dict:
+    data = msgspec.to_builtins(evolve(step, tensors=(), graphs=()), enc_hook=enc_hook)
+    data["tensors"] = list(step.tensors)
+    data["graphs"] = [_graph(g) for g in step.graphs]
+    return data
 
 
-def _write(value: Any, depth: int, indent: str, out: List[str]) -> None:
-    """``value`` as JSON into ``out``: containers indented, records at ``RECORD_DEPTH`` on one line."""
-    kind = type(value)
-    if kind is _Text:
-        out.append(value)
-    elif kind is _Lines:
-        if not value:
-            out.append("[]")
-            return
-        inner = indent + "  "
-        out.extend(
-            ("[\n", inner, (",\n" + inner).join(value), "\n", indent, "]")
-        )  # no copy of the joined block
-    elif kind is dict:
-        if not value or (depth >= RECORD_DEPTH and not _is_record_list(value.get("nodes"))):
+def _graph(graph: Graph) -> dict:
+    data = msgspec.to_builtins(evolve(graph, nodes=()), enc_hook=enc_hook)
+    data["nodes"] = list(graph.nodes)
+    return data
+
+
+class _Writer:
+    """Writes one document into ``out``; each distinct record is encoded once, however many
+    steps share it (the recorder reuses the record of a tensor no step changed)."""
+
+    def __init__(self) -> None:
+        self.out: List[str] = []
+        self.texts: Dict[int, str] = {}  # id of a record -> its line; the traces keep them alive
+        self.keys: Dict[str, str] = {}  # a key as JSON: a step repeats the same 22
+
+    def record(self, value: msgspec.Struct) -> str:
+        text = self.texts.get(id(value))
+        if text is None:
+            text = self.texts[id(value)] = _compact(value)
+        return text
+
+    def write(self, value: Any, depth: int, indent: str) -> None:
+        """``value`` as JSON: containers indented, records (``RECORD_DEPTH``) on one line."""
+        out = self.out
+        if isinstance(value, msgspec.Struct):
+            out.append(self.record(value))
+        elif type(value) is dict:
+            if not value or (depth >= RECORD_DEPTH and not _is_record_list(value.get("nodes"))):
+                out.append(_compact(value))
+                return
+            inner = indent + "  "
+            start = "{\n"
+            keys = self.keys
+            for key, item in value.items():
+                spelled_key = keys.get(key)
+                if spelled_key is None:
+                    spelled_key = keys[key] = _string(key)
+                head = start + inner + spelled_key + ": "
+                start = ",\n"
+                spelled = _scalar(item)
+                if spelled is not None:  # most of a step's fields
+                    out.append(head + spelled)
+                else:
+                    out.append(head)
+                    # the setup is step 0
+                    self.write(item, depth + 1 if depth or key != "setup" else STEP_DEPTH, inner)
+            out.append("\n" + indent + "}")
+        elif type(value) is list or type(value) is tuple:
+            if not value or not any(isinstance(v, _NESTED) for v in value):
+                out.append("[" + ", ".join([_compact(v) for v in value]) + "]")  # numbers, flags
+                return
+            inner = indent + "  "
+            separator = "[\n"
+            for item in value:
+                out.append(separator + inner)
+                self.write(item, depth + 1, inner)
+                separator = ",\n"
+            out.append("\n" + indent + "]")
+        else:
             out.append(_compact(value))
-            return
-        inner = indent + "  "
-        heads = _HEADS.setdefault(
-            inner, {}
-        )  # each key's line start at this indent, spelled once per run
-        first = True
-        for key, item in value.items():
-            head = heads.get(key)
-            if head is None:
-                head = heads[key] = ",\n" + inner + _string(key) + ": "
-            if first:
-                head = "{" + head[1:]
-                first = False
-            spelled = _scalar(item)
-            if spelled is not None:  # most of a step's fields: one line, without a call per value
-                out.append(head + spelled)
-            else:
-                out.append(head)
-                _write(
-                    item, depth + 1 if depth or key != "setup" else STEP_DEPTH, inner, out
-                )  # the setup is step 0
-        out.append("\n" + indent + "}")
-    elif kind is list or kind is tuple:
-        if not value or not any(type(v) in (dict, list, _Text, str) for v in value):
-            out.append(
-                "[" + ", ".join([_compact(v) for v in value]) + "]"
-            )  # numbers, flags: one line
-            return
-        inner = indent + "  "
-        separator = "[\n"
-        for item in value:
-            out.append(separator + inner)
-            _write(item, depth + 1, inner, out)
-            separator = ",\n"
-        out.append("\n" + indent + "]")
-    else:
-        out.append(_compact(value))
 
 
-_HEADS: Dict[
-    str, Dict[str, str]
-] = {}  # indent -> key -> ',\n<indent>"key": ' (a step writes the same 22 keys)
+_NESTED = (dict, list, str, msgspec.Struct)  # what a list is written one item a line for
 
 
 def _scalar(value: Any) -> Any:
-    """``value`` as ``_compact`` spells it when it is a string, flag, null, integer or empty list, else None."""
+    """``value`` as ``_compact`` spells it when it is a string, flag, null, integer or empty
+    list, else None."""
     kind = type(value)
     if kind is str:
         return _string(value)
@@ -166,55 +180,20 @@ def _scalar(value: Any) -> Any:
 
 def _is_record_list(value: Any) -> bool:
     return (
-        (type(value) is _Lines or type(value) is list or type(value) is tuple)
+        (type(value) is list or type(value) is tuple)
         and bool(value)
-        and (type(value[0]) is dict or type(value[0]) is _Text)
+        and (type(value[0]) is dict or isinstance(value[0], msgspec.Struct))
     )
 
 
-class _SharedTensors:
-    """Each distinct tensor record encoded once, however many steps share it."""
-
-    def __init__(self) -> None:
-        self.texts: Dict[int, _Text] = {}
-        self.keep: List[Any] = []  # the records, so that their ids stay unique while rendering
-
-    def trace(self, trace: Trace) -> dict:
-        body = evolve(trace, setup=None, steps=()).to_dict()
-        body["setup"] = self.step(trace.setup) if trace.setup is not None else None
-        body["steps"] = [self.step(s) for s in trace.steps]
-        body["passed"] = trace.passed
-        return body
-
-    def step(self, step: Step) -> dict:
-        data = msgspec.to_builtins(evolve(step, tensors=(), graphs=()), enc_hook=enc_hook)
-        known = self.texts.get
-        data["tensors"] = _Lines([known(id(t)) or self.tensor(t) for t in step.tensors])
-        data["graphs"] = [self.graph(g) for g in step.graphs]
-        return data
-
-    @staticmethod
-    def graph(graph: Graph) -> dict:
-        data = msgspec.to_builtins(evolve(graph, nodes=()), enc_hook=enc_hook)
-        data["nodes"] = node_lines(graph.nodes)
-        return data
-
-    def tensor(self, record: Any) -> _Text:
-        key = id(record)
-        text = self.texts.get(key)
-        if text is None:
-            self.keep.append(record)
-            text = self.texts[key] = _Text(_compact(record))
-        return text
-
-
-def node_lines(nodes: Tuple[GraphNode, ...]) -> "_Lines":
+def node_lines(nodes: Tuple[GraphNode, ...]) -> List[str]:
     """Each node of a graph as one line of JSON."""
-    return _Lines([_Text(_compact(node)) for node in nodes])
+    return [_compact(node) for node in nodes]
 
 
 def format_error(exc: InvalidRecord, text: bytes = b"") -> TraceFormatError:
-    """A refused document as the one line a user reads (with the line and column of malformed JSON)."""
+    """A refused document as the one line a user reads (with the line and column of
+    malformed JSON)."""
     if exc.offset is not None and text:
         line = text.count(b"\n", 0, exc.offset) + 1
         column = exc.offset - (text.rfind(b"\n", 0, exc.offset) + 1) + 1

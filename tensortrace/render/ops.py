@@ -113,7 +113,7 @@ def ops_lines(step: Step, level: str) -> List[str]:
         lines.append(f"… and {plural(hidden, 'more operation')} (the JSON trace holds them)")
     if step.ops_omitted:
         # at least: past the limit a call counts once, its ATen operations uncounted
-        # (tensortrace.record.ops._take_off)
+        # (tensortrace.record.opmodes._take_off)
         lines.append(f"… and at least {plural(step.ops_omitted, 'more operation')} not recorded")
     return lines
 

@@ -10,47 +10,44 @@ shown are that scenario's, never the child's. Limits:
 
 * wall clock per step (``timeout``): an alarm inside the child ends a
   runaway Python step, and the parent kills a child stuck in native code;
-  the limit is for the step's own code, so the child marks, in a word of
-  memory shared with the parent (``RanMark``), each step whose code is done,
-  and the parent reads the mark only when a limit passes: recording costs
-  no message and no wake-up of the parent;
+  the limit is for the step's own code, so the child sends a line
+  ``ran N`` when step N's code is done, and the parent stops the step's clock
+  until the step itself arrives: recording is the tool's time;
 * wall clock per scenario (``scenario_timeout``), kept by the parent;
 * in safe mode, also the kernel's wall, no file writes (RLIMIT_FSIZE = 0), a
   memory cap (RLIMIT_AS) and a CPU-time cap (RLIMIT_CPU), hard limits lowered.
 
 A step that exceeds a limit is recorded as that step's error; what was traced
 before it is kept. Where ``fork`` is unavailable, scenarios run in-process.
+
+The child's side is ``child.py``; what the parent pays once before forking, ``warm.py``.
 """
 
 from __future__ import annotations
 
-import mmap
 import os
 import select
 import signal
-import struct
 import sys
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, List, Optional, Sequence
 
-from . import forkthreads
+from . import child, forkthreads, warm
 from ..errors import Interrupted, TensorTraceError
 from ..trace.events import (
     MAX_TRACE_BYTES,
     Assembler,
     Crashed,
     Decoder,
-    Encoder,
     EventError,
     LineReader,
     Plan,
     Start,
     Unusable,
-    encode,
     size_text,
 )
-from ..trace import Environment, ErrorInfo, Explanation, ScenarioInfo, Step, Trace, evolve
+from ..trace import Environment, ErrorInfo, ScenarioInfo, Step, Trace
 
 if (
     TYPE_CHECKING
@@ -88,7 +85,8 @@ class ConfinementUnavailable(TensorTraceError):
         super().__init__(
             "safe mode cannot be confined by the kernel here, and confinement was required "
             f"(--require-confinement or {REQUIRE_ENV}=1): missing {'; '.join(missing)}. "
-            "Run on Linux 5.13+ with libseccomp, or drop the requirement to run with the Python-level checks only"
+            "Run on Linux 5.13+ with libseccomp, or drop the requirement to run with the "
+            "Python-level checks only"
         )
         self.missing = tuple(missing)
 
@@ -118,7 +116,7 @@ def run_all(
     """
     from ..record import tracer  # imports torch
 
-    _freeze_imported_objects()
+    warm.freeze_imported_objects()
     confine = safe if confine is None else confine
     variants = [variant for scenario in scenarios for variant in scenario.resolved()]
     if safe:  # the device is checked in the child: asking CUDA here would make it unusable there
@@ -128,10 +126,10 @@ def run_all(
         require_kernel_confinement(isolate)
     forked = isolate and hasattr(os, "fork")
     if forked:
-        _import_once_for_all(variants)
-        _warm_for_children(variants, explanations=len(variants) > 1)
+        warm.import_once_for_all(variants)
+        warm.warm_for_children(variants, explanations=len(variants) > 1)
         if confine:
-            _prepare_lazy_imports()
+            child.prepare_lazy_imports()
     traces: List[Trace] = []
     for variant in variants:
         assembler = Assembler(on_start, on_step)
@@ -162,93 +160,13 @@ def prepare(scenarios: Sequence[Scenario], *, confine: bool = True) -> None:
     """
     from ..record import tracer  # noqa: F401 - imports torch
 
-    _freeze_imported_objects()
+    warm.freeze_imported_objects()
     if hasattr(os, "fork"):
         variants = [variant for scenario in scenarios for variant in scenario.resolved()]
-        _import_once_for_all(variants)
-        _warm_for_children(variants, explanations=True)
+        warm.import_once_for_all(variants)
+        warm.warm_for_children(variants, explanations=True)
         if confine:
-            _prepare_lazy_imports()
-
-
-_frozen = False
-
-
-def _freeze_imported_objects() -> None:
-    """Once per process: move what importing torch made out of the garbage collector's sight.
-
-    torch's ~185k long-lived objects would otherwise be walked by every full
-    collection (about 100 ms each) in the parent and in every child, and the
-    walk would copy the children's shared pages.
-    """
-    global _frozen
-    if not _frozen:
-        import gc
-
-        gc.freeze()
-        _frozen = True
-
-
-# Modules torch imports on first use that cost seconds (torch._dynamo: 800
-# modules), keyed by a word the scenario's code contains when it will need them.
-_SHARED_IMPORTS = (
-    ("optim", "torch._dynamo"),
-    ("torch.compile", "torch._dynamo"),
-    (
-        "torch.compile",
-        "torch._inductor.compile_fx",
-    ),  # what the first compiled call needs (--trust only)
-)
-
-
-def _import_once_for_all(variants: Sequence[Scenario]) -> None:
-    """Import in the parent, once, what every child would otherwise import again.
-
-    A forked child shares the parent's modules, so the import is paid once per
-    command instead of once per variant, and never inside a step's time limit.
-    """
-    import importlib
-    import warnings
-
-    code = "\n".join(c.text for variant in variants for _, c, _ in variant.all_code())
-    for word, module in _SHARED_IMPORTS:
-        if word in code and module not in sys.modules:
-            try:
-                with (
-                    warnings.catch_warnings()
-                ):  # the tool's own import: its deprecation notices are not the user's
-                    warnings.simplefilter("ignore")
-                    importlib.import_module(module)
-            except Exception:  # an older torch without it: the child imports what it needs itself
-                pass
-
-
-def _warm_for_children(variants: Sequence[Scenario], *, explanations: bool) -> None:
-    """Fill, in the parent, the caches that every forked child would otherwise fill on its first step.
-
-    torch builds its tables of function names on the first ``resolve_name``
-    (about 16 ms), and ``writes`` reads a tensor's data descriptors and parses
-    each step's code once per text; in the parent, that is paid once per
-    command instead of once per variant. ``explanations`` also reads the
-    catalogue of explained errors (about 25 ms, compiling its patterns), which
-    a child reads on its first error: worth it where several children may
-    each meet one. Only caches: a failure here is met again, and reported, in
-    the child.
-    """
-    from ..record import ops, writes
-
-    try:
-        import torch
-
-        ops.call_name(torch.Tensor.add)
-        for variant in variants:
-            writes.code_reason((code.source(mode), mode) for _, code, mode in variant.all_code())
-        if explanations:
-            from ..record.explain import load_rules
-
-            load_rules()
-    except Exception:  # noqa: BLE001 - see above
-        pass
+            child.prepare_lazy_imports()
 
 
 def run_scenario(scenario: Scenario, **options) -> List[Trace]:
@@ -263,7 +181,8 @@ def require_kernel_confinement(isolate: bool = True) -> None:
     if not (isolate and hasattr(os, "fork")):
         raise ConfinementUnavailable(
             [
-                "a child process: this platform cannot fork, so steps would run unconfined in this process"
+                "a child process: this platform cannot fork, so steps would run unconfined "
+                "in this process"
             ]
         )
     report = confine.available()
@@ -297,9 +216,6 @@ def _run_inline(
     return assembler.trace()
 
 
-# --- the child -------------------------------------------------------------------
-
-
 # The command line's process runs no tensor operation before it forks, so its
 # children keep PyTorch's threads; a process that may have (the Python API, a
 # notebook) gives its children one thread, since OpenMP's pool does not survive
@@ -308,250 +224,12 @@ def _run_inline(
 threads_unused_before_fork = False
 
 
-class RanMark:
-    """The index of the last step whose own code is done, in memory the child shares with its parent.
-
-    Written by the child, read by the parent when a step's limit passes. The
-    child is untrusted: a false mark only moves the parent from the step's
-    limit to the scenario's, which a child could always reach by sending its
-    step late.
-    """
-
-    _WORD = struct.Struct("q")
-
-    def __init__(self) -> None:
-        self._memory = mmap.mmap(-1, self._WORD.size)  # anonymous and shared: survives fork
-        self.mark(-1)
-
-    def mark(self, index: int) -> None:
-        self._WORD.pack_into(self._memory, 0, index)
-
-    def last(self) -> int:
-        return self._WORD.unpack_from(self._memory, 0)[0]
-
-    def close(self) -> None:
-        self._memory.close()
-
-
-def _child_main(
-    write_fd: int,
-    scenario: Scenario,
-    safe: bool,
-    device: Optional[str],
-    limits: Limits,
-    parent: int,
-    confine: bool,
-    ran: RanMark,
-    ops: bool = True,
-) -> None:
-    """Runs in the forked child; never returns."""
-    code = 0
-    try:
-        os.setpgid(0, 0)  # Ctrl-C reaches the parent, which then stops the child
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        _die_with_parent(parent)
-        devnull = os.open(os.devnull, os.O_RDWR)
-        for fd in (0, 1, 2):
-            os.dup2(devnull, fd)
-        os.close(devnull)
-        from ..record import tracer  # torch, imported in the parent already
-
-        # forked at one thread (OpenMP's threads do not survive fork): asking for more keeps one
-        threads = None if threads_unused_before_fork else forkthreads.ThreadRequests()
-
-        report = None
-        if safe or confine:
-            _scrub_environment()  # before the first step: no token of the user's reaches a trace
-            _apply_limits(scenario, limits)
-        if confine:
-            report = _confine(write_fd, scenario, device)
-        capped = (safe or confine) and limits.memory_mb
-        encoder = (
-            Encoder()
-        )  # an unchanged tensor's record is sent as a reference to the previous step's
-        # ran.mark: the parent stops counting the step's time
-        for event in tracer.iter_trace(
-            scenario,
-            safe=safe,
-            device=device,
-            timeout=limits.timeout,
-            confinement=report,
-            checked=True,
-            on_ran=ran.mark,
-            ops=ops,
-        ):
-            event = threads.passed(event) if threads is not None else event
-            _send(
-                write_fd,
-                encoder.encode(_blame_memory_limit(event, limits.memory_mb) if capped else event),
-            )
-    except TensorTraceError as exc:  # e.g. a device this machine lacks: the user's to fix
-        _send(write_fd, encode(Unusable(str(exc))))
-        code = 2
-    except BaseException as exc:  # report, never print a traceback from the child
-        try:
-            _send(write_fd, encode(Crashed(f"{type(exc).__name__}: {exc}")))
-        except BaseException:
-            pass
-        code = 3
-    finally:
-        os._exit(code)
-
-
-def _send(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
-def _die_with_parent(parent: int) -> None:
-    """If the command is killed (SIGTERM, SIGHUP, SIGKILL), its child must not run on."""
-    if sys.platform.startswith("linux"):
-        try:
-            import ctypes
-
-            libc = ctypes.CDLL(None, use_errno=True)
-            PR_SET_PDEATHSIG = 1
-            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        except (OSError, AttributeError):
-            pass
-    if os.getppid() != parent:  # the parent died before the request above took effect
-        os._exit(3)
-
-
-def _confine(write_fd: int, scenario: Scenario, device: Optional[str]):
-    """Put this child behind the kernel's wall; a layer that fails to go up ends the run."""
-    from . import confine
-    from ..trace import Confinement
-
-    wanted = scenario.device or device or "cpu"
-    extra = [scenario.path] if scenario.path and os.path.exists(scenario.path) else []
-    try:
-        report = confine.confine(keep_fds=(write_fd,), extra_read=extra, device=wanted)
-    except confine.ConfinementError as exc:
-        raise TensorTraceError(
-            f"safe mode could not confine the child process: {exc}; nothing ran"
-        ) from None
-    return Confinement(enforced=report.enforced, missing=report.missing)
-
-
-_cache_folder_made = False
-_cache_folder: Optional[str] = None  # torch's inductor cache folder, as made before the wall
-
-
-def _scrub_environment() -> None:
-    """Keep only the variables Python, torch, NumPy and BLAS read (``childenv``).
-
-    The inductor cache folder is named for the child, so that torch finds the
-    one made before the wall without looking up the user's name.
-    """
-    from . import childenv
-
-    childenv.scrub({"TORCHINDUCTOR_CACHE_DIR": _cache_folder} if _cache_folder else {})
-
-
-def _prepare_lazy_imports() -> None:
-    """Make the folder torch's lazy imports create exist before the wall forbids writing.
-
-    Done in the parent, once per process: the folder is on disk, so every
-    confined child finds it there.
-
-    Optimizers, ``torch.func`` and other ``_disable_dynamo`` functions import
-    ``torch._dynamo`` on first use, and that import runs
-    ``os.makedirs(<inductor cache folder>, exist_ok=True)``, which succeeds
-    without writing when the folder exists. torch's own function for the
-    folder's name is loaded from its file, since importing its package would
-    import 800 modules.
-    """
-    global _cache_folder_made, _cache_folder
-    if _cache_folder_made:
-        return
-    _cache_folder_made = True
-    import importlib.util
-
-    try:
-        import torch
-
-        path = os.path.join(
-            os.path.dirname(torch.__file__), "_inductor", "runtime", "cache_dir_utils.py"
-        )
-        spec = importlib.util.spec_from_file_location("_tensortrace_inductor_cache_dir", path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        folder = os.environ.get("TORCHINDUCTOR_CACHE_DIR") or module.default_cache_dir()
-        os.makedirs(os.path.abspath(folder), exist_ok=True)
-        _cache_folder = os.path.abspath(folder)
-    except Exception:  # another torch, or an unwritable folder: the import will say so itself
-        pass
-
-
-def _blame_memory_limit(event: object, memory_mb: int) -> object:
-    """A step that failed to allocate under the memory cap, with the cap named as the cause.
-
-    The cap is tensortrace's, not the machine's: the same step may well run in
-    plain Python, so the explanation says which option lifts it.
-    """
-    if not isinstance(event, Step) or event.error is None:
-        return event
-    error = event.error
-    if error.type != "MemoryError" and "can't allocate memory" not in error.message[:1000]:
-        return event
-    cause = (
-        f"The scenario's memory limit (--memory-limit, {memory_mb} MiB) caused this: "
-        "safe mode caps the memory a scenario may use."
-    )
-    fix = f"Raise the limit, e.g. --memory-limit {memory_mb * 4}, or lift it with --memory-limit 0."
-    if error.explanation is None:
-        explanation = Explanation(
-            title="Out of memory under tensortrace's memory limit",
-            what=cause,
-            fix=fix,
-            topic="memory-limit",
-        )
-    else:
-        explanation = evolve(
-            error.explanation,
-            what=f"{error.explanation.what} {cause}",
-            fix=f"{error.explanation.fix} {fix}",
-        )
-    return evolve(event, error=evolve(error, explanation=explanation))
-
-
-def _apply_limits(scenario: Scenario, limits: Limits) -> None:
-    import resource
-
-    import tempfile
-
-    # torch imports some modules lazily (e.g. torch._dynamo when an optimizer
-    # is created) that ask for the temporary folder; Python probes it by
-    # writing a file, so find it while writing is still allowed.
-    tempfile.gettempdir()
-    signal.signal(
-        signal.SIGXFSZ, signal.SIG_IGN
-    )  # a write past the limit fails with an error instead
-    resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
-    if limits.memory_mb:
-        try:
-            with open("/proc/self/statm") as f:
-                current = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-        except (OSError, ValueError):
-            current = 0
-        cap = current + limits.memory_mb * 1024 * 1024
-        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
-    if limits.timeout:
-        steps = len(scenario.steps) + 1
-        cpu = int(limits.timeout * steps * 2) + 10
-        used = int(sum(os.times()[:2])) + 1
-        resource.setrlimit(resource.RLIMIT_CPU, (used + cpu, used + cpu + 5))
-
-
 # --- the parent --------------------------------------------------------------------
 
 
 def _run_forked(
     scenario: Scenario, assembler: Assembler, *, safe, device, limits, confine, ops=True
 ) -> Trace:
-    ran = RanMark()
     read_fd, write_fd = os.pipe()
     sys.stdout.flush()
     sys.stderr.flush()
@@ -561,8 +239,18 @@ def _run_forked(
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the child's coverage is not collected
             os.close(read_fd)
-            _child_main(write_fd, scenario, safe, device, limits, parent, confine, ran, ops)
-    finally:  # the child never gets here: it ends in _child_main
+            child.child_main(
+                write_fd,
+                scenario,
+                safe,
+                device,
+                limits,
+                parent,
+                confine,
+                ops,
+                threads_unused_before_fork,
+            )
+    finally:  # the child never gets here: it ends in child_main
         forkthreads.restore_threads(threads)
     os.close(write_fd)
     reader = LineReader()
@@ -587,14 +275,6 @@ def _run_forked(
             ready, _, _ = select.select([read_fd], [], [], min(wait, TICK))
             if not ready and (not deadlines or time.monotonic() < min(deadlines)):
                 continue  # only the tick passed
-            if (
-                not ready
-                and step_deadline is not None
-                and time.monotonic() >= step_deadline
-                and ran.last() > last_index
-            ):
-                step_deadline = None  # the step's code is done: recording is the tool's time
-                continue
             if not ready:  # a limit passed and the child did not end the step itself
                 _kill(pid)
                 over_scenario = (
@@ -611,6 +291,10 @@ def _run_forked(
             if received > MAX_TRACE_BYTES:
                 raise EventError(f"sent more than {size_text(MAX_TRACE_BYTES)} of trace")
             for line in reader.feed(memoryview(buffer)[:size]):
+                if line.startswith(child.RAN):
+                    if child.ran_index(line) > last_index:
+                        step_deadline = None  # the step's code is done: recording is the tool's
+                    continue
                 decoder.expected_step = assembler.expected_step
                 event = decoder.decode(line)
                 if isinstance(event, (Unusable, Crashed)):
@@ -634,7 +318,6 @@ def _run_forked(
         raise
     finally:
         os.close(read_fd)
-        ran.close()
     _, status = os.waitpid(pid, 0)
     if Unusable in notes:
         raise TensorTraceError(notes[Unusable])
@@ -648,7 +331,8 @@ def _run_forked(
 
 
 def plan_of(scenario: Scenario) -> Plan:
-    """What a run of ``scenario`` sends, from the scenario itself: the parent shows this, not the child's word."""
+    """What a run of ``scenario`` sends, from the scenario itself: the parent shows this,
+    not the child's word."""
     info = ScenarioInfo(
         title=scenario.title,
         description=scenario.description,
@@ -671,6 +355,8 @@ def _drain(read_fd: int, reader: LineReader, decoder: Decoder, assembler: Assemb
             if not chunk:
                 break
             for line in reader.feed(chunk):
+                if line.startswith(child.RAN):
+                    continue
                 decoder.expected_step = assembler.expected_step
                 event = decoder.decode(line)
                 if not isinstance(event, (Unusable, Crashed)):
@@ -723,7 +409,8 @@ def _synthesise_stop(partial: Assembler, scenario: Scenario, limits: Limits, rea
         status = "timeout"
     elif reason == "scenario-timeout":
         message = (
-            f"{what} was running when the scenario reached its {limits.scenario_timeout:g} s time limit "
+            f"{what} was running when the scenario reached its "
+            f"{limits.scenario_timeout:g} s time limit "
             "(raise it with --scenario-timeout)"
         )
         status = "timeout"

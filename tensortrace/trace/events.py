@@ -5,7 +5,10 @@ step (setup is step 0), and ``end`` (storages, notices, why it stopped early).
 The same three names are used by the tracer in-process, on the pipe from the
 forked child, and in the ``--format jsonl`` stream. The child adds two control
 events that never reach a trace: ``unusable`` (the input cannot be run, e.g. a
-device this machine lacks) and ``crashed`` (the tool itself failed).
+device this machine lacks) and ``crashed`` (the tool itself failed). Between
+events it also sends the line ``ran N`` when step N's own code is done, so that
+the parent stops the step's clock; the runner reads it before any decoding
+(``tensortrace.run.child.ran_index``), and it is not an event.
 
 The parent trusts nothing from the child: every line is bounded in bytes
 (``MAX_EVENT_BYTES``, and ``MAX_TRACE_BYTES`` for the stream), in values and
