@@ -53,8 +53,8 @@ def format_for(fmt: Optional[str], path: Optional[str]) -> str:
         if suffix not in _SUFFIX_FORMATS:  # out.pdf would otherwise get console text
             known = ", ".join(sorted(_SUFFIX_FORMATS))
             raise UsageError(
-                f"-o {path}: no format writes {suffix} files (known suffixes: {known}, and .txt for "
-                "console text); name one with --format, or use one of these suffixes"
+                f"-o {path}: no format writes {suffix} files (known suffixes: {known}, "
+                "and .txt for console text); name one with --format, or use one of these suffixes"
             )
         return _SUFFIX_FORMATS[suffix]
     return "console"
@@ -162,7 +162,8 @@ class Output:
         if not folder.is_dir():
             raise UsageError(f"cannot write {self.path}: the folder {folder} does not exist")
         try:
-            import tempfile  # only when writing a file: printing to the terminal does not need it (nor random)
+            # only when writing a file: printing to the terminal needs neither it nor random
+            import tempfile
 
             fd, self._tmp = tempfile.mkstemp(
                 prefix=f".{self.path.name}.", suffix=".tmp", dir=folder
@@ -235,7 +236,7 @@ class Output:
 
 
 def _mode_for(path: Path) -> int:
-    """The permission bits ``path`` should end with: its own if it exists, else 0666 less the umask."""
+    """The permission bits ``path`` should end with: its own, else 0666 less the umask."""
     try:
         return stat.S_IMODE(os.stat(path).st_mode)
     except OSError:
