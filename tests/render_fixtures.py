@@ -7,7 +7,7 @@ must never show those.
 Golden files live in ``tests/gold/`` and are compared exactly. To rewrite them
 on purpose after a deliberate change to a renderer, run::
 
-    TENSORTRACE_REGEN_GOLD=1 python -m pytest tests/test_render_*.py
+    TENSORTRACE_REGEN_GOLD=1 python -m pytest tests/render
 
 then read the diff of ``tests/gold/`` before keeping it.
 """

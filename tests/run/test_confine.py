@@ -290,7 +290,7 @@ def test_threads_torch_and_numpy_still_work_inside(tmp_path: Path) -> None:
         "sys.path.insert(0, sys.argv[1])\n"
         "from pathlib import Path\n"
         "from tensortrace.run import runner\n"
-        "import test_confinement as t\n"
+        "import test_confine as t\n"
         "runner.threads_unused_before_fork = True\n"
         "trace = t.run(Path(sys.argv[2]), t.THREADED_STEPS)\n"
         "print(json.dumps([t.outcomes(trace), trace.steps[2].stdout, trace.notices]))\n"
@@ -378,7 +378,7 @@ def test_the_report_on_other_platforms_names_every_layer(monkeypatch: pytest.Mon
 
 
 def test_docs_name_every_layer() -> None:
-    text = (Path(__file__).resolve().parents[1] / "docs" / "safety.md").read_text(encoding="utf-8")
+    text = (Path(__file__).resolve().parents[2] / "docs" / "safety.md").read_text(encoding="utf-8")
     for layer in confine.ESSENTIAL + (confine.LANDLOCK_NETWORK, confine.LANDLOCK_SCOPES):
         assert f"`{layer}`" in text, layer
 
@@ -715,7 +715,7 @@ def _run_with_token(tmp_path: Path, confined: bool) -> Trace:
     script = (
         "import json, sys\n"
         "sys.path.insert(0, sys.argv[1])\n"
-        "from test_confinement import ENVIRONMENT_STEPS, run\n"
+        "from test_confine import ENVIRONMENT_STEPS, run\n"
         "from pathlib import Path\n"
         "trace = run(Path(sys.argv[2]), ENVIRONMENT_STEPS, confined=sys.argv[3] == '1')\n"
         "print(json.dumps(trace.to_dict()))\n"
@@ -801,7 +801,7 @@ def test_without_the_wall_the_event_pipe_kills_the_parent(tmp_path: Path) -> Non
         "import sys\n"
         "sys.path.insert(0, sys.argv[1])\n"
         "from pathlib import Path\n"
-        "from test_confinement import KILL_THE_PARENT, run\n"
+        "from test_confine import KILL_THE_PARENT, run\n"
         "run(Path(sys.argv[2]), KILL_THE_PARENT, confined=False)\n"
         "print('survived')\n"
     )
@@ -830,7 +830,7 @@ def test_the_event_pipe_cannot_signal_the_parent_even_without_landlock_scopes(
         "from pathlib import Path\n"
         "from tensortrace.run import confine\n"
         "confine.landlock_abi = lambda: (5, '')\n"
-        "from test_confinement import KILL_THE_PARENT, outcomes, run\n"
+        "from test_confine import KILL_THE_PARENT, outcomes, run\n"
         "trace = run(Path(sys.argv[2]), KILL_THE_PARENT)\n"
         "print(json.dumps([outcomes(trace), trace.environment.confinement.enforced, trace.steps[1].stdout]))\n"
     )
@@ -881,7 +881,7 @@ def test_the_kept_environment_is_short_and_never_holds_credentials() -> None:
 def test_docs_list_what_the_child_keeps() -> None:
     from tensortrace.run.childenv import KEPT_NAMES, KEPT_PREFIXES
 
-    text = (Path(__file__).resolve().parents[1] / "docs" / "safety.md").read_text(encoding="utf-8")
+    text = (Path(__file__).resolve().parents[2] / "docs" / "safety.md").read_text(encoding="utf-8")
     for name in sorted(KEPT_NAMES):
         assert f"`{name}`" in text or f"({name})" in text or f"`{name}`)" in text, name
     for prefix in KEPT_PREFIXES:

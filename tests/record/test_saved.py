@@ -30,7 +30,7 @@ from tensortrace.record.saved import CHANGED, FREED, STALE
 from tensortrace.scenario import loads_scenario
 from tensortrace.record.tracer import trace
 
-SCENARIOS = sorted((Path(__file__).parent.parent / "scenarios").glob("*.yaml"))
+SCENARIOS = sorted((Path(__file__).resolve().parents[2] / "scenarios").glob("*.yaml"))
 BACKWARD = re.compile(
     r"^\s*([A-Za-z_]\w*)(?:\.sum\(\)|\.mean\(\))?\.backward\((?:retain_graph=True)?\)\s*$"
 )

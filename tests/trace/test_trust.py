@@ -390,7 +390,7 @@ def test_the_trace_package_imports_nothing_else_of_tensortrace_nor_torch_nor_ric
     seam the package's root plugs them into.)"""
     import ast
 
-    folder = Path(__file__).resolve().parent.parent / "tensortrace" / "trace"
+    folder = Path(__file__).resolve().parents[2] / "tensortrace" / "trace"
     for path in folder.glob("*.py"):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):

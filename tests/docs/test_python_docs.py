@@ -1,5 +1,5 @@
 """docs/python.md's examples run: its ```python blocks, in order, as one script
-(its ```ipython blocks run in a real kernel, in tests/test_jupyter.py)."""
+(its ```ipython blocks run in a real kernel, in tests/integrations/test_jupyter.py)."""
 
 from __future__ import annotations
 
@@ -9,25 +9,9 @@ import sys
 from pathlib import Path
 from typing import List, Tuple
 
-from conftest import REPO
+from conftest import REPO, fenced
 
 PAGE = REPO / "docs" / "python.md"
-
-
-def fenced(path: Path, language: str) -> List[Tuple[int, str]]:
-    """(line of the opening fence, text) of every ```language block of ``path``."""
-    found, current, start = [], None, 0
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if current is None:
-            if line.strip() == f"```{language}":
-                current, start = [], number
-        elif line.strip() == "```":
-            found.append((start, "\n".join(current) + "\n"))
-            current = None
-        else:
-            current.append(line)
-    assert current is None, f"{path.name}: the ```{language} block at line {start} is not closed"
-    return found
 
 
 def run_script(blocks: List[Tuple[int, str]], cwd: Path) -> subprocess.CompletedProcess:

@@ -2,8 +2,8 @@
 
 Every check compares what the explorer shows with the facts the trace
 recorded (storage labels, step indexes, names), never with a list written
-here. Snapshots (tests/__snapshots__/test_tui/) pin three bundled scenarios
-at 80x24; update them with ``pytest tests/test_tui.py --snapshot-update``
+here. Snapshots (tests/integrations/__snapshots__/test_tui/) pin three bundled scenarios
+at 80x24; update them with ``pytest tests/integrations/test_tui.py --snapshot-update``
 after looking at the change.
 """
 

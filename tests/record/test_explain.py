@@ -28,7 +28,7 @@ from tensortrace.record.explain import RULES, TOPICS, explain, name_the_saved_te
 from tensortrace.record.explain.rules import ExplanationDataError, load_rules, parse_rules
 from tensortrace.trace import ErrorInfo, Explanation, TensorState
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 # --- provoking real errors ------------------------------------------------------
@@ -1040,7 +1040,7 @@ def test_every_data_entry_is_reached_by_a_real_error(provoked):
         if index not in reached
     ]
     assert not unreached, (
-        "explanations.yaml entries that no real error in tests/test_explain.py reaches; "
+        "explanations.yaml entries that no real error in tests/record/test_explain.py reaches; "
         "add a Case that raises each:\n" + "\n".join(unreached)
     )
 

@@ -258,7 +258,7 @@ def test_docs_copies_of_the_schemas_are_current():
 def test_no_color_when_not_a_terminal(good):
     result = cli(
         "run", str(good), env={"FORCE_COLOR": None}
-    )  # FORCE_COLOR asks for it: test_cli_color.py
+    )  # FORCE_COLOR asks for it: test_color.py
     assert result.returncode == 0, result.stderr
     assert "\x1b[" not in result.stdout
 

@@ -15,7 +15,7 @@ from tensortrace.errors import TensorTraceError, UsageError
 from tensortrace.trace import Trace
 from tensortrace.render import FORMATS, RenderOptions, render
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_every_format_renders_every_fixture_to_text():

@@ -10,7 +10,7 @@ from conftest import Result, cli
 from tensortrace.errors import ScenarioError
 from tensortrace.scenario import load_scenario, loads_scenario
 
-BAD = Path(__file__).resolve().parent / "bad_inputs"
+BAD = Path(__file__).resolve().parents[1] / "bad_inputs"
 
 # file → what the one line on stderr must contain (location and message)
 EXPECTED = {
@@ -202,7 +202,7 @@ def test_unreadable_file(tmp_path):
     assert_one_clear_line(cli("run", str(path)), "cannot be read")
 
 
-_ROOT = Path(__file__).resolve().parent.parent
+_ROOT = Path(__file__).resolve().parents[2]
 _YAML_FILES = sorted(
     p for folder in ("scenarios", "tests") for p in (_ROOT / folder).rglob("*.yaml")
 )

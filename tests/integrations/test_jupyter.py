@@ -7,8 +7,7 @@ import re
 
 import pytest
 
-from conftest import REPO
-from test_python_docs import fenced
+from conftest import REPO, fenced
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")

@@ -116,7 +116,7 @@ def _fields(schema: object) -> set:
 
 
 def test_docs_json_documents_every_field_of_the_trace_schema():
-    doc = (Path(__file__).resolve().parent.parent / "docs" / "json.md").read_text(encoding="utf-8")
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "json.md").read_text(encoding="utf-8")
     missing = sorted(
         f for f in _fields(trace_schema()) if f"`{f}`" not in doc and f'"{f}"' not in doc
     )

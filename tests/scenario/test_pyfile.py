@@ -33,7 +33,7 @@ from conftest import REPO, cli
 from tensortrace.errors import ScenarioError
 from tensortrace.scenario import load_scenario, loads_scenario
 
-SEEDS = sorted((Path(__file__).resolve().parent / "data" / "seeds").glob("*.py"))
+SEEDS = sorted((Path(__file__).resolve().parents[1] / "data" / "seeds").glob("*.py"))
 EXAMPLE = REPO / "examples" / "detach.py"
 
 
