@@ -171,8 +171,8 @@ def test_version_names_tensortrace_torch_and_python():
     import tensortrace as tt
 
     assert (
-        result.stdout.strip()
-        == f"tensortrace {tt.__version__}, torch {torch.__version__}, Python {platform.python_version()}"
+        result.stdout.strip() == f"tensortrace {tt.__version__}, torch {torch.__version__}, Python"
+        f" {platform.python_version()}"
     )
 
 
@@ -193,7 +193,8 @@ def test_unknown_format_is_a_usage_error(good):
     assert result.returncode == 2
     assert (
         result.stderr.strip()
-        == "tensortrace: --format 'yaml' is not one of console, json, jsonl, markdown, html, svg, dot, mermaid"
+        == "tensortrace: --format 'yaml' is not one of console, json, jsonl, markdown, html, svg,"
+        " dot, mermaid"
     )
 
 
@@ -273,7 +274,8 @@ def test_a_device_the_machine_lacks_is_refused_with_its_location(tmp_path):
     result = cli("run", str(path))
     assert result.returncode == 2
     assert result.stderr.startswith(
-        f"tensortrace: {path}:2:9: the scenario asks for device 'cuda', which this machine does not have"
+        f"tensortrace: {path}:2:9: the scenario asks for device 'cuda', which this machine does not"
+        " have"
     )
     assert len(result.stderr.strip().splitlines()) == 1
     flag = cli("check", "detach", "--device", "cuda")

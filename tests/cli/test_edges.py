@@ -283,8 +283,10 @@ def test_the_scenario_time_limit_names_the_option_that_raises_it(tmp_path):
         "run", str(path), "--format", "json", "--timeout", "0", "--scenario-timeout", "1"
     )
     data = json.loads(result.stdout)
-    assert data["aborted"] == (
-        "step 2 was running when the scenario reached its 1 s time limit (raise it with --scenario-timeout)"
+    assert (
+        data["aborted"]
+        == "step 2 was running when the scenario reached its 1 s time limit (raise it with"
+        " --scenario-timeout)"
     )
 
 

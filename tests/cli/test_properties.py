@@ -406,7 +406,8 @@ def printable(text: str) -> str:
 
 
 def printable_bytes(data: bytes) -> bytes:
-    """Keep NUL (refused as binary) and invalid UTF-8 (refused as such); drop what YAML's reader rejects."""
+    """Keep NUL (refused as binary) and invalid UTF-8 (refused as such); drop what YAML's reader
+    rejects."""
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
@@ -538,9 +539,11 @@ def statements(draw) -> str:
     if kind <= 3:
         return f"{target} = {draw(expressions())}"
     if kind == 4:
-        return f"{target}.{draw(st.sampled_from(['add_(1)', 'zero_()', 'mul_(2)', 'requires_grad_()', 'sub_(a)', 't_()']))}"
+        calls = ["add_(1)", "zero_()", "mul_(2)", "requires_grad_()", "sub_(a)", "t_()"]
+        return f"{target}.{draw(st.sampled_from(calls))}"
     if kind == 5:
-        return f"{target}{draw(st.sampled_from(['[0] = 5', ' += 1', ' *= b', '.data = b', '.grad = None', '.foo = 1']))}"
+        writes = ["[0] = 5", " += 1", " *= b", ".data = b", ".grad = None", ".foo = 1"]
+        return f"{target}{draw(st.sampled_from(writes))}"
     if kind == 6:
         return f"del {target}"
     if kind == 7:

@@ -14,5 +14,6 @@ def test_scenarios_page_is_current():
     )
     expected = scenarios_markdown(bundled_scenarios())
     assert page.read_text(encoding="utf-8") == expected, (
-        "docs/scenarios.md is out of date with scenarios/; regenerate it: tensortrace list --markdown > docs/scenarios.md"
+        "docs/scenarios.md is out of date with scenarios/; regenerate it: tensortrace list"
+        " --markdown > docs/scenarios.md"
     )

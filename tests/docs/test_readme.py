@@ -322,5 +322,6 @@ def test_the_decorator_prints_what_the_readme_shows(shell_env):
     result = run_line(f"NO_COLOR=1 python {script.name}", work, env)
     assert result.returncode == 0, result.stderr
     assert normalised(result.stderr) == normalised("\n".join(shown)), (
-        f"README.md's {FROM_CODE_SECTION!r} output block is out of date; paste what its example prints on stderr"
+        f"README.md's {FROM_CODE_SECTION!r} output block is out of date; paste what its example"
+        " prints on stderr"
     )

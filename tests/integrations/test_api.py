@@ -1,4 +1,5 @@
-"""The Python API: ``tensortrace.trace``, ``load_scenario``, ``Trace.render``, and errors worded for Python."""
+"""The Python API: ``tensortrace.trace``, ``load_scenario``, ``Trace.render``, and errors worded for
+Python."""
 
 from __future__ import annotations
 
@@ -16,17 +17,22 @@ from tensortrace.render import render
 
 from conftest import REPO
 
-TEXT = textwrap.dedent("""\
+TEXT = textwrap.dedent(
+    """\
     title: a view and its base
     steps:
       - a = torch.zeros(3)
       - b = a[1:]
       - b.add_(1)
-    """)
+    """
+)
 
 
 def test_importing_the_package_imports_neither_torch_nor_rich_nor_yaml():
-    code = "import sys, tensortrace; print(sorted(m for m in ('torch', 'rich', 'yaml', 'typer') if m in sys.modules))"
+    code = (
+        "import sys, tensortrace; print(sorted(m for m in ('torch', 'rich', 'yaml', 'typer') if m"
+        " in sys.modules))"
+    )
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
     )

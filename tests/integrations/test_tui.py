@@ -57,7 +57,8 @@ def _colour(monkeypatch):
 
 
 def drive(app: ExplorerApp, *keys: str, check=None):
-    """Run the app headless at 80x24, press ``keys``, then call ``check(app, pilot)`` (may be async)."""
+    """Run the app headless at 80x24, press ``keys``, then call ``check(app, pilot)`` (may be
+    async)."""
 
     async def go():
         async with app.run_test(size=SIZE) as pilot:
@@ -536,7 +537,8 @@ def test_offline_svg_removes_the_web_fonts(saved, tmp_path):
 
 
 def test_a_python_file_explores_as_its_scenario_does(monkeypatch):
-    """`tensortrace explore examples/detach.py`: the .py file is traced through run's loader, with its own lines."""
+    """`tensortrace explore examples/detach.py`: the .py file is traced through run's loader, with
+    its own lines."""
     import tensortrace.cli.main as cli_module
     import tensortrace.tui as tui
 

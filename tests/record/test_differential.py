@@ -61,11 +61,12 @@ OPS = [
     "j = torch.func.jacrev(torch.sin)(a.detach())",
     "q = torch.func.vmap(torch.func.grad(lambda z: z.sin().sum()))(a.detach().view(2, 2))",
     "jg = torch.func.jacrev(lambda z: (z * z).sum())(x)",
-    "class Lin(torch.nn.Linear):\n"
-    "    def named_parameters(self, *args, **kwargs):\n        raise RuntimeError('named_parameters called')\n"
-    "    def named_buffers(self, *args, **kwargs):\n        raise RuntimeError('named_buffers called')\n"
-    "    def parameters(self, *args, **kwargs):\n        raise RuntimeError('parameters called')\n"
-    "m = Lin(4, 1)",
+    (
+        "class Lin(torch.nn.Linear):\n    def named_parameters(self, *args, **kwargs):\n       "
+        " raise RuntimeError('named_parameters called')\n    def named_buffers(self, *args,"
+        " **kwargs):\n        raise RuntimeError('named_buffers called')\n    def parameters(self,"
+        " *args, **kwargs):\n        raise RuntimeError('parameters called')\nm = Lin(4, 1)"
+    ),
     "o = m(a)",
 ]
 FACTS = ("version", "requires_grad", "is_leaf", "grad_fn", "values", "grad")
@@ -90,7 +91,8 @@ def _read(t: torch.Tensor, fact: str) -> Any:
 def plain_run(
     steps: List[str],
 ) -> List[Tuple[Any, List[Tuple[str, str]], Dict[str, Dict[str, Any]]]]:
-    """Per step: (error type and message, warnings, facts of every tensor name), read as plain code would."""
+    """Per step: (error type and message, warnings, facts of every tensor name), read as plain code
+    would."""
     torch.manual_seed(0)
     ns = base_namespace()
     out = []
@@ -193,7 +195,8 @@ def _traced_equals_plain(ops, *, record_ops):
 @given(st.lists(st.sampled_from(OPS), min_size=1, max_size=7))
 def test_reading_saved_tensors_of_every_graph_changes_nothing(ops):
     """Every step draws every graph, so each node's saved tensors are unpacked after every step
-    (and the predictions read them too): the code must still see exactly what plain PyTorch gives."""
+    (and the predictions read them too): the code must still see exactly what plain PyTorch gives.
+    """
     steps = [START] + ops + ["r = torch.randn(3)"]
     plain = plain_run(steps)
     rng_after_plain = plain.pop()

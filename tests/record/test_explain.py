@@ -1159,7 +1159,10 @@ def test_long_messages_are_handled_quickly():
 
 
 def test_module_does_not_import_torch():
-    code = "import sys, tensortrace.record.explain; assert 'torch' not in sys.modules, 'torch imported'"
+    code = (
+        "import sys, tensortrace.record.explain; assert 'torch' not in sys.modules, 'torch"
+        " imported'"
+    )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60
     )
@@ -1168,10 +1171,10 @@ def test_module_does_not_import_torch():
 
 def test_importing_does_not_read_the_data_file():
     code = (
-        "import tensortrace.record.explain as e; from tensortrace.record.explain.rules import load_rules; "
-        "assert load_rules.cache_info().currsize == 0, 'read on import'; "
-        "assert e.explain('RuntimeError', 'Trying to backward through the graph a second time'); "
-        "assert load_rules.cache_info().currsize == 1"
+        "import tensortrace.record.explain as e; from tensortrace.record.explain.rules import"
+        " load_rules; assert load_rules.cache_info().currsize == 0, 'read on import'; assert"
+        " e.explain('RuntimeError', 'Trying to backward through the graph a second time'); assert"
+        " load_rules.cache_info().currsize == 1"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60
@@ -1294,8 +1297,10 @@ def test_the_saved_tensor_is_named_when_identity_proves_it(provoked):
     ]
     assert name_the_saved_tensor(error, tensors) == error  # no proof of identity: no name
     named = name_the_saved_tensor(error, tensors, proven=("y",))
-    assert named.explanation.what == error.explanation.what + (
-        " In this scenario that is `y` (storage S2), saved at version 0 and now at version 1."
+    assert (
+        named.explanation.what
+        == error.explanation.what
+        + " In this scenario that is `y` (storage S2), saved at version 0 and now at version 1."
     )
     assert named.message == error.message and named.explanation.title == error.explanation.title
 

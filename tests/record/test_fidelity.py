@@ -268,7 +268,8 @@ def test_forked_runner_gives_the_same_trace_as_in_process(scenarios):
     from tensortrace.run.runner import Limits, run_scenario
 
     def unconfined(trace):
-        # the forked child is behind the kernel's wall, the in-process run is not; nothing else may differ
+        # the forked child is behind the kernel's wall, the in-process run is not; nothing else may
+        # differ
         data = _without_pointers(trace.to_dict())
         data["environment"]["confinement"] = None
         return data

@@ -255,7 +255,10 @@ def test_a_tensor_hook_in_the_flow_is_said_and_its_result_is_what_the_node_recei
     y.register_hook(lambda g: seen.append(g.clone()) or g * 10)
     y.sum().backward()
     code = [
-        "x = torch.tensor([1., 2.], requires_grad=True)\ny = x * 2\nh = y.register_hook(lambda g: g * 10)",
+        (
+            "x = torch.tensor([1., 2.], requires_grad=True)\ny = x * 2\nh = y.register_hook(lambda"
+            " g: g * 10)"
+        ),
         "y.sum().backward()",
     ]
     result = _trace(loads_scenario(_yaml.safe_dump({"title": "t", "steps": code})), safe=False)

@@ -64,27 +64,32 @@ def _run(body: str) -> subprocess.CompletedProcess:
 
 
 def test_a_walked_100k_node_chain_is_freed_in_process():
-    done = _run("""
+    done = _run(
+        """
         x, y = chain(100_000)
         graph = walk_graph("y", y.grad_fn, {id(x): "x"})
         print(len(graph.nodes), graph.truncated, flush=True)
         del y, graph
         print("freed", flush=True)
-    """)
+    """
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["100001", "False", "freed"]
 
 
 def test_a_walked_chain_is_freed_on_a_small_thread_stack():
-    """The stack freeing takes is bounded, not merely below 8 MiB: 256 KiB frees 20,000 walked nodes."""
-    done = _run("""
+    """The stack freeing takes is bounded, not merely below 8 MiB: 256 KiB frees 20,000 walked
+    nodes."""
+    done = _run(
+        """
         x, y = chain(20_000)
         print(len(walk_nodes([y.grad_fn], 10**6).order), flush=True)
         box = [y]
         del y
         in_thread(box.clear, 256)
         print("freed", flush=True)
-    """)
+    """
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["20001", "freed"]
 
@@ -94,14 +99,16 @@ def test_a_walked_chain_is_freed_on_a_small_thread_stack():
 )
 def test_without_anchors_the_same_free_crashes():
     """The control: the checks above would catch a walk that stopped anchoring."""
-    done = _run("""
+    done = _run(
+        """
         x, y = chain(20_000)
         print(plain_walk(y.grad_fn), flush=True)
         box = [y]
         del y
         in_thread(box.clear, 256)
         print("freed", flush=True)
-    """)
+    """
+    )
     assert done.returncode < 0, (done.returncode, done.stdout)  # killed by a signal (SIGSEGV)
     assert done.stdout.split() == ["20001"]
 
@@ -234,7 +241,8 @@ steps:
 
 
 def test_safe_mode_draws_a_long_chain_whole_and_frees_it(tmp_path):
-    """50,000 nodes: walked without anchors, freeing them overflows the child's 8 MiB stack (40,000 does not).
+    """50,000 nodes: walked without anchors, freeing them overflows the child's 8 MiB stack (40,000
+    does not).
 
     Step 2's backward call is walked by the gradient-flow recorder and freed in the same step.
     """

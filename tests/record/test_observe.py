@@ -39,7 +39,10 @@ def at(trace: Trace, step: int, name: str) -> TensorState:
     raise KeyError(name)
 
 
-NO_GRAD_VIEW = "A view was created in no_grad mode and its base or another view of its base has been modified inplace"
+NO_GRAD_VIEW = (
+    "A view was created in no_grad mode and its base or another view of its base has been modified"
+    " inplace"
+)
 
 
 def test_a_view_made_and_changed_under_no_grad_has_no_grad_fn_to_give():
@@ -91,9 +94,11 @@ def test_unbind_outputs_changed_under_no_grad():
 def test_a_view_returned_by_a_custom_function():
     trace = run(
         [
-            "class Same(torch.autograd.Function):\n"
-            "    @staticmethod\n    def forward(ctx, x):\n        return x.view_as(x)\n"
-            "    @staticmethod\n    def backward(ctx, g):\n        return g",
+            (
+                "class Same(torch.autograd.Function):\n"
+                "    @staticmethod\n    def forward(ctx, x):\n        return x.view_as(x)\n"
+                "    @staticmethod\n    def backward(ctx, g):\n        return g"
+            ),
             "x = torch.ones(3, requires_grad=True).clone()",
             "y = Same.apply(x)",
             "with torch.no_grad():\n    x.mul_(2)",
@@ -261,7 +266,8 @@ def test_an_unnamed_changed_intermediate_is_not_blamed_on_a_lookalike():
     trace = run(
         [
             "x = torch.ones(3, requires_grad=True)",
-            "k = (x * 2).exp()\nwith torch.no_grad():\n    k[0:0].add_(1)",  # shape [3], version 1, made by exp
+            # shape [3], version 1, made by exp
+            "k = (x * 2).exp()\nwith torch.no_grad():\n    k[0:0].add_(1)",
             {"run": "y = x.exp().add_(1).sum()\ny.backward()", "raises": "RuntimeError"},
             "n = 1",
         ]
@@ -330,7 +336,8 @@ def test_a_base_and_its_transpose_are_read_once_per_step(monkeypatch):
     )
     result = trace(scenario, safe=False)
     assert result.steps[1].status == "ok"
-    # one pass at step 1 (a); at step 2 a is unchanged and b reads the same memory, proven by its fingerprint
+    # one pass at step 1 (a); at step 2 a is unchanged and b reads the same memory, proven by its
+    # fingerprint
     assert passes == [120000]
 
 

@@ -79,7 +79,10 @@ def agreement(result: Trace) -> List[Tuple[str, Optional[str], str]]:
 def test_a_changed_saved_input_is_predicted_with_names_versions_storage_and_the_step():
     result = run(
         [
-            "w = torch.tensor([1., 2., 3.], requires_grad=True)\nv = torch.tensor([4., 5., 6.])\np = w * v",
+            (
+                "w = torch.tensor([1., 2., 3.], requires_grad=True)\nv = torch.tensor([4., 5.,"
+                " 6.])\np = w * v"
+            ),
             "v.add_(1.)",
             "p.sum().backward()",
         ]
@@ -95,8 +98,9 @@ def test_a_changed_saved_input_is_predicted_with_names_versions_storage_and_the_
         "v",
     )
     assert (p.saved_version, p.version, p.storage, p.changed_at_step) == (0, 1, v.storage, 2)
-    assert p.message == (
-        f"backward through `p` will fail: MulBackward0 saved `v` ({v.storage}) at version 0, "
+    assert (
+        p.message
+        == f"backward through `p` will fail: MulBackward0 saved `v` ({v.storage}) at version 0, "
         "and `v` is now at version 1 (changed by `v.add_(1.)` at step 2)."
     )
     assert VERSION_ERROR in result.steps[2].error.message
@@ -106,7 +110,8 @@ def test_a_changed_saved_input_is_predicted_with_names_versions_storage_and_the_
 def test_the_changing_step_is_the_first_whose_version_passed_the_saved_one():
     result = run(
         [
-            "x = torch.ones(3, requires_grad=True)\nv = torch.ones(3)\nv.add_(1.)\np = x * v",  # saved at version 1
+            # saved at version 1
+            "x = torch.ones(3, requires_grad=True)\nv = torch.ones(3)\nv.add_(1.)\np = x * v",
             "q = p * 2",
             "v.mul_(2.)",
             "v.mul_(2.)",
@@ -147,7 +152,8 @@ def _plain_grad(steps: List[str], leaf: str) -> torch.Tensor:
 
 
 def test_a_data_write_to_a_saved_tensor_is_predicted_to_give_a_wrong_gradient():
-    """``.data`` writes move no version: backward runs on the changed values, as the prediction says."""
+    """``.data`` writes move no version: backward runs on the changed values, as the prediction
+    says."""
     steps = [
         "x = torch.tensor([1., 2., 3.], requires_grad=True)",
         "y = x.sigmoid()",
@@ -168,9 +174,11 @@ def test_a_data_write_to_a_saved_tensor_is_predicted_to_give_a_wrong_gradient():
         3,
     )
     assert (p.saved_version, p.version) == (0, 0)
-    assert p.message == (
-        "backward through `y` will not fail but will use changed values: SigmoidBackward0 saved `y` at step 2, "
-        "and step 3 (`y.data.mul_(0.5)`) changed it without a version bump; the gradients of `x` will be wrong."
+    assert (
+        p.message
+        == "backward through `y` will not fail but will use changed values: SigmoidBackward0 saved"
+        " `y` at step 2, and step 3 (`y.data.mul_(0.5)`) changed it without a version bump; the"
+        " gradients of `x` will be wrong."
     )
     assert result.steps[3].status == "ok"
     assert state(result.steps[3], "x").grad.data == tuple(wrong.tolist())
@@ -178,8 +186,10 @@ def test_a_data_write_to_a_saved_tensor_is_predicted_to_give_a_wrong_gradient():
 
 def test_a_numpy_write_to_a_saved_tensor_is_predicted_and_names_the_writing_statement():
     steps = [
-        "w = torch.tensor([1., 2., 3.], requires_grad=True)\nv = torch.tensor([1., 1., 1.], requires_grad=True)\n"
-        "loss = (w * v).sum()",
+        (
+            "w = torch.tensor([1., 2., 3.], requires_grad=True)\nv = torch.tensor([1., 1., 1.],"
+            " requires_grad=True)\nloss = (w * v).sum()"
+        ),
         "arr = v.detach().numpy()\nn = 1\narr[0] = 100.\nm = 2",
         "loss.backward()",
     ]
@@ -249,12 +259,18 @@ def test_graph_nodes_record_each_saved_tensor():
                 "title": "g",
                 "steps": [
                     {
-                        "run": "w = torch.ones(2, requires_grad=True)\nv = torch.ones(2)\np = (w * v).sin()",
+                        "run": (
+                            "w = torch.ones(2, requires_grad=True)\nv = torch.ones(2)\np = (w *"
+                            " v).sin()"
+                        ),
                         "graph": ["p"],
                     },
                     {"run": "v.add_(1.)", "graph": ["p"]},
                     {
-                        "run": "p.sum().backward(retain_graph=True)\nw.grad = None\nq = p.exp()\nq.sum().backward()",
+                        "run": (
+                            "p.sum().backward(retain_graph=True)\nw.grad = None\nq ="
+                            " p.exp()\nq.sum().backward()"
+                        ),
                         "graph": ["q"],
                     },
                 ],
@@ -400,10 +416,10 @@ def test_predictions_agree_with_backward_in_every_bundled_scenario(path):
 def test_a_custom_function_after_backward_is_predicted_to_fail_a_second_time():
     """ctx.save_for_backward's tensors are freed by backward; the node's attribute then refuses."""
     fn = (
-        "class Sq(torch.autograd.Function):\n"
-        "    @staticmethod\n    def forward(ctx, a):\n        ctx.save_for_backward(a)\n        return a * a\n"
-        "    @staticmethod\n    def backward(ctx, g):\n        (a,) = ctx.saved_tensors\n        return 2 * a * g\n"
-        "p = torch.tensor([1., 2.], requires_grad=True)\nq = Sq.apply(p).sum()"
+        "class Sq(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, a):\n       "
+        " ctx.save_for_backward(a)\n        return a * a\n    @staticmethod\n    def backward(ctx,"
+        " g):\n        (a,) = ctx.saved_tensors\n        return 2 * a * g\np = torch.tensor([1.,"
+        " 2.], requires_grad=True)\nq = Sq.apply(p).sum()"
     )
     result = run([fn, "q.backward()", "q.backward()"])
     assert result.steps[0].predictions == ()
@@ -415,7 +431,10 @@ def test_a_custom_function_after_backward_is_predicted_to_fail_a_second_time():
 def test_the_culprit_is_the_statement_that_wrote_the_saved_tensor_not_the_last():
     result = run(
         [
-            "w = torch.tensor([1., 2., 3.], requires_grad=True)\nv = torch.ones(3)\nd = v.data\np = w * v",
+            (
+                "w = torch.tensor([1., 2., 3.], requires_grad=True)\nv = torch.ones(3)\nd ="
+                " v.data\np = w * v"
+            ),
             "v.mul_(2.)\nd.add_(1.)\nk = v + 1",
             "p.sum().backward()",
         ]
@@ -428,8 +447,10 @@ def test_the_culprit_is_the_statement_that_wrote_the_saved_tensor_not_the_last()
 def test_a_changed_saved_view_is_said_to_lie_in_its_base_and_share_its_counter():
     result = run(
         [
-            "w = torch.tensor([1., 2., 3.], requires_grad=True)\nx = torch.ones(3, requires_grad=True)\n"
-            "y = (w[:2] * x[:2]).sum()",
+            (
+                "w = torch.tensor([1., 2., 3.], requires_grad=True)\nx = torch.ones(3,"
+                " requires_grad=True)\ny = (w[:2] * x[:2]).sum()"
+            ),
             "with torch.no_grad():\n    w.add_(1)",
             "y.backward()",
         ]
@@ -440,18 +461,21 @@ def test_a_changed_saved_view_is_said_to_lie_in_its_base_and_share_its_counter()
     assert "(changed by `w.add_(1)` at step 2)" in p.message
     what = result.steps[2].error.explanation.what
     assert (
-        f"an unnamed view that lies in the storage of `w` ({storage}) and shares its version counter"
-        in what
+        f"an unnamed view that lies in the storage of `w` ({storage}) and shares its version"
+        " counter" in what
     )
     assert VERSION_ERROR in result.steps[2].error.message
 
 
 def test_a_view_written_in_place_is_predicted_to_fail_a_second_backward():
-    """CopySlices drops the node it wraps when backward frees the graph; no saved attribute shows it."""
+    """CopySlices drops the node it wraps when backward frees the graph; no saved attribute shows
+    it."""
     result = run(
         [
-            "x = torch.tensor([1., 2., 3.], requires_grad=True)\nw = torch.tensor([2., 2.], requires_grad=True)\n"
-            "y = x + 0.\ny[:2].mul_(w)",
+            (
+                "x = torch.tensor([1., 2., 3.], requires_grad=True)\nw = torch.tensor([2., 2.],"
+                " requires_grad=True)\ny = x + 0.\ny[:2].mul_(w)"
+            ),
             "y.sum().backward()",
             "n = 1",
             "y.sum().backward()",

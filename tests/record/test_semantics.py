@@ -360,7 +360,9 @@ def test_expectations_run_even_when_the_step_raised(trace_yaml):
         title: failed backward
         steps:
           - a = torch.ones(2, requires_grad=True)
-          - run: a.sum().backward(); a.sum().backward(); (a * a).sum().backward(); (a * a).sum().backward(); a.add_(1)
+          - run: >-
+              a.sum().backward(); a.sum().backward();
+              (a * a).sum().backward(); (a * a).sum().backward(); a.add_(1)
             raises: RuntimeError
             expect:
               - a.grad.tolist() == [6., 6.]
@@ -463,7 +465,8 @@ def test_seed_makes_random_values_reproducible(trace_yaml):
 
 def test_global_torch_state_is_reset_between_scenarios(trace_yaml):
     trace_yaml(
-        "title: s\nsteps:\n  - torch.set_default_dtype(torch.float64)\n  - torch.set_grad_enabled(False)\n"
+        "title: s\nsteps:\n  - torch.set_default_dtype(torch.float64)\n  -"
+        " torch.set_grad_enabled(False)\n"
     )
     t = trace_yaml("title: s\nsteps:\n  - a = torch.ones(1, requires_grad=True) * 2\n")
     a = state(t.steps[0], "a")

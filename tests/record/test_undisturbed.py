@@ -95,23 +95,32 @@ def test_warning_filters_set_in_one_step_hold_in_the_next():
 
 
 COUNTERS = [
-    "class Counted(torch.Tensor):\n"
-    "    calls = 0\n"
-    "    @classmethod\n"
-    "    def __torch_function__(cls, func, types, args=(), kwargs=None):\n"
-    "        Counted.calls += 1\n"
-    "        return super().__torch_function__(func, types, args, kwargs or {})",
-    "class Logged(list):\n"
-    "    reads = 0\n"
-    "    def __getitem__(self, i):\n"
-    "        Logged.reads += 1\n"
-    "        return list.__getitem__(self, i)",
-    "class Seen(dict):\n"
-    "    reads = 0\n"
-    "    def items(self):\n"
-    "        Seen.reads += 1\n"
-    "        return dict.items(self)",
-    "t = torch.ones(3).as_subclass(Counted)\nxs = Logged([torch.ones(1)])\nd = Seen(k=torch.ones(1))",
+    (
+        "class Counted(torch.Tensor):\n"
+        "    calls = 0\n"
+        "    @classmethod\n"
+        "    def __torch_function__(cls, func, types, args=(), kwargs=None):\n"
+        "        Counted.calls += 1\n"
+        "        return super().__torch_function__(func, types, args, kwargs or {})"
+    ),
+    (
+        "class Logged(list):\n"
+        "    reads = 0\n"
+        "    def __getitem__(self, i):\n"
+        "        Logged.reads += 1\n"
+        "        return list.__getitem__(self, i)"
+    ),
+    (
+        "class Seen(dict):\n"
+        "    reads = 0\n"
+        "    def items(self):\n"
+        "        Seen.reads += 1\n"
+        "        return dict.items(self)"
+    ),
+    (
+        "t = torch.ones(3).as_subclass(Counted)\nxs = Logged([torch.ones(1)])\nd ="
+        " Seen(k=torch.ones(1))"
+    ),
     "u = t * 2",
     "print(Counted.calls, Logged.reads, Seen.reads)",
 ]

@@ -274,8 +274,9 @@ def test_a_summary_says_size_shape_and_statistics():
             numel=1000, min=-1.0, max=2.5, mean=0.5, std=None, nan_count=3, head=(1.0, 2.0)
         ),
     )
-    assert format_values(values, (10, 100)) == (
-        "[1., 2., …]\n1,000 values, shape (10, 100)\nmin -1., max 2.5\nmean 0.5\n3 nan"
+    assert (
+        format_values(values, (10, 100))
+        == "[1., 2., …]\n1,000 values, shape (10, 100)\nmin -1., max 2.5\nmean 0.5\n3 nan"
     )
     assert format_values(Values("unavailable", reason="meta tensor")) == "(meta tensor)"
     assert format_values(None) == "None"
@@ -352,6 +353,8 @@ def test_a_write_made_inside_a_call_is_noted_with_the_call_that_made_it():
     prev = result.steps[result.steps.index(step) - 1]
     (note,) = [n for n in aliasing_notes(prev, step) if n.name == "snap"]
     storage = next(t.storage for t in step.tensors if t.name == "lin.weight")
-    assert note.describe() == (
-        f"snap changed (values and version): it shares {storage} with lin.weight (written by Tensor.add_)"
+    assert (
+        note.describe()
+        == f"snap changed (values and version): it shares {storage} with lin.weight (written by"
+        " Tensor.add_)"
     )

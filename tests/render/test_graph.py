@@ -62,7 +62,10 @@ def test_a_shared_node_is_drawn_once_then_referenced():
     assert outline_text(shared_graph()) == [
         "SumBackward0",
         "  MulBackward0 · saved: other = y (S3) v0; self = y (S3) v0",
-        "    MulBackward0 (N3) · saved: other = b (S2) saved at v0, now v1 ✗ stale; self = a (S1) v0",
+        (
+            "    MulBackward0 (N3) · saved: other = b (S2) saved at v0, now v1 ✗ stale; self = a"
+            " (S1) v0"
+        ),
         "      AccumulateGrad → a.grad",
         "      AccumulateGrad → b.grad",
         "    ↑ MulBackward0 (N3, shown above)",

@@ -232,7 +232,8 @@ def test_the_detach_page_on_a_phone_and_its_screenshot(browser, pages, tmp_path)
     width = visit.page.evaluate("document.documentElement.scrollWidth")
     assert width <= 390 + 1, width  # nothing forces the page wider than the phone
     visit.close()
-    # The screenshot is of the saved trace, whose source path is the repository's, not this machine's.
+    # The screenshot is of the saved trace, whose source path is the repository's, not this
+    # machine's.
     saved = tmp_path / "saved.html"
     result = cli("render", str(REPO / "tests" / "gold" / "trace_detach.json"), "-o", str(saved))
     assert result.returncode == 0, result.stderr
@@ -314,7 +315,8 @@ _FOREIGN = """() => {
   const all = [...document.querySelectorAll('*')];
   return {
     scripts: document.scripts.length,
-    handlers: all.flatMap(e => [...e.attributes].filter(a => a.name.startsWith('on')).map(a => a.name)),
+    handlers: all.flatMap(e => [...e.attributes]
+      .filter(a => a.name.startsWith('on')).map(a => a.name)),
     links: [...document.querySelectorAll('[href]')].map(e => e.getAttribute('href'))
       .filter(h => !h.startsWith('#')),
     embedded: document.querySelectorAll('img, iframe, object, embed, form, a[target], base').length,

@@ -45,7 +45,8 @@ def _draw(renderable, width: int) -> str:
 
 
 def _in_a_table(code: str, line, draw) -> Table:
-    """Two code cells side by side, as variants are drawn: the columns take their width from the measurement."""
+    """Two code cells side by side, as variants are drawn: the columns take their width from the
+    measurement."""
     table = Table()
     table.add_column("a")
     table.add_column("b")

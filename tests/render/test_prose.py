@@ -1,4 +1,5 @@
-"""``prose()`` draws exactly what rich's ``Markdown`` draws, byte for byte, with and without colour."""
+"""``prose()`` draws exactly what rich's ``Markdown`` draws, byte for byte,
+with and without colour."""
 
 from __future__ import annotations
 
@@ -117,7 +118,10 @@ def test_text_markdown_draws_is_drawn_as_markdown_draws_it_without_links(color):
 
 
 def test_links_in_prose_are_their_text_and_address_never_a_terminal_link():
-    text = "see [the docs](http://evil.example/x) and <http://evil.example/y> ![i](http://e.example/i.png)"
+    text = (
+        "see [the docs](http://evil.example/x) and <http://evil.example/y>"
+        " ![i](http://e.example/i.png)"
+    )
     drawn = _draw(prose(text), 120, True)
     assert "\x1b]" not in drawn  # no OSC sequence (OSC 8 is a link); colours are CSI
     assert "the docs" in drawn and "http://evil.example/x" in drawn

@@ -134,8 +134,14 @@ def test_a_writable_shared_mapping_cannot_be_made(tmp_path: Path) -> None:
     steps = [
         "import mmap",
         "m = mmap.mmap(-1, 4096, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)",
-        f"f = open({readable!r}, 'rb'); m = mmap.mmap(f.fileno(), 0, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)",
-        f"f = open({readable!r}, 'rb'); m = mmap.mmap(f.fileno(), 0, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ)",
+        (
+            f"f = open({readable!r}, 'rb'); m = mmap.mmap(f.fileno(), 0, flags=mmap.MAP_SHARED,"
+            " prot=mmap.PROT_READ | mmap.PROT_WRITE)"
+        ),
+        (
+            f"f = open({readable!r}, 'rb'); m = mmap.mmap(f.fileno(), 0, flags=mmap.MAP_PRIVATE,"
+            " prot=mmap.PROT_READ)"
+        ),
     ]
     got = outcomes(run(tmp_path, steps))
     assert got == {1: "ok", 2: "PermissionError", 3: "PermissionError", 4: "ok"}
@@ -270,9 +276,14 @@ def test_descriptors_opened_before_the_wall_are_closed(tmp_path: Path, area: Pat
 THREADED_STEPS = [
     "import threading, numpy as np",
     "t = threading.Thread(target=lambda: None); t.start(); t.join()",
-    "torch.set_num_threads(2); y = torch.randn(2000, 2000) @ torch.randn(2000, 2000)\n"
-    "print(torch.get_num_threads())",
-    "w = torch.nn.Parameter(torch.ones(3)); opt = torch.optim.SGD([w], lr=0.1); (w * 2).sum().backward(); opt.step()",
+    (
+        "torch.set_num_threads(2); y = torch.randn(2000, 2000) @ torch.randn(2000, 2000)\n"
+        "print(torch.get_num_threads())"
+    ),
+    (
+        "w = torch.nn.Parameter(torch.ones(3)); opt = torch.optim.SGD([w], lr=0.1); (w *"
+        " 2).sum().backward(); opt.step()"
+    ),
     "a = np.arange(3.0); b = torch.from_numpy(a); b.add_(1)",
 ]
 
@@ -509,18 +520,18 @@ KERNEL_INTERFACES = [
 
 @needs_wall
 def test_kernel_interfaces_that_bypass_the_other_layers_are_refused(tmp_path: Path) -> None:
-    """Each call is made with harmless arguments; the filter answers EPERM before the kernel looks at them."""
+    """Each call is made with harmless arguments; the filter answers EPERM before the kernel looks
+    at them."""
     steps = [
-        "import ctypes, errno, os\n"
-        "from tensortrace.run.confine import _libseccomp\n"
-        "libc = ctypes.CDLL(None, use_errno=True)\n"
-        "libc.syscall.restype = ctypes.c_long\n"
-        "def call(name):\n"
-        "    number = _libseccomp().seccomp_syscall_resolve_name(name.encode())\n"
-        "    ctypes.set_errno(0)\n"
-        "    rc = libc.syscall(ctypes.c_long(number), 0, 0, 0, 0, 0, 0)\n"
-        "    return errno.errorcode.get(ctypes.get_errno(), str(ctypes.get_errno())) if rc < 0 else 'allowed'\n"
-        f"print({{name: call(name) for name in {KERNEL_INTERFACES!r}}})",
+        (
+            "import ctypes, errno, os\nfrom tensortrace.run.confine import _libseccomp\nlibc ="
+            " ctypes.CDLL(None, use_errno=True)\nlibc.syscall.restype = ctypes.c_long\ndef"
+            " call(name):\n    number ="
+            " _libseccomp().seccomp_syscall_resolve_name(name.encode())\n    ctypes.set_errno(0)\n"
+            "    rc = libc.syscall(ctypes.c_long(number), 0, 0, 0, 0, 0, 0)\n    return"
+            " errno.errorcode.get(ctypes.get_errno(), str(ctypes.get_errno())) if rc < 0 else"
+            f" 'allowed'\nprint({{name: call(name) for name in {KERNEL_INTERFACES!r}}})"
+        ),
     ]
     trace = run(tmp_path, steps)
     assert trace.steps[0].status == "ok", trace.steps[0].error
@@ -542,7 +553,8 @@ steps:
 
 @needs_wall
 def test_a_graph_larger_than_the_old_bound_is_drawn_whole_inside_the_wall(tmp_path: Path) -> None:
-    """docs/safety.md: the graph is walked in the confined child itself (no copy is forked), so the wall draws it whole."""
+    """docs/safety.md: the graph is walked in the confined child itself (no copy is forked), so the
+    wall draws it whole."""
     scenario = loads_scenario(LONG_CHAIN, path=str(tmp_path / "chain.yaml"))
     for safe in (True, False):
         [trace] = run_scenario(scenario, safe=safe, confine=safe, limits=Limits(timeout=60))
@@ -662,7 +674,8 @@ SIGNAL_STEPS = [
     "kept = [fd for fd in range(3, 256) if owner(fd, fcntl.F_GETFL, 0) == 'allowed']\n"
     "me = os.getpid()\n"  # the control sets the owner to the child itself: no signal leaves it
     "print(sorted({owner(fd, c, v) for fd in kept for c, v in\n"
-    "    ((fcntl.F_SETOWN, me), (fcntl.F_SETSIG, 9), (15, 0), (fcntl.F_SETLEASE, fcntl.F_RDLCK), (fcntl.F_NOTIFY, 0))}),\n"
+    "    ((fcntl.F_SETOWN, me), (fcntl.F_SETSIG, 9), (15, 0), (fcntl.F_SETLEASE, fcntl.F_RDLCK),"
+    " (fcntl.F_NOTIFY, 0))}),\n"
     "    len(kept))",
 ]
 
@@ -695,14 +708,19 @@ def test_files_cannot_be_watched(tmp_path: Path) -> None:
 
 ENVIRONMENT_STEPS = [
     "import os\nprint(sorted(name for name in os.environ if 'TOKEN' in name or name == 'HOME'))",
-    "import ctypes\nlibc = ctypes.CDLL(None)\nlibc.getenv.restype = ctypes.c_char_p\nprint(libc.getenv(b'API_TOKEN'))",
+    (
+        "import ctypes\nlibc = ctypes.CDLL(None)\nlibc.getenv.restype ="
+        " ctypes.c_char_p\nprint(libc.getenv(b'API_TOKEN'))"
+    ),
     "print(b'secret-value' in open('/proc/self/environ', 'rb').read())",
     "print(b'secret-value' in open('/proc/thread-self/environ', 'rb').read())",
     "print(b'secret-value' in open(f'/proc/{os.getppid()}/environ', 'rb').read())",
     # the strings the process started with, in its own memory
-    "fields = open('/proc/self/stat', 'rb').read().rsplit(b')', 1)[1].split()\n"
-    "start, end = int(fields[47]), int(fields[48])\n"
-    "print(b'secret-value' in ctypes.string_at(start, end - start))",
+    (
+        "fields = open('/proc/self/stat', 'rb').read().rsplit(b')', 1)[1].split()\n"
+        "start, end = int(fields[47]), int(fields[48])\n"
+        "print(b'secret-value' in ctypes.string_at(start, end - start))"
+    ),
     "print(os.environ.get('OMP_NUM_THREADS'), os.environ.get('LANG'))",
 ]
 
@@ -769,16 +787,18 @@ def test_without_the_wall_the_child_sees_the_token(tmp_path: Path) -> None:
 
 
 KILL_THE_PARENT = [
-    "import fcntl, os, signal\n"
-    "def is_open(fd):\n"
-    "    try:\n"
-    "        return fcntl.fcntl(fd, fcntl.F_GETFL) is not None\n"
-    "    except OSError:\n"
-    "        return False\n"
-    "for fd in [fd for fd in range(3, 256) if is_open(fd)]:  # the event pipe\n"
-    "    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_ASYNC)\n"
-    "    fcntl.fcntl(fd, fcntl.F_SETSIG, signal.SIGKILL)\n"
-    "    fcntl.fcntl(fd, fcntl.F_SETOWN, os.getppid())",
+    (
+        "import fcntl, os, signal\n"
+        "def is_open(fd):\n"
+        "    try:\n"
+        "        return fcntl.fcntl(fd, fcntl.F_GETFL) is not None\n"
+        "    except OSError:\n"
+        "        return False\n"
+        "for fd in [fd for fd in range(3, 256) if is_open(fd)]:  # the event pipe\n"
+        "    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_ASYNC)\n"
+        "    fcntl.fcntl(fd, fcntl.F_SETSIG, signal.SIGKILL)\n"
+        "    fcntl.fcntl(fd, fcntl.F_SETOWN, os.getppid())"
+    ),
     "print('the parent is still reading')",
 ]
 
@@ -816,7 +836,8 @@ def test_without_the_wall_the_event_pipe_kills_the_parent(tmp_path: Path) -> Non
 def test_the_event_pipe_cannot_signal_the_parent_even_without_landlock_scopes(
     tmp_path: Path,
 ) -> None:
-    """On a kernel whose Landlock has no signal scopes (ABI below 6, simulated), seccomp alone holds.
+    """On a kernel whose Landlock has no signal scopes (ABI below 6, simulated), seccomp alone
+    holds.
 
     With O_ASYNC, F_SETSIG and F_SETOWN on its end of the event pipe, the
     child would have the kernel send SIGKILL to the parent as soon as the
@@ -825,14 +846,11 @@ def test_the_event_pipe_cannot_signal_the_parent_even_without_landlock_scopes(
     """
 
     script = (
-        "import json, sys\n"
-        "sys.path.insert(0, sys.argv[1])\n"
-        "from pathlib import Path\n"
-        "from tensortrace.run import confine\n"
-        "confine.landlock_abi = lambda: (5, '')\n"
-        "from test_confine import KILL_THE_PARENT, outcomes, run\n"
-        "trace = run(Path(sys.argv[2]), KILL_THE_PARENT)\n"
-        "print(json.dumps([outcomes(trace), trace.environment.confinement.enforced, trace.steps[1].stdout]))\n"
+        "import json, sys\nsys.path.insert(0, sys.argv[1])\nfrom pathlib import Path\nfrom"
+        " tensortrace.run import confine\nconfine.landlock_abi = lambda: (5, '')\nfrom test_confine"
+        " import KILL_THE_PARENT, outcomes, run\ntrace = run(Path(sys.argv[2]),"
+        " KILL_THE_PARENT)\nprint(json.dumps([outcomes(trace),"
+        " trace.environment.confinement.enforced, trace.steps[1].stdout]))\n"
     )
     done = _run_kill_the_parent(tmp_path, script)
     assert done.returncode == 0, (done.returncode, done.stderr[-2000:])

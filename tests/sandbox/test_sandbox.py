@@ -887,11 +887,11 @@ def test_refusal_inside_a_function_and_a_hook_is_still_refused():
 
 def test_caught_violations_have_had_no_effect(marker):
     ns = run_safe(
-        f"try:\n"
-        f"    m = torch\n"
+        "try:\n"
+        "    m = torch\n"
         f"    m.save(torch.ones(1), {str(marker)!r})\n"
-        f"except Exception as e:\n"
-        f"    caught = type(e).__name__\n"
+        "except Exception as e:\n"
+        "    caught = type(e).__name__\n"
     )
     assert ns["caught"] == "SafeModeViolation"
 
@@ -966,7 +966,7 @@ def test_guards_do_not_keep_scenario_objects_alive():
 
 def test_hasattr_answers_for_modules_as_safe_mode_sees_them():
     ns = run_safe(
-        "answers = [hasattr(torch, 'tensor'), hasattr(torch, 'save'), hasattr(torch, 'os'),\n"
-        "           hasattr(torch, '_dynamo'), hasattr(torch, 'onnx'), hasattr(torch.ones(1), 'grad')]\n"
+        "answers = [hasattr(torch, 'tensor'), hasattr(torch, 'save'), hasattr(torch, 'os'),\n      "
+        "     hasattr(torch, '_dynamo'), hasattr(torch, 'onnx'), hasattr(torch.ones(1), 'grad')]\n"
     )
     assert ns["answers"] == [True, False, False, False, False, True]

@@ -115,7 +115,8 @@ def test_a_class_with_dlpack_is_refused():
 def test_the_protocol_names_as_strings_are_refused():
     # The class-building call of the next attack, with the name as a key.
     refused_statically(
-        f"M = type(torch.autograd.Function)\nX = M('X', (), {{'__array_interface__': {ARRAY_INTERFACE}}})",
+        "M = type(torch.autograd.Function)\nX = M('X', (), {'__array_interface__':"
+        f" {ARRAY_INTERFACE}}})",
         "'__array_interface__'",
     )
     refused_statically("d = dict(__dlpack__=1)", "'__dlpack__'")

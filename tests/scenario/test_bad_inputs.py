@@ -17,58 +17,118 @@ EXPECTED = {
     "bad-device.yaml": ":2:9: device 'tpu' is not one of cpu, cuda, cuda:N, mps, auto",
     "bad-regex.yaml": ":4:41: 'match' in 'raises' of step 1 is not a valid regular expression",
     "binary.yaml": ": this is a binary file, not a YAML scenario",
-    "colon-step.yaml": ":3:5: step 1 has no 'run'; YAML read the step as a mapping because it contains ': '. Quote the step",
+    "colon-step.yaml": (
+        ":3:5: step 1 has no 'run'; YAML read the step as a mapping because it contains ': '. Quote"
+        " the step"
+    ),
     "comment-only.yaml": ": the file is empty",
     "duplicate-key.yaml": ":2:1: duplicate key 'title' (first given on line 1)",
     "duplicate-variants.yaml": ":4:3: duplicate key 'one' (first given on line 3)",
     "empty-run.yaml": ":3:10: 'run' of step 1 is empty",
     "empty-steps.yaml": ":2:8: 'steps' is empty",
     "empty.yaml": ": the file is empty",
-    "expect-syntax.yaml": ":5:9: an expectation of step 1 is not a valid Python expression: invalid syntax",
+    "expect-syntax.yaml": (
+        ":5:9: an expectation of step 1 is not a valid Python expression: invalid syntax"
+    ),
     "missing-steps.yaml": ":1:1: the scenario has no 'steps'",
     "missing-title.yaml": ":1:1: the scenario has no 'title'",
     "not-utf8.yaml": ":1:8: the file is not valid UTF-8 text",
     "placeholder-missing.yaml": ":7:9: placeholder ${alias} has no value in variant 'two'",
-    "placeholder-no-variants.yaml": ":3:9: placeholder ${x} is used but the scenario has no 'variants'",
+    "placeholder-no-variants.yaml": (
+        ":3:9: placeholder ${x} is used but the scenario has no 'variants'"
+    ),
     "python-tag.yaml": ":3:5: YAML tags such as !!python/... are not allowed",
-    "raises-unknown-variant.yaml": ":7:14: 'raises' of step 2 names an unknown variant 'detatch'; did you mean 'detach'?",
+    "raises-unknown-variant.yaml": (
+        ":7:14: 'raises' of step 2 names an unknown variant 'detatch'; did you mean 'detach'?"
+    ),
     "seed-not-int.yaml": ":2:7: 'seed' must be a whole number, not a string",
     "step-syntax.yaml": ":6:11: step 2 is not valid Python: '(' was never closed",
     "steps-not-list.yaml": ":2:8: 'steps' must be a list of steps, not a string",
     "title-not-string.yaml": ":1:8: 'title' must be a string, not a list",
-    "top-level-list.yaml": ":1:1: a scenario file must be a mapping with 'title' and 'steps', not a list",
-    "unknown-key.yaml": ":2:1: unknown key 'descripton' in the scenario; did you mean 'description'?",
+    "top-level-list.yaml": (
+        ":1:1: a scenario file must be a mapping with 'title' and 'steps', not a list"
+    ),
+    "unknown-key.yaml": (
+        ":2:1: unknown key 'descripton' in the scenario; did you mean 'description'?"
+    ),
     "unknown-step-key.yaml": ":4:5: unknown key 'expects' in step 1; did you mean 'expect'?",
-    "variant-number.yaml": ":3:11: the value of 'lr' in variant 'a' must be a string, not a number; quote it",
+    "variant-number.yaml": (
+        ":3:11: the value of 'lr' in variant 'a' must be a string, not a number; quote it"
+    ),
     "variant-reserved.yaml": ":3:3: a variant cannot be named 'type'",
-    "tab-after-key.yaml": ":3:9: a tab stands where YAML takes spaces; YAML indents and separates with spaces only: replace the tab with spaces",
-    "tab-indent.yaml": ":3:1: a tab indents this line; YAML indents and separates with spaces only: replace the tab with spaces",
-    "yaml-syntax.yaml": ":5:1: invalid YAML: expected ',' or ']', but got '<stream end>' (while parsing a flow sequence that starts at line 4, column 5)",
-    "yaml-indentation.yaml": ":5:3: bad indentation: the line 'raises: RuntimeError' does not line up with the list that starts at line 3, column 3",
-    "raises-misspelled.yaml": ":4:13: 'raises' of step 1: 'RunTimeError' is not an exception class of Python or torch; did you mean 'RuntimeError'?",
-    "warns-misspelled.yaml": ":4:19: 'warns' of step 1: 'UserWarnin' is not a warning class of Python or torch; did you mean 'UserWarning'?",
-    "expect-assignment.yaml": ":4:21: an expectation of step 1 is not a valid Python expression: an expectation is an expression that must come out true, and '=' assigns; compare with '==': a.sum() == 2",
-    "step-indentation.yaml": ":6:7: step 2 is not valid Python: expected an indented block after 'if' statement on line 5",
-    "expect-variant-list.yaml": ":9:9: each item of 'expect' of step 2 must be an expression, not a mapping; to expect by variant, drop the '- '",
+    "tab-after-key.yaml": (
+        ":3:9: a tab stands where YAML takes spaces; YAML indents and separates with spaces only:"
+        " replace the tab with spaces"
+    ),
+    "tab-indent.yaml": (
+        ":3:1: a tab indents this line; YAML indents and separates with spaces only: replace the"
+        " tab with spaces"
+    ),
+    "yaml-syntax.yaml": (
+        ":5:1: invalid YAML: expected ',' or ']', but got '<stream end>' (while parsing a flow"
+        " sequence that starts at line 4, column 5)"
+    ),
+    "yaml-indentation.yaml": (
+        ":5:3: bad indentation: the line 'raises: RuntimeError' does not line up with the list that"
+        " starts at line 3, column 3"
+    ),
+    "raises-misspelled.yaml": (
+        ":4:13: 'raises' of step 1: 'RunTimeError' is not an exception class of Python or torch;"
+        " did you mean 'RuntimeError'?"
+    ),
+    "warns-misspelled.yaml": (
+        ":4:19: 'warns' of step 1: 'UserWarnin' is not a warning class of Python or torch; did you"
+        " mean 'UserWarning'?"
+    ),
+    "expect-assignment.yaml": (
+        ":4:21: an expectation of step 1 is not a valid Python expression: an expectation is an"
+        " expression that must come out true, and '=' assigns; compare with '==': a.sum() == 2"
+    ),
+    "step-indentation.yaml": (
+        ":6:7: step 2 is not valid Python: expected an indented block after 'if' statement on"
+        " line 5"
+    ),
+    "expect-variant-list.yaml": (
+        ":9:9: each item of 'expect' of step 2 must be an expression, not a mapping; to expect by"
+        " variant, drop the '- '"
+    ),
     # Python files and notebooks (tensortrace/scenario/pyfile.py, notebook.py)
     "binary.py": ": this is a binary file, not a Python file",
     "comment-only.py": ": the file has no statements to run",
     "empty.py": ": the file is empty; write at least one Python statement",
-    "ideographic-space.py": ":14:1: the file is not valid Python: the line has a U+3000 ideographic space at the start of the line "
-    "(common in code copied from Chinese or Japanese web pages), which Python does not take as a space; replace it with ordinary spaces",
+    "ideographic-space.py": (
+        ":14:1: the file is not valid Python: the line has a U+3000 ideographic space at the start"
+        " of the line (common in code copied from Chinese or Japanese web pages), which Python does"
+        " not take as a space; replace it with ordinary spaces"
+    ),
     "not-utf8.py": ":2:9: the file is not valid UTF-8 text; save it as UTF-8",
-    "py-raises-misspelled.py": ":2:11: '# raises:' of step 2: 'RunTimeError' is not an exception class of Python or torch; did you mean 'RuntimeError'?",
+    "py-raises-misspelled.py": (
+        ":2:11: '# raises:' of step 2: 'RunTimeError' is not an exception class of Python or torch;"
+        " did you mean 'RuntimeError'?"
+    ),
     "py-syntax.py": ":2:5: the file is not valid Python: '(' was never closed",
-    "stray-directive.py": ":2:17: '# expect:' applies to the statement directly below it, and this one has none",
-    "tabs-and-spaces.py": ":4:1: the file is not valid Python: inconsistent use of tabs and spaces in indentation; indent with spaces only",
+    "stray-directive.py": (
+        ":2:17: '# expect:' applies to the statement directly below it, and this one has none"
+    ),
+    "tabs-and-spaces.py": (
+        ":4:1: the file is not valid Python: inconsistent use of tabs and spaces in indentation;"
+        " indent with spaces only"
+    ),
     "unexpected-indent.py": ":1:5: the file is not valid Python: unexpected indent",
     "empty.ipynb": ": the file is empty; write a notebook with at least one code cell",
     "not-a-notebook.ipynb": ": this JSON is not a Jupyter notebook: it has no list of 'cells'",
-    "not-json.ipynb": ":3:1: the notebook is not valid JSON: Expecting property name enclosed in double quotes",
-    "notebook-expect.ipynb": ": cell 2, line 1, column 19: an expectation of step 2 is not a valid Python expression: an expectation is an expression "
-    "that must come out true, and '=' assigns; compare with '==': a.sum() == 3",
+    "not-json.ipynb": (
+        ":3:1: the notebook is not valid JSON: Expecting property name enclosed in double quotes"
+    ),
+    "notebook-expect.ipynb": (
+        ": cell 2, line 1, column 19: an expectation of step 2 is not a valid Python expression: an"
+        " expectation is an expression that must come out true, and '=' assigns; compare with '==':"
+        " a.sum() == 3"
+    ),
     "notebook-no-code.ipynb": ": the notebook has no code cells to run",
-    "notebook-syntax.ipynb": ": cell 4, line 2, column 5: cell 4 is not valid Python: '(' was never closed",
+    "notebook-syntax.ipynb": (
+        ": cell 4, line 2, column 5: cell 4 is not valid Python: '(' was never closed"
+    ),
 }
 
 
@@ -93,7 +153,8 @@ def test_an_exception_class_the_scenario_defines_may_be_declared():
 
 def test_an_imported_exception_class_may_be_declared():
     scenario = _load(
-        "title: t\nsteps:\n  - run: from json import JSONDecodeError as Bad\n    raises: {all: Bad}\nvariants: {a: {}}\n"
+        "title: t\nsteps:\n  - run: from json import JSONDecodeError as Bad\n    raises: {all:"
+        " Bad}\nvariants: {a: {}}\n"
     )
     assert scenario.steps[0].raises["all"].type == "Bad"
 
@@ -118,11 +179,17 @@ def test_dotted_and_builtin_exception_names_that_resolve_are_accepted(name):
         ("raises: torch.ones", "4:13: 'raises' of step 1: 'torch.ones' is not an exception class"),
         (
             "warns: RuntimeError",
-            "4:12: 'warns' of step 1: 'RuntimeError' is not a warning class; did you mean 'RuntimeWarning'?",
+            (
+                "4:12: 'warns' of step 1: 'RuntimeError' is not a warning class; did you mean"
+                " 'RuntimeWarning'?"
+            ),
         ),
         (
             "raises: {type: Exeption, match: x}",
-            "4:20: 'raises' of step 1: 'Exeption' is not an exception class of Python or torch; did you mean 'Exception'?",
+            (
+                "4:20: 'raises' of step 1: 'Exeption' is not an exception class of Python or torch;"
+                " did you mean 'Exception'?"
+            ),
         ),
     ],
 )
@@ -135,7 +202,10 @@ def test_a_declared_name_that_names_no_such_class_is_refused_at_load(declaration
 def test_a_lone_equals_sign_in_a_multi_line_step_keeps_the_plain_syntax_error():
     with pytest.raises(
         ScenarioError,
-        match=r"s.yaml:3:\d+: an expectation of step 1 is not a valid Python expression: invalid syntax$",
+        match=(
+            r"s.yaml:3:\d+: an expectation of step 1 is not a valid Python expression: invalid"
+            r" syntax$"
+        ),
     ):
         _load("title: t\nsteps:\n  - {run: a = 1, expect: [a = = 1]}\n")
 

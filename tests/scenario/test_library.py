@@ -246,7 +246,10 @@ def test_wheel_installs_into_a_fresh_venv_and_runs_the_bundled_library(tmp_path)
         [
             str(python),
             "-c",
-            "import pathlib, tensortrace; print(pathlib.Path(tensortrace.__file__).resolve().parent)",
+            (
+                "import pathlib, tensortrace;"
+                " print(pathlib.Path(tensortrace.__file__).resolve().parent)"
+            ),
         ],
         capture_output=True,
         text=True,
@@ -269,8 +272,10 @@ def test_wheel_installs_into_a_fresh_venv_and_runs_the_bundled_library(tmp_path)
         [
             str(python),
             "-c",
-            "from tensortrace.record.explain import explain; "
-            "print(explain('RuntimeError', 'Trying to backward through the graph a second time').topic)",
+            (
+                "from tensortrace.record.explain import explain; print(explain('RuntimeError',"
+                " 'Trying to backward through the graph a second time').topic)"
+            ),
         ],
         capture_output=True,
         text=True,

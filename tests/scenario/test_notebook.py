@@ -1,4 +1,5 @@
-"""Notebooks as scenarios: cells as steps, markdown as notes, IPython syntax, cell-and-line messages."""
+"""Notebooks as scenarios: cells as steps, markdown as notes, IPython syntax, cell-and-line
+messages."""
 
 from __future__ import annotations
 
@@ -141,9 +142,11 @@ def test_safe_mode_refuses_ipython_syntax_naming_cell_and_line(tmp_path):
     path = write_notebook(tmp_path / "nb.ipynb", MAGICS)
     result = cli("run", str(path))
     assert result.returncode == 2
-    assert result.stderr.strip() == (
-        f"tensortrace: {path}: cell 2, line 1, column 1: '%matplotlib inline' is an IPython line magic, not Python; "
-        "safe mode refuses the notebook; remove it, or use --trust to skip it"
+    assert (
+        result.stderr.strip()
+        == f"tensortrace: {path}: cell 2, line 1, column 1: '%matplotlib inline' is an IPython line"
+        " magic, not Python; safe mode refuses the notebook; remove it, or use --trust to"
+        " skip it"
     )
 
 
@@ -201,7 +204,8 @@ def test_without_nbformat_the_message_says_what_to_install(monkeypatch):
         loads_scenario('{"cells": []}', path="nb.ipynb")
     assert (
         str(info.value)
-        == "nb.ipynb: reading notebooks needs the nbformat package, which is not installed; install it with: pip install 'tensortrace[notebook]'"
+        == "nb.ipynb: reading notebooks needs the nbformat package, which is not installed; install"
+        " it with: pip install 'tensortrace[notebook]'"
     )
 
 
@@ -225,11 +229,17 @@ def test_convert_keeps_the_notices_of_skipped_lines(tmp_path):
     "text",
     [
         # nbformat 4.2: no cell ids (nbformat would warn; nothing may reach the user's stderr)
-        '{"cells": [{"cell_type": "code", "execution_count": null, "metadata": {}, "outputs": [], '
-        '"source": ["a = torch.ones(2)\\n", "print(a)"]}], "metadata": {}, "nbformat": 4, "nbformat_minor": 2}',
+        (
+            '{"cells": [{"cell_type": "code", "execution_count": null, "metadata": {}, "outputs":'
+            ' [], "source": ["a = torch.ones(2)\\n", "print(a)"]}], "metadata": {}, "nbformat": 4,'
+            ' "nbformat_minor": 2}'
+        ),
         # nbformat 3: worksheets, and 'input' for the code
-        '{"metadata": {"name": "old"}, "nbformat": 3, "nbformat_minor": 0, "worksheets": [{"cells": [{"cell_type": "code", '
-        '"input": "a = torch.ones(2)\\nprint(a)", "language": "python", "metadata": {}, "outputs": []}], "metadata": {}}]}',
+        (
+            '{"metadata": {"name": "old"}, "nbformat": 3, "nbformat_minor": 0, "worksheets":'
+            ' [{"cells": [{"cell_type": "code", "input": "a = torch.ones(2)\\nprint(a)",'
+            ' "language": "python", "metadata": {}, "outputs": []}], "metadata": {}}]}'
+        ),
     ],
     ids=["v4.2", "v3"],
 )

@@ -147,7 +147,8 @@ def test_the_module_docstring_gives_title_and_description_and_is_no_step():
 
 def test_comments_right_above_the_first_import_are_the_header():
     scenario = _load(
-        "#!/usr/bin/env python\n# -*- coding: utf-8 -*-\n# clone vs detach\n# in two steps\nimport torch\na = torch.ones(2)\n"
+        "#!/usr/bin/env python\n# -*- coding: utf-8 -*-\n# clone vs detach\n# in two steps\nimport"
+        " torch\na = torch.ones(2)\n"
     )
     assert (scenario.title, scenario.description) == ("clone vs detach", "in two steps")
     assert scenario.steps[0].note is None
@@ -175,7 +176,10 @@ def test_an_indented_comment_above_a_statement_is_not_its_note():
         ),
         (
             "b = 2  # expect: b == 2\n",
-            "snippet.py:1:8: '# expect:' applies to the statement directly below it, and this one has none",
+            (
+                "snippet.py:1:8: '# expect:' applies to the statement directly below it, and this"
+                " one has none"
+            ),
         ),
         (
             "for i in range(2):\n    # expect: i == 1\n    pass\n",
@@ -183,7 +187,10 @@ def test_an_indented_comment_above_a_statement_is_not_its_note():
         ),
         (
             "# raises: RunTimeError\na = 1\n",
-            "snippet.py:1:11: '# raises:' of step 1: 'RunTimeError' is not an exception class of Python or torch; did you mean 'RuntimeError'?",
+            (
+                "snippet.py:1:11: '# raises:' of step 1: 'RunTimeError' is not an exception class"
+                " of Python or torch; did you mean 'RuntimeError'?"
+            ),
         ),
         (
             "# raises: RuntimeError, match: (\na = 1\n",
@@ -191,7 +198,10 @@ def test_an_indented_comment_above_a_statement_is_not_its_note():
         ),
         (
             "# raises: RuntimeError, mtch: x\na = 1\n",
-            "snippet.py:1:25: '# raises:' of step 1: after the class name, write ', match: <regular expression>'",
+            (
+                "snippet.py:1:25: '# raises:' of step 1: after the class name, write ', match:"
+                " <regular expression>'"
+            ),
         ),
         (
             "# warns: RuntimeError\na = 1\n",
@@ -261,8 +271,8 @@ def test_an_expectation_that_fails_fails_check(tmp_path):
 def test_warnings_and_errors_carry_the_files_line(tmp_path):
     path = tmp_path / "lines.py"
     path.write_text(
-        "import warnings\n\na = torch.ones(2)\n\n\nif a.sum() > 0:\n    warnings.warn('careful')\n\n\n"
-        "b = 0\nif True:\n    b = 1\n    raise ValueError('no')\n",
+        "import warnings\n\na = torch.ones(2)\n\n\nif a.sum() > 0:\n   "
+        " warnings.warn('careful')\n\n\nb = 0\nif True:\n    b = 1\n    raise ValueError('no')\n",
         encoding="utf-8",
     )
     steps = trace_of(path, "--trust")["steps"]
@@ -289,7 +299,8 @@ def test_steps_and_formats_work_on_a_python_file():
 
 
 def _outcomes(trace):
-    """What a run showed, step by step: status, error type, stdout, and each tensor's version and storage."""
+    """What a run showed, step by step: status, error type, stdout, and each tensor's version and
+    storage."""
     return [
         (
             s["status"],
@@ -385,7 +396,8 @@ def test_the_kernels_wall_lets_the_child_read_the_scenario_file_and_not_its_neig
         notebook = nbformat.v4.new_notebook()
         notebook.cells = [nbformat.v4.new_code_cell(r) for r in reads]
         nbformat.write(notebook, str(path))
-    # plain Python inside the wall: safe mode's checks would refuse open() before the kernel is asked
+    # plain Python inside the wall: safe mode's checks would refuse open() before the kernel is
+    # asked
     (trace,) = run_all([load_scenario(path)], safe=False, confine=True)
     assert (
         trace.environment.confinement is not None
@@ -420,11 +432,18 @@ def test_a_python_file_over_the_step_limit_is_refused(tmp_path):
     [
         (
             "if True:\n\u3000\u3000b = 2\n",
-            "snippet.py:2:1: the file is not valid Python: the line has a U+3000 ideographic space at the start of the line (common in code copied from Chinese or Japanese web pages)",
+            (
+                "snippet.py:2:1: the file is not valid Python: the line has a U+3000 ideographic"
+                " space at the start of the line (common in code copied from Chinese or Japanese"
+                " web pages)"
+            ),
         ),
         (
             "a\u00a0= 1\n",
-            "snippet.py:1:2: the file is not valid Python: the line has a U+00A0 no-break space, which Python does not take as a space; replace it with ordinary spaces",
+            (
+                "snippet.py:1:2: the file is not valid Python: the line has a U+00A0 no-break"
+                " space, which Python does not take as a space; replace it with ordinary spaces"
+            ),
         ),
         (
             "x = '\u3000' + (\n",
@@ -463,7 +482,8 @@ def test_convert_writes_a_literal_dollar_brace_as_yaml_spells_it(tmp_path):
 def test_a_yaml_scenario_without_variants_reads_dollar_dollar_brace_as_a_literal(tmp_path):
     path = tmp_path / "literal.yaml"
     path.write_text(
-        "title: literal\nsteps:\n  - run: print('$${x}')\n    expect: [\"'$${x}' == '$' + '{x}'\"]\n",
+        "title: literal\nsteps:\n  - run: print('$${x}')\n    expect: [\"'$${x}' == '$' +"
+        " '{x}'\"]\n",
         encoding="utf-8",
     )
     result = cli("run", str(path), "--format", "json")

@@ -42,9 +42,8 @@ def test_a_huge_exception_message_is_cut_in_the_child(tmp_path: Path) -> None:
 
 def test_many_warnings_are_counted_not_all_recorded(tmp_path: Path) -> None:
     text = (
-        "title: t\nsteps:\n"
-        "  - run: |\n      import warnings\n      for i in range(5000):\n          warnings.warn(f'w{i}')\n"
-        "    warns: {type: UserWarning, match: w4999}\n"
+        "title: t\nsteps:\n  - run: |\n      import warnings\n      for i in range(5000):\n        "
+        "  warnings.warn(f'w{i}')\n    warns: {type: UserWarning, match: w4999}\n"
     )
     step = trace_of(text, tmp_path, safe=False).steps[0]
     assert len(step.warnings) == MAX_WARNINGS + 1
@@ -57,9 +56,8 @@ def test_many_warnings_are_counted_not_all_recorded(tmp_path: Path) -> None:
 
 def test_an_exception_whose_str_fails_is_recorded_as_python_prints_it(tmp_path: Path) -> None:
     text = (
-        "title: t\nsteps:\n"
-        "  - run: |\n      class Bad(Exception):\n          def __str__(self):\n              raise RuntimeError('no')\n      raise Bad()\n"
-        "  - a = torch.ones(1)\n"
+        "title: t\nsteps:\n  - run: |\n      class Bad(Exception):\n          def __str__(self):\n "
+        "             raise RuntimeError('no')\n      raise Bad()\n  - a = torch.ones(1)\n"
     )
     trace = trace_of(text, tmp_path)
     assert trace.steps[0].error.type == "Bad"

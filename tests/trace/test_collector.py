@@ -1,4 +1,5 @@
-"""The garbage collector around long-lived objects: paused, and frozen only in the command's own process."""
+"""The garbage collector around long-lived objects: paused, and frozen only in the command's own
+process."""
 
 import gc
 import subprocess
@@ -35,7 +36,8 @@ def test_in_a_library_process_long_lived_only_pauses_and_restores():
 
 
 def test_in_the_commands_own_process_what_it_imports_is_frozen():
-    out = _in_a_process("""
+    out = _in_a_process(
+        """
         import gc
         from tensortrace.trace import collector
         collector.own_process()
@@ -43,14 +45,16 @@ def test_in_the_commands_own_process_what_it_imports_is_frozen():
         with collector.long_lived():
             import tensortrace.render.console
         print(gc.get_freeze_count() > before + 1000, gc.isenabled())
-    """)
+    """
+    )
     assert out == "True True"
 
 
 def test_the_command_freezes_its_modules_and_still_collects_garbage():
     # The entry point imports the command line under long_lived; cycles made
     # after that are still collected.
-    out = _in_a_process("""
+    out = _in_a_process(
+        """
         import gc, sys, weakref
         sys.argv = ["tensortrace", "--version"]
         import tensortrace.__main__ as entry
@@ -65,13 +69,16 @@ def test_the_command_freezes_its_modules_and_still_collects_garbage():
         gone = weakref.ref(a)
         del a, b
         gc.collect()
-        print(gc.get_freeze_count() > 1000, gc.isenabled(), gone() is None, "tensortrace.cli.main" in sys.modules)
-    """)
+        print(gc.get_freeze_count() > 1000, gc.isenabled(), gone() is None,
+              "tensortrace.cli.main" in sys.modules)
+    """
+    )
     assert out.splitlines()[-1] == "True True True True"
 
 
 def test_a_renderer_is_imported_long_lived_once_and_later_calls_freeze_nothing():
-    out = _in_a_process("""
+    out = _in_a_process(
+        """
         import gc
         from tensortrace.trace import collector
         from tensortrace.render import renderer
@@ -82,5 +89,6 @@ def test_a_renderer_is_imported_long_lived_once_and_later_calls_freeze_nothing()
         kept = [[n] for n in range(1000)]  # the caller's objects, made after the import
         renderer("console")
         print(first > before + 1000, gc.get_freeze_count() == first, gc.is_tracked(kept[0]))
-    """)
+    """
+    )
     assert out == "True True True"

@@ -1,4 +1,5 @@
-"""Nothing the parent reads is trusted: the pipe from the child and saved traces are typed, bounded and
+"""Nothing the parent reads is trusted: the pipe from the child and saved traces are typed, bounded
+and
 checked, and anything else is one clean refusal naming the field."""
 
 from __future__ import annotations
@@ -369,7 +370,8 @@ try:
         del data
 except EventError as exc:
     why = str(exc)
-print(json.dumps({"grew_mib": (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) / 1024, "why": why}))
+grew = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base
+print(json.dumps({"grew_mib": grew / 1024, "why": why}))
 """
 
 
@@ -409,8 +411,9 @@ def test_the_trace_package_imports_nothing_else_of_tensortrace_nor_torch_nor_ric
                     for a in node.names
                 ), path.name
     code = (
-        "import sys, tensortrace.trace.wire, tensortrace.trace.schema, tensortrace.trace.document; "
-        "assert not {'torch', 'rich', 'yaml'} & set(sys.modules), sorted({'torch', 'rich', 'yaml'} & set(sys.modules))"
+        "import sys, tensortrace.trace.wire, tensortrace.trace.schema, tensortrace.trace.document;"
+        " assert not {'torch', 'rich', 'yaml'} & set(sys.modules), sorted({'torch', 'rich', 'yaml'}"
+        " & set(sys.modules))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

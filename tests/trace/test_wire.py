@@ -1,4 +1,5 @@
-"""A graph as the pipe carries it (columns) and as ``--format json`` writes it (one line per node)."""
+"""A graph as the pipe carries it (columns) and as ``--format json`` writes it
+(one line per node)."""
 
 from __future__ import annotations
 
