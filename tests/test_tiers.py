@@ -18,7 +18,8 @@ def test_every_slow_test_names_a_test_of_its_file() -> None:
         file, prefix = entry.split("::")
         tree = ast.parse((TESTS / file).read_text(encoding="utf-8"))
         names = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]
-        if not any(name.startswith(prefix) for name in names):
+        function = prefix.split("[")[0]  # a prefix may name some parameters
+        if not any(name.startswith(function) for name in names):
             missing.append(entry)
     assert missing == []
 
@@ -27,3 +28,16 @@ def test_test_files_sit_in_the_folder_of_their_stage() -> None:
     """Only the shape tests stay at the top; a stage's tests live in its folder."""
     top = sorted(p.name for p in TESTS.glob("test_*.py"))
     assert top == ["test_architecture.py", "test_tiers.py"]
+
+
+def test_the_readme_names_both_tiers_and_ci_runs_the_whole_suite() -> None:
+    readme = (TESTS.parent / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Development") :]
+    commands = section[: section.index("```\n", section.index("```sh") + 5)]
+    ci = (TESTS.parent / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    [whole] = [line for line in ci if line.startswith("python -m pytest")]
+    assert "-m" not in whole.split()[3:] and " tests/" not in whole, whole  # no tier, no subset
+    assert 'python -m pytest -n auto -m "not slow"' in commands
+    assert "python -m pytest -n auto " in commands
+    assert {"ruff check .", "ruff format --check ."} <= set(ci)
+
