@@ -4,6 +4,7 @@ renamed or moved module cannot drop out of the slow mark (and into the fast tier
 from __future__ import annotations
 
 import ast
+import re
 
 from conftest import SLOW_MODULES, SLOW_TESTS, TESTS
 
@@ -41,3 +42,16 @@ def test_the_readme_names_both_tiers_and_ci_runs_the_whole_suite() -> None:
     assert "python -m pytest -n auto " in commands
     assert {"ruff check .", "ruff format --check ."} <= set(ci)
 
+
+def test_every_test_file_the_docs_and_code_name_exists() -> None:
+    """docs/, the README and the package's docstrings point readers at the tests that show
+    a promise; a moved test module must not leave them pointing at nothing."""
+    root = TESTS.parent
+    texts = [root / "README.md", root / "pyproject.toml", *(root / "docs").glob("*.md")]
+    texts += [*(root / "tensortrace").rglob("*.py"), *(root / "tensortrace").rglob("*.yaml")]
+    named = {
+        (path.relative_to(root).as_posix(), found)
+        for path in texts
+        for found in re.findall(r"tests/[\w/]*test_\w+\.py", path.read_text(encoding="utf-8"))
+    }
+    assert sorted((where, found) for where, found in named if not (root / found).is_file()) == []
