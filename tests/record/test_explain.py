@@ -16,7 +16,7 @@ import textwrap
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Tuple
+from typing import Callable, Dict, List, Sequence, Tuple
 
 import numpy as np
 import pytest
@@ -52,26 +52,41 @@ def warned(fn: Callable[[], object]) -> Tuple[str, str]:
     return caught[0].category.__name__, str(caught[0].message)
 
 
+FROM_NUMPY_READ_ONLY = """
+arr = np.ones(3)
+arr.flags.writeable = False
+torch.from_numpy(arr)
+"""
+FLOAT_OF_LEAF = "float(torch.ones(1, requires_grad=True))"
+# Each of these warnings torch gives only once per process, and each is a different one:
+# one new process gives the first of each (one import of torch instead of one per case).
+FRESH_PROCESS_CODES = (FROM_NUMPY_READ_ONLY, FLOAT_OF_LEAF)
+_fresh_warnings: Dict[str, Tuple[str, str]] = {}
+
+
 def warned_in_fresh_process(code: str) -> Tuple[str, str]:
-    """For warnings torch gives only once per process: run ``code`` in a new one."""
-    script = textwrap.dedent(
-        """
-        import json, sys, warnings
-        import numpy as np
-        import torch
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-        {indented}
-        first = caught[0]
-        print(json.dumps([first.category.__name__, str(first.message)]))
-        """
-    ).format(indented=textwrap.indent(textwrap.dedent(code), "    "))
+    """For warnings torch gives only once per process: the first warning ``code`` gives
+    in a new process (shared by every code of FRESH_PROCESS_CODES)."""
+    if code not in _fresh_warnings:
+        _fresh_warnings.update(zip(FRESH_PROCESS_CODES, _first_warnings(FRESH_PROCESS_CODES)))
+    return _fresh_warnings[code]
+
+
+def _first_warnings(codes: Sequence[str]) -> List[Tuple[str, str]]:
+    blocks = "".join(
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        '    warnings.simplefilter("always")\n'
+        + textwrap.indent(textwrap.dedent(code).strip("\n") + "\n", "    ")
+        + "firsts.append([caught[0].category.__name__, str(caught[0].message)])\n"
+        for code in codes
+    )
+    script = "import json, warnings\nimport numpy as np\nimport torch\nfirsts = []\n" + blocks
+    script += "print(json.dumps(firsts))\n"
     done = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=120
     )
     assert done.returncode == 0, done.stderr
-    name, message = json.loads(done.stdout.strip().splitlines()[-1])
-    return name, message
+    return [tuple(pair) for pair in json.loads(done.stdout.strip().splitlines()[-1])]
 
 
 def leaf(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
@@ -831,13 +846,7 @@ CASES = (
     Case("from-numpy-big-endian", err(from_numpy_big_endian), "from-numpy", ("byte order",)),
     Case(
         "from-numpy-read-only",
-        lambda: warned_in_fresh_process(
-            """
-            arr = np.ones(3)
-            arr.flags.writeable = False
-            torch.from_numpy(arr)
-            """
-        ),
+        lambda: warned_in_fresh_process(FROM_NUMPY_READ_ONLY),
         "from-numpy",
         ("read-only", "arr.copy()"),
     ),
@@ -987,7 +996,7 @@ CASES = (
     Case("if-on-tensor", err(if_on_tensor), "scalar-conversion", (".any()",)),
     Case(
         "float-of-leaf",
-        lambda: warned_in_fresh_process("float(torch.ones(1, requires_grad=True))"),
+        lambda: warned_in_fresh_process(FLOAT_OF_LEAF),
         "scalar-conversion",
         ("t.detach().item()",),
     ),
