@@ -6,9 +6,10 @@
 the bundled scenarios' (clone, detach, an in-place write, a view, a backward
 call...). Both runs trace the same scenario in this process (``--trust``, no
 child process, so that only the tracer is timed); they alternate, and the
-fastest of ``--repeat`` runs of each counts. The time is the process's CPU time per step (the machine may be
-shared; wall time would count other people's work): the step's code and
-the recording of its facts, which is what a user waits for.
+fastest of ``--repeat`` runs of each counts. The time is the process's CPU
+time per step (the machine may be shared; wall time would count other
+people's work): the step's code and the recording of its facts, which is
+what a user waits for.
 
 Goal: ours / baseline at most 1.5. A second line reports, without a goal,
 a run of small training steps (a dozen operations and a backward call each),
