@@ -2,13 +2,14 @@
 
 ``ops_and_flow``: recording what each step ran (calls and ATen operations,
 ``tensortrace.record.ops``) and the gradient flow of its backward calls
-(``tensortrace.record.flow``), on a 200-step scenario whose steps are like the bundled scenarios' (clone,
-detach, an in-place write, a view, a backward call...). Both runs trace the
-same scenario in this process (``--trust``, no child process, so that only
-the tracer is timed); they alternate, and the fastest of ``--repeat`` runs of
-each counts. The time is the process's CPU time per step (the machine may be
-shared; wall time would count other people's work): the step's code and
-the recording of its facts, which is what a user waits for.
+(``tensortrace.record.flow``), on a 200-step scenario whose steps are like
+the bundled scenarios' (clone, detach, an in-place write, a view, a backward
+call...). Both runs trace the same scenario in this process (``--trust``, no
+child process, so that only the tracer is timed); they alternate, and the
+fastest of ``--repeat`` runs of each counts. The time is the process's CPU
+time per step (the machine may be shared; wall time would count other
+people's work): the step's code and the recording of its facts, which is
+what a user waits for.
 
 Goal: ours / baseline at most 1.5. A second line reports, without a goal,
 a run of small training steps (a dozen operations and a backward call each),
@@ -79,7 +80,8 @@ def _per_step(scenario, steps: int, repeat: int):
 
 
 def ops_and_flow(steps: int = 200, repeat: int = 5, goal: float = 1.5) -> bool:
-    """Print ours/baseline/ratio/goal/ok for recording ops and flow; False when it misses by more than 50%.
+    """Print ours/baseline/ratio/goal/ok for recording ops and flow; False when it misses by more
+    than 50%.
 
     A second line, without a goal, says the same for a 200-step run of small
     training steps, where every step is a dozen operations and a backward call.
@@ -88,8 +90,9 @@ def ops_and_flow(steps: int = 200, repeat: int = 5, goal: float = 1.5) -> bool:
     ratio = ours / baseline
     ok = ratio <= goal
     print(
-        f"ops+flow recording, {steps} library-like steps: ours {ours * 1e3:.3f} ms/step  baseline {baseline * 1e3:.3f} ms/step  "
-        f"ratio {ratio:.2f}  goal <= {goal}  {'ok' if ok else 'NOT OK'}"
+        f"ops+flow recording, {steps} library-like steps: ours {ours * 1e3:.3f} ms/step  baseline"
+        f" {baseline * 1e3:.3f} ms/step  ratio {ratio:.2f}  goal <= {goal} "
+        f" {'ok' if ok else 'NOT OK'}"
     )
     ok = (
         ratio <= goal * 1.5

@@ -72,7 +72,8 @@ def main() -> None:
     plain = measure("untraced", args.elements)
     print(f"elements: {args.elements:,} (float32, {args.elements * 4 / 2**20:,.0f} MiB per tensor)")
     print(
-        f"untraced: peak {plain['peak_kb'] / 1024:,.0f} MiB, after import {plain['base_kb'] / 1024:,.0f} MiB"
+        f"untraced: peak {plain['peak_kb'] / 1024:,.0f} MiB, after import"
+        f" {plain['base_kb'] / 1024:,.0f} MiB"
     )
     worst = 0.0
     for mode in ("trust", "safe"):

@@ -354,7 +354,8 @@ def w_graph(nodes: str, repeat: str) -> dict:
 
 
 def w_check(repeat: str) -> dict:
-    """Each bundled scenario through the runner, in order, as ``tensortrace check`` runs them: its fastest round per variant."""
+    """Each bundled scenario through the runner, in order, as ``tensortrace check`` runs them: its
+    fastest round per variant."""
     from tensortrace.scenario.library import bundled_names, bundled_path
     from tensortrace.run import runner
     from tensortrace.run.runner import run_all
@@ -406,8 +407,8 @@ class Table:
         mark = "yes" if ok else ("NO (fails)" if name in self.failed else "no (within noise)")
         goal_text = f"<={goal:g}{unit}" if absolute else f"<={goal:g}x"
         print(
-            f"{name:<16}{_fmt(ours, unit):>12}{_fmt(peer, unit):>12}{ratio:>8.2f}x  {goal_text:<10}{mark}"
-            + (f"  {note}" if note else ""),
+            f"{name:<16}{_fmt(ours, unit):>12}{_fmt(peer, unit):>12}{ratio:>8.2f}x "
+            f" {goal_text:<10}{mark}" + (f"  {note}" if note else ""),
             flush=True,
         )
 
@@ -424,8 +425,10 @@ def main() -> int:
     parser.add_argument("--code", help="measure the tensortrace checked out in this folder")
     parser.add_argument(
         "--only",
-        help="comma-separated row groups: startup,render,steps,cli,"
-        "snoop,console,render-size,growth,graph,mem,check",
+        help=(
+            "comma-separated row groups: startup,render,steps,cli,"
+            "snoop,console,render-size,growth,graph,mem,check"
+        ),
     )
     parser.add_argument(
         "--no-fail",
@@ -665,7 +668,8 @@ def main() -> int:
 
     if table.failed:
         print(
-            f"FAILED (past the goal by more than {SLACK:g}x, or did not pass): {', '.join(table.failed)}"
+            f"FAILED (past the goal by more than {SLACK:g}x, or did not pass):"
+            f" {', '.join(table.failed)}"
         )
         return 0 if args.no_fail else 1
     return 0

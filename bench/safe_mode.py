@@ -47,7 +47,8 @@ def main() -> None:
 
     scenario = tensortrace.load_scenario(resolve_target(args.scenario))
     print(
-        f"scenario: {args.scenario} ({len(scenario.steps)} steps, {len(scenario.resolved())} variant(s))"
+        f"scenario: {args.scenario} ({len(scenario.steps)} steps,"
+        f" {len(scenario.resolved())} variant(s))"
     )
 
     lib = {True: [], False: []}
@@ -61,7 +62,8 @@ def main() -> None:
             lib[safe].append(time.perf_counter() - start)
     safe_ms, trust_ms = statistics.median(lib[True]) * 1e3, statistics.median(lib[False]) * 1e3
     print(
-        f"library:      safe {safe_ms:7.2f} ms   trust {trust_ms:7.2f} ms   ratio {safe_ms / trust_ms:.3f}"
+        f"library:      safe {safe_ms:7.2f} ms   trust {trust_ms:7.2f} ms   ratio"
+        f" {safe_ms / trust_ms:.3f}"
     )
 
     wall_cost(scenario, args.repeat)
@@ -117,11 +119,13 @@ def wall_cost(scenario, repeat: int) -> None:
     added = with_ms - without_ms
     setup_ms = statistics.median(setup) * 1e3
     print(
-        f"kernel wall:  confined {with_ms:7.2f} ms   unconfined {without_ms:7.2f} ms   added {added:6.2f} ms per scenario"
+        f"kernel wall:  confined {with_ms:7.2f} ms   unconfined {without_ms:7.2f} ms   added"
+        f" {added:6.2f} ms per scenario"
     )
     print(f"kernel wall:  confine() itself {setup_ms:6.2f} ms (median of {len(setup)} children)")
     print(
-        f"kernel wall adds {max(added, setup_ms):.1f} ms: {'within' if max(added, setup_ms) <= 50 else 'OVER'} the 50 ms target"
+        f"kernel wall adds {max(added, setup_ms):.1f} ms:"
+        f" {'within' if max(added, setup_ms) <= 50 else 'OVER'} the 50 ms target"
     )
 
 

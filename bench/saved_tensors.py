@@ -94,8 +94,8 @@ def saved_tensors(nodes: int, repeat: int) -> float:
 
         base, timed = _compare(without, with_facts, repeat)
         print(
-            f"saved tensors, {nodes:,}-node graph, {label}: {base:.2f} s without, {timed:.2f} s with (CPU): "
-            f"ratio {timed / base:.2f}" + (" (target <= 2.0)" if not ratio else "")
+            f"saved tensors, {nodes:,}-node graph, {label}: {base:.2f} s without, {timed:.2f} s"
+            f" with (CPU): ratio {timed / base:.2f}" + (" (target <= 2.0)" if not ratio else "")
         )
         ratio = ratio or timed / base
     return ratio

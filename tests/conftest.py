@@ -13,14 +13,15 @@ import textwrap
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Optional, Sequence, Union
+from typing import List, Mapping, Optional, Sequence, Tuple, Union
 
 import pytest
 
 import tensortrace
 from tensortrace.trace import Step, TensorState, Trace
 
-REPO = Path(__file__).resolve().parent.parent
+TESTS = Path(__file__).resolve().parent
+REPO = TESTS.parent
 
 
 def has_sandbox() -> bool:
@@ -67,6 +68,22 @@ def comparable(result: Trace) -> dict:
 
 def step_of(trace: Trace, index: int) -> Step:
     return trace.steps[index - 1]
+
+
+def fenced(path: Path, language: str) -> List[Tuple[int, str]]:
+    """(line of the opening fence, text) of every ```language block of ``path``."""
+    found, current, start = [], None, 0
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if current is None:
+            if line.strip() == f"```{language}":
+                current, start = [], number
+        elif line.strip() == "```":
+            found.append((start, "\n".join(current) + "\n"))
+            current = None
+        else:
+            current.append(line)
+    assert current is None, f"{path.name}: the ```{language} block at line {start} is not closed"
+    return found
 
 
 @pytest.fixture
@@ -212,50 +229,63 @@ def cli_process(
 # hypothesis at length; and single tests of a second or more in otherwise quick modules.
 # The whole suite (what CI runs) still runs them all.
 SLOW_MODULES = {
-    "test_limits.py",
-    "test_redteam_cli.py",
-    "test_graph_release.py",
-    "test_readme.py",
-    "test_python_docs.py",
-    "test_pyfile.py",
-    "test_properties.py",
-    "test_unwritten.py",
-    "test_render_prose.py",
-    "test_render_plaincode.py",
-    "test_tui.py",
-    "test_html_browser.py",
-    "test_doctor.py",
-    "test_render_hostile.py",
-    "test_trace_trust.py",
-    "test_confinement.py",
-    "test_sandbox_escapes.py",
-    "test_paths.py",
-    "test_bad_inputs.py",
-    "test_fidelity.py",
-    "test_jupyter.py",
+    "run/test_limits.py",
+    "sandbox/test_redteam_cli.py",
+    "record/test_graph_release.py",
+    "docs/test_readme.py",
+    "docs/test_python_docs.py",
+    "scenario/test_pyfile.py",
+    "cli/test_properties.py",
+    "record/test_unwritten.py",
+    "render/test_prose.py",
+    "render/test_plaincode.py",
+    "integrations/test_tui.py",
+    "render/test_html_browser.py",
+    "integrations/test_doctor.py",
+    "render/test_hostile.py",
+    "trace/test_trust.py",
+    "run/test_confine.py",
+    "sandbox/test_sandbox_escapes.py",
+    "cli/test_paths.py",
+    "scenario/test_bad_inputs.py",
+    "record/test_fidelity.py",
+    "integrations/test_jupyter.py",
 }
 SLOW_TESTS = (
-    "test_runner.py::test_a_compiling_scenario",
-    "test_runner.py::test_an_optimizer_scenario",
-    "test_runner.py::test_a_process_that_ran_parallel_work",
-    "test_runner.py::test_a_scenario_asking_for_threads_after_parallel_work",
-    "test_runner.py::test_a_scenario_without_optimizers",
-    "test_runner.py::test_recording_a_step_is_never_charged",
-    "test_library.py::test_wheel_installs",
-    "test_library.py::test_the_whole_library_passes_check",
-    "test_semantics.py::test_a_fifty_thousand_op_chain",
-    "test_explain.py::test_real_error_is_explained",
-    "test_explain.py::test_explain_never_raises",
-    "test_bounds.py::test_a_variant_bomb",
-    "test_cli.py::test_run_exits_1",
-    "test_cli.py::test_console_script_and_module_agree",
-    "test_cli.py::test_schema_command",
-    "test_saved.py::test_predictions_agree_with_backward",
+    "run/test_runner.py::test_a_compiling_scenario",
+    "run/test_runner.py::test_an_optimizer_scenario",
+    "run/test_runner.py::test_a_process_that_ran_parallel_work",
+    "run/test_runner.py::test_a_scenario_asking_for_threads_after_parallel_work",
+    "run/test_runner.py::test_a_scenario_without_optimizers",
+    "run/test_runner.py::test_recording_a_step_is_never_charged",
+    "scenario/test_library.py::test_wheel_installs",
+    "scenario/test_library.py::test_the_whole_library_passes_check",
+    "record/test_semantics.py::test_a_fifty_thousand_op_chain",
+    "record/test_explain.py::test_real_error_is_explained",
+    "record/test_explain.py::test_explain_never_raises",
+    "trace/test_bounds.py::test_a_variant_bomb",
+    "cli/test_cli.py::test_run_exits_1",
+    "cli/test_cli.py::test_console_script_and_module_agree",
+    "cli/test_cli.py::test_schema_command",
+    "record/test_saved.py::test_predictions_agree_with_backward",
+    "record/test_explain.py::test_every_data_entry_is_reached",  # provokes every error
+    "render/test_console_lines.py::test_any_text_draws_as_rich_draws_it",
+    "render/test_console_lines.py::test_pages_are_the_same_through_rich[svg",
+    "render/test_console_table.py::test_pages_are_the_same_through_the_table[svg",
+    "cli/test_cli.py::test_output_into_a_closed_pipe",
+    "record/test_ops.py::test_the_aten_operations_of_the_call_that_crosses_the_limit",
+    "integrations/test_snoop.py::test_a_training_step_records_each_parameters_version",
 )
+
+
+def tier_name(path: Path) -> str:
+    """A test file as SLOW_MODULES names it: its path under tests/, with slashes."""
+    path = Path(path).resolve()
+    return path.relative_to(TESTS).as_posix() if path.is_relative_to(TESTS) else path.name
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        file = Path(str(item.fspath)).name
+        file = tier_name(Path(str(item.fspath)))
         if file in SLOW_MODULES or any(f"{file}::{item.name}".startswith(t) for t in SLOW_TESTS):
             item.add_marker(pytest.mark.slow)

@@ -96,7 +96,8 @@ def wrapped(payload: str) -> Callable[[str], str]:
 
 
 def strings_for_ints(payload: Any) -> Callable[[str, int], Any]:
-    """Each integer field replaced by ``payload`` (a string: the number after it, still distinct)."""
+    """Each integer field replaced by ``payload``
+    (a string: the number after it, still distinct)."""
     if isinstance(payload, str):
         return lambda name, n: f"{payload}{n}"
     return lambda name, n: payload

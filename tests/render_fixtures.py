@@ -7,7 +7,7 @@ must never show those.
 Golden files live in ``tests/gold/`` and are compared exactly. To rewrite them
 on purpose after a deliberate change to a renderer, run::
 
-    TENSORTRACE_REGEN_GOLD=1 python -m pytest tests/test_render_*.py
+    TENSORTRACE_REGEN_GOLD=1 python -m pytest tests/render
 
 then read the diff of ``tests/gold/`` before keeping it.
 """
@@ -146,10 +146,14 @@ def ok(expr: str, line: Optional[int] = None) -> ExpectationResult:
 
 DETACH_EXPLANATION = Explanation(
     title="backward() of a tensor that is not part of a graph",
-    what="`b` does not require grad and has no `grad_fn`, so there is nothing to "
-    "differentiate: `detach()` cut it off the graph.",
-    fix="Call `backward()` on a result computed from `a`, or set `requires_grad=True` "
-    "on a leaf before computing with it.",
+    what=(
+        "`b` does not require grad and has no `grad_fn`, so there is nothing to "
+        "differentiate: `detach()` cut it off the graph."
+    ),
+    fix=(
+        "Call `backward()` on a result computed from `a`, or set `requires_grad=True` "
+        "on a leaf before computing with it."
+    ),
     topic="detach",
 )
 
@@ -187,8 +191,10 @@ def detach_trace() -> Trace:
         node="MulBackward0",
         saved="other",
         changed_at_step=5,
-        message="backward through `out` a second time will fail: its saved tensors were freed at step 5 "
-        "(`out.backward()`); MulBackward0 needs its saved `other`.",
+        message=(
+            "backward through `out` a second time will fail: its saved tensors were freed at step 5"
+            " (`out.backward()`); MulBackward0 needs its saved `other`."
+        ),
     )
     steps = (
         Step(
@@ -246,8 +252,10 @@ def detach_trace() -> Trace:
     return Trace(
         scenario=ScenarioInfo(
             title="detach() shares storage but leaves the graph",
-            description="`b = a.detach()` is a new tensor on the same memory as `a`, with\n"
-            "`requires_grad=False` and no `grad_fn`.\n",
+            description=(
+                "`b = a.detach()` is a new tensor on the same memory as `a`, with\n"
+                "`requires_grad=False` and no `grad_fn`.\n"
+            ),
             tags=("detach", "storage", "version-counter"),
             source="scenarios/detach.yaml",
         ),
@@ -384,9 +392,11 @@ MODIFIED_INPLACE = (
 
 INPLACE_EXPLANATION = Explanation(
     title="a tensor that backward needs was changed in place",
-    what="`sigmoid` saves its output for the backward pass. `z.zero_()` wrote into that "
-    "output through a tensor sharing its memory and its version counter, so autograd "
-    "noticed the version moved from 0 to 1.",
+    what=(
+        "`sigmoid` saves its output for the backward pass. `z.zero_()` wrote into that "
+        "output through a tensor sharing its memory and its version counter, so autograd "
+        "noticed the version moved from 0 to 1."
+    ),
     fix="Do not write into tensors the graph still needs; write into a `clone()` instead.",
     topic="version-counter",
 )

@@ -173,12 +173,15 @@ def test_rich_is_imported_only_by_the_renderers() -> None:
 def test_the_drawing_side_runs_without_torch() -> None:
     code = (
         "import sys; sys.modules['torch'] = None\n"
-        "import tensortrace, tensortrace.trace, tensortrace.trace.events, tensortrace.render, tensortrace.cli.main, tensortrace.run.runner\n"
-        "import tensortrace.record.explain, tensortrace.run.confine\n"
+        "import tensortrace, tensortrace.trace, tensortrace.trace.events, tensortrace.render\n"
+        "import tensortrace.cli.main, tensortrace.run.runner, tensortrace.run.confine\n"
+        "import tensortrace.record.explain, tensortrace.scenario, tensortrace.scenario.loader\n"
+        "import tensortrace.sandbox, tensortrace.doctor, tensortrace.output\n"
         # the explorer is a drawing side too (it imports textual, never torch)
         "import tensortrace.tui, tensortrace.tui.state, tensortrace.tui.export\n"
         "import importlib.util\n"
-        "if importlib.util.find_spec('textual'): import tensortrace.tui.app, tensortrace.render.explore\n"
+        "if importlib.util.find_spec('textual'):\n"
+        "    import tensortrace.tui.app, tensortrace.render.explore\n"
         "from tensortrace.render import FORMATS\n"
         "print(len(FORMATS))\n"
     )

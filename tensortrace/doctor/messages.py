@@ -3,7 +3,7 @@
 Under ``saved_tensors_hooks`` PyTorch does not check a saved tensor's version
 when backward unpacks it (torch/csrc/autograd/saved_variable.cpp: "Only
 check version counter in the case without hooks"), so the unpack hook checks
-and raises this message, which tests/test_doctor.py compares with PyTorch's.
+and raises this message, which tests/integrations/test_doctor.py compares with PyTorch's.
 """
 
 from __future__ import annotations

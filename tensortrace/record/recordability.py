@@ -17,7 +17,7 @@ from typing import Optional, Set, Tuple
 #: today in torch.compile", torch/_dynamo/convert_frame.py) and would trace into
 #: a TorchFunctionMode; under a TorchDispatchMode, ``clone()`` of an inference
 #: tensor leaves the copy at version 0 where plain PyTorch gives 1
-#: (tests/test_ops.py pins it); ``torch.jit.trace`` under a TorchDispatchMode
+#: (tests/record/test_ops.py pins it); ``torch.jit.trace`` under a TorchDispatchMode
 #: records a graph that fails ("aten::view() Expected a value of type 'Tensor'").
 #: Recording must not change what the scenario shows, so these fall back.
 UNRECORDABLE = (

@@ -321,7 +321,7 @@ KEY_PARTS = (
 # (only plain CPU tensors are kept), "renamed" (``reuse`` sets it as now) or
 # "tracer" (the probe sets it after ``reuse``, on reused and fresh records alike).
 # A new field of ``TensorState`` must be added here, and to the key if a fact of
-# the tensor decides it: ``tests/test_reuse.py`` fails until it is, since a field
+# the tensor decides it: ``tests/record/test_reuse.py`` fails until it is, since a field
 # no part covers would be served stale by a reused record.
 COVERED_BY = {
     "name": ("renamed",),

@@ -16,7 +16,7 @@ tensor a generated ``grad_fn`` or a ``ctx.save_for_backward`` kept). For each:
 Nothing is unpacked on a tensor saved under
 ``torch.autograd.graph.saved_tensors_hooks`` (it would run the user's unpack
 hook); such a tensor is recorded with unknown versions and predicts nothing.
-Reading changes no version, grad or graph (``tests/test_saved.py`` and the
+Reading changes no version, grad or graph (``tests/record/test_saved.py`` and the
 differential tests check it). Backward is never run to find anything out.
 
 This module reads one node. After each step, ``scan.scan`` walks the graphs

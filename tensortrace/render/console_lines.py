@@ -10,7 +10,7 @@ when its text fits the width on one line with nothing rich would rewrite
 (a tab, a newline, a control character), writes those same segments
 itself; otherwise it hands rich the reference. The choice is made at
 drawing time, where the width is known, by ``fits_line`` alone, and
-``tests/test_render_console_lines.py`` checks, segment for segment, that
+``tests/render/test_console_lines.py`` checks, segment for segment, that
 both ways draw the same, in colour and without, at several widths.
 """
 

@@ -5,7 +5,7 @@ width measured once. A table whose every cell fits its column on one line,
 which is nearly every table, is written straight as lines of styled segments
 (``TableLines``); one that must wrap is handed to rich's ``Table``
 (``reference_table``), which wraps between elements. Both draw the same
-cells, and ``tests/test_render_console_table.py`` checks that the lines are,
+cells, and ``tests/render/test_console_table.py`` checks that the lines are,
 segment for segment, what the ``Table`` draws: rich's ``Table`` measures and
 pads every cell through several layers of renderables, about 0.65 ms a row,
 ten times what writing the row costs.

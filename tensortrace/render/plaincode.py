@@ -6,7 +6,7 @@ the same characters as highlighted Python, but importing ``rich.syntax``
 twentieth of its time. ``PlainCode`` draws the same lines itself: the same
 ``Text`` split and wrapped by the same console calls, the same gutter and the
 same measurement, so the output is byte-identical, which
-``tests/test_render_plaincode.py`` checks. Code that pygments' lexer would
+``tests/render/test_plaincode.py`` checks. Code that pygments' lexer would
 first rewrite (carriage returns, a leading byte-order mark) goes to
 ``Syntax`` itself.
 """

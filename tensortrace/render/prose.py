@@ -4,7 +4,7 @@ Importing ``rich.markdown`` (and markdown-it with it) costs a ``render`` about
 a third of its time, while nearly every text a scenario carries is plain
 paragraphs with inline ``code``. ``prose()`` draws those itself, token for
 token as rich's ``Markdown`` would (the same text, styles and segments, so the
-output is byte-identical, which ``tests/test_render_prose.py`` checks), and
+output is byte-identical, which ``tests/render/test_prose.py`` checks), and
 hands anything else, any character or line that could start other Markdown
 syntax, to ``Markdown``.
 

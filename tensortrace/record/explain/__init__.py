@@ -11,7 +11,7 @@ The rules are data: ``explanations.yaml`` holds one entry per known message
 (its class names, pattern, title, what happened and fix), in the order they are
 tried; ``builders.py`` holds the few readings that need code, and ``rules.py``
 reads and checks the file on first use. To explain a new error, edit one data
-entry and add one test: ``tests/test_explain.py`` raises every error for real
+entry and add one test: ``tests/record/test_explain.py`` raises every error for real
 and fails for an entry that no real error reaches, so a PyTorch release that
 rewords a message shows up as a failing test rather than a missing explanation.
 
