@@ -23,7 +23,7 @@ from unittest import mock
 
 import tensortrace
 from tensortrace.record import predict
-from tensortrace.record import tracer
+from tensortrace.record import steps as record_steps
 
 
 def _cpu() -> float:
@@ -86,7 +86,7 @@ def saved_tensors(nodes: int, repeat: int) -> float:
 
         def without() -> None:
             with (
-                mock.patch.object(tracer, "Namer", lambda *a: None),
+                mock.patch.object(record_steps, "Namer", lambda *a: None),
                 mock.patch.object(predict.Predictor, "targets", staticmethod(lambda *a: [])),
             ):
                 trace = tensortrace.trace(scenario, safe=False)
