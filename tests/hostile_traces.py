@@ -293,25 +293,41 @@ def check_console(text: str) -> None:
 
 _FENCE = re.compile(r"^(`{3,})(\w*)$")
 _OWN_TAGS = re.compile(r"<(?:br|sub|/sub)>")
-_RUN = re.compile(r"(?<!\\)`+")
 
 
 def _outside_code(line: str) -> str:
-    """The line without its code spans, paired as CommonMark pairs them: a run of backticks
-    (not escaped) opens a span that the next run of the same length closes."""
-    runs = [(m.start(), m.end()) for m in _RUN.finditer(line)]
-    out, position, i = [], 0, 0
-    while i < len(runs):
-        start, end = runs[i]
-        close = next(
-            (j for j in range(i + 1, len(runs)) if runs[j][1] - runs[j][0] == end - start), None
-        )
-        if close is None:
+    """The line without its code spans, paired as CommonMark pairs them: outside code a
+    backslash escapes the next character; a run of backticks opens a span that the next run
+    of the same length closes, and inside a span a backslash is literal (so a span may end
+    with one, as a spelled escape such as ``\\x1b\\`` does)."""
+    out, position, i, n = [], 0, 0, len(line)
+    while i < n:
+        if line[i] == "\\":
+            i += 2
+            continue
+        if line[i] != "`":
             i += 1
             continue
-        out.append(line[position:start])
-        position = runs[close][1]
-        i = close + 1
+        end = i
+        while end < n and line[end] == "`":
+            end += 1
+        close, k = None, end
+        while k < n:
+            if line[k] != "`":
+                k += 1
+                continue
+            stop = k
+            while stop < n and line[stop] == "`":
+                stop += 1
+            if stop - k == end - i:
+                close = stop
+                break
+            k = stop
+        if close is None:
+            i = end
+            continue
+        out.append(line[position:i])
+        position = i = close
     out.append(line[position:])
     return "".join(out)
 
