@@ -77,7 +77,10 @@ DEVICE = typer.Option(
     None,
     "--device",
     metavar="DEVICE",
-    help="Device for scenarios that do not name one: cpu, cuda, cuda:N, mps, auto.",
+    help=(
+        "Device for scenarios that do not name one: cpu, cuda, cuda:N, mps, auto."
+        " Safe mode runs on the CPU only: cuda needs --trust."
+    ),
 )
 TRUST = typer.Option(
     False, "--trust", help="Run steps as plain Python, without safe mode. Only for files you trust."

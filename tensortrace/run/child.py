@@ -53,7 +53,7 @@ def child_main(
             _scrub_environment()  # before the first step: no token of the user's reaches a trace
             apply_limits(scenario, limits)
         if confine:
-            report = _confine(write_fd, scenario, device)
+            report = _confine(write_fd, scenario)
         capped = (safe or confine) and limits.memory_mb
         encoder = (
             Encoder()
@@ -107,15 +107,14 @@ def _die_with_parent(parent: int) -> None:
         os._exit(3)
 
 
-def _confine(write_fd: int, scenario: Scenario, device: Optional[str]):
+def _confine(write_fd: int, scenario: Scenario):
     """Put this child behind the kernel's wall; a layer that fails to go up ends the run."""
     from . import confine
     from ..trace import Confinement
 
-    wanted = scenario.device or device or "cpu"
     extra = [scenario.path] if scenario.path and os.path.exists(scenario.path) else []
     try:
-        report = confine.confine(keep_fds=(write_fd,), extra_read=extra, device=wanted)
+        report = confine.confine(keep_fds=(write_fd,), extra_read=extra)
     except confine.ConfinementError as exc:
         raise TensorTraceError(
             f"safe mode could not confine the child process: {exc}; nothing ran"

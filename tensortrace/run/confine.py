@@ -58,7 +58,7 @@ from ..trace import Confinement as Report
 from .landlock import apply as apply_landlock
 from .landlock import landlock_abi
 from .privileges import ConfinementError, close_inherited, drop_capabilities, no_new_privs
-from .readable import PROC_SELF_READ, cuda_read_paths, device_paths, read_paths
+from .readable import PROC_SELF_READ, read_paths
 from .seccomp import load as load_seccomp
 from .seccomp import seccomp_support
 
@@ -69,8 +69,6 @@ __all__ = [
     "Report",
     "available",
     "confine",
-    "cuda_read_paths",
-    "device_paths",
     "landlock_abi",
     "read_paths",
     "seccomp_support",
@@ -113,9 +111,7 @@ def available() -> Report:
     return Report(tuple(enforced), tuple(missing))
 
 
-def confine(
-    *, keep_fds: Sequence[int], extra_read: Sequence[str] = (), device: str = "cpu"
-) -> Report:
+def confine(*, keep_fds: Sequence[int], extra_read: Sequence[str] = ()) -> Report:
     """Confine this (single-threaded, freshly forked) process; report what was applied.
 
     A layer the machine lacks is reported as missing; a layer that is there but
@@ -134,8 +130,7 @@ def confine(
         )
     plan = available()
     enforced: List[str] = []
-    paths = read_paths(list(extra_read) + cuda_read_paths(device))
-    devices = device_paths(device)
+    paths = read_paths(list(extra_read))
     close_inherited(keep_fds)
     enforced.append(DESCRIPTORS)
     no_new_privs()
@@ -143,7 +138,7 @@ def confine(
     drop_capabilities()
     enforced.append(CAPABILITIES)
     if LANDLOCK_FILES in plan.enforced:
-        enforced += apply_landlock(landlock_abi()[0], paths, devices)
+        enforced += apply_landlock(landlock_abi()[0], paths)
     if SECCOMP in plan.enforced:
         load_seccomp()
         enforced.append(SECCOMP)

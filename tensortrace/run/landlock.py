@@ -82,7 +82,7 @@ def landlock_abi() -> Tuple[int, str]:
     return int(abi), ""
 
 
-def apply(abi: int, read_paths: Sequence[str], device_paths: Sequence[str]) -> List[str]:
+def apply(abi: int, read_paths: Sequence[str]) -> List[str]:
     """Apply the filesystem (and, where the ABI has them, network and scope) rules.
 
     Returns the names of the layers it applied.
@@ -116,10 +116,8 @@ def apply(abi: int, read_paths: Sequence[str], device_paths: Sequence[str]) -> L
         raise fail("landlock_create_ruleset")
     try:
         read = _FS_EXECUTE | _FS_READ_FILE | _FS_READ_DIR
-        device = _FS_READ_FILE | _FS_WRITE_FILE | (_FS_IOCTL_DEV if abi >= 5 else 0)
-        for paths, rights in ((read_paths, read), (device_paths, device)):
-            for path in paths:
-                _allow(lib, ruleset, path, rights & fs)
+        for path in read_paths:
+            _allow(lib, ruleset, path, read & fs)
         if (
             lib.syscall(
                 ctypes.c_long(_SYS_LANDLOCK_RESTRICT_SELF),

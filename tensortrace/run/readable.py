@@ -1,10 +1,10 @@
-"""What the confined child may read, and which device files it may open.
+"""What the confined child may read.
 
 Landlock (:mod:`.landlock`) allows reading only beneath the paths listed
 here: the Python installation, the import path, torch's, numpy's and
 tensortrace's own folders, the scenario file, and the few system paths they
-read. Of ``/proc/self`` only a few files are listed, never ``environ``. A
-CUDA child also opens the NVIDIA device files read-write. The lists are kept
+read. Of ``/proc/self`` only a few files are listed, never ``environ``. No
+device file is writable: safe mode runs on the CPU only. The lists are kept
 apart from the system calls so that they can be read (and tested, and
 documented in ``docs/safety.md``) on their own.
 """
@@ -51,14 +51,6 @@ _SYSTEM_READ = (
     "/dev/urandom",
     "/dev/random",
 )
-_CUDA_DEVICES = (
-    "/dev/nvidiactl",
-    "/dev/nvidia-uvm",
-    "/dev/nvidia-uvm-tools",
-    "/dev/nvidia-modeset",
-    "/dev/dri",
-)
-_CUDA_READ = ("/proc/driver/nvidia", "/sys/bus/pci", "/sys/devices", "/sys/module/nvidia")
 
 
 def read_paths(extra: Sequence[str] = ()) -> List[str]:
@@ -81,28 +73,3 @@ def read_paths(extra: Sequence[str] = ()) -> List[str]:
         if path not in roots:
             roots.append(path)
     return roots
-
-
-def device_paths(device: str) -> List[str]:
-    """Device files a CUDA child must open read-write (none for the CPU)."""
-    if not _may_use_cuda(device):
-        return []
-    found = list(_CUDA_DEVICES)
-    try:
-        found += [
-            os.path.join("/dev", n)
-            for n in os.listdir("/dev")
-            if n.startswith("nvidia") and n[6:].isdigit()
-        ]
-    except OSError:
-        pass
-    return found
-
-
-def cuda_read_paths(device: str) -> List[str]:
-    """The driver's files a CUDA child reads (none for the CPU)."""
-    return list(_CUDA_READ) if _may_use_cuda(device) else []
-
-
-def _may_use_cuda(device: str) -> bool:
-    return device.startswith("cuda") or device == "auto"

@@ -30,11 +30,12 @@ import select
 import signal
 import sys
 import time
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, List, Optional, Sequence
 
 from . import child, forkthreads, warm
-from ..errors import Interrupted, TensorTraceError
+from ..errors import Interrupted, ScenarioError, TensorTraceError
 from ..trace.events import (
     MAX_TRACE_BYTES,
     Assembler,
@@ -91,6 +92,54 @@ class ConfinementUnavailable(TensorTraceError):
         self.missing = tuple(missing)
 
 
+def refuse_gpu(scenario: "Scenario", device: Optional[str]) -> None:
+    """Safe mode runs on the CPU only: refuse, before anything runs, a run that asks for CUDA.
+
+    The NVIDIA driver cannot work behind the wall: on a machine with a GPU,
+    each of Landlock, seccomp and the memory cap alone makes CUDA's start-up
+    fail, so the child would report the GPU missing, which is not the truth.
+    """
+    wanted = scenario.device or device or "cpu"
+    if not wanted.startswith("cuda"):
+        return
+    own = bool(scenario.device)
+    raise ScenarioError(
+        f"{'the scenario' if own else '--device'} asks for device {wanted!r}, but safe mode "
+        "runs scenarios on the CPU only (the GPU's driver cannot work behind its wall); "
+        "use cpu, or --trust for a file you trust",
+        path=scenario.path,
+        line=scenario.device_line if own else None,
+        column=scenario.device_column if own else None,
+    )
+
+
+def on_the_gpu(scenario: "Scenario", device: Optional[str]) -> bool:
+    """Whether a trusted run of ``scenario`` uses CUDA (``auto`` asks torch, here).
+
+    Such a run stays in this process: a forked child cannot use CUDA once its parent
+    has so much as counted the GPUs ("Cannot re-initialize CUDA in forked subprocess"),
+    which a notebook or a script calling the Python API usually has.
+    """
+    wanted = scenario.device or device or "cpu"
+    if wanted == "auto":
+        import torch
+
+        return torch.cuda.is_available()
+    return wanted.startswith("cuda")
+
+
+def cuda_started() -> bool:
+    """Whether this process has started CUDA (asking does not start it)."""
+    import torch
+
+    return torch.cuda.is_initialized()
+
+
+def on_the_cpu(scenario: "Scenario") -> "Scenario":
+    """The scenario with ``device: auto`` made ``cpu``, as safe mode runs (see ``refuse_gpu``)."""
+    return dataclasses.replace(scenario, device="cpu") if scenario.device == "auto" else scenario
+
+
 def run_all(
     scenarios: Sequence[Scenario],
     *,
@@ -122,9 +171,19 @@ def run_all(
     if safe:  # the device is checked in the child: asking CUDA here would make it unusable there
         for variant in variants:
             tracer.check_policy(variant)
+            refuse_gpu(variant, device)
+        variants = [on_the_cpu(variant) for variant in variants]
+        device = "cpu" if device == "auto" else device
     if confine and require_confinement:
         require_kernel_confinement(isolate)
+    # a trusted run on the GPU stays in this process (on_the_gpu), and so does every trusted
+    # run once CUDA has started here: after a backward with CUDA, a forked child cannot run
+    # backward ("Unable to handle autograd's threading in combination with fork-based
+    # multiprocessing"), even on the CPU
     forked = isolate and hasattr(os, "fork")
+    forked = forked and (
+        safe or not (cuda_started() or any(on_the_gpu(v, device) for v in variants))
+    )
     if forked:
         warm.import_once_for_all(variants)
         warm.warm_for_children(variants, explanations=len(variants) > 1)

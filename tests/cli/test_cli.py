@@ -264,6 +264,32 @@ def test_no_color_when_not_a_terminal(good):
     assert "\x1b[" not in result.stdout
 
 
+def test_safe_mode_refuses_cuda_with_its_location_before_anything_runs(tmp_path):
+    """Behind the wall the GPU's driver cannot start (each layer alone stops it, seen on a
+    machine with a GPU), so safe mode says so up front, on any machine, rather than let the
+    child report the GPU missing; ``auto`` means the CPU there."""
+    path = tmp_path / "gpu.yaml"
+    path.write_text("title: gpu\ndevice: cuda\nsteps:\n  - a = torch.ones(2)\n")
+    result = cli("run", str(path))
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == (
+        f"tensortrace: {path}:2:9: the scenario asks for device 'cuda', but safe mode runs"
+        " scenarios on the CPU only (the GPU's driver cannot work behind its wall); use cpu,"
+        " or --trust for a file you trust\n"
+    )
+    flag = cli("check", "detach", "--device", "cuda:1")
+    assert flag.returncode == 2
+    assert "--device asks for device 'cuda:1', but safe mode runs scenarios on the CPU only" in (
+        flag.stderr
+    )
+    auto = cli("run", "detach", "--device", "auto", "--format", "json")
+    assert auto.returncode == 0, auto.stderr
+    assert json.loads(auto.stdout)["environment"]["device"] == "cpu"
+    path.write_text("title: gpu\ndevice: auto\nsteps:\n  - a = torch.ones(2)\n")
+    own = cli("run", str(path), "--format", "json")
+    assert json.loads(own.stdout)["steps"][0]["tensors"][0]["device"] == "cpu"
+
+
 def test_a_device_the_machine_lacks_is_refused_with_its_location(tmp_path):
     import torch
 
@@ -271,14 +297,14 @@ def test_a_device_the_machine_lacks_is_refused_with_its_location(tmp_path):
         pytest.skip("this machine has CUDA")
     path = tmp_path / "gpu.yaml"
     path.write_text("title: gpu\ndevice: cuda\nsteps:\n  - a = torch.ones(2)\n")
-    result = cli("run", str(path))
+    result = cli("run", str(path), "--trust")
     assert result.returncode == 2
     assert result.stderr.startswith(
         f"tensortrace: {path}:2:9: the scenario asks for device 'cuda', which this machine does not"
         " have"
     )
     assert len(result.stderr.strip().splitlines()) == 1
-    flag = cli("check", "detach", "--device", "cuda")
+    flag = cli("check", "detach", "--device", "cuda", "--trust")
     assert flag.returncode == 2 and "--device asks for device 'cuda'" in flag.stderr
 
 
@@ -315,3 +341,18 @@ def test_past_a_dozen_tensors_the_console_names_the_unchanged_and_all_rows_draws
     assert cli("run", str(path), "-o", str(saved)).returncode == 0
     rendered = cli("render", str(saved), "--width", "120", "--all-rows")
     assert rendered.stdout.split("Step 2")[1].count("\n  w") == 14
+
+
+def test_the_bundled_library_passes_on_cuda_with_trust():
+    """Runs only where there is a GPU: each bundled scenario passes there with ``--trust``,
+    and its tensors live on the GPU unless the scenario names the CPU."""
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA here")
+    result = cli("check", str(REPO / "scenarios"), "--device", "cuda", "--trust")
+    assert result.returncode == 0, result.stdout + result.stderr
+    trace = json.loads(
+        cli("run", "views", "--device", "cuda", "--trust", "--format", "json").stdout
+    )
+    assert {t["device"] for t in trace["steps"][-1]["tensors"]} == {"cuda:0"}

@@ -189,3 +189,45 @@ def test_a_ran_line_says_which_step_ran() -> None:
     from tensortrace.run.child import ran_index
 
     assert ran_index(b"ran 0") == 0 and ran_index(b"ran 417") == 417
+
+
+def test_a_trusted_run_on_the_cpu_forks_and_one_on_the_gpu_stays_here():
+    """A forked child cannot use CUDA once its parent has counted the GPUs ("Cannot
+    re-initialize CUDA in forked subprocess"), as a notebook usually has, so a trusted run
+    on CUDA runs in this process; on the CPU it runs in a child, as safe mode always does."""
+    import os
+
+    import torch
+
+    from tensortrace.scenario import loads_scenario
+    from tensortrace.run import runner
+
+    where = (
+        "title: where\nsteps:\n  - run: |\n      import os\n      pid = torch.tensor(os.getpid())\n"
+    )
+    (cpu,) = runner.run_all([loads_scenario(where, path="where.yaml")], safe=False)
+    forked = not torch.cuda.is_initialized()  # else every trusted run stays here
+    assert (int(cpu.steps[0].tensors[0].values.data) != os.getpid()) is forked
+    if not torch.cuda.is_available():
+        return  # the GPU half runs where there is one
+    torch.cuda.is_available()  # as a notebook does: this alone spoils a forked child's CUDA
+    (gpu,) = runner.run_all([loads_scenario(where, path="where.yaml")], safe=False, device="cuda")
+    assert gpu.passed and int(gpu.steps[0].tensors[0].values.data) == os.getpid()
+    assert gpu.steps[0].tensors[0].device == "cuda:0"
+    backward = (
+        "title: b\ndevice: cpu\nsteps:\n"
+        "  - x = torch.ones(2, requires_grad=True)\n  - x.sum().backward()\n"
+    )
+    both = (
+        runner.run_all(  # the CPU one stays here too: after a CUDA backward, fork spoils autograd
+            [
+                loads_scenario(
+                    where + "  - (pid * torch.ones(1, requires_grad=True)).sum().backward()\n"
+                ),
+                loads_scenario(backward),
+            ],
+            safe=False,
+            device="cuda",
+        )
+    )
+    assert [t.passed for t in both] == [True, True], [t.aborted for t in both]
