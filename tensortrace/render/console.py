@@ -76,7 +76,11 @@ def render_console(traces: Sequence[Trace], options: RenderOptions = DEFAULT_OPT
     console = make_console(width, options.color)
     # One print of the whole page: each print costs a pass over its lines and a
     # write of its own, which on a long trace cost more than drawing the steps.
-    console.print(Group(*console_renderables(traces, options, width=width, color=options.color)))
+    # No crop: every part is drawn within the width already (test_console_width
+    # holds it to that), and cropping was a second pass over every segment.
+    console.print(
+        Group(*console_renderables(traces, options, width=width, color=options.color)), crop=False
+    )
     text = console.file.getvalue()
     if not options.color:
         text = "\n".join(line.rstrip() for line in text.split("\n"))
