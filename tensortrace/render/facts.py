@@ -72,7 +72,7 @@ def changed_fields(prev: Optional[TensorState], cur: TensorState) -> frozenset:
     """The facts of ``cur`` that differ from ``prev`` (every fact when ``prev`` is None)."""
     if prev is None:
         return frozenset(FIELDS)
-    if prev is cur:  # a record kept from the snapshot before: nothing changed
+    if prev is cur or prev == cur:  # the same record, or an equal one read back: no change
         return frozenset()
     return frozenset(f for f in FIELDS if fact(prev, f) != fact(cur, f))
 
