@@ -138,12 +138,14 @@ def table_columns(states: Sequence[TensorState], values: bool) -> List[str]:
     # Values show their shape (a summary says it in words); without values, say it here.
     if not values and len({s.shape for s in states}) > 1:
         columns.append("shape")
-    if any(format_dtype(s.dtype) != "float32" for s in states):
+    # each dtype and each layout once: a run repeats them at every step
+    if any(format_dtype(dtype) != "float32" for dtype in {s.dtype for s in states}):
         columns.append("dtype")
     if len({s.device for s in states}) > 1:
         columns.append("device")
     columns.append("storage")
-    scattered = any(is_contiguous(s) is False for s in states)
+    layouts = {(s.shape, s.stride): s for s in states}.values()
+    scattered = any(is_contiguous(s) is False for s in layouts)
     if scattered or any(s.is_view for s in states):
         columns.append("stride")
     if scattered:
