@@ -26,14 +26,14 @@ Reading guide for the output:
 
 from __future__ import annotations
 
-from typing import FrozenSet, Iterable, List, Optional, Sequence, Tuple
+from typing import Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple
 
 from rich.console import Group, RenderableType
 from rich.padding import Padding
 from rich.text import Text
 
 from .prose import prose
-from ..trace import Step, Trace
+from ..trace import Step, TensorState, Trace
 from .compare import group_traces
 from .console_parts import (
     View,
@@ -50,7 +50,7 @@ from .console_parts import (
     trace_footer,
 )
 from .console_lines import BLANK, TextLine
-from .console_table import state_table
+from .console_table import Cell, state_table
 from .console_variants import variant_parts
 from .ops import flow_lines, ops_lines
 from .facts import aliasing_notes, with_previous
@@ -123,11 +123,12 @@ def _trace_parts(
     if legend is not None:
         yield legend_text(view, variants=False, marks=legend)
     columns = run_columns([trace], view.options)
+    drawn: Dict[TensorState, List[Cell]] = {}  # cells of unchanged tensors (state_table)
     first = True
     for prev, step in with_previous(trace):
         if not step_wanted(step, view.options.steps):
             continue
-        yield from _step_parts(prev, None if first else prev, step, view, columns)
+        yield from _step_parts(prev, None if first else prev, step, view, columns, drawn)
         first = False
     yield from trace_footer(trace)
 
@@ -138,6 +139,7 @@ def _step_parts(
     step: Step,
     view: View,
     columns: Sequence[str],
+    drawn: Dict[TensorState, List[Cell]],
 ) -> Iterable[RenderableType]:
     """One step; ``shown_prev`` is the step drawn just before it (None: the first drawn)."""
     yield BLANK
@@ -146,7 +148,7 @@ def _step_parts(
         yield code_syntax(step.code, step.line, view.color)
     if step.note:
         yield Padding(prose(step.note.strip()), (0, 0, 0, 2))
-    yield from _state_parts(prev, shown_prev, step, view, columns)
+    yield from _state_parts(prev, shown_prev, step, view, columns, drawn)
     yield from ops_parts(step, view.options.ops)
     yield from outcome_parts(step)
     for message in new_predictions(prev, step):
@@ -198,6 +200,7 @@ def _state_parts(
     step: Step,
     view: View,
     columns: Sequence[str],
+    drawn: Dict[TensorState, List[Cell]],
 ) -> Iterable[RenderableType]:
     names, rows = table_rows(prev, step, view.options)
     if not names:
@@ -207,7 +210,7 @@ def _state_parts(
         yield say("no changes", style="dim")
         return
     if rows:
-        yield state_table(rows, columns, view)
+        yield state_table(rows, columns, view, drawn)
     if unchanged:
         yield say(unchanged_line(unchanged, view.width - TABLE_INDENT), style="dim")
     for note in aliasing_notes(prev, step):

@@ -79,15 +79,38 @@ def screen_width(text: str) -> int:
     return len(text) if text.isascii() else cell_len(text)
 
 
-def state_table(rows: Sequence[Row], columns: Sequence[str], view: View) -> RenderableType:
-    """One row per tensor; when the columns cannot fit the width, one block per tensor."""
-    cells = [row_cells(row, columns, view) for row in rows]
+def state_table(
+    rows: Sequence[Row],
+    columns: Sequence[str],
+    view: View,
+    drawn: Optional[Dict[TensorState, List[Cell]]] = None,
+) -> RenderableType:
+    """One row per tensor; when the columns cannot fit the width, one block per tensor.
+
+    ``drawn`` (one per run, whose columns are fixed) keeps the cells of each
+    unchanged tensor, which most steps show again as they were.
+    """
+    cells = [_row_cells_kept(row, columns, view, drawn) for row in rows]
     widths = column_widths(cells, columns, view)
     if widths is None:
         return state_cards(rows, columns, view)
     if fits_on_lines(cells, widths):
         return TableLines(columns, cells, widths)
     return Padding(reference_table(columns, cells, widths), (0, 0, 0, TABLE_INDENT))
+
+
+def _row_cells_kept(
+    row: Row, columns: Sequence[str], view: View, drawn: Optional[Dict[TensorState, List[Cell]]]
+) -> List[Cell]:
+    if drawn is None or row.changed or row.new:  # marks depend on the step before
+        return row_cells(row, columns, view)
+    try:
+        cells = drawn.get(row.state)
+    except TypeError:  # a record holding something unhashable: drawn afresh
+        return row_cells(row, columns, view)
+    if cells is None:
+        cells = drawn[row.state] = row_cells(row, columns, view)
+    return cells
 
 
 def row_cells(row: Row, columns: Sequence[str], view: View) -> List[Cell]:
