@@ -147,7 +147,9 @@ def aliasing_notes(prev_step: Optional[Step], step: Step) -> Tuple[AliasNote, ..
     notes = []
     for state in step.tensors:
         old = before.get(state.name)
-        if old is None or state.storage is None or root_name(state.name) in mentioned:
+        if old is None or old == state or state.storage is None:
+            continue
+        if root_name(state.name) in mentioned:
             continue
         fields = tuple(f for f in ("values", "version") if fact(old, f) != fact(state, f))
         if not fields:
