@@ -26,12 +26,11 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Dict
 
 import pytest
 
-from conftest import REPO, cli
+from conftest import REPO, Result, cli, scripts_in_one_python
 from tensortrace.errors import ScenarioError
 from tensortrace.scenario import load_scenario, loads_scenario
 
@@ -54,43 +53,10 @@ def test_there_are_seed_snippets():
     assert len(SEEDS) >= 8
 
 
-# Runs each seed as ``python SEED`` would, one after the other in one new Python (one start-up
-# that imports torch, not one per seed): fresh globals, its own argv and path, its printed text,
-# and on an error the traceback Python prints, from the seed's own frames, and exit status 1.
-PLAIN_PYTHON = r"""
-import contextlib, io, json, os, runpy, sys, traceback
-done = {}
-for path in sys.argv[1:]:
-    out, err, status = io.StringIO(), io.StringIO(), 0
-    sys.argv, sys.path[0] = [path], os.path.dirname(path)
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            runpy.run_path(path, run_name="__main__")
-        except SystemExit as stop:
-            status = stop.code if isinstance(stop.code, int) else int(stop.code is not None)
-        except BaseException as exc:
-            tb = exc.__traceback__
-            while tb is not None and tb.tb_frame.f_code.co_filename != path:
-                tb = tb.tb_next
-            traceback.print_exception(type(exc), exc, tb)
-            status = 1
-    done[path] = {"stdout": out.getvalue(), "stderr": err.getvalue(), "returncode": status}
-sys.__stdout__.write(json.dumps(done))
-"""
-
-
 @pytest.fixture(scope="module")
-def plain_python() -> Dict[str, SimpleNamespace]:
-    """What plain Python prints and raises for each seed, run in a Python of its own."""
-    done = subprocess.run(
-        [sys.executable, "-c", PLAIN_PYTHON, *map(str, SEEDS)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=SEEDS[0].parent,
-    )
-    assert done.returncode == 0, done.stderr
-    return {path: SimpleNamespace(**run) for path, run in json.loads(done.stdout).items()}
+def plain_python() -> Dict[Path, Result]:
+    """What plain Python prints and raises for each seed, all run in one Python of their own."""
+    return scripts_in_one_python(SEEDS, cwd=SEEDS[0].parent)
 
 
 def test_the_plain_python_runner_sees_what_a_script_of_its_own_does(plain_python):
@@ -99,7 +65,7 @@ def test_the_plain_python_runner_sees_what_a_script_of_its_own_does(plain_python
     alone = subprocess.run(
         [sys.executable, str(seed)], capture_output=True, text=True, timeout=120, cwd=seed.parent
     )
-    shared = plain_python[str(seed)]
+    shared = plain_python[seed]
     assert shared.returncode == alone.returncode == 1
     assert _addresses_masked(shared.stdout) == _addresses_masked(alone.stdout)
     assert shared.stderr == alone.stderr
@@ -107,7 +73,7 @@ def test_the_plain_python_runner_sees_what_a_script_of_its_own_does(plain_python
 
 @pytest.mark.parametrize("seed", SEEDS, ids=lambda p: p.stem)
 def test_a_seed_snippet_prints_and_raises_what_plain_python_does(seed, plain_python):
-    plain = plain_python[str(seed)]
+    plain = plain_python[seed]
     trace = trace_of(seed)
     steps = trace["steps"]
     printed = (trace["setup"] or {}).get("stdout", "") if trace["setup"] else ""
