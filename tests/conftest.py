@@ -1,6 +1,7 @@
 """Shared helpers: write a scenario, trace it, look facts up by step and name,
-and run the command line (in this process, or as a real process where the
-process boundary is what a test is about)."""
+run the command line (in this process, or as a real process where the
+process boundary is what a test is about), and run example scripts as plain
+Python would, several in one new Python."""
 
 from __future__ import annotations
 
