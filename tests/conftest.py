@@ -1,10 +1,12 @@
 """Shared helpers: write a scenario, trace it, look facts up by step and name,
-and run the command line (in this process, or as a real process where the
-process boundary is what a test is about)."""
+run the command line (in this process, or as a real process where the
+process boundary is what a test is about), and run example scripts as plain
+Python would, several in one new Python."""
 
 from __future__ import annotations
 
 import io
+import json
 import os
 import signal
 import subprocess
@@ -13,7 +15,7 @@ import textwrap
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import pytest
 
@@ -222,6 +224,63 @@ def cli_process(
         done.stderr.decode("utf-8", "replace"),
         done.stdout,
     )
+
+
+# Runs each script given as ``python SCRIPT`` would, one after the other in one new Python:
+# fresh globals, its own argv, sys.path[0] its folder, its printed text, and on an error the
+# traceback Python prints (from the script's own frames on) and exit status 1.
+_SCRIPTS_RUNNER = r"""
+import contextlib, io, json, os, runpy, sys, traceback
+done = {}
+for path in sys.argv[1:]:
+    out, err, status = io.StringIO(), io.StringIO(), 0
+    sys.argv, sys.path[0] = [path], os.path.dirname(path)
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            runpy.run_path(path, run_name="__main__")
+        except SystemExit as stop:
+            if isinstance(stop.code, int) or stop.code is None:
+                status = stop.code or 0
+            else:
+                print(stop.code, file=sys.stderr)
+                status = 1
+        except BaseException as exc:
+            tb = exc.__traceback__
+            while tb is not None and tb.tb_frame.f_code.co_filename != path:
+                tb = tb.tb_next
+            traceback.print_exception(type(exc), exc, tb)
+            status = 1
+    done[path] = [status, out.getvalue(), err.getvalue()]
+sys.__stdout__.write(json.dumps(done))
+"""
+
+
+def scripts_in_one_python(
+    scripts: Sequence[Path],
+    *,
+    cwd: Union[str, Path, None] = None,
+    env: Optional[Mapping[str, str]] = None,
+    timeout: float = 300,
+) -> Dict[Path, Result]:
+    """Run each script (absolute paths) as ``python SCRIPT`` would, all in one new Python.
+
+    For examples whose subject is what a script prints and raises, not its process: the
+    start-up of a Python that imports torch (2.5 s of CPU) is paid once, not once a script.
+    ``env``, if given, is the whole environment.
+    """
+    paths = [str(Path(s)) for s in scripts]
+    assert all(Path(p).is_absolute() for p in paths), paths
+    done = subprocess.run(
+        [sys.executable, "-c", _SCRIPTS_RUNNER, *paths],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=timeout,
+    )
+    assert done.returncode == 0, done.stderr
+    runs = json.loads(done.stdout)
+    return {Path(p): Result([p], *runs[p]) for p in paths}
 
 
 # --- the fast tier: python -m pytest -m "not slow" ----------------------------------------

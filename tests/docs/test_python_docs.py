@@ -4,36 +4,37 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
-from typing import List, Tuple
+from typing import Dict, Tuple
 
-from conftest import REPO, fenced
+import pytest
+
+from conftest import REPO, Result, fenced, scripts_in_one_python
 
 PAGE = REPO / "docs" / "python.md"
 
 
-def run_script(blocks: List[Tuple[int, str]], cwd: Path) -> subprocess.CompletedProcess:
-    script = cwd / "example.py"
-    script.write_text("".join(text for _, text in blocks), encoding="utf-8")
+@pytest.fixture(scope="module")
+def examples(tmp_path_factory) -> Tuple[Path, Dict[str, Result]]:
+    """The page's ```python blocks in order as one script, and its error example as a script of
+    its own, each run as ``NO_COLOR=1 python SCRIPT`` would, both in one Python (one start-up
+    that imports torch). The folder they ran in, and each run by script name."""
+    cwd = tmp_path_factory.mktemp("python-docs")
+    blocks = fenced(PAGE, "python")
+    (error,) = [b for b in blocks if "except tensortrace.PolicyError" in b[1]]
+    scripts = {"example.py": blocks, "error_example.py": [(0, "import tensortrace\n"), error]}
+    for name, parts in scripts.items():
+        (cwd / name).write_text("".join(text for _, text in parts), encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "FORCE_COLOR", "COLUMNS")}
     env["NO_COLOR"] = "1"
-    return subprocess.run(
-        [sys.executable, str(script)],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-        timeout=600,
-    )
+    runs = scripts_in_one_python([cwd / name for name in scripts], cwd=cwd, env=env)
+    return cwd, {path.name: result for path, result in runs.items()}
 
 
-def test_every_python_example_runs(tmp_path):
-    blocks = fenced(PAGE, "python")
-    assert len(blocks) >= 6
-    result = run_script(blocks, tmp_path)
+def test_every_python_example_runs(examples):
+    assert len(fenced(PAGE, "python")) >= 6
+    tmp_path, runs = examples
+    result = runs["example.py"]
     assert result.returncode == 0, f"docs/python.md examples failed:\n{result.stderr[-3000:]}"
     assert "Traceback" not in result.stderr
     out = result.stdout
@@ -72,11 +73,11 @@ def test_every_python_example_runs(tmp_path):
     ).read_text().startswith("#")
 
 
-def test_the_error_example_prints_what_the_comment_says(tmp_path):
+def test_the_error_example_prints_what_the_comment_says(examples):
     (block,) = [b for b in fenced(PAGE, "python") if "except tensortrace.PolicyError" in b[1]]
     promised = block[1].split("# ", 1)[1].strip()
     head, tail = promised.split("(...)")
-    result = run_script([(0, "import tensortrace\n"), block], tmp_path)
+    result = examples[1]["error_example.py"]
     assert result.returncode == 0, result.stderr
     said = result.stdout.strip()
     assert said.startswith(head) and said.endswith(tail), said

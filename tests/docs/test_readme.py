@@ -14,7 +14,7 @@ from typing import Dict, List, Set, Tuple
 
 import pytest
 
-from conftest import REPO, cli
+from conftest import REPO, Result, cli, scripts_in_one_python
 
 README = REPO / "README.md"
 SAMPLE_SECTION = "## What it looks like"
@@ -280,7 +280,43 @@ FROM_CODE_SECTION = "## From your own code"
 DECORATOR_SECTION = "### The decorator"
 
 
-def test_python_blocks_run(shell_env):
+def declares_outcomes(lines: List[str]) -> bool:
+    """A block that declares outcomes in comments is a scenario file, shown as such."""
+    return any(line.startswith(("# expect:", "# raises:", "# warns:")) for line in lines)
+
+
+def decorator_example() -> Tuple[List[str], List[str]]:
+    """The decorator's example code, and the ```text block that follows it."""
+    text = README.read_text(encoding="utf-8")
+    assert FROM_CODE_SECTION in text, f"README.md has no section {FROM_CODE_SECTION!r}"
+    part = text.split(FROM_CODE_SECTION, 1)[1].split("\n## ", 1)[0]
+    assert DECORATOR_SECTION in part, (
+        f"README.md's {FROM_CODE_SECTION!r} has no {DECORATOR_SECTION!r}"
+    )
+    part = part.split(DECORATOR_SECTION, 1)[1].split("\n### ", 1)[0]
+    (_, code), *_ = blocks("python", part)
+    (_, shown), *_ = blocks("text", part)
+    return code, shown
+
+
+@pytest.fixture(scope="module")
+def readme_scripts(shell_env) -> Dict[str, Result]:
+    """Every ```python block that is not a scenario, and the decorator's example, each written to
+    a script in the README's scratch directory and run as ``NO_COLOR=1 python SCRIPT`` would
+    run it, all in one Python (one start-up that imports torch). By script name."""
+    work, env = shell_env
+    scripts = {f"readme_{start}.py": lines for start, lines in blocks("python")}
+    scripts = {name: lines for name, lines in scripts.items() if not declares_outcomes(lines)}
+    scripts["readme_decorator.py"] = decorator_example()[0]
+    for name, lines in scripts.items():
+        (work / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    runs = scripts_in_one_python(
+        [work / name for name in scripts], cwd=work, env={**env, "NO_COLOR": "1"}
+    )
+    return {path.name: result for path, result in runs.items()}
+
+
+def test_python_blocks_run(shell_env, readme_scripts):
     """Every ```python block runs as a script of its own in the README's scratch directory.
 
     A block that declares outcomes in comments (``# expect:``, ``# raises:``) is a
@@ -292,34 +328,23 @@ def test_python_blocks_run(shell_env):
     checked = 0
     for start, lines in found:
         script = work / f"readme_{start}.py"
-        script.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        declares = any(line.startswith(("# expect:", "# raises:", "# warns:")) for line in lines)
+        declares = declares_outcomes(lines)
         checked += declares
-        command = (
-            f"tensortrace check {script.name}" if declares else f"NO_COLOR=1 python {script.name}"
-        )
-        result = run_line(command, work, env)
+        if declares:
+            script.write_text("\n".join(lines) + "\n", encoding="utf-8")
+            result = run_command(f"tensortrace check {script.name}", work, env)
+        else:
+            result = readme_scripts[script.name]
         where = f"README.md, ```python block at line {start}"
         assert result.returncode == 0, f"{where}\n{result.stderr[-3000:]}"
         assert "Traceback" not in result.stderr, f"{where}\n{result.stderr[-3000:]}"
     assert checked >= 1, "the README no longer shows a .py scenario with declarations"
 
 
-def test_the_decorator_prints_what_the_readme_shows(shell_env):
+def test_the_decorator_prints_what_the_readme_shows(readme_scripts):
     """The decorator's example prints, on stderr, the ```text block that follows it."""
-    work, env = shell_env
-    text = README.read_text(encoding="utf-8")
-    assert FROM_CODE_SECTION in text, f"README.md has no section {FROM_CODE_SECTION!r}"
-    part = text.split(FROM_CODE_SECTION, 1)[1].split("\n## ", 1)[0]
-    assert DECORATOR_SECTION in part, (
-        f"README.md's {FROM_CODE_SECTION!r} has no {DECORATOR_SECTION!r}"
-    )
-    part = part.split(DECORATOR_SECTION, 1)[1].split("\n### ", 1)[0]
-    (_, code), *_ = blocks("python", part)
-    (_, shown), *_ = blocks("text", part)
-    script = work / "readme_decorator.py"
-    script.write_text("\n".join(code) + "\n", encoding="utf-8")
-    result = run_line(f"NO_COLOR=1 python {script.name}", work, env)
+    _, shown = decorator_example()
+    result = readme_scripts["readme_decorator.py"]
     assert result.returncode == 0, result.stderr
     assert normalised(result.stderr) == normalised("\n".join(shown)), (
         f"README.md's {FROM_CODE_SECTION!r} output block is out of date; paste what its example"

@@ -15,7 +15,7 @@ from typing import List, Tuple
 import pytest
 import torch
 
-from conftest import REPO
+from conftest import REPO, Result, cli
 from tensortrace.trace.doctor import Report, report_from_json
 
 
@@ -33,6 +33,8 @@ EXAMPLES = REPO / "examples" / "doctor"
 
 
 def doctor_cli(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
+    """``python -m tensortrace doctor ARGS`` as a process of its own: for the exit status as the
+    shell sees it, and for the order of the report and the traceback on a real stderr."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "FORCE_COLOR", "COLUMNS")}
     env["NO_COLOR"] = "1"
     return subprocess.run(
@@ -46,9 +48,26 @@ def doctor_cli(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
     )
 
 
-def example(name: str, tmp_path: Path) -> Tuple[subprocess.CompletedProcess, Report]:
+def doctor_here(*args: str, cwd: Path = REPO) -> Result:
+    """``tensortrace doctor ARGS`` in this process, through the command's own ``main()``. Doctor
+    runs the script inside the process that runs the command (no child), so the report, the
+    script's output, its traceback and its status are the same here; a new Python for each
+    example would only add the start-up of one that imports torch (2.5 s of CPU)."""
+    return cli(
+        "doctor", *args, cwd=cwd, env={"NO_COLOR": "1", "FORCE_COLOR": None, "COLUMNS": None}
+    )
+
+
+@pytest.fixture(scope="module")
+def failing_on_a_real_stderr() -> subprocess.CompletedProcess:
+    """The README's failing example, run once as its own process and read by the tests of the
+    order on stderr and of the README's text."""
+    return doctor_cli("examples/doctor/inplace_activation.py")
+
+
+def example(name: str, tmp_path: Path) -> Tuple[Result, Report]:
     out = tmp_path / "report.json"
-    result = doctor_cli("-o", str(out), f"examples/doctor/{name}")
+    result = doctor_here("-o", str(out), f"examples/doctor/{name}")
     return result, report_from_json(out.read_text(encoding="utf-8"))
 
 
@@ -146,8 +165,8 @@ def test_detach_that_cuts_the_loss_from_the_parameters(tmp_path):
     assert at(f.backward) == (path, 11)
 
 
-def test_console_report_comes_first_then_the_traceback():
-    result = doctor_cli("examples/doctor/inplace_activation.py")
+def test_console_report_comes_first_then_the_traceback(failing_on_a_real_stderr):
+    result = failing_on_a_real_stderr
     assert result.returncode == 1
     lines = result.stderr.splitlines()
     assert lines[0] == "tensortrace doctor: backward failed: a tensor it needs was changed in place"
@@ -170,7 +189,7 @@ if len(sys.argv) > 1 and sys.argv[1] == "exit":
 def test_script_gets_its_own_argv_path_and_main(tmp_path):
     script = tmp_path / "echo.py"
     script.write_text(ECHO, encoding="utf-8")
-    result = doctor_cli(str(script), "-o", "x", "--epochs", "3")
+    result = doctor_here(str(script), "-o", "x", "--epochs", "3")
     assert result.returncode == 0, result.stderr
     argv, path0, name, cwd = json.loads(result.stdout)
     assert argv == [str(script), "-o", "x", "--epochs", "3"]
@@ -205,17 +224,12 @@ def test_missing_script_is_one_sentence(tmp_path):
 
 
 def test_json_report_and_its_schema(tmp_path):
-    result = doctor_cli("--format", "json", "examples/doctor/data_write.py")
+    result = doctor_here("--format", "json", "examples/doctor/data_write.py")
     assert result.returncode == 0
     report = report_from_json(result.stderr)
     assert report.silent[0].saved.name == "y"
-    schema = subprocess.run(
-        [sys.executable, "-m", "tensortrace", "schema", "--doctor"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
+    schema = cli("schema", "--doctor")
+    assert schema.returncode == 0, schema.stderr
     assert "Report" in json.loads(schema.stdout)["$defs"]
 
 
@@ -386,12 +400,12 @@ def readme_block(after: str, language: str) -> str:
     return text[body : text.index("```\n", body)]
 
 
-def test_readme_shows_what_doctor_prints():
-    failing = doctor_cli("examples/doctor/inplace_activation.py")
+def test_readme_shows_what_doctor_prints(failing_on_a_real_stderr):
+    failing = failing_on_a_real_stderr
     assert failing.returncode == 1
     shown = readme_block("prints on stderr, before the script's own traceback", "text")
     assert failing.stderr.split("Traceback (most recent call last):")[0] == shown
-    silent = doctor_cli("examples/doctor/data_write.py")
+    silent = doctor_here("examples/doctor/data_write.py")
     block = readme_block("$ tensortrace doctor examples/doctor/data_write.py", "text")
     assert silent.returncode == 0 and silent.stderr == block
 

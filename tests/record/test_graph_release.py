@@ -5,15 +5,22 @@ lives, and PyTorch frees such nodes through their objects, one nested call per
 node: freeing a chain of some 45,000 walked nodes overflows an 8 MiB C stack
 (``graph.py`` says more). The walk anchors each node's next nodes in its
 ``metadata`` so that freeing stays iterative. Each crash check runs in a
-process of its own, so that a crash fails the test, not the suite.
+process of its own (a fork of the test's), so that a crash fails the test,
+not the suite.
 """
 
 from __future__ import annotations
 
+import faulthandler
 import json
+import os
+import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
+import time
+import traceback
 
 import pytest
 import torch
@@ -54,13 +61,47 @@ def in_thread(work, stack_kib):
 """
 
 
-def _run(body: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-c", CHAIN + textwrap.dedent(body)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+def _run(body: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """Run CHAIN + ``body`` in a forked child of this process, which has imported torch already
+    (a new Python would spend 2.5 s of CPU on that): the graphs are built, walked and freed in the
+    child alone, and a crash there is its exit status here (-SIGSEGV), as for a subprocess."""
+    code = CHAIN + textwrap.dedent(body)
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        pid = os.fork()
+        if pid == 0:  # the child: never returns into pytest
+            status = 1
+            try:
+                faulthandler.disable()  # a crash is the result, not pytest's to report
+                os.dup2(out.fileno(), 1)
+                os.dup2(err.fileno(), 2)
+                sys.stdout = open(1, "w", encoding="utf-8", closefd=False)
+                sys.stderr = open(2, "w", encoding="utf-8", closefd=False)
+                exec(compile(code, "<chain>", "exec"), {"__name__": "__main__"})
+                status = 0
+            except BaseException:
+                traceback.print_exc()
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(status)
+        deadline = time.monotonic() + timeout
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            if time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                raise subprocess.TimeoutExpired(code, timeout)
+            time.sleep(0.02)
+        out.seek(0)
+        err.seek(0)
+        return subprocess.CompletedProcess(
+            code,
+            os.waitstatus_to_exitcode(status),
+            out.read().decode("utf-8", "replace"),
+            err.read().decode("utf-8", "replace"),
+        )
 
 
 def test_a_walked_100k_node_chain_is_freed_in_process():

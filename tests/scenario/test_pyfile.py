@@ -26,10 +26,11 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Dict
 
 import pytest
 
-from conftest import REPO, cli
+from conftest import REPO, Result, cli, scripts_in_one_python
 from tensortrace.errors import ScenarioError
 from tensortrace.scenario import load_scenario, loads_scenario
 
@@ -52,11 +53,27 @@ def test_there_are_seed_snippets():
     assert len(SEEDS) >= 8
 
 
-@pytest.mark.parametrize("seed", SEEDS, ids=lambda p: p.stem)
-def test_a_seed_snippet_prints_and_raises_what_plain_python_does(seed):
-    plain = subprocess.run(
+@pytest.fixture(scope="module")
+def plain_python() -> Dict[Path, Result]:
+    """What plain Python prints and raises for each seed, all run in one Python of their own."""
+    return scripts_in_one_python(SEEDS, cwd=SEEDS[0].parent)
+
+
+def test_the_plain_python_runner_sees_what_a_script_of_its_own_does(plain_python):
+    """The shared runner gives each seed what ``python SEED`` gives it alone."""
+    seed = next(s for s in SEEDS if s.stem == "detach_backward_fails")
+    alone = subprocess.run(
         [sys.executable, str(seed)], capture_output=True, text=True, timeout=120, cwd=seed.parent
     )
+    shared = plain_python[seed]
+    assert shared.returncode == alone.returncode == 1
+    assert _addresses_masked(shared.stdout) == _addresses_masked(alone.stdout)
+    assert shared.stderr == alone.stderr
+
+
+@pytest.mark.parametrize("seed", SEEDS, ids=lambda p: p.stem)
+def test_a_seed_snippet_prints_and_raises_what_plain_python_does(seed, plain_python):
+    plain = plain_python[seed]
     trace = trace_of(seed)
     steps = trace["steps"]
     printed = (trace["setup"] or {}).get("stdout", "") if trace["setup"] else ""
