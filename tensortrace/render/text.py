@@ -113,10 +113,7 @@ _INIT_FIELDS: Dict[type, Tuple[str, ...]] = {}  # per record type, the fields it
 
 
 def _visible_value(value: Any, seen: Dict[int, Any]) -> Any:
-    """``value`` made visible.
-
-    ``seen`` maps the id of each tuple already done (records share them) to its result.
-    """
+    """``value`` made visible; ``seen``: each tuple already done (records share them)."""
     cls = type(value)
     if cls is str:
         return visible(value)
@@ -178,12 +175,10 @@ def _visible_value(value: Any, seen: Dict[int, Any]) -> Any:
     return result
 
 
-# In a record's JSON text, what a character ``visible`` spells looks like: a control
-# below 0x20 other than newline and tab is escaped (\b, \f, \r, \u00XX), the rest
-# stand as they are. A literal backslash before b, f, r or u00 matches too: that
-# record is then walked field by field, which is slower but never wrong.
+# In JSON text, a control below 0x20 but newline and tab is escaped (\b \f \r \u00XX), the
+# rest of what ``visible`` spells stands as it is (in ASCII text, only DEL). A literal
+# backslash before b, f, r or u00 matches too: that record is walked, slower, never wrong.
 _INVISIBLE_IN_JSON = re.compile(_SUSPECT.pattern + r"|\\[bfr]|\\u00")
-# The same in ASCII text, where the only one left to find standing as it is, is DEL.
 _INVISIBLE_IN_ASCII_JSON = (b"\\b", b"\\f", b"\\r", b"\\u00", b"\x7f")
 _JSON = msgspec.json.Encoder()
 
@@ -191,12 +186,10 @@ _JSON = msgspec.json.Encoder()
 def _holds_none(value: Any) -> bool:
     """Whether no string anywhere in ``value`` holds a character ``visible`` spells.
 
-    One encoding in C and one search over its text, where walking the record
-    visits every element of every tensor's values (a tenth to a third of a
-    render's time). Text that is all ASCII (most traces) is searched for
-    five short byte strings, each one scan in C, rather than for the whole
-    character class, which costs several times as much per character. A record the encoder
-    refuses (a lone surrogate, a type it does not know) is walked instead.
+    One encoding and one search in C, where walking the record visits every
+    element of every tensor's values; ASCII text (most traces) is searched for
+    five byte strings, several times cheaper than the character class. A record
+    the encoder refuses (a lone surrogate, an unknown type) is walked instead.
     """
     try:
         data = _JSON.encode(value)
