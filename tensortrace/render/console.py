@@ -50,7 +50,7 @@ from .console_parts import (
     trace_footer,
 )
 from .console_lines import BLANK, TextLine
-from .console_table import Cell, state_table
+from .console_table import Kept, state_table
 from .console_variants import variant_parts
 from .ops import flow_lines, ops_lines
 from .facts import aliasing_notes, with_previous
@@ -123,7 +123,7 @@ def _trace_parts(
     if legend is not None:
         yield legend_text(view, variants=False, marks=legend)
     columns = run_columns([trace], view.options)
-    drawn: Dict[TensorState, List[Cell]] = {}  # cells of unchanged tensors (state_table)
+    drawn: Dict[TensorState, Kept] = {}  # cells of unchanged tensors (state_table)
     first = True
     for prev, step in with_previous(trace):
         if not step_wanted(step, view.options.steps):
@@ -139,7 +139,7 @@ def _step_parts(
     step: Step,
     view: View,
     columns: Sequence[str],
-    drawn: Dict[TensorState, List[Cell]],
+    drawn: Dict[TensorState, Kept],
 ) -> Iterable[RenderableType]:
     """One step; ``shown_prev`` is the step drawn just before it (None: the first drawn)."""
     yield BLANK
@@ -200,7 +200,7 @@ def _state_parts(
     step: Step,
     view: View,
     columns: Sequence[str],
-    drawn: Dict[TensorState, List[Cell]],
+    drawn: Dict[TensorState, Kept],
 ) -> Iterable[RenderableType]:
     names, rows = table_rows(prev, step, view.options)
     if not names:

@@ -40,6 +40,7 @@ from .console_parts import (
     storage_colour,
 )
 from .layout import Row
+from .facts import same
 from .text import fact_text, format_storage
 
 HEADERS = {
@@ -79,11 +80,15 @@ def screen_width(text: str) -> int:
     return len(text) if text.isascii() else cell_len(text)
 
 
+# A tensor's record and the cells drawn for it (``state_table``'s ``drawn``).
+Kept = Tuple[TensorState, List["Cell"]]
+
+
 def state_table(
     rows: Sequence[Row],
     columns: Sequence[str],
     view: View,
-    drawn: Optional[Dict[TensorState, List[Cell]]] = None,
+    drawn: Optional[Dict[TensorState, Kept]] = None,
 ) -> RenderableType:
     """One row per tensor; when the columns cannot fit the width, one block per tensor.
 
@@ -100,16 +105,18 @@ def state_table(
 
 
 def _row_cells_kept(
-    row: Row, columns: Sequence[str], view: View, drawn: Optional[Dict[TensorState, List[Cell]]]
+    row: Row, columns: Sequence[str], view: View, drawn: Optional[Dict[TensorState, Kept]]
 ) -> List[Cell]:
     if drawn is None or row.changed or row.new:  # marks depend on the step before
         return row_cells(row, columns, view)
     try:
-        cells = drawn.get(row.state)
+        kept = drawn.get(row.state)
     except TypeError:  # a record holding something unhashable: drawn afresh
         return row_cells(row, columns, view)
-    if cells is None:
-        cells = drawn[row.state] = row_cells(row, columns, view)
+    if kept is not None and same(kept[0], row.state):  # equal is not enough: -0.0 == 0.0
+        return kept[1]
+    cells = row_cells(row, columns, view)
+    drawn[row.state] = (row.state, cells)
     return cells
 
 

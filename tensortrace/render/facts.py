@@ -13,6 +13,8 @@ import keyword
 import re
 from typing import Dict, Iterator, Optional, Sequence, Tuple
 
+import msgspec
+
 from ..trace import Step, TensorState, Trace, evolve
 from .structs import record
 from ..trace.names import covers, expand
@@ -38,6 +40,31 @@ FIELDS: Tuple[str, ...] = (
 VALUE_FIELDS = frozenset({"values", "grad"})
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+# The fields of a tensor's record that hold floats; the rest compare exactly with ``==``.
+FLOAT_FIELDS = ("grad", "values")
+_written = msgspec.json.Encoder().encode  # values hold only JSON's own types
+
+
+def same(a: object, b: object) -> bool:
+    """Equal, a zero's sign included: ``-0.0 == 0.0`` in Python, but the two show apart.
+
+    ``==`` first, in C; then, for what holds floats (values, a tensor's record),
+    their JSON, which writes the sign.
+    """
+    if a is b:
+        return True
+    if a != b:
+        return False
+    try:
+        if type(a) is TensorState:
+            return (a.values is b.values or _written(a.values) == _written(b.values)) and (
+                a.grad is b.grad or _written(a.grad) == _written(b.grad)
+            )
+        return not isinstance(a, (msgspec.Struct, float)) or _written(a) == _written(b)
+    except (TypeError, ValueError, msgspec.EncodeError):  # what JSON cannot hold: not the same
+        return False
 
 
 def fact(state: TensorState, field: str) -> object:
@@ -72,9 +99,11 @@ def changed_fields(prev: Optional[TensorState], cur: TensorState) -> frozenset:
     """The facts of ``cur`` that differ from ``prev`` (every fact when ``prev`` is None)."""
     if prev is None:
         return frozenset(FIELDS)
-    if prev is cur or prev == cur:  # the same record, or an equal one read back: no change
+    if same(prev, cur):  # the same record, or an equal one read back: no change
         return frozenset()
-    return frozenset(f for f in FIELDS if fact(prev, f) != fact(cur, f))
+    changed = {f for f in FIELDS if fact(prev, f) != fact(cur, f)}
+    changed.update(f for f in FLOAT_FIELDS if not same(getattr(prev, f), getattr(cur, f)))
+    return frozenset(changed)
 
 
 def tensors_by_name(step: Optional[Step]) -> Dict[str, TensorState]:
@@ -147,19 +176,19 @@ def aliasing_notes(prev_step: Optional[Step], step: Step) -> Tuple[AliasNote, ..
     notes = []
     for state in step.tensors:
         old = before.get(state.name)
-        if old is None or old == state or state.storage is None:
+        if old is None or state.storage is None or same(old, state):
             continue
         if root_name(state.name) in mentioned:
             continue
-        fields = tuple(f for f in ("values", "version") if fact(old, f) != fact(state, f))
+        fields = tuple(f for f in ("values", "version") if not same(fact(old, f), fact(state, f)))
         if not fields:
             continue
         via = tuple(
             n for n in groups[state.storage] if n != state.name and root_name(n) in mentioned
         )
         if via:
-            same = next((n for n in via if _same_object(step, state.name, n)), None)
-            notes.append(AliasNote(state.name, fields, state.storage, via, same))
+            alias = next((n for n in via if _same_object(step, state.name, n)), None)
+            notes.append(AliasNote(state.name, fields, state.storage, via, alias))
         else:
             written = _written_inside(step, state.name, state.storage, groups[state.storage])
             if written is not None:

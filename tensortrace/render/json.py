@@ -50,7 +50,12 @@ def _spelled(match: "re.Match[str]") -> str:
 
 def _compact(value: Any) -> str:
     """``value`` (plain data or records) as JSON on one line, UTF-8 kept but for ``_RAW``."""
-    text = _encode(value).decode("utf-8")
+    return _line(_encode(value))
+
+
+def _line(data: bytes) -> str:
+    """Encoded JSON as text, UTF-8 kept but for ``_RAW``."""
+    text = data.decode("utf-8")
     return _RAW.sub(_spelled, text) if _RAW.search(text) else text
 
 
@@ -103,18 +108,24 @@ def _graph(graph: Graph) -> dict:
 
 
 class _Writer:
-    """Writes one document into ``out``; each distinct record is encoded once, however many
-    steps share it (the recorder reuses the record of a tensor no step changed)."""
+    """Writes one document into ``out``; each distinct record is made a line once, however
+    many steps hold it (a tensor no step changed is the same record in process and after the
+    pipe, and an equal one, encoded alike, read back from a file)."""
 
     def __init__(self) -> None:
         self.out: List[str] = []
         self.texts: Dict[int, str] = {}  # id of a record -> its line; the traces keep them alive
+        self.lines: Dict[bytes, str] = {}  # a record's encoding -> its line
         self.keys: Dict[str, str] = {}  # a key as JSON: a step repeats the same 22
 
     def record(self, value: msgspec.Struct) -> str:
         text = self.texts.get(id(value))
         if text is None:
-            text = self.texts[id(value)] = _compact(value)
+            data = _encode(value)
+            text = self.lines.get(data)
+            if text is None:
+                text = self.lines[data] = _line(data)
+            self.texts[id(value)] = text
         return text
 
     def write(self, value: Any, depth: int, indent: str) -> None:
