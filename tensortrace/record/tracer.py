@@ -96,7 +96,7 @@ def collect(events: Iterator[Event]) -> Trace:
 
 def resolve_device(scenario: Scenario, override: Optional[str]) -> str:
     """The scenario's own device wins; else --device; else cpu. Checks availability."""
-    wanted = scenario.device or override or "cpu"
+    wanted = scenario.device_for(override)
     if wanted == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     where = {

@@ -23,7 +23,7 @@ def refuse_gpu(scenario: "Scenario", device: Optional[str]) -> None:
     each of Landlock, seccomp and the memory cap alone makes CUDA's start-up
     fail, so the child would report the GPU missing, which is not the truth.
     """
-    wanted = scenario.device or device or "cpu"
+    wanted = scenario.device_for(device)
     if not wanted.startswith("cuda"):
         return
     own = bool(scenario.device)
@@ -44,7 +44,7 @@ def on_the_gpu(scenario: "Scenario", device: Optional[str]) -> bool:
     has so much as counted the GPUs ("Cannot re-initialize CUDA in forked subprocess"),
     which a notebook or a script calling the Python API usually has.
     """
-    wanted = scenario.device or device or "cpu"
+    wanted = scenario.device_for(device)
     if wanted == "auto":
         import torch
 

@@ -153,6 +153,10 @@ class Scenario:
         )
         return dataclasses.replace(self, setup=tuple(fill(c) for c in self.setup), steps=steps)
 
+    def device_for(self, override: Optional[str]) -> str:
+        """The device this scenario asks for: its own, else ``--device``, else cpu."""
+        return self.device or override or "cpu"
+
     @property
     def variant_names(self) -> Tuple[str, ...]:
         return tuple(self.variants) if self.variants else ()
