@@ -126,6 +126,25 @@ def test_without_the_wall_the_same_steps_do_harm(tmp_path: Path, area: Path) -> 
     assert sorted(p.name for p in area.iterdir()) == ["link", "new.txt", "newdir", "secret.txt"]
 
 
+DEVICE_WRITES = [
+    "x = torch.ones(1)",
+    "open('/dev/null', 'w').write('x')",
+    "open('/dev/zero', 'r+b')",
+]
+
+
+@needs_wall
+def test_no_device_file_can_be_opened_for_writing(tmp_path: Path) -> None:
+    """Safe mode runs on the CPU only, so the wall opens no device file for writing
+    (docs/safety.md, ``landlock-files``): not even ``/dev/null``, which it may read."""
+    assert outcomes(run(tmp_path, DEVICE_WRITES)) == {
+        1: "ok",
+        2: "PermissionError",
+        3: "PermissionError",
+    }
+    assert outcomes(run(tmp_path, DEVICE_WRITES, confined=False)) == {1: "ok", 2: "ok", 3: "ok"}
+
+
 @needs_wall
 def test_a_writable_shared_mapping_cannot_be_made(tmp_path: Path) -> None:
     readable = (
