@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple
 
-from rich.console import Group, RenderableType
+from rich.console import RenderableType
 from rich.padding import Padding
 from rich.text import Text
 
@@ -50,6 +50,7 @@ from .console_parts import (
     trace_footer,
 )
 from .console_lines import BLANK, TextLine
+from .console_page import page_text
 from .console_table import Kept, state_table
 from .console_variants import variant_parts
 from .ops import flow_lines, ops_lines
@@ -78,10 +79,9 @@ def render_console(traces: Sequence[Trace], options: RenderOptions = DEFAULT_OPT
     # write of its own, which on a long trace cost more than drawing the steps.
     # No crop: every part is drawn within the width already (test_console_width
     # holds it to that), and cropping was a second pass over every segment.
-    console.print(
-        Group(*console_renderables(traces, options, width=width, color=options.color)), crop=False
+    text = page_text(
+        console, console_renderables(traces, options, width=width, color=options.color)
     )
-    text = console.file.getvalue()
     if not options.color:
         text = "\n".join(line.rstrip() for line in text.split("\n"))
     return text

@@ -27,6 +27,8 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 
+from .console_page import drawn_by_segments
+
 TITLE_STYLE = "bold"
 RULE_STYLE = "bright_blue"
 RULE_CHARACTER = "─"
@@ -53,6 +55,7 @@ class TextLine:
     """``Padding(Text(words, style=style), (0, 0, 0, indent))``: one line of prose under a step."""
 
     __slots__ = ("words", "style", "indent")
+    drawn_text = drawn_by_segments  # the page's text without rich's layers (console_page)
 
     def __init__(self, words: str, style: str = "", indent: int = 2) -> None:
         self.words = words
@@ -85,6 +88,7 @@ class TitleLine:
     """``Rule(Text(title, style="bold"), align="left", style="bright_blue")``: a step's title."""
 
     __slots__ = ("title",)
+    drawn_text = drawn_by_segments
 
     def __init__(self, title: str) -> None:
         self.title = title
@@ -113,6 +117,8 @@ class TitleLine:
 
 class BlankLine:
     """``Text("")``: the empty line before each step."""
+
+    drawn_text = drawn_by_segments
 
     def reference(self) -> Text:
         return Text("")

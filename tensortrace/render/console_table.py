@@ -30,6 +30,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..trace import TensorState
+from .console_page import segments_text as _text
 from .console_parts import (
     CHANGED_MARK,
     CHANGED_STYLE,
@@ -57,11 +58,18 @@ GAP = 2
 
 
 class Cell(NamedTuple):
-    """A cell's text as styled pieces, over a style for the whole cell and its padding."""
+    """A cell's text as styled pieces, over a style for the whole cell and its padding.
+
+    ``make_cell`` measures the text once: a kept cell is measured once per run,
+    not once per step that shows it.
+    """
 
     pieces: Tuple[Tuple[str, str], ...]
     style: str = ""
-    plain: str = ""  # the pieces' text, joined once (``cell`` fills it in)
+    plain: str = ""  # the pieces' text, joined once
+    widest: int = 0  # its longest line, in characters
+    word: int = 0  # its longest word, in characters
+    screen: int = -1  # its width on screen when it is one line with no tab, else -1
 
     def text(self) -> Text:
         """The cell as rich ``Text`` (what the reference table draws)."""
@@ -72,7 +80,16 @@ class Cell(NamedTuple):
 
 
 def make_cell(pieces: Tuple[Tuple[str, str], ...], style: str = "") -> Cell:
-    return Cell(pieces, style, "".join(text for text, _ in pieces))
+    plain = "".join(text for text, _ in pieces)
+    flat = "\n" not in plain and "\t" not in plain
+    return Cell(
+        pieces,
+        style,
+        plain,
+        len(plain) if flat else _widest_line(plain),
+        _longest_word(plain),
+        screen_width(plain) if flat else -1,
+    )
 
 
 def screen_width(text: str) -> int:
@@ -169,12 +186,11 @@ def column_widths(
     least: Dict[str, int] = {}
     for position, column in enumerate(columns):
         header = len(HEADERS.get(column, column))
-        texts = [row[position].plain for row in cells]
-        widest = max(_widest_line(text) for text in texts)
+        widest = max([row[position].widest for row in cells])
         needed[column] = max(header, widest)
         floor = WRAPPING_COLUMNS.get(column)
         if floor:
-            word = max(_longest_word(text) for text in texts)
+            word = max([row[position].word for row in cells])
             least[column] = max(header, word, min(widest, floor))
         else:
             least[column] = needed[column]
@@ -200,8 +216,7 @@ def fits_on_lines(cells: Sequence[Sequence[Cell]], widths: Dict[str, int]) -> bo
     limits = list(widths.values())
     for row in cells:
         for each, limit in zip(row, limits):
-            plain = each.plain
-            if "\n" in plain or "\t" in plain or screen_width(plain) > limit:
+            if not 0 <= each.screen <= limit:  # -1: more than one line, or a tab
                 return False
     return True
 
@@ -252,23 +267,55 @@ class TableLines:
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[Segment]:
         styles = _Styles.of(console)
-        null = styles.get("")
-        indent = Segment(" " * TABLE_INDENT, null)
-        inner = sum(self.widths) + GAP * (len(self.widths) - 1)
-        fill = options.max_width - TABLE_INDENT - inner
-        end = [Segment(" " * fill, null)] if fill > 0 else []
-        end.append(Segment.line())
-        header = [make_cell(((HEADERS.get(c, c), ""),), HEADER_STYLE) for c in self.columns]
-        yield indent
-        yield from self._line(header, styles, styles.get(HEADER_STYLE))
-        yield from end
-        yield indent
-        yield Segment("─" * inner, null)
-        yield from end
+        yield from self._head(styles, options.max_width)
         for row in self.cells:
-            yield indent
-            yield from self._line(row, styles, null)
-            yield from end
+            yield from self._row(row, styles, options.max_width)
+
+    def drawn_text(self, console: Console, options: ConsoleOptions) -> str:
+        """The text of ``__rich_console__``'s segments (``console_page``), each line written once
+        per console: a run's unchanged rows, header and rule are the same line at every step."""
+        styles = _Styles.of(console)
+        layout = (tuple(self.widths), tuple(self.right), options.max_width)
+        lines = styles.lines
+        key = (tuple(self.columns), layout)
+        text = lines.get(key)
+        if text is None:
+            text = lines[key] = _text(console, self._head(styles, options.max_width))
+        out = [text]
+        for row in self.cells:
+            key = (tuple(row), layout)
+            text = lines.get(key)
+            if text is None:
+                text = lines[key] = _text(console, self._row(row, styles, options.max_width))
+            out.append(text)
+        return "".join(out)
+
+    def _head(self, styles: "_Styles", width: int) -> Iterator[Segment]:
+        """The header and the rule under it."""
+        null = styles.get("")
+        header = [make_cell(((HEADERS.get(c, c), ""),), HEADER_STYLE) for c in self.columns]
+        yield Segment(" " * TABLE_INDENT, null)
+        yield from self._line(header, styles, styles.get(HEADER_STYLE))
+        yield from self._end(width, null)
+        yield Segment(" " * TABLE_INDENT, null)
+        yield Segment("─" * self._inner(), null)
+        yield from self._end(width, null)
+
+    def _row(self, row: Sequence[Cell], styles: "_Styles", width: int) -> Iterator[Segment]:
+        null = styles.get("")
+        yield Segment(" " * TABLE_INDENT, null)
+        yield from self._line(row, styles, null)
+        yield from self._end(width, null)
+
+    def _inner(self) -> int:
+        return sum(self.widths) + GAP * (len(self.widths) - 1)
+
+    def _end(self, width: int, null: Style) -> Iterator[Segment]:
+        """What fills a line to the width, as the ``Padding`` around a table does, and its end."""
+        fill = width - TABLE_INDENT - self._inner()
+        if fill > 0:
+            yield Segment(" " * fill, null)
+        yield Segment.line()
 
     def _line(self, row: Sequence[Cell], styles: "_Styles", pad: Style) -> Iterator[Segment]:
         divider = Segment(" ", styles.get(""))
@@ -291,7 +338,7 @@ def _cell_segments(cell: Cell, width: int, right: bool, styles: "_Styles") -> Li
     The cell's own style covers its padding too; each styled piece is laid
     over it (the later style wins where they disagree).
     """
-    spaces = width - screen_width(cell.plain)
+    spaces = width - cell.screen
     if not cell.style and len(cell.pieces) == 1 and not cell.pieces[0][1]:
         # unstyled: one segment with no style at all, as Text renders it
         return [Segment(" " * spaces + cell.plain if right else cell.plain + " " * spaces)]
@@ -329,11 +376,12 @@ class _Styles:
         self.console = console
         self.known: Dict[Tuple[str, ...], Style] = {}
         self.cells: Dict[Tuple[Cell, int, bool], List[Segment]] = {}
+        self.lines: Dict[tuple, str] = {}  # a table's lines as text (``TableLines.drawn_text``)
 
     @classmethod
     def of(cls, console: Console) -> "_Styles":
         styles = cls._by_console.get(console)
-        if styles is None or len(styles.cells) > cls.MAX_CELLS:
+        if styles is None or len(styles.cells) + len(styles.lines) > cls.MAX_CELLS:
             styles = cls._by_console[console] = cls(console)
         return styles
 
