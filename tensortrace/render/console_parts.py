@@ -8,8 +8,9 @@ expectations), autograd trees, and the closing summary. ``console.py`` and
 
 from __future__ import annotations
 
+import functools
 import io
-from typing import Dict, FrozenSet, Iterable, List, Optional
+from typing import TYPE_CHECKING, Dict, FrozenSet, Iterable, List, Optional
 
 from rich import box
 from rich.console import Console, Group, RenderableType
@@ -19,7 +20,10 @@ from rich.text import Text
 from rich.tree import Tree
 
 from .console_lines import TextLine, TitleLine
-from .plaincode import plain_code
+
+if TYPE_CHECKING:
+    from rich.syntax import Syntax
+from .plaincode import TAB_SIZE, plain_code
 from .prose import prose
 from ..trace import ErrorInfo, ExpectationResult, Graph, Step, TensorState, Trace
 from .structs import record
@@ -176,22 +180,40 @@ def step_title(step: Step, extra: str = "") -> RenderableType:
 
 
 def code_syntax(code: str, line: Optional[int], color: bool = True) -> RenderableType:
-    """The step's code, highlighted as Python where colour is shown; without colour, the
-    same characters drawn without pygments (``plaincode``), or by ``Syntax``'s plain-text lexer."""
+    """The step's code, highlighted as Python where colour is shown; drawn by ``plaincode``, or,
+    where only rich draws it right, by ``Syntax`` itself (with the plain-text lexer without colour).
+    """
     code = code.rstrip("\n")
     line = as_int(line) if line is not None else None  # a line that is not a number: none shown
-    if not color:
-        plain = plain_code(code, line)
-        if plain is not None:
-            return plain
+    drawn = plain_code(code, line, _python_syntax().highlight if color else None)
+    if drawn is not None:
+        return drawn
     from rich.syntax import Syntax  # pygments: imported only where it is drawn
 
     return Syntax(
         code,
-        "python" if color else "text",
+        _python_syntax().lexer if color else "text",
         theme=SYNTAX_THEME,
         line_numbers=line is not None,
         start_line=line or 1,
+        word_wrap=True,
+        background_color="default",
+    )
+
+
+@functools.lru_cache(maxsize=None)
+def _python_syntax() -> "Syntax":
+    """A ``Syntax`` whose Python lexer and theme are made once, for its ``highlight``: given their
+    names, ``Syntax`` looks the lexer up each time it is asked for it, and builds the theme again
+    for every step's code."""
+    from pygments.lexers import get_lexer_by_name
+    from rich.syntax import Syntax
+
+    lexer = get_lexer_by_name("python", stripnl=False, ensurenl=True, tabsize=TAB_SIZE)
+    return Syntax(
+        "",
+        lexer,
+        theme=Syntax.get_theme(SYNTAX_THEME),
         word_wrap=True,
         background_color="default",
     )

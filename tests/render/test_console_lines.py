@@ -21,6 +21,7 @@ from render_fixtures import detach_trace, recorded_traces, troubled_trace
 from tensortrace.render import RenderOptions, render
 from tensortrace.render import console_lines
 from tensortrace.render.console_lines import BLANK, TextLine, TitleLine
+from tensortrace.render.console_parts import _python_syntax
 from tensortrace.render.plaincode import PlainCode
 
 WIDTHS = (20, 40, 80, 100, 160)
@@ -143,9 +144,11 @@ def test_what_rich_would_rewrite_goes_to_rich():
     assert not console_lines.fits_line("e\u0301 ", 2)  # 2 cells, but rich crops 3 characters
 
 
+@pytest.mark.parametrize("color", [False, True])
 @pytest.mark.parametrize("width", (10, 30, 80))
-def test_code_lines_are_what_render_lines_gives(monkeypatch, width: int):
-    console = _console(width, False)
+def test_code_lines_are_what_render_lines_gives(monkeypatch, width: int, color: bool):
+    console = _console(width, color)
+    highlight = _python_syntax().highlight if color else None
     codes = [
         ("t0.add_(1)", 5),
         ("x = 1\n\ny = x + 2\n", None),
@@ -153,9 +156,9 @@ def test_code_lines_are_what_render_lines_gives(monkeypatch, width: int):
         ("名前 = torch.ones(3)", 1),
         ("if x:\n\tpass", 9),
     ]
-    fast = [_segments(console, PlainCode(code, line)) for code, line in codes]
+    fast = [_segments(console, PlainCode(code, line, highlight)) for code, line in codes]
     monkeypatch.setattr(console_lines, "fits_line", lambda text, room: False)
-    assert fast == [_segments(console, PlainCode(code, line)) for code, line in codes]
+    assert fast == [_segments(console, PlainCode(code, line, highlight)) for code, line in codes]
 
 
 @pytest.mark.parametrize("color", [False, True])

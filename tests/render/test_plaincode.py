@@ -1,4 +1,5 @@
-"""``PlainCode`` draws exactly what rich's ``Syntax`` draws without colour, byte for byte."""
+"""``PlainCode`` draws exactly what rich's ``Syntax`` draws, byte for byte: without colour (the
+plain-text lexer) and in colour (highlighted as Python, with every style's escape code)."""
 
 from __future__ import annotations
 
@@ -12,15 +13,15 @@ from rich.syntax import Syntax
 from rich.table import Table
 
 from tensortrace.scenario.library import bundled_names, bundled_path
-from tensortrace.render.console_parts import SYNTAX_THEME, code_syntax
+from tensortrace.render.console_parts import SYNTAX_THEME, _python_syntax, code_syntax
 from tensortrace.render.plaincode import PlainCode, plain_code
 from tensortrace.scenario import load_scenario
 
 
-def _syntax(code: str, line):
+def _syntax(code: str, line, color: bool = False):
     return Syntax(
         code,
-        "text",
+        "python" if color else "text",
         theme=SYNTAX_THEME,
         line_numbers=line is not None,
         start_line=line or 1,
@@ -29,12 +30,16 @@ def _syntax(code: str, line):
     )
 
 
-def _draw(renderable, width: int) -> str:
+def _plain(code: str, line, color: bool = False):
+    return plain_code(code, line, _python_syntax().highlight if color else None)
+
+
+def _draw(renderable, width: int, color: bool = False) -> str:
     console = Console(
         file=io.StringIO(),
         width=width,
-        color_system=None,
-        force_terminal=False,
+        color_system="truecolor" if color else None,
+        force_terminal=color,
         highlight=False,
         markup=False,
         emoji=False,
@@ -54,13 +59,14 @@ def _in_a_table(code: str, line, draw) -> Table:
     return table
 
 
-def _same(code: str, line, width: int) -> None:
-    plain = plain_code(code, line)
+def _same(code: str, line, width: int, color: bool = False) -> None:
+    plain = _plain(code, line, color)
     assert isinstance(plain, PlainCode), code
-    assert _draw(plain, width) == _draw(_syntax(code, line), width), (code, line, width)
-    ours = _in_a_table(code, line, plain_code)
-    theirs = _in_a_table(code, line, _syntax)
-    assert _draw(ours, width) == _draw(theirs, width), (code, line, width)
+    theirs = _draw(_syntax(code, line, color), width, color)
+    assert _draw(plain, width, color) == theirs, (code, line, width, color)
+    ours = _in_a_table(code, line, lambda c, n: _plain(c, n, color))
+    theirs = _in_a_table(code, line, lambda c, n: _syntax(c, n, color))
+    assert _draw(ours, width, color) == _draw(theirs, width, color), (code, line, width, color)
 
 
 def _library_code():
@@ -92,19 +98,21 @@ TRICKY = [
 ]
 
 
+@pytest.mark.parametrize("color", [False, True])
 @pytest.mark.parametrize("width", [20, 41, 80, 130])
 @pytest.mark.parametrize("line", [None, 1, 7, 98, 1000])
-def test_plain_code_draws_what_syntax_draws(width, line):
+def test_plain_code_draws_what_syntax_draws(width, line, color):
     for code in TRICKY:
-        _same(code, line, width)
+        _same(code, line, width, color)
 
 
+@pytest.mark.parametrize("color", [False, True])
 @pytest.mark.parametrize("width", [30, 100])
-def test_the_librarys_code_takes_the_cheap_path_and_draws_the_same(width):
+def test_the_librarys_code_takes_the_cheap_path_and_draws_the_same(width, color):
     library = _library_code()
     assert len(library) > 100
     for code in library:
-        _same(code, 12, width)
+        _same(code, 12, width, color)
 
 
 @settings(max_examples=150, deadline=None)
@@ -117,6 +125,7 @@ def test_the_librarys_code_takes_the_cheap_path_and_draws_the_same(width):
 )
 def test_plain_code_draws_what_syntax_draws_for_any_text(code, line, width):
     _same(code, line, width)
+    _same(code, line, width, color=True)
 
 
 def test_what_the_lexer_would_rewrite_goes_to_syntax():
@@ -124,4 +133,5 @@ def test_what_the_lexer_would_rewrite_goes_to_syntax():
         assert plain_code(code, 1) is None
         assert isinstance(code_syntax(code, 1, color=False), Syntax)
     assert isinstance(code_syntax("x = 1", 3, color=False), PlainCode)
-    assert isinstance(code_syntax("x = 1", 3, color=True), Syntax)
+    assert isinstance(code_syntax("x = 1", 3, color=True), PlainCode)
+    assert isinstance(code_syntax("windows\r\nline", 3, color=True), Syntax)
