@@ -61,7 +61,9 @@ def segments_text(console: Console, segments: Iterable[object]) -> Optional[str]
         text, style, control = segment
         if control:  # never written by our parts; rich drops it on a console that is no terminal
             return None
-        out.append(style.render(text, color_system=system) if style else text)
+        if system is not None and style:  # without colour a style renders as its bare text
+            text = style.render(text, color_system=system)
+        out.append(text)
     return "".join(out)
 
 

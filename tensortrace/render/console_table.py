@@ -16,6 +16,7 @@ of lines instead (``state_cards``).
 
 from __future__ import annotations
 
+import functools
 import weakref
 
 from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
@@ -79,6 +80,7 @@ class Cell(NamedTuple):
         return text
 
 
+@functools.lru_cache(maxsize=4096)  # most cells ("S2", "0", "False", "None") recur at every step
 def make_cell(pieces: Tuple[Tuple[str, str], ...], style: str = "") -> Cell:
     plain = "".join(text for text, _ in pieces)
     flat = "\n" not in plain and "\t" not in plain
@@ -272,22 +274,29 @@ class TableLines:
             yield from self._row(row, styles, options.max_width)
 
     def drawn_text(self, console: Console, options: ConsoleOptions) -> str:
-        """The text of ``__rich_console__``'s segments (``console_page``), each line written once
-        per console: a run's unchanged rows, header and rule are the same line at every step."""
+        """The text of ``__rich_console__``'s segments (``console_page``), from pieces written once
+        per console: the header with its rule, and each cell at its width (most cells, "S2",
+        "False", an unchanged row's values, are the same at every step)."""
         styles = _Styles.of(console)
-        layout = (tuple(self.widths), tuple(self.right), options.max_width)
-        lines = styles.lines
-        key = (tuple(self.columns), layout)
-        text = lines.get(key)
-        if text is None:
-            text = lines[key] = _text(console, self._head(styles, options.max_width))
-        out = [text]
+        width = options.max_width
+        key = (tuple(self.columns), tuple(self.widths), width)
+        head = styles.lines.get(key)
+        if head is None:
+            head = styles.lines[key] = _text(console, self._head(styles, width))
+        null = styles.get("")
+        start = _text(console, [Segment(" " * TABLE_INDENT, null)])
+        gap = _text(console, [Segment(" ", null), Segment(" ", null)])  # padding, divider
+        end = _text(console, self._end(width, null))
+        texts = styles.texts
+        out = [head]
         for row in self.cells:
-            key = (tuple(row), layout)
-            text = lines.get(key)
-            if text is None:
-                text = lines[key] = _text(console, self._row(row, styles, options.max_width))
-            out.append(text)
+            cells = []
+            for key in zip(row, self.widths, self.right):
+                text = texts.get(key)
+                if text is None:
+                    text = texts[key] = _text(console, styles.drawn(key))
+                cells.append(text)
+            out.append(start + gap.join(cells) + end)
         return "".join(out)
 
     def _head(self, styles: "_Styles", width: int) -> Iterator[Segment]:
@@ -322,11 +331,7 @@ class TableLines:
         padding = Segment(" ", pad)
         last = len(row) - 1
         for position, cell in enumerate(row):
-            key = (cell, self.widths[position], self.right[position])
-            drawn = styles.cells.get(key)
-            if drawn is None:
-                drawn = styles.cells[key] = _cell_segments(*key, styles)
-            yield from drawn
+            yield from styles.drawn((cell, self.widths[position], self.right[position]))
             if position < last:
                 yield padding
                 yield divider
@@ -376,14 +381,23 @@ class _Styles:
         self.console = console
         self.known: Dict[Tuple[str, ...], Style] = {}
         self.cells: Dict[Tuple[Cell, int, bool], List[Segment]] = {}
-        self.lines: Dict[tuple, str] = {}  # a table's lines as text (``TableLines.drawn_text``)
+        # a table's header and rule, and its cells, as text (``TableLines.drawn_text``)
+        self.lines: Dict[tuple, str] = {}
+        self.texts: Dict[Tuple[Cell, int, bool], str] = {}
 
     @classmethod
     def of(cls, console: Console) -> "_Styles":
         styles = cls._by_console.get(console)
-        if styles is None or len(styles.cells) + len(styles.lines) > cls.MAX_CELLS:
+        if styles is None or len(styles.cells) + len(styles.texts) > cls.MAX_CELLS:
             styles = cls._by_console[console] = cls(console)
         return styles
+
+    def drawn(self, key: Tuple[Cell, int, bool]) -> List[Segment]:
+        """The segments of a cell at a width, aligned right or not, drawn once."""
+        segments = self.cells.get(key)
+        if segments is None:
+            segments = self.cells[key] = _cell_segments(*key, self)
+        return segments
 
     def get(self, *names: str) -> Style:
         style = self.known.get(names)

@@ -81,6 +81,22 @@ class PlainCode:
         code_width = max(
             0, options.max_width - gutter - 1 if self.line_numbers else options.max_width
         )
+        new_line = Segment("\n")
+        code = self.code
+        if (
+            self.highlight is None
+            and "\n" not in code
+            and "\t" not in code
+            and code
+            and console_lines.fits_line(code, code_width)
+        ):
+            # a step's usual code: one line without colour that needs no wrapping, drawn as below
+            if self.line_numbers:
+                yield Segment("  ")
+                yield Segment(str(self.start_line).rjust(gutter - 2) + " ")
+            yield Segment(code)
+            yield new_line
+            return
         # What the lexer hands Syntax back: the code, tabs expanded, ending in a newline.
         ends_on_newline = self.code.endswith("\n")
         source = (self.code if ends_on_newline else self.code + "\n").expandtabs(TAB_SIZE)
@@ -90,7 +106,6 @@ class PlainCode:
             text = Text(justify="default", tab_size=TAB_SIZE, no_wrap=False)
             text.append(source)
         wrap_options = options.update(width=code_width).update(height=None, justify="left")
-        new_line = Segment("\n")
         blank = Style.null()
         number_style = None if self.highlight is None else _NUMBER_STYLE
         for line_no, line in enumerate(
