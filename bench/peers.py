@@ -9,8 +9,12 @@ goal is one:
 * render: CPU seconds of ``tensortrace render trace.json`` (peer: ``python -c pass``);
 * stepN: the cost of one traced step with N named tensors, in-process, over
   torchsnooper's cost of one traced line with the same N tensors;
-* cli-step: the same cost from the command line (CPU, the difference
-  between two step counts), over torchsnooper's per line;
+* cli-stepN: the same step from the command line with ``--format json`` (CPU,
+  the difference between two step counts: the child, the pipe, the parent's
+  writing), over the step in process (stepN's ours);
+* op-call: one recorded call with its ATen operation (a step looping over
+  ``t.add_(1)``, default recording), less the untraced call, over the same
+  call recorded by PyTorch's own ``DebugMode``;
 * snoopN: ``@tensortrace.snoop()`` with its default output (the console, on
   stderr), per traced line with N tensors in scope, over ``@torchsnooper.snoop()``
   with its own default output, in-process;
@@ -33,11 +37,14 @@ goal is one:
 
 A row whose scenario does not pass, or that misses its goal by more than
 half, fails the script (exit status 1); a miss within that is printed as a
-miss only. The peers are installed, once, into ``bench/.peers-lib`` (git
+miss only. ``--allow-miss ROW,...`` names rows known to miss by more: they
+are printed as misses, and fail the script only when their scenario does
+not pass. The peers are installed, once, into ``bench/.peers-lib`` (git
 ignores it) and put on the path of the measuring processes only: they are
 never the project's dependencies.
 
-    python bench/peers.py [--quick] [--code DIR] [--only ROW,...] [--no-fail]
+    python bench/peers.py [--quick] [--code DIR] [--only GROUP,...] [--allow-miss ROW,...]
+                          [--no-fail]
 
 ``--code DIR`` measures the tensortrace checked out at DIR (e.g. an older
 checkout) with this environment, for before/after numbers in one run.
@@ -376,15 +383,76 @@ def w_check(repeat: str) -> dict:
     return {name: min(ts) for name, ts in times.items()}  # noise only ever adds time
 
 
-WORKERS = {"steps": w_steps, "snoop": w_snoop, "graph": w_graph, "check": w_check}
+def w_ops(calls: str, repeat: str) -> dict:
+    """One call with its ATen operation recorded by the tracer (default recording, in process), and
+    by PyTorch's ``DebugMode``, each less the untraced call: the difference between a loop of
+    ``2 * calls`` calls and one of ``calls``, medians over ``repeat`` alternating rounds, CPU."""
+    k, r = int(calls), int(repeat)
+    import gc
+
+    import torch
+    from torch.utils._debug_mode import DebugMode
+
+    from tensortrace.record.tracer import trace
+    from tensortrace.scenario import loads_scenario
+
+    gc.freeze()
+
+    def loop(count: int) -> str:
+        return f"for _ in range({count}):\n    t.add_(1)"
+
+    def prepare(count: int) -> Dict[str, Callable[[], float]]:
+        code = loop(count)
+        scenario = loads_scenario(
+            "title: ops\nsetup: t = torch.zeros(4)\nsteps:\n  - run: |\n"
+            + textwrap.indent(code, "      ")
+            + "\n",
+            path="ops.yaml",
+        )
+        compiled = compile(code, "<ops>", "exec")
+
+        def traced() -> float:
+            start = time.process_time()
+            result = trace(scenario, safe=False, ops=True)
+            elapsed = time.process_time() - start
+            assert result.passed and result.steps[-1].ops, result.aborted
+            return elapsed
+
+        def plain() -> float:
+            ns = {"t": torch.zeros(4)}
+            start = time.process_time()
+            exec(compiled, ns)
+            return time.process_time() - start
+
+        def debug() -> float:
+            ns = {"t": torch.zeros(4)}
+            start = time.process_time()
+            with DebugMode():
+                exec(compiled, ns)
+            return time.process_time() - start
+
+        return {"traced": traced, "plain": plain, "debug": debug}
+
+    short, long = prepare(k), prepare(2 * k)
+    short["traced"](), short["debug"]()  # warm
+    ours, peer = [], []
+    for _ in range(r):
+        got = {which: (long[which]() - short[which]()) / k for which in long}
+        ours.append(got["traced"] - got["plain"])
+        peer.append(got["debug"] - got["plain"])
+    return {"ours": statistics.median(ours), "peer": statistics.median(peer)}
+
+
+WORKERS = {"steps": w_steps, "snoop": w_snoop, "graph": w_graph, "check": w_check, "ops": w_ops}
 
 
 # --- the rows ------------------------------------------------------------------------------
 
 
 class Table:
-    def __init__(self) -> None:
+    def __init__(self, allowed: Sequence[str] = ()) -> None:
         self.failed: List[str] = []
+        self.allowed = set(allowed)  # rows known to miss by more than SLACK: printed, not failed
         print(f"{'name':<16}{'ours':>12}{'peer':>12}{'ratio':>9}  {'goal':<10}ok", flush=True)
 
     def row(
@@ -402,9 +470,15 @@ class Table:
         ratio = ours / peer if peer > 0 else float("inf")
         value = ours if absolute else ratio
         ok = passed and value <= goal
-        if not passed or value > goal * SLACK:
+        known = name in self.allowed and passed
+        if not passed or (value > goal * SLACK and not known):
             self.failed.append(name)
-        mark = "yes" if ok else ("NO (fails)" if name in self.failed else "no (within noise)")
+        if ok:
+            mark = "yes"
+        elif name in self.failed:
+            mark = "NO (fails)"
+        else:
+            mark = "NO (known miss)" if value > goal * SLACK else "no (within noise)"
         goal_text = f"<={goal:g}{unit}" if absolute else f"<={goal:g}x"
         print(
             f"{name:<16}{_fmt(ours, unit):>12}{_fmt(peer, unit):>12}{ratio:>8.2f}x "
@@ -426,9 +500,14 @@ def main() -> int:
     parser.add_argument(
         "--only",
         help=(
-            "comma-separated row groups: startup,render,steps,cli,"
+            "comma-separated row groups: startup,render,steps,cli,ops,"
             "snoop,console,render-size,growth,graph,mem,check"
         ),
+    )
+    parser.add_argument(
+        "--allow-miss",
+        default="",
+        help="comma-separated rows known to miss their goal by more than half: printed, not failed",
     )
     parser.add_argument(
         "--no-fail",
@@ -453,7 +532,7 @@ def main() -> int:
     want = lambda group: only is None or group in only  # noqa: E731
     py = sys.executable
     tt = [py, "-m", "tensortrace"]
-    table = Table()
+    table = Table([row for row in args.allow_miss.split(",") if row])
     tmp = Path(tempfile.mkdtemp(prefix="tensortrace-peers-"))
     os.chdir(
         tmp
@@ -494,33 +573,45 @@ def main() -> int:
                 note=f"CPU; goal on ours alone; exit {sorted(rendered)}",
             )
 
-    per_line: Dict[int, float] = {}
+    per_step: Dict[int, float] = {}
     if want("steps") or want("cli"):
         for n in (4, 40, 400):
+            if n == 400 and not want("steps"):
+                continue
             got = worker(
                 "steps", n, (40 if quick else 100) * (2 if n >= 400 else 5), 5 if quick else 9
             )  # a cheap step needs more of them to rise above the noise
-            per_line[n] = got["peer_per_line"]
+            per_step[n] = got["ours_per_step"]
             if want("steps"):
                 table.row(
                     f"step{n}",
                     got["ours_per_step"],
                     got["peer_per_line"],
-                    0.5,
+                    0.6 if n == 4 else 0.5,
                     note="per step vs torchsnooper per line",
                 )
 
     if want("cli"):
-        n = 40
-        files = step_files(tmp, n, 10, 410)  # enough steps that start-up's noise is small per step
-        ours, codes = cli_per_step(tt, files, ["--format", "json"], 3 if quick else 5)
+        for n in (4, 40):
+            files = step_files(tmp, n, 10, 410)  # enough steps that start-up's noise is small
+            ours, codes = cli_per_step(tt, files, ["--format", "json"], 3 if quick else 5)
+            table.row(
+                f"cli-step{n}",
+                ours,
+                per_step[n],
+                1.5,
+                passed=codes == {0},
+                note="CPU per step from the CLI, --format json, vs the step in process",
+            )
+
+    if want("ops"):
+        got = worker("ops", 400, 5 if quick else 9)
         table.row(
-            f"cli-step{n}",
-            ours,
-            per_line[n],
-            0.5,
-            passed=codes == {0},
-            note="CPU per step from the CLI",
+            "op-call",
+            got["ours"],
+            got["peer"],
+            0.3,
+            note="one recorded call + ATen op vs DebugMode's (goal: 90k of its 306k instructions)",
         )
 
     snooped: Dict[int, dict] = {}

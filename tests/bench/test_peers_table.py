@@ -1,0 +1,38 @@
+"""The peers bench's verdicts: a row past its goal by more than half fails the script, unless it
+is named as a known miss; a known miss whose scenario did not pass still fails."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+PEERS = Path(__file__).resolve().parents[2] / "bench" / "peers.py"
+
+
+@pytest.fixture()
+def peers():
+    spec = importlib.util.spec_from_file_location("peers_bench", PEERS)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_row_past_its_goal_by_more_than_half_fails(peers, capsys):
+    table = peers.Table()
+    table.row("met", 0.4, 1.0, 0.5)
+    table.row("near", 0.7, 1.0, 0.5)  # 1.4x the goal: printed as a miss, within the noise
+    table.row("far", 0.9, 1.0, 0.5)  # 1.8x the goal
+    assert table.failed == ["far"]
+    out = capsys.readouterr().out
+    assert "no (within noise)" in out and "NO (fails)" in out
+
+
+def test_a_known_miss_is_printed_and_fails_only_when_it_did_not_pass(peers, capsys):
+    table = peers.Table(["far", "broken"])
+    table.row("far", 0.9, 1.0, 0.5)
+    table.row("broken", 0.1, 1.0, 0.5, passed=False)
+    table.row("other", 0.9, 1.0, 0.5)
+    assert table.failed == ["broken", "other"]
+    assert "NO (known miss)" in capsys.readouterr().out
