@@ -185,7 +185,7 @@ def code_syntax(code: str, line: Optional[int], color: bool = True) -> Renderabl
     """
     code = code.rstrip("\n")
     line = as_int(line) if line is not None else None  # a line that is not a number: none shown
-    drawn = plain_code(code, line, _python_syntax().highlight if color else None)
+    drawn = plain_code(code, line, highlighted if color else None)
     if drawn is not None:
         return drawn
     from rich.syntax import Syntax  # pygments: imported only where it is drawn
@@ -217,6 +217,18 @@ def _python_syntax() -> "Syntax":
         word_wrap=True,
         background_color="default",
     )
+
+
+def highlighted(source: str) -> Text:
+    """``source`` highlighted as Python, by the one ``Syntax``: a copy of the ``Text`` kept for
+    each recent source, since a loop's lines come back at every pass (snoop) and pygments'
+    lexer tries its patterns one by one at every token."""
+    return _highlighted(source).copy()
+
+
+@functools.lru_cache(maxsize=512)
+def _highlighted(source: str) -> Text:
+    return _python_syntax().highlight(source)
 
 
 def storage_colour(label: Optional[str], view: View) -> str:

@@ -21,7 +21,7 @@ from render_fixtures import detach_trace, recorded_traces, troubled_trace
 from tensortrace.render import RenderOptions, render
 from tensortrace.render import console_lines
 from tensortrace.render.console_lines import BLANK, TextLine, TitleLine
-from tensortrace.render.console_parts import _python_syntax
+from tensortrace.render.console_parts import highlighted
 from tensortrace.render.plaincode import PlainCode
 
 WIDTHS = (20, 40, 80, 100, 160)
@@ -148,7 +148,7 @@ def test_what_rich_would_rewrite_goes_to_rich():
 @pytest.mark.parametrize("width", (10, 30, 80))
 def test_code_lines_are_what_render_lines_gives(monkeypatch, width: int, color: bool):
     console = _console(width, color)
-    highlight = _python_syntax().highlight if color else None
+    highlight = highlighted if color else None
     codes = [
         ("t0.add_(1)", 5),
         ("x = 1\n\ny = x + 2\n", None),

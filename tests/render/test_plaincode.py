@@ -13,7 +13,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 
 from tensortrace.scenario.library import bundled_names, bundled_path
-from tensortrace.render.console_parts import SYNTAX_THEME, _python_syntax, code_syntax
+from tensortrace.render.console_parts import SYNTAX_THEME, code_syntax, highlighted
 from tensortrace.render.plaincode import PlainCode, plain_code
 from tensortrace.scenario import load_scenario
 
@@ -31,7 +31,7 @@ def _syntax(code: str, line, color: bool = False):
 
 
 def _plain(code: str, line, color: bool = False):
-    return plain_code(code, line, _python_syntax().highlight if color else None)
+    return plain_code(code, line, highlighted if color else None)
 
 
 def _draw(renderable, width: int, color: bool = False) -> str:
