@@ -11,8 +11,8 @@ its ``drawn_text``: the text of those segments, rendered as rich renders
 its buffer (``segments_text``), or None where the part hands its drawing to
 rich. Such parts, and every other renderable, are printed by rich, several
 in a row in one print. ``tests/render/test_console_page.py`` checks that
-both give the same text for every bundled scenario, at several widths, in
-colour and without.
+both give the same text for bundled scenarios recorded in the test and the
+fixed traces, at several widths, in colour and without.
 """
 
 from __future__ import annotations

@@ -20,9 +20,6 @@ from rich.text import Text
 from rich.tree import Tree
 
 from .console_lines import TextLine, TitleLine
-
-if TYPE_CHECKING:
-    from rich.syntax import Syntax
 from .plaincode import TAB_SIZE, plain_code
 from .prose import prose
 from ..trace import ErrorInfo, ExpectationResult, Graph, Step, TensorState, Trace
@@ -45,6 +42,9 @@ from .text import (
     step_place,
 )
 from .facts import is_contiguous
+
+if TYPE_CHECKING:
+    from rich.syntax import Syntax
 
 STORAGE_COLOURS = (
     "cyan",
