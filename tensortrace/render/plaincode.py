@@ -91,6 +91,7 @@ class PlainCode:
             and console_lines.fits_line(code, code_width)
         ):
             # a step's usual code: one line without colour that needs no wrapping, drawn as below
+            # without a Text (a render of 200 steps x 4 tensors: 248M -> 225M instructions)
             if self.line_numbers:
                 yield Segment("  ")
                 yield Segment(str(self.start_line).rjust(gutter - 2) + " ")
