@@ -293,6 +293,7 @@ def check_console(text: str) -> None:
 
 _FENCE = re.compile(r"^(`{3,})(\w*)$")
 _OWN_TAGS = re.compile(r"<(?:br|sub|/sub)>")
+_BACKTICKS = re.compile(r"`+")
 
 
 def _outside_code(line: str) -> str:
@@ -308,21 +309,11 @@ def _outside_code(line: str) -> str:
         if line[i] != "`":
             i += 1
             continue
-        end = i
-        while end < n and line[end] == "`":
-            end += 1
-        close, k = None, end
-        while k < n:
-            if line[k] != "`":
-                k += 1
-                continue
-            stop = k
-            while stop < n and line[stop] == "`":
-                stop += 1
-            if stop - k == end - i:
-                close = stop
-                break
-            k = stop
+        end = _BACKTICKS.match(line, i).end()
+        close = next(
+            (run.end() for run in _BACKTICKS.finditer(line, end) if len(run.group()) == end - i),
+            None,
+        )
         if close is None:
             i = end
             continue
