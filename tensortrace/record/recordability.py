@@ -77,6 +77,8 @@ def recordable(code: str) -> Tuple[Optional[str], Optional[str]]:
     """
     level: Optional[str] = "aten"
     notes = []
+    if not any(word in code for words, _, _ in UNRECORDABLE for word in words):
+        return level, None  # every name it could use is in its text: none of them, no parse
     used = _names_used(code)
     for words, fallback, why in UNRECORDABLE:
         if any(word in used if used is not None else word in code for word in words):

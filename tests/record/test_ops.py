@@ -300,6 +300,9 @@ def test_compiling_scenarios_are_not_recorded_and_say_why():
     assert recordable("with torch.inference_mode(): pass")[0] == "call"
     assert recordable("a = torch.ones(2)") == ("aten", None)
     assert recordable("tr = torch.jit.trace(f, (x,))")[0] == "call"
+    assert recordable("from torch import _dynamo as d")[0] is None  # names reached by import
+    assert recordable("x = (")[0] == "aten"  # no word of the table in it: nothing to parse
+    assert recordable("x = (  # torch.compile")[0] is None  # does not parse: its words decide
     result = _trace(
         DETACH_ZERO.replace("c.zero_()", "c.zero_()\n      f = torch.compile"), safe=False
     )
