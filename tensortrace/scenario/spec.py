@@ -135,22 +135,22 @@ class Scenario:
         """
 
         def fill(code: Code) -> Code:
-            return code.with_text(change(code.text))
+            text = change(code.text)
+            return code if text == code.text else code.with_text(text)
 
         def expect(decl: Any) -> Any:
             if isinstance(decl, dict):
                 return {key: tuple(fill(c) for c in codes) for key, codes in decl.items()}
             return tuple(fill(c) for c in decl)
 
-        steps = tuple(
-            dataclasses.replace(
-                spec,
-                run=fill(spec.run),
-                expect=expect(spec.expect),
-                note=change(spec.note) if spec.note else spec.note,
-            )
-            for spec in self.steps
-        )
+        def step(spec: StepSpec) -> StepSpec:
+            run, expected = fill(spec.run), expect(spec.expect)
+            note = change(spec.note) if spec.note else spec.note
+            if run is spec.run and expected == spec.expect and note == spec.note:
+                return spec  # unchanged (the usual case): the same spec, not a copy
+            return dataclasses.replace(spec, run=run, expect=expected, note=note)
+
+        steps = tuple(step(spec) for spec in self.steps)
         return dataclasses.replace(self, setup=tuple(fill(c) for c in self.setup), steps=steps)
 
     def device_for(self, override: Optional[str]) -> str:
