@@ -200,7 +200,7 @@ class LineRecorder:
             scenario=ScenarioInfo(title=self.title, source=self.source),
             environment=Environment(
                 tensortrace=__version__,
-                torch=torch.__version__,
+                torch=str(torch.__version__),  # a plain str: TorchVersion is a subclass
                 python=platform.python_version(),
                 device=device,
                 safe=False,

@@ -163,7 +163,7 @@ def iter_trace(
         ),
         environment=Environment(
             tensortrace=__version__,
-            torch=torch.__version__,
+            torch=str(torch.__version__),  # a plain str: TorchVersion is a subclass
             python=platform.python_version(),
             device=dev,
             safe=safe,

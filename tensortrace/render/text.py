@@ -31,6 +31,7 @@ from ..trace import (
     Values,
     evolve,
 )
+from ..trace.validate import enc_hook
 from .facts import is_contiguous
 
 # A row or a dimension longer than this is shown as its first and last items.
@@ -180,7 +181,7 @@ def _visible_value(value: Any, seen: Dict[int, Any]) -> Any:
 # backslash before b, f, r or u00 matches too: that record is walked, slower, never wrong.
 _INVISIBLE_IN_JSON = re.compile(_SUSPECT.pattern + r"|\\[bfr]|\\u00")
 _INVISIBLE_IN_ASCII_JSON = (b"\\b", b"\\f", b"\\r", b"\\u00", b"\x7f")
-_JSON = msgspec.json.Encoder()
+_JSON = msgspec.json.Encoder(enc_hook=enc_hook)  # a str subclass (torch.__version__) as a str
 
 
 def _holds_none(value: Any) -> bool:
@@ -240,7 +241,29 @@ def _visible_node(node: GraphNode, seen: Dict[int, Any]) -> GraphNode:
 
 def visible_traces(traces: Sequence[Trace]) -> List[Trace]:
     """Each trace as ``visible_record`` makes it."""
-    return [visible_record(trace) for trace in traces]
+    return [trace if _clean_trace(trace) else visible_record(trace) for trace in traces]
+
+
+def _clean_trace(trace: Trace) -> bool:
+    """Whether no string in ``trace`` holds a character ``visible`` spells, each tensor's
+    record read once.
+
+    Steps share the record of a tensor that did not change, and one encoding of
+    the whole trace would write it again for every step (at 40 tensors, 40
+    records a step where one is new). Here each record is encoded once, the
+    steps without their tensors in one more encoding.
+    """
+    if type(trace) is not Trace or type(trace.steps) is not tuple:
+        return False
+    records: Dict[int, Any] = {}
+    bare = []
+    for step in trace.steps:
+        if type(step) is not Step or type(step.tensors) is not tuple:
+            return False
+        for state in step.tensors:
+            records[id(state)] = state
+        bare.append(evolve(step, tensors=()))
+    return _holds_none(list(records.values())) and _holds_none(evolve(trace, steps=tuple(bare)))
 
 
 def format_number(value: Any) -> str:

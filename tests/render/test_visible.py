@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import pytest
 
-from render_fixtures import detach_trace, recorded_traces, troubled_trace
+from render_fixtures import detach_trace, recorded_traces, trace_scenario, troubled_trace
 from tensortrace.trace import evolve
 from tensortrace.render import text as text_module
-from tensortrace.render.text import visible_record
+from tensortrace.render.text import visible_record, visible_traces
 
 
 def _walked(monkeypatch, value):
@@ -68,3 +68,35 @@ def test_a_backslash_in_the_text_is_kept_as_it_is(monkeypatch):
     shown = visible_record(written)
     assert shown.steps[0].code == code
     assert shown == _walked(monkeypatch, written)
+
+
+@pytest.mark.parametrize("where", ["tensor", "stdout", "title"])
+def test_visible_traces_finds_a_control_in_any_part(where: str):
+    """``visible_traces`` reads each shared tensor record once and the rest of the trace in
+    one more search: a control in either part is still spelled."""
+    trace = detach_trace()
+    steps = list(trace.steps)
+    if where == "tensor":  # the record the later steps share, as a recorded trace has it
+        first = evolve(steps[0].tensors[0], name="t\x1b[2J")
+        steps = [evolve(s, tensors=(first,) + tuple(s.tensors[1:])) for s in steps]
+    elif where == "stdout":
+        steps[-1] = evolve(steps[-1], stdout="out\x07\n")
+    dirty = evolve(trace, steps=tuple(steps))
+    if where == "title":
+        dirty = evolve(dirty, scenario=evolve(dirty.scenario, title="T\u202e"))
+    (shown,) = visible_traces([dirty])
+    assert shown is not dirty and shown == visible_record(dirty)
+    if where == "tensor":
+        assert {s.tensors[0].name for s in shown.steps} == {"t\\x1b[2J"}
+    elif where == "stdout":
+        assert shown.steps[-1].stdout == "out\\x07\n"
+    else:
+        assert shown.scenario.title == "T\\u202e"
+
+
+def test_a_recorded_trace_is_clean_as_recorded():
+    """A trace recorded in this process holds plain values (torch.__version__ as a str), so
+    ``visible_traces`` gives it back as it is, without walking it."""
+    for trace in trace_scenario("detach-vs-data"):
+        assert type(trace.environment.torch) is str
+        assert visible_traces([trace])[0] is trace
