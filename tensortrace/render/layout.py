@@ -104,14 +104,20 @@ def is_quiet(traces: Sequence[Trace], options) -> bool:
 
 
 def shown_states(traces: Sequence[Trace], options) -> List[TensorState]:
-    """Every tensor state a table of these traces shows, over all the steps drawn."""
-    states: List[TensorState] = []
+    """Every tensor state a table of these traces shows, over all the steps drawn.
+
+    A record that several steps share (a tensor that did not change) is listed
+    once: what is asked of these states holds or fails alike for each copy.
+    """
+    states: Dict[int, TensorState] = {}
     for trace in traces:
         for step in all_steps(trace):
             if step_wanted(step, options.steps):
                 present = tensors_by_name(step)
-                states.extend(present[name] for name in shown_names(step, options.show))
-    return states
+                for name in shown_names(step, options.show):
+                    state = present[name]
+                    states.setdefault(id(state), state)
+    return list(states.values())
 
 
 def run_columns(traces: Sequence[Trace], options) -> List[str]:
@@ -170,7 +176,7 @@ def legend_marks(traces: Sequence[Trace], options) -> FrozenSet[str]:
     marks = set()
     if any(s.storage is not None and (s.is_view or s.storage_offset) for s in states):
         marks.add("offset")
-    columns = run_columns(traces, options)
+    columns = table_columns(states, options.values)  # run_columns, from the states at hand
     dashes = (
         s.storage is None
         or s.version is None
