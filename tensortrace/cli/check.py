@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from ..trace import Trace
 from ..render.facts import all_steps
-from ..render.text import step_place, visible
+from ..render.text import step_place
+from ..render.visible import visible
 
 
 def check_line(trace: Trace, target: str) -> str:

@@ -21,7 +21,7 @@ from ..errors import Interrupted, TensorTraceError, UsageError
 from ..trace import Trace
 from ..output import Output
 from ..render import FORMATS, RenderOptions
-from ..render.text import visible
+from ..render.visible import visible
 from .selection import names_of, parse_steps
 
 EXIT_OK, EXIT_FAILED, EXIT_UNUSABLE, EXIT_INTERRUPTED = 0, 1, 2, 130

@@ -20,7 +20,7 @@ from typing import Any, Dict, List, Optional
 import yaml
 
 from ..trace import Declared
-from ..render.text import has_invisible, visible
+from ..render.visible import has_invisible, visible
 from ..scenario.spec import Scenario
 
 

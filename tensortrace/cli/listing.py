@@ -12,7 +12,7 @@ from typing import Iterable, Optional
 from rich.console import Console
 from rich.table import Table
 
-from ..render.text import visible
+from ..render.visible import visible
 
 
 def render_scenario_list(entries: Iterable, *, width: Optional[int], color: bool) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import PurePath
 from typing import Any, List, NamedTuple, Optional, Sequence
 
-from ..render.text import visible
+from ..render.visible import visible
 
 
 class Plan(NamedTuple):

@@ -34,7 +34,7 @@ from ..trace import Trace
 from ..trace import evolve as replace  # RenderOptions is a frozen record
 from ..output import Output, format_for
 from ..render import RenderOptions, StreamRenderer, check_format, render, stream
-from ..render.text import visible
+from ..render.visible import visible
 from .selection import check_steps_exist, names_of, parse_steps
 from .common import (
     progress_on_stderr,

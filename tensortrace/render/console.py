@@ -66,7 +66,7 @@ from .layout import (
     table_rows,
 )
 from .options import DEFAULT_OPTIONS, DEFAULT_WIDTH, RenderOptions, resolve_width
-from .text import visible_traces
+from .visible import visible_traces
 
 __all__ = ["DEFAULT_WIDTH", "console_renderables", "render_console", "resolve_width"]
 

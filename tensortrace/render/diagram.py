@@ -25,7 +25,8 @@ from .compare import group_traces
 from .facts import all_steps
 from .options import DEFAULT_OPTIONS, RenderOptions
 from .outline import NO_GRAD_FN
-from .text import saved_tensor_text, visible
+from .text import saved_tensor_text
+from .visible import visible
 
 LEAF_FILL = "#d7ecff"
 ROOT_FILL = "#ffe8c2"

@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.text import Text
 
 from ..trace.doctor import Failure, Place, Report, Saved, Silent, Write
-from .text import visible
+from .visible import visible
 
 NO_SAFE_MODE = "ran in this process, as your own code: no safe mode"
 _KIND_TITLES = {

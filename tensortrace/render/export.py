@@ -19,7 +19,7 @@ from ..trace import Trace
 from .console import console_renderables
 from .console_parts import make_console
 from .options import DEFAULT_OPTIONS, DEFAULT_WIDTH, RenderOptions
-from .text import visible_traces
+from .visible import visible_traces
 
 
 def _recorded(traces: Sequence[Trace], options: RenderOptions):

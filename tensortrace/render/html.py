@@ -49,7 +49,8 @@ from .html_page import CSS, JS, script_json
 from .html_step import expectations_list, variant_body
 from .layout import any_step_wanted, run_columns, variant_codes, variant_notes
 from .options import DEFAULT_OPTIONS, RenderOptions
-from .text import as_int, one_line, step_place, visible_traces
+from .text import as_int, one_line, step_place
+from .visible import visible_traces
 
 
 def render_html(traces: Sequence[Trace], options: RenderOptions = DEFAULT_OPTIONS) -> str:

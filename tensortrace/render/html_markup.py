@@ -16,7 +16,8 @@ from typing import Dict, List, Optional, Tuple
 
 from markupsafe import Markup, escape
 
-from .text import as_int, visible
+from .text import as_int
+from .visible import visible
 
 
 def html(template: str, *values: object, **named: object) -> Markup:

@@ -22,7 +22,8 @@ from .html_markup import html, joined, prose, where, with_code
 from .layout import shared_storages, table_rows, unshown_failures
 from .ops import flow_lines, ops_lines
 from .options import RenderOptions
-from .text import count_text, fact_text, outcome, saved_text, visible
+from .text import count_text, fact_text, outcome, saved_text
+from .visible import visible
 
 
 def variant_body(

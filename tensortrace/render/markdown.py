@@ -73,8 +73,8 @@ from .text import (
     outcome,
     step_place,
     storage_with_partners,
-    visible_traces,
 )
+from .visible import visible_traces
 
 # Graphs up to this many nodes become a Mermaid diagram; larger ones a nested list.
 MERMAID_MAX_NODES = 40

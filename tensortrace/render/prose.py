@@ -24,7 +24,7 @@ from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
 from rich.segment import Segment
 from rich.text import Text
 
-from .text import visible
+from .visible import visible
 
 # One token of a paragraph: ("text" | "code" | "strong" | "soft", its text).
 Token = Tuple[str, str]

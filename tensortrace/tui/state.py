@@ -16,7 +16,8 @@ from ..trace import Step, Trace
 from ..render.facts import all_steps, changed_fields
 from ..render.layout import Row, run_columns, table_rows
 from ..render.options import RenderOptions
-from ..render.text import one_line, visible_traces
+from ..render.text import one_line
+from ..render.visible import visible_traces
 
 # The facts whose change means a step touched a storage: written, or moved onto it.
 TOUCHING_FIELDS = frozenset({"values", "version", "storage"})

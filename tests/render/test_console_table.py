@@ -29,7 +29,7 @@ from tensortrace.render import console_table
 from tensortrace.render.console_parts import TABLE_INDENT, View
 from tensortrace.render.facts import with_previous
 from tensortrace.render.layout import run_columns, table_rows
-from tensortrace.render.text import visible_traces
+from tensortrace.render.visible import visible_traces
 
 WIDTHS = (40, 60, 80, 100, 160)
 

@@ -18,7 +18,7 @@ import pytest
 
 from tensortrace.render import RenderOptions, render
 from tensortrace.cli.listing import render_scenario_list
-from tensortrace.render.text import visible
+from tensortrace.render.visible import visible
 
 from conftest import cli
 

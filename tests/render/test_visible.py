@@ -12,13 +12,13 @@ import pytest
 
 from render_fixtures import detach_trace, recorded_traces, trace_scenario, troubled_trace
 from tensortrace.trace import evolve
-from tensortrace.render import text as text_module
-from tensortrace.render.text import visible_record, visible_traces
+from tensortrace.render import visible as visible_module
+from tensortrace.render.visible import visible_record, visible_traces
 
 
 def _walked(monkeypatch, value):
     with monkeypatch.context() as patch:
-        patch.setattr(text_module, "_holds_none", lambda record: False)
+        patch.setattr(visible_module, "_holds_none", lambda record: False)
         return visible_record(value)
 
 
