@@ -172,7 +172,7 @@ def aliasing_notes(prev_step: Optional[Step], step: Step) -> Tuple[AliasNote, ..
     """
     before = tensors_by_name(prev_step)
     mentioned = mentioned_names(step.code)
-    groups = storage_groups(step)
+    groups: Optional[Dict[str, Tuple[str, ...]]] = None  # made for the first candidate
     notes = []
     for state in step.tensors:
         old = before.get(state.name)
@@ -183,6 +183,8 @@ def aliasing_notes(prev_step: Optional[Step], step: Step) -> Tuple[AliasNote, ..
         fields = tuple(f for f in ("values", "version") if not same(fact(old, f), fact(state, f)))
         if not fields:
             continue
+        if groups is None:
+            groups = storage_groups(step)
         via = tuple(
             n for n in groups[state.storage] if n != state.name and root_name(n) in mentioned
         )
