@@ -26,7 +26,6 @@ made the call (the tracer does the same for the warnings it records).
 from __future__ import annotations
 
 import contextlib
-import platform
 import sys
 import types
 import warnings
@@ -36,13 +35,12 @@ import torch
 import torch.overrides
 import torch.utils._python_dispatch
 
-from ..trace import Environment, ScenarioInfo, Step, TensorState, Trace
+from ..trace import ScenarioInfo, Step, TensorState, Trace
 from ..trace.names import covers
-from ..version import __version__
 from . import flow, opmodes, ops
 from .graph import saved_suspects
 from .outcome import error_info, first_line
-from .steps import StepRecorder, unrecorded
+from .steps import StepRecorder, environment, unrecorded
 
 DEFAULT_MAX_ITERATIONS = 10  # times one line is recorded before its later runs are only counted
 # Names a notebook's namespace holds for the shell itself, never the user's tensors.
@@ -198,14 +196,7 @@ class LineRecorder:
             device = device or str(torch.get_default_device())
         return Trace(
             scenario=ScenarioInfo(title=self.title, source=self.source),
-            environment=Environment(
-                tensortrace=__version__,
-                torch=str(torch.__version__),  # a plain str: TorchVersion is a subclass
-                python=platform.python_version(),
-                device=device,
-                safe=False,
-                confinement=None,
-            ),
+            environment=environment(device, safe=False),
             steps=tuple(self.steps),
             storages=self.recorder.storages(),
             notices=tuple(notices),

@@ -30,12 +30,24 @@ subclass's ``__torch_function__``, which the user's code never sees.
 from __future__ import annotations
 
 import contextlib
+import platform
 import threading
 from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 
-from ..trace import ErrorInfo, Flow, Graph, OpRecord, Prediction, StorageInfo, TensorState
+from ..trace import (
+    Confinement,
+    Environment,
+    ErrorInfo,
+    Flow,
+    Graph,
+    OpRecord,
+    Prediction,
+    StorageInfo,
+    TensorState,
+)
+from ..version import __version__
 from .explain import name_the_saved_tensor
 from .graph import UNANCHORED, UNANCHORED_NODES, proven_names, view_family
 from .members import MAX_NAMES, expand_value
@@ -295,4 +307,16 @@ def unrecorded():
         now.paused = False
 
 
-__all__ = ["OPS_LEVELS", "Recorded", "StepRecorder", "unrecorded"]
+def environment(device: str, safe: bool, confinement: Optional[Confinement] = None) -> Environment:
+    """What a trace records of where it ran: this tool's, torch's and Python's versions."""
+    return Environment(
+        tensortrace=__version__,
+        torch=str(torch.__version__),  # a plain str: TorchVersion is a subclass msgspec refuses
+        python=platform.python_version(),
+        device=device,
+        safe=safe,
+        confinement=confinement,
+    )
+
+
+__all__ = ["OPS_LEVELS", "Recorded", "StepRecorder", "environment", "unrecorded"]

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import platform
 import sys
 import threading
 import warnings
@@ -29,7 +28,6 @@ from ..scenario.spec import Code, Scenario, StepSpec
 from ..trace import (
     Confinement,
     Declared,
-    Environment,
     ErrorInfo,
     ExpectationResult,
     ScenarioInfo,
@@ -39,14 +37,13 @@ from ..trace import (
 )
 from ..trace.events import Assembler, End, Event, Start
 from ..trace.names import covers
-from ..version import __version__
 from .compiling import StepCompiler, check_policy
 from .expectations import declared_outcome, evaluate_expectation, first_line
 from .graph import saved_suspects
 from .helpers import base_namespace
 from .outcome import MAX_MESSAGE, MAX_WARNINGS  # noqa: F401 - a step's bounds, read from here too
 from .outcome import MAX_STDOUT, bounded, error_info, raised_at, warning_records
-from .steps import StepRecorder
+from .steps import StepRecorder, environment
 from .stepenv import PlainStackDepth, StepAlarm, install_warning_filters, scenario_warning_filters
 from .writes import WriteWatch
 
@@ -161,14 +158,7 @@ def iter_trace(
             source=scenario.path,
             variant=scenario.variant,
         ),
-        environment=Environment(
-            tensortrace=__version__,
-            torch=str(torch.__version__),  # a plain str: TorchVersion is a subclass
-            python=platform.python_version(),
-            device=dev,
-            safe=safe,
-            confinement=confinement,
-        ),
+        environment=environment(dev, safe, confinement),
     )
     with _fresh_torch_state(scenario.seed, dev):
         aborted = None
