@@ -156,7 +156,9 @@ def test_every_module_says_what_it_owns_and_stays_small(path: Path) -> None:
         assert ast.get_docstring(ast.parse(text)), (
             f"{path.name} opens without a docstring saying what it owns"
         )
-    assert text.count("\n") <= 500, (
+    # 500 lines is where to look for a second concept to split out; 700 is the hard limit,
+    # so that a module is split by what it owns, never only to meet a count
+    assert text.count("\n") <= 700, (
         f"{path.name} has {text.count(chr(10))} lines; split it by what it owns"
     )
 
