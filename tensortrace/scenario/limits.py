@@ -16,6 +16,12 @@ from .spec import Code, position
 MAX_FILE_BYTES = 1024 * 1024
 MAX_VARIANTS = 32  # side by side, more are unreadable; each is traced in a child of its own
 MAX_EXPANDED_STEPS = 5000  # steps times variants: what the variants make the tool run
+# What placeholders may make of a file: one text filled in, and all of them in every variant.
+MAX_FILLED_TEXT = MAX_FILE_BYTES
+MAX_FILLED_TOTAL = 16 * MAX_FILE_BYTES
+# The longest number a scenario or notebook may write: a seed (2**64) has 20 digits.
+# Python refuses to read a whole number past 4,300 digits, and one this long is a trap.
+MAX_NUMBER_CHARS = 100
 
 
 def compile_check(code: Code, mode: str, path: Optional[str], what: str) -> None:

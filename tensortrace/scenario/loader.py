@@ -22,7 +22,7 @@ from .limits import MAX_EXPANDED_STEPS, MAX_FILE_BYTES, compile_check
 from ..errors import ScenarioError
 from .spec import Code, Scenario, position, placeholders_in
 from .steps import RESERVED_VARIANT_NAMES, STEP_KEYS, StepReader
-from .yamlread import compose, compose_fast, refuse_tags
+from .yamlread import compose, compose_fast, refuse_expansion, refuse_tags
 
 __all__ = [
     "RESERVED_VARIANT_NAMES",
@@ -103,6 +103,7 @@ def loads_scenario(data: Union[str, bytes], path: str = "<string>") -> Scenario:
     if root is not None:
         try:
             refuse_tags(root, path)
+            refuse_expansion(root, path)
             return _Builder(path, text).scenario(root)
         except ScenarioError:
             # refused: read again below, so that every refusal is worded and placed

@@ -18,12 +18,16 @@ from typing import Any, Dict, List, Optional, Tuple
 import yaml
 
 from ..errors import ScenarioError
+from .limits import MAX_NUMBER_CHARS
 from .spec import Code
 from .yamlread import MERGE_TAG
 
 _NAME_RE = re.compile(
     r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*|\[(\d+|'[^']*'|\"[^\"]*\")\])*$"
 )
+
+
+_NUMBER_TAGS = ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
 
 
 class NodeReader:
@@ -50,6 +54,12 @@ class NodeReader:
     def scalar(self, node: yaml.Node) -> Any:
         if not isinstance(node, yaml.ScalarNode):
             return node
+        if node.tag in _NUMBER_TAGS and len(node.value) > MAX_NUMBER_CHARS:
+            raise self.error(
+                node,
+                f"this number is {len(node.value):,} characters long; a scenario's numbers "
+                f"are at most {MAX_NUMBER_CHARS} (quote it to make it a string)",
+            )
         try:
             return self._constructor.construct_object(node, deep=True)
         except yaml.constructor.ConstructorError as exc:

@@ -126,7 +126,7 @@ def _cells(text: str, path: str) -> List[Tuple[str, str]]:
     except ImportError:
         raise ScenarioError(MISSING_NBFORMAT, path=path) from None
     try:
-        data = json.loads(text)
+        data = json.loads(text, parse_int=_bounded_int(path))
     except json.JSONDecodeError as exc:
         raise ScenarioError(
             f"the notebook is not valid JSON: {exc.msg}",
@@ -158,6 +158,27 @@ def _cells(text: str, path: str) -> List[Tuple[str, str]]:
             f"this JSON is not a Jupyter notebook that nbformat can read ({reason})", path=path
         ) from None
     return cells
+
+
+def _bounded_int(path: str):
+    """``int`` for the JSON reader, refusing a number longer than any notebook holds.
+
+    Python refuses to read a whole number past 4,300 digits with a ``ValueError``
+    that is no notebook's concern; a notebook's numbers (cell counts, versions)
+    are short.
+    """
+    from .limits import MAX_NUMBER_CHARS
+
+    def read(digits: str) -> int:
+        if len(digits) > MAX_NUMBER_CHARS:
+            raise ScenarioError(
+                f"the notebook's JSON holds a number {len(digits):,} digits long; "
+                f"a notebook's numbers are at most {MAX_NUMBER_CHARS}",
+                path=path,
+            )
+        return int(digits)
+
+    return read
 
 
 def _source(value: object) -> str:

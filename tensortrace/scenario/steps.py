@@ -17,7 +17,7 @@ import yaml
 
 from ..errors import ScenarioError
 from ..trace import Declared
-from .limits import MAX_VARIANTS
+from .limits import MAX_FILLED_TEXT, MAX_FILLED_TOTAL, MAX_VARIANTS
 from .nodes import NodeReader
 from .spec import Code, Declaration, Expectations, Scenario, StepSpec, placeholders_in, position
 
@@ -72,11 +72,24 @@ class StepReader(NodeReader):
         return result
 
     def check_placeholders(self, scenario: Scenario) -> None:
-        for _, code, _ in scenario.all_code():
-            for key, offset in placeholders_in(code.text):
-                for name, values in (scenario.variants or {}).items():
-                    if key not in values:
-                        line, column = code.locate(*position(code.text, offset))
+        """Every placeholder has a value in every variant, and what they make stays bounded.
+
+        The size each text will have once filled in is counted before any is
+        made: a short value used many times over could otherwise make gigabytes
+        of code out of a small file.
+        """
+        variants = scenario.variants or {}
+        total = 0
+        texts = [(code, code.text, True) for _, code, _ in scenario.all_code()]
+        texts += [(spec.run, spec.note, False) for spec in scenario.steps if spec.note]
+        for code, text, is_code in texts:
+            used = placeholders_in(text)
+            if not used:
+                continue
+            for key, offset in used:
+                for name, values in variants.items():
+                    if is_code and key not in values:
+                        line, column = code.locate(*position(text, offset))
                         raise ScenarioError(
                             f"placeholder ${{{key}}} has no value in variant {name!r}; "
                             f"add '{key}: ...' to it",
@@ -84,6 +97,25 @@ class StepReader(NodeReader):
                             line=line,
                             column=column,
                         )
+            rest = len(text) - sum(len(key) + 3 for key, _ in used)
+            for name, values in variants.items():
+                size = rest + sum(len(values.get(key, "")) for key, _ in used)
+                total += size
+                if size > MAX_FILLED_TEXT or total > MAX_FILLED_TOTAL:
+                    what = (
+                        f"in variant {name!r} this text would be {size:,} characters long, "
+                        f"over the limit of {MAX_FILLED_TEXT:,}"
+                        if size > MAX_FILLED_TEXT
+                        else f"the variants' filled-in code would be over {MAX_FILLED_TOTAL:,} "
+                        "characters long"
+                    )
+                    raise ScenarioError(
+                        f"placeholders make too much code: {what}; "
+                        "use shorter values or fewer placeholders",
+                        path=self.path,
+                        line=code.line,
+                        column=code.column,
+                    )
 
     def step(
         self, index: int, node: yaml.Node, variants: Optional[Dict[str, Dict[str, str]]]

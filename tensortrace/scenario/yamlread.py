@@ -4,7 +4,9 @@
 reader does; ``compose`` is the pure-Python reader, whose errors it words as
 ``ScenarioError`` with line and column (a tab, a bad indentation, a
 character YAML does not allow, nesting too deep). ``refuse_tags`` keeps
-scenario files plain data. ``loader.py`` builds the scenario from the nodes.
+scenario files plain data, and ``refuse_expansion`` keeps what aliases and
+merge keys make of them in proportion to the text. ``loader.py`` builds the
+scenario from the nodes.
 """
 
 from __future__ import annotations
@@ -128,6 +130,7 @@ def compose(text: str, path: str) -> yaml.Node:
             "the file is empty; a scenario needs at least 'title' and 'steps'", path=path
         )
     refuse_tags(node, path)
+    refuse_expansion(node, path)
     return node
 
 
@@ -184,3 +187,82 @@ def refuse_tags(root: yaml.Node, path: str) -> None:
                 stack.extend((value,) if key.tag == MERGE_TAG else (key, value))
         elif isinstance(node, yaml.SequenceNode):
             stack.extend(node.value)
+
+
+#: Nodes a document may hold once its aliases and merge keys are expanded: more than
+#: a 1 MiB file can write out (about two bytes a node), so that only aliases reach it.
+MAX_EXPANDED_NODES = 1_000_000
+#: Merge keys within merged mappings, this deep at most (the reader follows each level).
+MAX_MERGE_DEPTH = 64
+
+
+def _children(node: yaml.Node) -> list:
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
+def refuse_expansion(root: yaml.Node, path: str) -> None:
+    """Refuse a document whose aliases and merge keys expand it out of proportion to its text.
+
+    An alias is the node it names, so ``<<: [*a, *a]`` nested 40 times is a
+    1 KB text that reads as 2**40 values, and ``&s {<<: *s}`` reads as itself
+    forever. Each node's expanded size and merge depth is counted once, walking
+    the composed nodes without recursion, before anything reads them.
+    """
+    size: dict = {}  # id -> expanded node count (capped just past the bound)
+    merges: dict = {}  # id -> merge keys nested inside, deepest chain
+    open_ = set()  # ids on the current path: meeting one again is a loop
+    stack = [(root, False)]
+    while stack:
+        node, finished = stack.pop()
+        key = id(node)
+        if finished:
+            open_.discard(key)
+            kids = _children(node)
+            total = 1 + sum(size[id(k)] for k in kids)
+            depth = 0
+            if isinstance(node, yaml.MappingNode):
+                for k, v in node.value:
+                    depth = max(depth, merges[id(v)] + (k.tag == MERGE_TAG))
+            else:
+                depth = max((merges[id(k)] for k in kids), default=0)
+            if total > MAX_EXPANDED_NODES:
+                raise _expansion_error(
+                    node,
+                    path,
+                    f"its aliases and merge keys ('<<') expand it to over "
+                    f"{MAX_EXPANDED_NODES:,} values",
+                )
+            if depth > MAX_MERGE_DEPTH:
+                raise _expansion_error(
+                    node, path, f"merge keys ('<<') nest over {MAX_MERGE_DEPTH} levels deep"
+                )
+            size[key], merges[key] = total, depth
+            continue
+        if key in size:
+            continue
+        if key in open_:
+            raise _expansion_error(
+                node, path, "this node holds an alias of itself, so it never ends"
+            )
+        open_.add(key)
+        stack.append((node, True))
+        for kid in _children(node):
+            if id(kid) in open_:
+                raise _expansion_error(
+                    kid, path, "this node holds an alias of itself, so it never ends"
+                )
+            if id(kid) not in size:
+                stack.append((kid, False))
+
+
+def _expansion_error(node: yaml.Node, path: str, problem: str) -> ScenarioError:
+    return ScenarioError(
+        f"{problem}; write the values out instead",
+        path=path,
+        line=node.start_mark.line + 1,
+        column=node.start_mark.column + 1,
+    )
