@@ -3,10 +3,11 @@
 A regular file is written to a temporary sibling and renamed into place only
 when the output is complete, so a failed or interrupted run never leaves a
 half-written file, and an earlier file stays intact until then. The file
-gets the mode a plain ``open`` would give it: an existing file keeps its own,
+gets the mode a plain ``open`` would give it: an existing regular file keeps
+its read, write and execute bits (never set-user-ID, set-group-ID or sticky),
 a new one follows the umask (the temporary file starts private, 0600). A
-symbolic link to a file is replaced by the new file; the file it pointed to
-is untouched.
+symbolic link to a file is replaced by a new file that follows the umask,
+whatever the mode of the file it pointed to, which is untouched.
 
 What is not a regular file is never renamed over: renaming a file over
 ``/dev/null`` (as root) would replace the machine's device with a file.
@@ -236,9 +237,16 @@ class Output:
 
 
 def _mode_for(path: Path) -> int:
-    """The permission bits ``path`` should end with: its own, else 0666 less the umask."""
+    """The permission bits the new file gets: a regular file's own, else 0666 less the umask.
+
+    Only the read, write and execute bits are kept, never set-user-ID, set-group-ID or
+    sticky: the new file is a new file. A link's target lends nothing: the link is
+    replaced, and its target may be anyone's file (a setuid 4777 one was seen).
+    """
     try:
-        return stat.S_IMODE(os.stat(path).st_mode)
+        info = os.lstat(path)
+        if stat.S_ISREG(info.st_mode):
+            return stat.S_IMODE(info.st_mode) & 0o777
     except OSError:
         pass
     umask = os.umask(0)

@@ -101,6 +101,35 @@ def test_an_existing_output_file_keeps_its_mode(tmp_path):
     assert "title:" in target.read_text(encoding="utf-8")
 
 
+def test_an_output_link_gives_the_umask_mode_never_its_targets(tmp_path):
+    """The link is replaced by a new file: the mode of the file it pointed to (a setuid,
+    world-writable one here) must not carry over to the file the command writes."""
+    elsewhere = tmp_path / "theirs"
+    elsewhere.write_text("not ours", encoding="utf-8")
+    elsewhere.chmod(0o4777)
+    link = tmp_path / "out.yaml"
+    link.symlink_to(elsewhere)
+    old = os.umask(0o022)
+    try:
+        result = invoke("new", str(link), "--force")
+    finally:
+        os.umask(old)
+    assert result.returncode == 0, result.stderr
+    assert not link.is_symlink()
+    assert stat.S_IMODE(os.lstat(link).st_mode) == 0o644
+    assert elsewhere.read_text(encoding="utf-8") == "not ours"
+    assert stat.S_IMODE(elsewhere.stat().st_mode) == 0o4777
+
+
+def test_an_existing_set_id_output_file_keeps_only_its_permission_bits(tmp_path):
+    target = tmp_path / "out.yaml"
+    target.write_text("old", encoding="utf-8")
+    target.chmod(0o6750)
+    result = invoke("new", str(target), "--force")
+    assert result.returncode == 0, result.stderr
+    assert _mode(target) == 0o750
+
+
 # --- --show ----------------------------------------------------------------------------
 
 MODULE = """
