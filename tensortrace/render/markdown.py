@@ -8,11 +8,15 @@ when a graph is too large for a diagram to help).
 
 What is shown comes from ``layout.py``, as in the console. Text from the
 scenario is made ``visible`` first; prose that is Markdown on purpose (titles,
-descriptions, notes, explanations) has its ``<`` and its entities (``&#x202e;``)
-escaped, so a note can never emit raw HTML, or a character ``visible`` would
-have spelled, into a page. Every other value from the trace is a code span,
-a fenced block, or text escaped by ``escaped`` or ``no_html``; those ways
-are ``markdown_text.py``'s, this module lays out the page.
+descriptions, notes) has its ``<``, its entities (``&#x202e;``) and its
+brackets escaped outside code spans (``prose``), so a note can never emit raw
+HTML, a character ``visible`` would have spelled, a link or an image into a
+page. What the tool writes around words it quotes from a trace (an error's
+explanation, notices, predictions) keeps only its code spans and escapes the
+rest (``quoting``): an exception message can hold anything. Every other value
+from the trace is a code span, a fenced block, or text escaped by ``escaped``
+or ``no_html``; those ways are ``markdown_text.py``'s, this module lays out
+the page.
 """
 
 from __future__ import annotations
@@ -54,6 +58,7 @@ from .markdown_text import (
     no_html,
     plain_cell,
     prose,
+    quoting,
     quote,
     values_cell,
 )
@@ -169,7 +174,7 @@ def _step_blocks(prev: Optional[Step], step: Step, options, columns) -> Iterable
     yield from _ops_blocks(step, options.ops)
     yield from _outcome_blocks(step)
     for message in new_predictions(prev, step):
-        yield f"> ⚠ **Predicted:** {prose(message)}"
+        yield f"> ⚠ **Predicted:** {quoting(message)}"
     for graph in step.graphs:
         yield from _graph_blocks(graph)
 
@@ -221,16 +226,16 @@ def _table_blocks(prev: Optional[Step], step: Step, options, columns) -> Iterabl
 
 
 def _error_block(error: ErrorInfo, declared: bool, label: str = "") -> str:
-    kind = prose(error.type)
+    kind = quoting(error.type)
     head = f"**{label}: {kind}**" if label else f"**{kind}**"
     if declared:
         head += " (as declared)"
     lines = [f"{head}: {escaped(error.message)}" if error.message else head]
     if error.explanation is not None:
         ex = error.explanation
-        lines += ["", f"**{escaped(ex.title)}.** {prose(ex.what.strip())}"]
+        lines += ["", f"**{escaped(ex.title)}.** {quoting(ex.what.strip())}"]
         if ex.fix:
-            lines += ["", f"**Fix:** {prose(ex.fix.strip())}"]
+            lines += ["", f"**Fix:** {quoting(ex.fix.strip())}"]
     return quote("\n".join(lines))
 
 
@@ -259,11 +264,11 @@ def _outcome_blocks(step: Step, label: str = "", expectations: bool = True) -> I
         yield _error_block(step.error, declared_raise_met(step), label)
     items = []
     if step.error is not None and declared_raise_met(step):
-        items.append(f"- ✓ {prefix}raised {prose(step.error.type)}, as declared")
+        items.append(f"- ✓ {prefix}raised {quoting(step.error.type)}, as declared")
     for warning in step.warnings:
-        items.append(f"- ⚠ {prefix}{prose(warning.category)}: {escaped(warning.message)}")
+        items.append(f"- ⚠ {prefix}{quoting(warning.category)}: {escaped(warning.message)}")
     if declared_warn_met(step):
-        items.append(f"- ✓ {prefix}warned {prose(step.warns.type)}, as declared")
+        items.append(f"- ✓ {prefix}warned {quoting(step.warns.type)}, as declared")
     if expectations:
         items += [_expectation_item(r, label) for r in step.expectations]
     for failure in unshown_failures(step):
@@ -294,7 +299,7 @@ def _graph_blocks(graph: Graph, label: str = "") -> Iterable[str]:
 def _footer(trace: Trace, label: str = "") -> Iterable[str]:
     prefix = f"{label}: " if label else ""
     for notice in trace.notices:
-        yield f"> {prefix}**Note:** {prose(notice)}"
+        yield f"> {prefix}**Note:** {quoting(notice)}"
     if trace.aborted is not None:
         yield f"> {prefix}**The run stopped early:** {escaped(trace.aborted)}"
     head = f"Result ({label})" if label else "Result"
@@ -364,7 +369,7 @@ def _variant_blocks(traces: List[Trace], options: RenderOptions) -> Iterable[str
             yield "\n".join(_expectation_item(result, name) for name, result in merged)
         for name, step, prev in zip(names, steps, prevs):
             for message in new_predictions(prev, step) if step is not None else ():
-                yield f"> ⚠ **{name}: predicted:** {prose(message)}"
+                yield f"> ⚠ **{name}: predicted:** {quoting(message)}"
         for name, step in zip(names, steps):
             for graph in step.graphs if step is not None else ():
                 yield from _graph_blocks(graph, name)

@@ -11,7 +11,9 @@ page's layout is ``markdown.py``; this module owns the escaping it relies on.
 
 from __future__ import annotations
 
+import bisect
 import re
+from typing import Dict, List, Tuple
 
 from .text import format_values
 
@@ -70,8 +72,83 @@ def no_html(text: object) -> str:
 
 
 def prose(text: str) -> str:
-    """Markdown written on purpose, ``<`` and entities escaped so that it never becomes raw HTML."""
-    return no_html(text)
+    """Markdown written on purpose (a title, a description, a note), made safe to show.
+
+    Emphasis and code spans stay; outside code spans ``<`` and character
+    references are escaped, so it never becomes raw HTML, and so are ``[`` and
+    ``]``, so it never links to or loads anything (an image from an outside
+    server, a link whose text says something else than where it goes).
+    """
+    return "".join(
+        part if code else no_html(part).replace("[", "\\[").replace("]", "\\]")
+        for part, code in _code_spans(str(text))
+    )
+
+
+def quoting(text: str) -> str:
+    """Prose the tool wrote around words it quotes from a trace (an explanation, a notice).
+
+    Quoted words can hold anything an exception message held. Code spans
+    stay code spans, which Markdown shows as they are; everything else is
+    plain text, its punctuation escaped (``escaped``), and line ends are spaces,
+    so no word starts a block of its own. A backtick in a quoted word can only
+    end a code span early: what follows it is then escaped text, never a link.
+    """
+    return "".join(
+        part.replace("\n", " ") if code else escaped(part).replace("\n", " ")
+        for part, code in _code_spans(str(text).replace("\r", " "))
+    )
+
+
+_TICKS = re.compile("`+")
+_ESCAPE_OR_TICK = re.compile(r"[\\`]")
+
+
+def _code_spans(text: str) -> List[Tuple[str, bool]]:
+    """``text`` in pieces, each with whether it is a code span, as CommonMark reads a line.
+
+    Outside code a backslash escapes the next character; a run of backticks
+    opens a span that the next run of the same length closes, and one that
+    nothing closes is literal. Spans are sought within each line only: one that
+    a renderer would pair across lines shows escaped text as code, which is
+    never worse. Closing runs are looked up by length, so any text costs
+    about linear time.
+    """
+    pieces: List[Tuple[str, bool]] = []
+    for line in text.splitlines(keepends=True) or [text]:
+        pieces += _line_spans(line)
+    return pieces
+
+
+def _line_spans(line: str) -> List[Tuple[str, bool]]:
+    starts: Dict[int, List[int]] = {}  # length of a whole run -> where such runs start
+    for run in _TICKS.finditer(line):
+        starts.setdefault(run.end() - run.start(), []).append(run.start())
+    if not starts:
+        return [(line, False)]
+    pieces: List[Tuple[str, bool]] = []
+    done = 0  # text before this offset is in pieces
+    found = _ESCAPE_OR_TICK.search(line)
+    while found is not None:
+        i = found.start()
+        if line[i] == "\\":
+            found = _ESCAPE_OR_TICK.search(line, i + 2)
+            continue
+        end = _TICKS.match(line, i).end()
+        later = starts.get(end - i, ())
+        k = bisect.bisect_left(later, end)
+        if k == len(later):  # nothing closes it: literal backticks
+            found = _ESCAPE_OR_TICK.search(line, end)
+            continue
+        close = later[k] + (end - i)
+        if i > done:
+            pieces.append((line[done:i], False))
+        pieces.append((line[i:close], True))
+        done = close
+        found = _ESCAPE_OR_TICK.search(line, close)
+    if done < len(line):
+        pieces.append((line[done:], False))
+    return pieces
 
 
 def quote(text: str) -> str:

@@ -92,6 +92,8 @@ def test_every_text_format_shows_control_characters_spelled_out(saved, fmt):
 @pytest.mark.parametrize("fmt", ("console", "markdown"))
 def test_each_place_a_scenario_writes_is_spelled_out(saved, fmt):
     text = invoke("render", str(saved), "--format", fmt, "--width", "200").stdout
+    if fmt == "markdown":  # a title's brackets are escaped, so that they never make a link
+        text = text.replace("\\[", "[").replace("\\]", "]")
     for spelled in (
         "Hostile \\x1b]52;c;aGVsbG8=\\x07 title \\u202e",  # title
         "comment \\x1b[1A\\x1b[2K \\u2066",  # code comment

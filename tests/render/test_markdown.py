@@ -15,7 +15,7 @@ from render_fixtures import (
     troubled_trace,
     variant_traces,
 )
-from tensortrace.trace import Step
+from tensortrace.trace import Explanation, Step
 from tensortrace.render import RenderOptions, render
 
 
@@ -105,3 +105,80 @@ def test_changes_only_and_no_values():
     text = markdown([detach_trace()], steps=frozenset({5}), values=False)
     header = next(r for r in _table_rows(text) if r.startswith("| name"))
     assert "values" not in header and "| grad |" not in header
+
+
+# --- words quoted from a trace ------------------------------------------------------------
+
+_LINK = re.compile(r"(?<!\\)\[(?:[^\]\\]|\\.)*(?<!\\)\]\(")
+
+
+def _links_outside_code(text: str) -> list:
+    """Each ``[text](`` that Markdown would read as a link or an image, outside code."""
+    from hostile_traces import _outside_code
+
+    found, fenced = [], False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced:
+            found += [m.group(0) for m in _LINK.finditer(_outside_code(line))]
+    return found
+
+
+IMAGE = "x`![i](https://evil.example/a.png)`[fix](https://evil.example/)"
+
+
+def test_an_explanation_quoting_an_exception_message_can_neither_load_nor_link(tmp_path):
+    """The explanation of "Can't call numpy() ... Use X instead" quotes X in a code span; a
+    backtick in X used to close that span early and let an image and a link through."""
+    from conftest import cli
+
+    path = tmp_path / "md.yaml"
+    message = f"Can't call numpy() on Tensor that requires grad. Use {IMAGE} instead"
+    path.write_text(f"title: t\nsteps:\n  - raise RuntimeError({message!r})\n", encoding="utf-8")
+    result = cli("run", str(path), "--format", "markdown")
+    assert result.returncode == 1, result.stderr
+    fix = next(line for line in result.stdout.splitlines() if "**Fix:**" in line)
+    assert "evil.example" in fix  # quoted, as the explanation quotes it
+    assert _links_outside_code(result.stdout) == []
+
+
+def test_links_in_a_title_description_or_note_are_shown_not_followed():
+    trace = detach_trace()
+    trace = evolve(
+        trace,
+        scenario=evolve(
+            trace.scenario,
+            title="[click](https://evil.example/) ![i](https://evil.example/a.png)",
+            description="see *this* `x[0]` and [that](https://evil.example/)",
+        ),
+        steps=tuple(
+            evolve(s, note="![pixel](https://evil.example/p.png)") if s.index == 1 else s
+            for s in trace.steps
+        ),
+    )
+    text = markdown([trace])
+    assert _links_outside_code(text) == []
+    assert "*this* `x[0]`" in text  # Markdown on purpose stays: emphasis and code
+    assert "\\[click\\](https://evil.example/)" in text
+
+
+def test_an_explanation_from_a_saved_trace_is_escaped_word_by_word():
+    trace = troubled_trace()
+    step = next(s for s in trace.steps if s.error is not None)
+    forged = Explanation(
+        title="A title",
+        topic="in-place",
+        what="**Bold** claim <img src=x> [fix](https://evil.example/) `code` stays",
+        fix="![i](https://evil.example/a.png)",
+    )
+    steps = tuple(
+        evolve(s, error=evolve(s.error, explanation=forged)) if s is step else s
+        for s in trace.steps
+    )
+    text = markdown([evolve(trace, steps=steps)])
+    assert (
+        "\\*\\*Bold\\*\\* claim \\<img src=x\\> \\[fix\\](https://evil.example/) `code` stays"
+        in (text)
+    )
+    assert _links_outside_code(text) == []
