@@ -210,9 +210,12 @@ def _exit_status(stop: SystemExit) -> int:
 
 def _print_traceback(exc: BaseException) -> None:
     """The traceback Python would print, without runpy's and this tool's frames."""
+    from ..render.visible import visible  # control characters spelled, as the report spells them
+
     for each in _chain(exc):
         each.__traceback__ = _trimmed(each.__traceback__)
-    traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    sys.stderr.write(visible(text))
     sys.stderr.flush()
 
 

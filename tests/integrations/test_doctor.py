@@ -175,6 +175,19 @@ def test_console_report_comes_first_then_the_traceback(failing_on_a_real_stderr)
     assert "no safe mode" in result.stderr
 
 
+def test_the_scripts_traceback_spells_control_characters_as_the_report_does(tmp_path):
+    script = tmp_path / "loud.py"
+    script.write_text(
+        "raise RuntimeError('boom \\x1b]52;c;aGk=\\x07 \\x1b[2J \\u202eevil')\n",
+        encoding="utf-8",
+    )
+    result = doctor_here(str(script))
+    assert result.returncode == 1
+    assert "Traceback (most recent call last):" in result.stderr
+    assert "RuntimeError: boom \\x1b]52;c;aGk=\\x07 \\x1b[2J \\u202eevil" in result.stderr
+    assert not any(ch in result.stderr for ch in "\x1b\x07\u202e")
+
+
 # --- running the script as python would --------------------------------------------------
 
 
