@@ -4,7 +4,8 @@
 (limits, wall, tracer, events on the pipe); ``warm`` pays once, before forking,
 what every child would pay again; ``childenv`` is the environment the child
 keeps; ``confine`` raises the wall, one layer per module: ``privileges``
-(descriptors, no_new_privs, capabilities), ``landlock`` (reading only what
-``readable`` lists) and ``seccomp``. The scenario's own code is checked and
+(descriptors, no_new_privs, threads, capabilities), ``landlock`` (reading only
+what ``readable`` lists), ``seccomp`` and ``argfilter`` (the arguments
+libseccomp cannot check). The scenario's own code is checked and
 guarded by ``tensortrace.sandbox``.
 """

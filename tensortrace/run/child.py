@@ -47,6 +47,10 @@ def child_main(
 
         # forked at one thread (OpenMP's threads do not survive fork): asking for more keeps one
         threads = None if threads_unused_before_fork else forkthreads.ThreadRequests()
+        if confine and forkthreads.openmp_binds():  # the wall would refuse to pin a thread
+            threads = threads or forkthreads.ThreadRequests()
+            threads.why = forkthreads.PINNED
+            threads.keep_one()
 
         report = None
         if safe or confine:

@@ -11,6 +11,10 @@ numpy are imported and before the first step:
   the wall went up (an output file, a socket) can be written through it;
 * **no_new_privs**, and every capability dropped (a child of root would
   otherwise keep ``CAP_SYS_RESOURCE``, ``CAP_SYS_ADMIN`` and the rest);
+* **a thread limit** (``RLIMIT_NPROC``, counted as the kernel counts it: per
+  real user, never for root, so a child of root counts under a user id of its
+  own; see :func:`.privileges.cap_threads`), so that the child cannot use up
+  the machine's process ids;
 * **Landlock** (Linux 5.13+): reading only the Python installation, the
   import path, torch's, numpy's and tensortrace's files, the scenario file and a
   few system paths they read (of ``/proc/self`` only a few files, never
@@ -25,6 +29,7 @@ numpy are imported and before the first step:
   kernel would signal whom the child names), no changes to file metadata and
   no reading of extended attributes, no inotify or fanotify, no ``setrlimit``
   or ``prlimit`` that sets a limit, no ``io_uring``, no namespaces or mounts;
+  ``prctl`` only from a short allow list, and ``sched_set*`` only on itself;
 * the resource limits the runner sets stay in force: their hard limits are
   lowered, and without capabilities they cannot be raised again.
 
@@ -57,7 +62,15 @@ from ..trace import CONFINEMENT_EXTRA
 from ..trace import Confinement as Report
 from .landlock import apply as apply_landlock
 from .landlock import landlock_abi
-from .privileges import ConfinementError, close_inherited, drop_capabilities, no_new_privs
+from .privileges import (
+    ConfinementError,
+    cap_threads,
+    close_inherited,
+    counting_uid,
+    drop_capabilities,
+    no_new_privs,
+    thread_cap,
+)
 from .readable import PROC_SELF_READ, read_paths
 from .seccomp import load as load_seccomp
 from .seccomp import seccomp_support
@@ -69,15 +82,17 @@ __all__ = [
     "Report",
     "available",
     "confine",
+    "counting_uid",
     "landlock_abi",
     "read_paths",
     "seccomp_support",
+    "thread_cap",
 ]
 
 # --- the layers, by the names traces record --------------------------------------------
 
 DESCRIPTORS, NO_NEW_PRIVS, CAPABILITIES, LANDLOCK_FILES, SECCOMP = ESSENTIAL
-LANDLOCK_NETWORK, LANDLOCK_SCOPES = CONFINEMENT_EXTRA
+LANDLOCK_NETWORK, LANDLOCK_SCOPES, THREAD_LIMIT = CONFINEMENT_EXTRA
 
 
 # --- the two entry points -------------------------------------------------------------------
@@ -90,7 +105,7 @@ def available() -> Report:
     if not sys.platform.startswith("linux"):
         why = f"kernel confinement is implemented for Linux only, and this is {sys.platform}"
         return Report((), tuple(f"{layer}: {why}" for layer in ESSENTIAL))
-    enforced += [DESCRIPTORS, NO_NEW_PRIVS, CAPABILITIES]
+    enforced += [DESCRIPTORS, NO_NEW_PRIVS, CAPABILITIES, THREAD_LIMIT]
     abi, why = landlock_abi()
     if abi:
         enforced.append(LANDLOCK_FILES)
@@ -135,6 +150,12 @@ def confine(*, keep_fds: Sequence[int], extra_read: Sequence[str] = ()) -> Repor
     enforced.append(DESCRIPTORS)
     no_new_privs()
     enforced.append(NO_NEW_PRIVS)
+    missing = list(plan.missing)
+    why = cap_threads(thread_cap())  # before the capabilities go: root's needs CAP_SETUID
+    if why:
+        missing.append(f"{THREAD_LIMIT}: {why}")
+    else:
+        enforced.append(THREAD_LIMIT)
     drop_capabilities()
     enforced.append(CAPABILITIES)
     if LANDLOCK_FILES in plan.enforced:
@@ -142,4 +163,4 @@ def confine(*, keep_fds: Sequence[int], extra_read: Sequence[str] = ()) -> Repor
     if SECCOMP in plan.enforced:
         load_seccomp()
         enforced.append(SECCOMP)
-    return Report(tuple(enforced), plan.missing)
+    return Report(tuple(enforced), tuple(missing))

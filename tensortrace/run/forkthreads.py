@@ -44,22 +44,69 @@ def restore_threads(threads: Optional[int]) -> None:
         torch.set_num_threads(threads)
 
 
+def openmp_binds() -> bool:
+    """Whether the OpenMP runtime loaded here pins each of its threads to CPUs.
+
+    ``OMP_PROC_BIND``, ``OMP_PLACES`` or ``GOMP_CPU_AFFINITY`` make it do so, read
+    when the library was loaded; asked of the library itself
+    (``omp_get_proc_bind``), not guessed from the environment. Pinning a new
+    thread is a ``sched_setaffinity`` on the thread's id, which the wall
+    refuses (it allows the call on the child's own pid only), and OpenMP then
+    ends the process.
+    """
+    import ctypes
+
+    try:
+        with open("/proc/self/maps") as f:
+            libraries = {line.split()[-1] for line in f if "libgomp" in line or "libiomp" in line}
+    except OSError:
+        return False
+    for path in sorted(libraries):
+        try:
+            if ctypes.CDLL(path).omp_get_proc_bind() != 0:  # omp_proc_bind_false
+                return True
+        except (OSError, AttributeError):
+            continue
+    return False
+
+
+#: Why a child keeps one thread: forked from a process that may have used OpenMP's pool.
+FORKED = (
+    "this scenario ran in a process forked from one that may have used PyTorch's threads "
+    "already, whose OpenMP threads do not survive fork, so a second thread could wait forever; "
+    "run it with the tensortrace command to use more"
+)
+#: Why a child keeps one thread: OpenMP would pin its threads, which the wall refuses.
+PINNED = (
+    "OpenMP was asked to pin its threads to CPUs (OMP_PROC_BIND, OMP_PLACES or "
+    "GOMP_CPU_AFFINITY), which safe mode's wall refuses for any thread but the first, so a "
+    "second thread could not start; unset them, or use --trust, to use more"
+)
+
+
 class ThreadRequests:
     """In the child: ``torch.set_num_threads(n)`` with n > 1 keeps one thread, and is remembered.
 
     Any other argument (1, 0, a float) goes to PyTorch as it is, so that its
-    own answer, or its own error, is what the step records.
+    own answer, or its own error, is what the step records. ``why`` ends the notice.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, why: str = FORKED) -> None:
         import torch
 
+        self.why = why
+        self._said_anyway = False
         self._real: Callable[[Any], None] = torch.set_num_threads
         self._pending: Optional[int] = None  # the first count asked for in the step under way
         self.asked: List[Tuple[str, int]] = []  # (where, count) per step that asked for more
         torch.set_num_threads = self._set_num_threads  # the name scenarios use
         if getattr(torch._C, "set_num_threads", None) is self._real:  # the same, from torch._C
             torch._C.set_num_threads = self._set_num_threads
+
+    def keep_one(self) -> None:
+        """One thread from now on, and the end of the run says so even if no step asks for more."""
+        self._real(1)
+        self._said_anyway = True
 
     def _set_num_threads(self, threads: Any) -> None:
         try:
@@ -76,22 +123,19 @@ class ThreadRequests:
         if isinstance(event, Step) and self._pending is not None:
             self.asked.append((_place(event), self._pending))
             self._pending = None
-        elif isinstance(event, End) and self.asked:
+        elif isinstance(event, End) and (self.asked or self._said_anyway):
             return evolve(event, notices=event.notices + (self.notice(),))
         return event
 
     def notice(self) -> str:
         """One sentence naming the first step that asked for more than one thread."""
+        if not self.asked:
+            return f"the scenario ran on one thread: {self.why}"
         where, count = self.asked[0]
         later = len(self.asked) - 1
         steps = "step" if later == 1 else "steps"
         also = f", as did {later} later {steps} asking for more" if later else ""
-        return (
-            f"torch.set_num_threads({count}) in {where} kept one thread{also}: this scenario "
-            "ran in a process forked from one that may have used PyTorch's threads already, "
-            "whose OpenMP threads do not survive fork, so a second thread could wait forever; "
-            "run it with the tensortrace command to use more"
-        )
+        return f"torch.set_num_threads({count}) in {where} kept one thread{also}: {self.why}"
 
 
 def _place(step: Step) -> str:
@@ -102,4 +146,11 @@ def _place(step: Step) -> str:
     return f"{name} ({cell}line {step.line})"
 
 
-__all__ = ["ThreadRequests", "one_thread_for_fork", "restore_threads"]
+__all__ = [
+    "FORKED",
+    "PINNED",
+    "ThreadRequests",
+    "one_thread_for_fork",
+    "openmp_binds",
+    "restore_threads",
+]

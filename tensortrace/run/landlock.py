@@ -21,7 +21,7 @@ from .privileges import fail, libc
 
 # The layers this module applies, by the names traces record.
 LANDLOCK_FILES = CONFINEMENT_ESSENTIAL[3]
-LANDLOCK_NETWORK, LANDLOCK_SCOPES = CONFINEMENT_EXTRA
+LANDLOCK_NETWORK, LANDLOCK_SCOPES = CONFINEMENT_EXTRA[:2]
 
 _SYS_LANDLOCK_CREATE_RULESET = 444  # the same number on every architecture
 _SYS_LANDLOCK_ADD_RULE = 445

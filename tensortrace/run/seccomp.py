@@ -9,7 +9,9 @@ no descriptor owner (``F_SETOWN``/``F_SETSIG``: the kernel would signal whom
 the child names), no changes to file metadata and no reading of extended
 attributes, no inotify or fanotify, no ``setrlimit`` or ``prlimit`` that sets
 a limit, no ``io_uring``, no namespaces or mounts. libseccomp is called
-through ctypes (see ``docs/safety.md`` for why not a binding).
+through ctypes (see ``docs/safety.md`` for why not a binding); what it cannot
+say (an argument that must be one of a few values: ``prctl``'s options, the
+``sched_set*`` calls on the child itself) is a second filter, ``argfilter``.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import os
 import sys
 from typing import Optional, Tuple
 
+from . import argfilter
 from .privileges import ConfinementError, libc
 
 _PR_GET_SECCOMP = 21
@@ -32,8 +35,8 @@ def _scmp_act_errno(code: int) -> int:
 
 
 _SCMP_CMP_NE = 1
-_SCMP_CMP_EQ = 4
 _SCMP_CMP_MASKED_EQ = 7
+_LOW_32 = 0xFFFFFFFF
 
 
 class _ScmpArgCmp(ctypes.Structure):
@@ -329,19 +332,20 @@ def load() -> None:
         _seccomp_rule(lib, ctx, deny, "prlimit64", (2, _SCMP_CMP_NE, 0, 0))
         # No descriptor owner: the kernel would signal that process (F_SETOWN
         # on the event pipe, with F_SETSIG, could kill the parent).
+        # The kernel reads both as 32-bit: a command with upper bits set is the same command,
+        # so only the low 32 bits are compared.
         for name in ("fcntl", "fcntl64"):
             for command in _SIGNALLING_FCNTL:
-                _seccomp_rule(lib, ctx, deny, name, (1, _SCMP_CMP_EQ, command, 0))
+                _seccomp_rule(lib, ctx, deny, name, (1, _SCMP_CMP_MASKED_EQ, _LOW_32, command))
         for request in _SIGNALLING_IOCTL:
-            _seccomp_rule(lib, ctx, deny, "ioctl", (1, _SCMP_CMP_EQ, request, 0))
+            _seccomp_rule(lib, ctx, deny, "ioctl", (1, _SCMP_CMP_MASKED_EQ, _LOW_32, request))
         # Priorities of this process only: as root, lowering those of every
         # process of the same user (PRIO_USER, or another pid) needs no capability.
         # (which, who): PRIO_PROCESS is 0, IOPRIO_WHO_PROCESS 1; who 0 is the caller.
         for name, own_kind in (("setpriority", 0), ("ioprio_set", 1)):
             _seccomp_rule(lib, ctx, deny, name, (0, _SCMP_CMP_NE, own_kind, 0))
             _seccomp_rule(lib, ctx, deny, name, (1, _SCMP_CMP_NE, 0, 0))
-        for name in ("sched_setscheduler", "sched_setparam", "sched_setattr"):
-            _seccomp_rule(lib, ctx, deny, name, (0, _SCMP_CMP_NE, 0, 0))
+        # sched_set* on the child itself only, and prctl's allow list: argfilter.py.
         # Signals only to this process.
         me = os.getpid()
         for name in ("kill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo"):
@@ -351,3 +355,4 @@ def load() -> None:
             raise ConfinementError(f"the seccomp filter could not be loaded: {os.strerror(-rc)}")
     finally:
         lib.seccomp_release(ctypes.c_void_p(ctx))
+    argfilter.load(lib)

@@ -429,7 +429,7 @@ CONFINEMENT_ESSENTIAL = (
     "landlock-files",
     "seccomp",
 )
-CONFINEMENT_EXTRA = ("landlock-network", "landlock-scopes")
+CONFINEMENT_EXTRA = ("landlock-network", "landlock-scopes", "thread-limit")
 
 
 class Confinement(Record):

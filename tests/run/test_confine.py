@@ -20,6 +20,7 @@ from typing import Dict, List
 
 import pytest
 
+from bystanders import bystander_process  # noqa: F401 - the fixture "bystander"
 from tensortrace.run import confine
 from tensortrace.trace import Trace
 from tensortrace.run.runner import ConfinementUnavailable, Limits, run_scenario
@@ -927,17 +928,6 @@ def test_docs_list_what_the_child_keeps() -> None:
         assert f"`{prefix}*`" in text, prefix
     for name in confine.PROC_SELF_READ:
         assert f"`{name.rsplit('/', 1)[1]}`" in text, name
-
-
-@pytest.fixture
-def bystander():
-    """Another process of this user, as any of the machine's would be."""
-    import subprocess
-
-    process = subprocess.Popen(["sleep", "60"])
-    yield process.pid
-    process.kill()
-    process.wait()
 
 
 def _priority_steps(pid: int) -> List[str]:
