@@ -12,7 +12,7 @@ def main() -> None:
     collector.own_process()
     with collector.long_lived():
         from .cli.main import main as cli_main
-    cli_main()
+    cli_main(own_process=True)
 
 
 if __name__ == "__main__":

@@ -144,6 +144,20 @@ def _open_stream(path: Path, kind: int) -> IO[str]:
     return os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace")
 
 
+_UNFINISHED: dict = {}  # temporary files of outputs not committed or discarded yet
+
+
+def discard_unfinished() -> None:
+    """Remove every temporary file not yet renamed into place: for a signal handler, which
+    ends the process without unwinding (nothing half-written is ever left)."""
+    for tmp in list(_UNFINISHED):
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        _UNFINISHED.pop(tmp, None)
+
+
 class Output:
     """A text sink: ``write`` as you go, then ``commit`` (or ``discard``)."""
 
@@ -171,6 +185,7 @@ class Output:
             )
         except OSError as exc:
             raise UsageError(f"cannot write {self.path}: {exc.strerror or exc}") from None
+        _UNFINISHED[self._tmp] = None
         # lone surrogates (from YAML escapes or a step's output) become \udxxx escapes
         self._file = os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace")
 
@@ -219,6 +234,7 @@ class Output:
                 f"cannot write {self.path}: it is no longer a regular file; nothing was replaced"
             )
         os.replace(self._tmp, self.path)
+        _UNFINISHED.pop(self._tmp, None)
         self._tmp = None
 
     def discard(self) -> None:
@@ -233,6 +249,7 @@ class Output:
                 os.unlink(self._tmp)
             except OSError:
                 pass
+            _UNFINISHED.pop(self._tmp, None)
             self._tmp = None
 
 

@@ -12,6 +12,8 @@ string annotations would be compiled and evaluated anew each time.
 
 import os
 import sys
+from types import FrameType
+from typing import Optional
 
 import typer
 
@@ -88,21 +90,98 @@ app.command(cls=_Command)(convert)
 app.command("doctor", cls=_Command, context_settings=CONTEXT)(doctor)
 
 
-def _terminated(signum: int, frame: object) -> None:
-    """SIGTERM/SIGHUP: unwind like an error, so temporary files go and the child is stopped."""
-    raise SystemExit(128 + signum)
+def _ending(signum: int, code: int, words: str) -> None:
+    """End now, from a signal handler: the children's trees killed, no half-written file left.
 
-
-def main() -> None:
-    """Parse the command line and run the command.
-
-    ``tensortrace.__main__.main`` imports and calls this.
+    Nothing is unwound: an exception raised here could land inside an import or
+    a call of torch's C++ code, which ends the process with a traceback of its own.
     """
     import signal
 
-    for name in ("SIGTERM", "SIGHUP"):
-        if hasattr(signal, name) and signal.getsignal(getattr(signal, name)) == signal.SIG_DFL:
-            signal.signal(getattr(signal, name), _terminated)
+    from ..output import discard_unfinished
+    from ..run.reaping import kill_all
+
+    for other in _HANDLED:
+        signal.signal(other, signal.SIG_IGN)  # handled once: later signals change nothing
+    kill_all()
+    discard_unfinished()
+    try:
+        os.write(2, f"tensortrace: {words}\n".encode())
+    except OSError:
+        pass
+    os._exit(code)
+
+
+def _terminated(signum: int, frame: object) -> None:
+    """SIGTERM/SIGHUP: the run stops, the child's tree is killed, exit status 128 + N."""
+    _ending(signum, 128 + signum, "terminated")
+
+
+def _interrupted(signum: int, frame: Optional[FrameType]) -> None:
+    """Ctrl-C: the first unwinds (what was traced so far is shown); a second ends at once.
+
+    Inside an import (torch's takes seconds) it ends at once too: unwinding
+    from there would pass through torch's C++ code.
+    """
+    import signal
+
+    if _interrupted_once or _importing(frame):
+        _ending(signum, EXIT_INTERRUPTED, "interrupted")
+    _note_interrupted()
+    signal.signal(signum, _interrupted)
+    raise KeyboardInterrupt
+
+
+_interrupted_once = False
+
+
+def _note_interrupted() -> None:
+    global _interrupted_once
+    _interrupted_once = True
+
+
+def _importing(frame: Optional[FrameType]) -> bool:
+    for _ in range(500):
+        if frame is None:
+            return False
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
+
+
+_HANDLED: list = []  # the signals main() handles
+
+
+def main(own_process: bool = False) -> None:
+    """Parse the command line and run the command.
+
+    ``tensortrace.__main__.main`` imports and calls this, with ``own_process``:
+    the process is the command's alone, so it adopts what the child leaves
+    behind (a subreaper) and kills it; a caller that runs the command inside
+    a process of its own (a test) keeps its other children to itself.
+    """
+    import signal
+
+    global _interrupted_once
+    _interrupted_once = False
+    from ..output import discard_unfinished  # noqa: F401 - ready before any signal comes
+    from ..run import reaping
+
+    if own_process:
+        reaping.become_subreaper()  # what the child starts and leaves is this command's to kill
+    handlers = {"SIGTERM": _terminated, "SIGHUP": _terminated, "SIGINT": _interrupted}
+    _HANDLED[:] = []
+    for name, handler in handlers.items():
+        number = getattr(signal, name, None)
+        if number is None:
+            continue
+        current = signal.getsignal(number)
+        if current == signal.SIG_DFL or (
+            name == "SIGINT" and current is signal.default_int_handler
+        ):
+            signal.signal(number, handler)
+            _HANDLED.append(number)
     try:
         app()
     except BrokenPipeError:

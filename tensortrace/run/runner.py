@@ -33,7 +33,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, List, Optional, Sequence
 
-from . import child, forkthreads, warm
+from . import child, forkthreads, reaping, warm
 from .devices import cuda_started, on_the_cpu, on_the_gpu, refuse_gpu
 from ..errors import Interrupted, TensorTraceError
 from ..trace.events import (
@@ -234,6 +234,10 @@ def _run_inline(
 # (``tensortrace.run.forkthreads``).
 threads_unused_before_fork = False
 
+_ENDING_SIGNALS = {
+    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
+}
+
 
 # --- the parent --------------------------------------------------------------------
 
@@ -246,9 +250,12 @@ def _run_forked(
     sys.stderr.flush()
     parent = os.getpid()
     threads = None if threads_unused_before_fork else forkthreads.one_thread_for_fork()
+    # no signal between the fork and the child's being known, so that it is always killed
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, _ENDING_SIGNALS)
     try:
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the child's coverage is not collected
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
             os.close(read_fd)
             child.child_main(
                 write_fd,
@@ -261,9 +268,24 @@ def _run_forked(
                 ops,
                 threads_unused_before_fork,
             )
+        reaping.LIVE[pid] = None
     finally:  # the child never gets here: it ends in child_main
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         forkthreads.restore_threads(threads)
-    os.close(write_fd)
+        os.close(write_fd)
+    try:
+        return _follow(pid, read_fd, scenario, assembler, limits)
+    except BaseException:  # Ctrl-C, the API caller's own exception, a refused event...
+        reaping.stop(pid)  # ... the child never outlives this call
+        raise
+    finally:
+        os.close(read_fd)
+        if pid in reaping.LIVE:
+            reaping.stop(pid)
+
+
+def _follow(pid: int, read_fd: int, scenario: Scenario, assembler: Assembler, limits) -> Trace:
+    """Read the child's events until it ends, a limit passes or it misbehaves; reap it."""
     reader = LineReader()
     decoder = Decoder()
     assembler.plan = plan_of(scenario)
@@ -279,21 +301,26 @@ def _run_forked(
     began = time.monotonic()
     step_deadline = began + patience if patience else None
     scenario_deadline = began + limits.scenario_timeout if limits.scenario_timeout else None
+    status: Optional[int] = None  # the child's wait status, once reaped
     try:
         while True:
             deadlines = [d for d in (step_deadline, scenario_deadline) if d is not None]
             wait = max(0.0, min(deadlines) - time.monotonic()) if deadlines else TICK
             ready, _, _ = select.select([read_fd], [], [], min(wait, TICK))
+            if not ready:
+                # a process the child started may hold the pipe open after the child ended
+                status = reaping.reap(pid, deadline=time.monotonic())
+                if status is not None:
+                    _drain(read_fd, reader, decoder, assembler, block=False)
+                    break
             if not ready and (not deadlines or time.monotonic() < min(deadlines)):
                 continue  # only the tick passed
             if not ready:  # a limit passed and the child did not end the step itself
-                _kill(pid)
-                over_scenario = (
-                    scenario_deadline is not None and time.monotonic() >= scenario_deadline
-                )
-                reason = "scenario-timeout" if over_scenario else "timeout"
+                reaping.stop(pid)
                 return assembler.trace(
-                    aborted=_synthesise_stop(assembler, scenario, limits, reason)
+                    aborted=_synthesise_stop(
+                        assembler, scenario, limits, _which_limit(scenario_deadline)
+                    )
                 )
             size = os.readv(read_fd, [buffer])
             if not size:
@@ -317,19 +344,29 @@ def _run_forked(
                 if patience is not None:
                     step_deadline = time.monotonic() + patience
     except EventError as exc:
-        _kill(pid)
+        reaping.stop(pid)
         return assembler.trace(
             aborted=_synthesise_stop(
                 assembler, scenario, limits, f"the child {exc}; the tracer stopped reading it"
             )
         )
     except KeyboardInterrupt:
-        _kill(pid)
+        reaping.stop(pid)
         _drain(read_fd, reader, decoder, assembler)  # steps that finished before Ctrl-C count
         raise
-    finally:
-        os.close(read_fd)
-    _, status = os.waitpid(pid, 0)
+    if status is None:  # the pipe closed: the child ends now, unless it closed it to linger
+        ending = time.monotonic() + GRACE
+        status = reaping.reap(pid, min(ending, scenario_deadline or ending))
+    if status is None:
+        over = scenario_deadline is not None and time.monotonic() >= scenario_deadline
+        status = reaping.stop(pid)
+        if over or not assembler.finished:
+            reason = (
+                "scenario-timeout"
+                if over
+                else "closed its pipe to the tracer but did not end, and was killed"
+            )
+            return assembler.trace(aborted=_synthesise_stop(assembler, scenario, limits, reason))
     if Unusable in notes:
         raise TensorTraceError(notes[Unusable])
     if assembler.finished:
@@ -337,8 +374,13 @@ def _run_forked(
     crashed = notes.get(Crashed)
     if crashed and assembler.start is None:
         raise TensorTraceError(f"the scenario could not be started: {crashed}", path=scenario.path)
-    reason = _death_reason(status, crashed)
+    reason = _death_reason(status or 0, crashed)
     return assembler.trace(aborted=_synthesise_stop(assembler, scenario, limits, reason))
+
+
+def _which_limit(scenario_deadline: Optional[float]) -> str:
+    over = scenario_deadline is not None and time.monotonic() >= scenario_deadline
+    return "scenario-timeout" if over else "timeout"
 
 
 def plan_of(scenario: Scenario) -> Plan:
@@ -358,10 +400,18 @@ def plan_of(scenario: Scenario) -> Plan:
     return Plan(info, steps)
 
 
-def _drain(read_fd: int, reader: LineReader, decoder: Decoder, assembler: Assembler) -> None:
-    """Keep every complete event a stopped child had already sent."""
+def _drain(
+    read_fd: int, reader: LineReader, decoder: Decoder, assembler: Assembler, block: bool = True
+) -> None:
+    """Keep every complete event a stopped child had already sent.
+
+    ``block=False`` reads only what is there already: a process the child
+    started may hold the pipe open, and would never let it end.
+    """
     try:
         while True:
+            if not block and not select.select([read_fd], [], [], 0)[0]:
+                break
             chunk = os.read(read_fd, READ_SIZE)
             if not chunk:
                 break
@@ -373,14 +423,6 @@ def _drain(read_fd: int, reader: LineReader, decoder: Decoder, assembler: Assemb
                 if not isinstance(event, (Unusable, Crashed)):
                     assembler.add(event)
     except (OSError, EventError):
-        pass
-
-
-def _kill(pid: int) -> None:
-    try:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-    except (ProcessLookupError, ChildProcessError):
         pass
 
 
