@@ -19,7 +19,7 @@ import io
 import sys
 import threading
 import warnings
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, ContextManager, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -160,7 +160,7 @@ def iter_trace(
         ),
         environment=environment(dev, safe, confinement),
     )
-    with _fresh_torch_state(scenario.seed, dev):
+    with _fresh_torch_state(scenario.seed, dev), _protocols_closed(safe):
         aborted = None
         if scenario.setup:
             setup = recorder.run_setup()
@@ -176,6 +176,15 @@ def iter_trace(
                     aborted = step.error.message
                     break
         yield End(storages=recorder.steps.storages(), notices=recorder.notices(), aborted=aborted)
+
+
+def _protocols_closed(safe: bool) -> ContextManager[None]:
+    """In safe mode, torch modules refuse the memory protocols' names while steps run."""
+    if not safe:
+        return contextlib.nullcontext()
+    from ..sandbox.protocols import closed
+
+    return closed()
 
 
 @contextlib.contextmanager

@@ -24,6 +24,7 @@ from .policy import (
     import_refusal,
 )
 from .policy import violation as _violation
+from .protocols import shield_class
 
 if TYPE_CHECKING:
     from .guards import _Runtime
@@ -159,6 +160,7 @@ def make_build_class(rt: "_Runtime"):
         # (Bases from libraries may have them: a subclass of ndarray is fine.)
         for protocol in sorted(RAW_MEMORY_PROTOCOLS.keys() & vars(cls).keys()):
             raise _violation(f"a class with '{protocol}'", f"it {RAW_MEMORY_PROTOCOLS[protocol]}")
+        shield_class(cls)  # no instance of it can carry a protocol either
         rt.user_classes.add(cls)
         return cls
 

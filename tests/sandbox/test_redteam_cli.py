@@ -78,7 +78,6 @@ PROTOCOL_STEPS = [
     "pd = torch.nn.ParameterDict()",
     "pd['__array_' + 'interface__'] = "
     "{'shape': (8,), 'typestr': '|u1', 'data': (id(pd), False), 'version': 3}",
-    "peek = np.asarray(pd)",
 ]
 PROTOCOL_NOTEBOOK = json.dumps(
     {
@@ -99,9 +98,10 @@ PROTOCOL_NOTEBOOK = json.dumps(
 )
 ONLY = "(only torch, numpy, math, copy, collections, functools and their allowed submodules)"
 PROTOCOL_MESSAGE = (
-    "'numpy.asarray' of a ParameterDict object is not allowed in safe mode"
-    " (it reads memory through the array, buffer and DLPack protocols;"
+    "'__array_interface__' on a ParameterDict object is not allowed in safe mode"
+    " (it lets numpy and torch read and write memory at any address the object names)"
 )
+PROTOCOL_WRITE = PROTOCOL_STEPS[3]
 
 
 ATTEMPTS: List[Attempt] = [
@@ -393,27 +393,27 @@ ATTEMPTS: List[Attempt] = [
         statuses=["raised", "ok"],  # the recorder was not affected
     ),
     Attempt(
-        # a name built at run time gets past the checks on names; np.asarray refuses the object
+        # a name built at run time gets past the checks on names; the module refuses it
         "protocol-name-built-at-run-time-py",
         "\n".join(PROTOCOL_STEPS) + "\n",
         1,
         PROTOCOL_MESSAGE,
-        where=3,  # the imports are no steps of a .py file
+        where=2,  # the imports are no steps of a .py file
         trust=NOTHING,
         name="attempt.py",
-        code="peek = np.asarray(pd)",
-        statuses=["ok", "ok", "raised"],
+        code=PROTOCOL_WRITE,
+        statuses=["ok", "raised"],
     ),
     Attempt(
         "protocol-name-built-at-run-time-ipynb",
         PROTOCOL_NOTEBOOK,
         1,
         PROTOCOL_MESSAGE,
-        where=5,
+        where=4,
         trust=NOTHING,
         name="attempt.ipynb",
-        code="peek = np.asarray(pd)",
-        statuses=["ok", "ok", "ok", "ok", "raised"],
+        code=PROTOCOL_WRITE,
+        statuses=["ok", "ok", "ok", "raised"],
     ),
     # --- what safe mode must still allow -----------------------------------------------
     Attempt(
