@@ -34,7 +34,7 @@ from .options import (  # one definition for every command
 from ..errors import Interrupted, UsageError
 from ..trace import evolve as replace  # RenderOptions is a frozen record
 from ..output import format_for
-from ..render import check_format, render
+from ..render import check_format, render_to
 from .tracefile import is_saved_trace, load_traces
 from .selection import check_steps_exist, parse_steps
 from .common import (
@@ -90,7 +90,7 @@ def render_cmd(
                 ops=ops,
                 all_rows=all_rows,
             )
-            out.write(render(traces, form, options))
+            render_to(traces, form, out.write, options)
         return EXIT_OK if all(t.passed for t in traces) else EXIT_FAILED
 
     guarded(body)

@@ -33,7 +33,7 @@ from ..errors import Interrupted, TensorTraceError
 from ..trace import Trace
 from ..trace import evolve as replace  # RenderOptions is a frozen record
 from ..output import Output, format_for
-from ..render import RenderOptions, StreamRenderer, check_format, render, stream
+from ..render import RenderOptions, StreamRenderer, check_format, render_to, stream
 from ..render.visible import visible
 from .selection import check_steps_exist, names_of, parse_steps
 from .common import (
@@ -111,7 +111,7 @@ def run(
                 ops=ops,
                 all_rows=all_rows,
             )
-            out.write(_rest_of_output(noting_show(traces, show), form, live, options))
+            _write_rest(out, noting_show(traces, show), form, live, options)
         return _run_status(traces, interrupted)
 
     guarded(body)
@@ -140,13 +140,19 @@ def _trace_into(
         return stop.traces, True
 
 
-def _rest_of_output(
-    traces: List[Trace], form: str, live: Optional[StreamRenderer], options: RenderOptions
-) -> str:
-    """What is still to write once the run is over: the closing events, or the whole document."""
+def _write_rest(
+    out: Output,
+    traces: List[Trace],
+    form: str,
+    live: Optional[StreamRenderer],
+    options: RenderOptions,
+) -> None:
+    """Write what is still to come once the run is over: the closing events, or the whole
+    document, a piece at a time where the format allows it."""
     if live is not None:
-        return "".join(live.end(trace) for trace in traces)
-    return render(traces, form, options)
+        out.write("".join(live.end(trace) for trace in traces))
+    else:
+        render_to(traces, form, out.write, options)
 
 
 def _run_status(traces: List[Trace], interrupted: bool) -> int:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import sys
 from importlib import import_module
-from typing import Dict, Optional, Sequence, Tuple
+from typing import Callable, Dict, Optional, Sequence, Tuple
 
 from ..trace.collector import long_lived
 from ..errors import UsageError
@@ -74,6 +74,29 @@ def render(traces: Sequence[Trace], fmt: str, options: RenderOptions = DEFAULT_O
     return renderer(fmt)(list(traces), options)
 
 
+# Formats whose document can be large, written a piece at a time: format -> (module, function).
+_WRITERS: Dict[str, Tuple[str, str]] = {
+    "json": ("json", "write_json"),
+    "html": ("html", "write_html"),
+}
+
+
+def render_to(
+    traces: Sequence[Trace],
+    fmt: str,
+    write: Callable[[str], None],
+    options: RenderOptions = DEFAULT_OPTIONS,
+) -> None:
+    """``render``, handing the text to ``write`` as it is made where the format allows it
+    (JSON and HTML), so that a large document is never whole in memory."""
+    if fmt not in _WRITERS:
+        write(render(traces, fmt, options))
+        return
+    renderer(fmt)  # imports the module
+    module, function = _WRITERS[fmt]
+    getattr(sys.modules[f"{__name__}.{module}"], function)(list(traces), write, options)
+
+
 __all__ = [
     "FORMATS",
     "RenderOptions",
@@ -81,6 +104,7 @@ __all__ = [
     "StreamRenderer",
     "check_format",
     "render",
+    "render_to",
     "renderer",
     "stream",
 ]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import keyword
 import re
-from typing import Dict, Iterator, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import msgspec
 
@@ -147,20 +147,27 @@ class AliasNote:
     name: str
     fields: Tuple[str, ...]  # "values" and/or "version"
     storage: str
-    via: Tuple[str, ...]
+    via: Tuple[str, ...]  # the first NOTE_NAMES of them; ``more`` counts the rest
     same_object: Optional[str] = None  # a name in ``via`` bound to this very object
     # the recorded calls that wrote it, when the code names none of ``via``
     by: Tuple[str, ...] = ()
+    more: int = 0  # names on the same storage beyond those in ``via``
 
     def describe(self) -> str:
         what = " and ".join(self.fields)
         if self.same_object is not None:
             return f"{self.name} changed ({what}): {self.same_object} is the same object"
         written = f" (written by {', '.join(self.by)})" if self.by else ""
+        more = f" and {self.more} more" if self.more else ""
         return (
             f"{self.name} changed ({what}): "
-            f"it shares {self.storage} with {', '.join(self.via)}{written}"
+            f"it shares {self.storage} with {', '.join(self.via)}{more}{written}"
         )
+
+
+#: How many names a note lists; the rest are counted. Each note then costs the same
+#: however many tensors share the storage, and a step's notes cost in proportion to them.
+NOTE_NAMES = 8
 
 
 def aliasing_notes(prev_step: Optional[Step], step: Step) -> Tuple[AliasNote, ...]:
@@ -169,10 +176,14 @@ def aliasing_notes(prev_step: Optional[Step], step: Step) -> Tuple[AliasNote, ..
     A tensor counts when its values or version changed in this step, the step's
     code does not mention it, and some other tensor on the same storage is
     mentioned. A name that is new in this step is never a note.
+
+    What every note of a storage shares (the names the code mentions on it, the
+    one of them bound to each object, the calls that wrote it) is found once per
+    storage, so that a step costs in proportion to its tensors and operations.
     """
     before = tensors_by_name(prev_step)
     mentioned = mentioned_names(step.code)
-    groups: Optional[Dict[str, Tuple[str, ...]]] = None  # made for the first candidate
+    storages: Optional[Dict[str, "_OnStorage"]] = None  # made for the first candidate
     notes = []
     for state in step.tensors:
         old = before.get(state.name)
@@ -183,49 +194,88 @@ def aliasing_notes(prev_step: Optional[Step], step: Step) -> Tuple[AliasNote, ..
         fields = tuple(f for f in ("values", "version") if not same(fact(old, f), fact(state, f)))
         if not fields:
             continue
-        if groups is None:
-            groups = storage_groups(step)
-        via = tuple(
-            n for n in groups[state.storage] if n != state.name and root_name(n) in mentioned
-        )
-        if via:
-            alias = next((n for n in via if _same_object(step, state.name, n)), None)
-            notes.append(AliasNote(state.name, fields, state.storage, via, alias))
-        else:
-            written = _written_inside(step, state.name, state.storage, groups[state.storage])
-            if written is not None:
-                notes.append(
-                    AliasNote(state.name, fields, state.storage, written[0], None, written[1])
-                )
+        if storages is None:
+            storages = _storages(step, mentioned)
+        found = storages[state.storage]
+        if found.via:
+            via, more = _listed(found.via, state.name)
+            alias = found.objects.get(state.same_as or state.name)
+            notes.append(AliasNote(state.name, fields, state.storage, via, alias, more=more))
+            continue
+        names, by = found.written(state.name)
+        if names:
+            via, more = _listed(names, state.name)
+            notes.append(AliasNote(state.name, fields, state.storage, via, None, by, more=more))
     return tuple(notes)
 
 
-def _written_inside(
-    step: Step, name: str, storage: str, group: Sequence[str]
-) -> Optional[Tuple[Tuple[str, ...], Tuple[str, ...]]]:
-    """The named tensors on ``storage`` that a recorded call wrote, and those calls.
+def _listed(names: Sequence[str], own: str) -> Tuple[Tuple[str, ...], int]:
+    """The first ``NOTE_NAMES`` of ``names`` but ``own``, and how many more there are."""
+    listed: List[str] = []
+    for name in names:
+        if name != own:
+            if len(listed) == NOTE_NAMES:
+                return tuple(listed), len(names) - NOTE_NAMES - (own in names)
+            listed.append(name)
+    return tuple(listed), 0
 
-    That is a write made inside a call the code made (``opt.step()`` writes
-    ``lin.weight``), which the code never names.
-    """
-    via: Dict[str, None] = {}
-    by: Dict[str, None] = {}
+
+class _OnStorage:
+    """What the notes of one storage share, found once."""
+
+    __slots__ = ("group", "via", "objects", "step", "label", "_written")
+
+    def __init__(self, step: Step, label: str) -> None:
+        self.step, self.label = step, label
+        self.group: List[str] = []  # its names, in table order
+        self.via: List[str] = []  # those the code mentions
+        self.objects: Dict[str, str] = {}  # object (its first name) -> first mentioned name
+        self._written: Any = False  # not looked for yet
+
+    def written(self, name: str) -> Tuple[List[str], Tuple[str, ...]]:
+        """The named tensors on it but ``name`` that a recorded call wrote, and those calls.
+
+        That is a write made inside a call the code made (``opt.step()`` writes
+        ``lin.weight``), which the code never names. The calls are found once.
+        """
+        if self._written is False:
+            self._written = _writes(self.step, self.label, frozenset(self.group))
+        via: Dict[str, None] = {}
+        by: Dict[str, None] = {}
+        for call, names in self._written:
+            others = [n for n in names if n != name]
+            if others:
+                via.update(dict.fromkeys(others))
+                by[call] = None
+        return list(via), tuple(by)
+
+
+def _storages(step: Step, mentioned: frozenset) -> Dict[str, _OnStorage]:
+    found: Dict[str, _OnStorage] = {}
+    for state in step.tensors:
+        if state.storage is None:
+            continue
+        group = found.get(state.storage)
+        if group is None:
+            group = found[state.storage] = _OnStorage(step, state.storage)
+        group.group.append(state.name)
+        if root_name(state.name) in mentioned:
+            group.via.append(state.name)
+            group.objects.setdefault(state.same_as or state.name, state.name)
+    return found
+
+
+def _writes(step: Step, storage: str, group: frozenset) -> List[Tuple[str, Tuple[str, ...]]]:
+    """Each recorded call of the step that wrote ``storage``, with its named tensors on it."""
+    found = []
     for op in step.ops:
         if op.level != "call" or storage not in op.writes:
             continue
-        names = [n for n in op.tensors.in_ if n is not None and n != name and n in group]
+        names = tuple(n for n in op.tensors.in_ if n is not None and n in group)
         if names:
-            via.update(dict.fromkeys(names))
-            by[op.name[len("torch.") :] if op.name.startswith("torch.") else op.name] = None
-    return (tuple(via), tuple(by)) if via else None
-
-
-def _same_object(step: Step, one: str, other: str) -> bool:
-    """The two names are bound to one Python object (``b = a``)."""
-    states = tensors_by_name(step)
-    first = states[one].same_as or one
-    second = states[other].same_as or other
-    return first == second
+            call = op.name[len("torch.") :] if op.name.startswith("torch.") else op.name
+            found.append((call, names))
+    return found
 
 
 def all_steps(trace: Trace) -> Tuple[Step, ...]:

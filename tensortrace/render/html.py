@@ -30,7 +30,8 @@ them (older, or ``--ops none``) simply shows none.
 
 from __future__ import annotations
 
-from typing import Dict, List, Mapping, Optional, Sequence
+import functools
+from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
 from markupsafe import Markup
 
@@ -75,6 +76,24 @@ def html_page(
     A caller that holds documents with facts the model does not carry yet
     passes them here: they are embedded, and their extra facts drawn.
     """
+    pieces: List[str] = []
+    _write_page(traces, pieces.append, options, bodies)
+    return "".join(pieces)
+
+
+def write_html(
+    traces: Sequence[Trace], write: Callable[[str], None], options: RenderOptions = DEFAULT_OPTIONS
+) -> None:
+    """The page, handed to ``write`` a step at a time as it is drawn (never whole in memory)."""
+    _write_page(traces, write, options)
+
+
+def _write_page(
+    traces: Sequence[Trace],
+    write: Callable[[str], None],
+    options: RenderOptions,
+    bodies: Optional[Sequence[dict]] = None,
+) -> None:
     traces = list(traces)
     bodies = list(bodies) if bodies is not None else [t.to_dict() for t in traces]
     if len(bodies) != len(traces):
@@ -96,43 +115,44 @@ def html_page(
     )
     if env is not None and not env.safe:
         meta += " · safe mode off"
-    return str(
-        joined(
-            [
-                Markup(
-                    '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-                    '<meta name="viewport" content="width=device-width, initial-scale=1">'
-                    '<meta name="generator" content="tensortrace">'
-                ),
-                html("<title>{}</title><style>{}</style></head>\n", title, Markup(CSS)),
-                Markup('<body data-step="" data-scenario="">'),
-                html(
-                    '<header class="tt-top"><h1>{}</h1><p class="tt-meta">{}</p></header>\n',
-                    title,
-                    meta,
-                ),
-                Markup('<div class="tt-layout"><nav class="tt-steps" aria-label="steps">'),
-                joined(nav),
-                Markup(
-                    '</nav>\n<main><div class="tt-buttons">'
-                    '<button id="tt-prev" type="button">← previous</button>'
-                    '<span id="tt-position"></span>'
-                    '<button id="tt-next" type="button">next →</button>'
-                    '<span class="tt-status">← → keys move; '
-                    "click a name or storage to light up its memory"
-                    "</span></div>\n"
-                ),
-                joined(main),
-                Markup('</main></div>\n<div id="tt-tip" role="tooltip" hidden></div>\n'),
-                # script_json writes <, >, &, U+2028/2029 as JSON escapes: nothing ends the block
-                html(
-                    '<script type="application/json" id="tt-data">{}</script>\n',
-                    Markup(script_json(wrap(bodies))),
-                ),
-                html("<script>{}</script>\n</body></html>\n", Markup(JS)),
-            ]
-        )
-    )
+    for part in (
+        [
+            Markup(
+                '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+                '<meta name="viewport" content="width=device-width, initial-scale=1">'
+                '<meta name="generator" content="tensortrace">'
+            ),
+            html("<title>{}</title><style>{}</style></head>\n", title, Markup(CSS)),
+            Markup('<body data-step="" data-scenario="">'),
+            html(
+                '<header class="tt-top"><h1>{}</h1><p class="tt-meta">{}</p></header>\n',
+                title,
+                meta,
+            ),
+            Markup('<div class="tt-layout"><nav class="tt-steps" aria-label="steps">'),
+            joined(nav),
+            Markup(
+                '</nav>\n<main><div class="tt-buttons">'
+                '<button id="tt-prev" type="button">← previous</button>'
+                '<span id="tt-position"></span>'
+                '<button id="tt-next" type="button">next →</button>'
+                '<span class="tt-status">← → keys move; '
+                "click a name or storage to light up its memory"
+                "</span></div>\n"
+            ),
+        ]
+        + main
+        + [
+            Markup('</main></div>\n<div id="tt-tip" role="tooltip" hidden></div>\n'),
+            # script_json writes <, >, &, U+2028/2029 as JSON escapes: nothing ends the block
+            html(
+                '<script type="application/json" id="tt-data">{}</script>\n',
+                Markup(script_json(wrap(bodies))),
+            ),
+            html("<script>{}</script>\n</body></html>\n", Markup(JS)),
+        ]
+    ):
+        write(str(part() if callable(part) else part))  # a step's section: drawn now
 
 
 def _extras_by_index(body: Mapping) -> Dict[int, Mapping]:
@@ -211,6 +231,14 @@ def _scenario(
     columns = run_columns(group, options)
     per_trace = [steps_by_index(t) for t in group]
     previous = [_previous(t) for t in group]
+    first_shown = next(
+        (
+            index
+            for index in step_indexes(group)
+            if any_step_wanted([s.get(index) for s in per_trace], options.steps)
+        ),
+        None,
+    )
     for position, index in enumerate(step_indexes(group), 1):
         steps = [s.get(index) for s in per_trace]
         if not any_step_wanted(steps, options.steps):
@@ -229,8 +257,9 @@ def _scenario(
                 one_line(str(code), 36),
             )
         )
-        main.append(
-            _step(
+        main.append(  # drawn when written, so that the page is never whole in memory
+            functools.partial(
+                _step,
                 number,
                 ident,
                 index,
@@ -243,6 +272,7 @@ def _scenario(
                 columns,
                 options,
                 position,
+                index == first_shown,
             )
         )
     nav.append(Markup("</ol>"))
@@ -258,7 +288,19 @@ def _previous(trace: Trace) -> Dict[int, Optional[Step]]:
 
 
 def _step(
-    number, ident, index, steps, group, keys, names, previous, extras, columns, options, slot: int
+    number,
+    ident,
+    index,
+    steps,
+    group,
+    keys,
+    names,
+    previous,
+    extras,
+    columns,
+    options,
+    slot: int,
+    first: bool = False,
 ) -> Markup:
     number_ = as_int(index)
     place = f"{number_}" if number_ is not None else f"at{int(slot)}"  # for the graphs' ids
@@ -308,6 +350,7 @@ def _step(
                 columns,
                 options,
                 place,
+                first,
             )
         )
         out.append(Markup("</div>"))
@@ -315,4 +358,4 @@ def _step(
     return joined(out)
 
 
-__all__ = ["html", "html_page", "joined", "render_html", "step_id", "wrap"]
+__all__ = ["html", "html_page", "joined", "render_html", "step_id", "wrap", "write_html"]

@@ -203,7 +203,19 @@ JS = r"""
     var all = (trace.setup ? [trace.setup] : []).concat(trace.steps || []);
     for (var i = 0; i < all.length; i++) {
       if (String(all[i].index) !== section.dataset.step) continue;
-      return (all[i].tensors || [])[+cell.dataset.i] || null;
+      var t = (all[i].tensors || [])[+cell.dataset.i] || null;
+      return Array.isArray(t) ? referred(all, t) : t;
+    }
+    return null;
+  }
+  // [name, index]: the record of tensor name in the step with that index (format version 4)
+  function referred(all, ref) {
+    for (var k = 0; k < all.length; k++) {
+      if (all[k].index !== ref[1]) continue;
+      var ts = all[k].tensors || [];
+      for (var j = 0; j < ts.length; j++) {
+        if (ts[j] && !Array.isArray(ts[j]) && ts[j].name === ref[0]) return ts[j];
+      }
     }
     return null;
   }

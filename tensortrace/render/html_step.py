@@ -1,7 +1,8 @@
 """What the HTML page shows for one step of one variant.
 
 Its outcome, error with explanation, warnings, printed output, expectations,
-the tensor table (changed cells marked, as ``layout.py`` decides), shared
+the tensor table (changed cells marked, as ``layout.py`` decides; past a dozen
+rows, the unchanged ones are counted rather than drawn, as on the console), shared
 memory, aliasing notes, the backwards predicted to fail, what the step ran,
 its autograd graphs as SVG (``graph_svg.py``) with what each node saved, and
 each backward call's gradient flow. The page around the steps (navigation,
@@ -19,7 +20,7 @@ from ..trace import Step
 from .facts import aliasing_notes
 from .graph_svg import graph_svg
 from .html_markup import html, joined, prose, where, with_code
-from .layout import shared_storages, table_rows, unshown_failures
+from .layout import quiet_rows, shared_storages, table_rows, unshown_failures
 from .ops import flow_lines, ops_lines
 from .options import RenderOptions
 from .text import count_text, fact_text, outcome, saved_text
@@ -35,7 +36,9 @@ def variant_body(
     columns,
     options: RenderOptions,
     place: str,
+    first: bool = False,
 ) -> Markup:
+    """One step of one variant; ``first``: the first table a reader of the page meets."""
     misbehaved = (
         Markup(' · <span class="tt-fail">did not behave as declared</span>')
         if not step.behaved
@@ -67,8 +70,12 @@ def variant_body(
             )
         )
     _, rows = table_rows(prev, step, options)
+    rows, quiet = quiet_rows(rows, options, first=first or prev is None)
     if rows:
         out.append(_table(rows, columns, key, {id(t): i for i, t in enumerate(step.tensors)}))
+    if quiet:  # counted, not named: the page grows with what changed, not steps x tensors
+        more = f"{len(quiet)} more tensor{'s' if len(quiet) > 1 else ''}"
+        out.append(html('<p class="tt-status">{}, unchanged since the step before</p>', more))
     names = [row.state.name for row in rows]
     shared = shared_storages(step, names)
     if shared:

@@ -11,13 +11,15 @@ prediction...) is one line, and so is each node of a graph or a gradient
 flow, written compactly by msgspec's C encoder: a person can still read and
 grep it, and a long trace is written many times faster than by indenting every
 number on a line of its own. A tensor whose record several steps share (the
-recorder reuses the record of a tensor no step changed) is encoded once.
+recorder reuses the record of a tensor no step changed) is written once, where
+it first appears, and as ``[name, index]`` in the steps after (format version
+4). ``write_json`` hands the document on a piece at a time.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Sequence, Tuple
 
 import msgspec
 
@@ -25,6 +27,7 @@ from ..trace.collector import paused_gc
 from ..errors import TraceFormatError
 from ..trace import FORMAT_NAME, FORMAT_VERSION, Graph, GraphNode, Step, Trace, evolve
 from ..trace import document
+from ..trace.document import with_references
 from ..trace.validate import InvalidRecord, enc_hook, encoder
 from .options import DEFAULT_OPTIONS, RenderOptions
 
@@ -70,33 +73,63 @@ def dumps(data: object) -> str:
 def render_json(traces: Sequence[Trace], options: RenderOptions = DEFAULT_OPTIONS) -> str:
     """One document: a trace object, or ``{"format", "format_version", "traces": [...]}``
     for several."""
-    writer = _Writer()
-    with paused_gc():  # a large graph's text is many objects, all kept until the document is joined
+    pieces: List[str] = []
+    write_json(traces, pieces.append, options)
+    return "".join(pieces)
+
+
+def write_json(
+    traces: Sequence[Trace], write: Callable[[str], None], options: RenderOptions = DEFAULT_OPTIONS
+) -> None:
+    """``render_json``'s document, handed to ``write`` a piece at a time as it is made.
+
+    The text of a large trace is never whole in memory: a step's is made, written and
+    dropped, so that what the writing costs follows what changed in the trace.
+    """
+    writer = _Writer(write)
+    with paused_gc():  # the pieces of one flush are many small objects, all short-lived
         if len(traces) == 1:
-            writer.write(_body(traces[0]), 0, "")
+            writer.write(_Lazy(_body, traces[0]), 0, "")
         else:
             body = {
                 "format": FORMAT_NAME,
                 "format_version": FORMAT_VERSION,
-                "traces": [_body(t) for t in traces],
+                "traces": [_Lazy(_body, t) for t in traces],
             }
             writer.write(body, -2, "")
         writer.out.append("\n")
-        return "".join(writer.out)
+        writer.flush()
+
+
+class _Lazy:
+    """A value made only when the writer reaches it: one trace's or step's plain data."""
+
+    __slots__ = ("make", "arg")
+
+    def __init__(self, make: Callable[[Any], Any], arg: Any) -> None:
+        self.make, self.arg = make, arg
+
+
+class _Verbatim(str):
+    """JSON text written as it is: a tensor reference, ``["name", 3]``."""
 
 
 def _body(trace: Trace) -> dict:
-    """The trace as plain data, but for its steps' records: those stay records, one line each."""
+    """The trace as plain data, but for its steps: each made when it is written."""
+    shared = with_references(trace)
     body = evolve(trace, setup=None, steps=()).to_dict()
-    body["setup"] = _step(trace.setup) if trace.setup is not None else None
-    body["steps"] = [_step(s) for s in trace.steps]
+    body["setup"] = _Lazy(_step, shared.setup) if shared.setup is not None else None
+    body["steps"] = [_Lazy(_step, s) for s in shared.steps]
     body["passed"] = trace.passed
     return body
 
 
 def _step(step: Step) -> dict:
+    """A step as plain data, but for its records: those stay records, one line each."""
     data = msgspec.to_builtins(evolve(step, tensors=(), graphs=()), enc_hook=enc_hook)
-    data["tensors"] = list(step.tensors)
+    data["tensors"] = [
+        t if isinstance(t, msgspec.Struct) else _Verbatim(_compact(list(t))) for t in step.tensors
+    ]
     data["graphs"] = [_graph(g) for g in step.graphs]
     return data
 
@@ -112,7 +145,10 @@ class _Writer:
     many steps hold it (a tensor no step changed is the same record in process and after the
     pipe, and an equal one, encoded alike, read back from a file)."""
 
-    def __init__(self) -> None:
+    FLUSH = 4096  # pieces made before they are handed on
+
+    def __init__(self, write: Callable[[str], None]) -> None:
+        self.sink = write
         self.out: List[str] = []
         self.texts: Dict[int, str] = {}  # id of a record -> its line; the traces keep them alive
         self.lines: Dict[bytes, str] = {}  # a record's encoding -> its line
@@ -128,10 +164,21 @@ class _Writer:
             self.texts[id(value)] = text
         return text
 
+    def flush(self) -> None:
+        if self.out:
+            self.sink("".join(self.out))
+            self.out.clear()  # in place: the writes under way append to this very list
+
     def write(self, value: Any, depth: int, indent: str) -> None:
         """``value`` as JSON: containers indented, records (``RECORD_DEPTH``) on one line."""
+        if type(value) is _Lazy:
+            if len(self.out) > self.FLUSH:
+                self.flush()
+            value = value.make(value.arg)
         out = self.out
-        if isinstance(value, msgspec.Struct):
+        if type(value) is _Verbatim:
+            out.append(value)
+        elif isinstance(value, msgspec.Struct):
             out.append(self.record(value))
         elif type(value) is dict:
             if not value or (depth >= RECORD_DEPTH and not _is_record_list(value.get("nodes"))):
@@ -169,7 +216,7 @@ class _Writer:
             out.append(_compact(value))
 
 
-_NESTED = (dict, list, str, msgspec.Struct)  # what a list is written one item a line for
+_NESTED = (dict, list, str, msgspec.Struct, _Lazy)  # what a list is written one item a line for
 
 
 def _scalar(value: Any) -> Any:

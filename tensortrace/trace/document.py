@@ -9,7 +9,7 @@ checked against its declaration, and anything else is one ``InvalidRecord``.
 """
 
 import functools
-from typing import Annotated, Any, Callable, Dict, List, Literal, Optional, Tuple
+from typing import Annotated, Any, Callable, Dict, List, Literal, Optional, Tuple, Union
 
 import msgspec
 from msgspec import Meta, field
@@ -18,15 +18,20 @@ from .records import (
     FORMAT_NAME,
     FORMAT_VERSION,
     MAX_ITEMS,
+    MAX_TENSORS,
     PARTS,
     READABLE_VERSIONS,
     Environment,
+    Index,
+    Name,
     Record,
     ScenarioInfo,
     Step,
     StorageInfo,
+    TensorState,
     Text,
     Texts,
+    evolve,
 )
 from .validate import InvalidRecord, converted, decoder, decoding, encoder
 
@@ -89,11 +94,27 @@ class Trace(Record):
 RECORDS = (*PARTS, Trace)  # every kind of record a trace document holds
 
 
+#: In a version 4 document, a tensor whose record an earlier step wrote in full:
+#: ``[name, index]``, the same record as tensor ``name`` of the step with that ``index``.
+TensorReference = Tuple[Name, Index]
+Version = Literal[1, 2, 3, 4]
+
+
+class DocumentStep(Step):
+    """A step as a document holds it: a tensor no step changed is a reference (version 4)."""
+
+    tensors: Annotated[
+        Tuple[Union[TensorState, TensorReference], ...], Meta(max_length=MAX_TENSORS)
+    ] = ()
+
+
 class TraceDocument(Trace, kw_only=True):
     """A trace as its document holds it: its fields, with the format's head and ``passed``."""
 
+    setup: Optional[DocumentStep] = None
+    steps: Annotated[Tuple[DocumentStep, ...], Meta(max_length=MAX_ITEMS)] = ()
     format: Literal["tensortrace.trace"]
-    format_version: Literal[1, 2, 3]
+    format_version: Version
     passed_: Optional[bool] = field(default=None, name="passed")  # derived: read, never trusted
 
 
@@ -102,7 +123,7 @@ class TracesDocument(msgspec.Struct, frozen=True, gc=False, forbid_unknown_field
 
     traces: Annotated[Tuple[TraceDocument, ...], msgspec.Meta(min_length=1, max_length=MAX_ITEMS)]
     format: Optional[Literal["tensortrace.trace"]] = None  # version 1 wrote neither
-    format_version: Optional[Literal[1, 2, 3]] = None
+    format_version: Optional[Version] = None
 
 
 class _Head(msgspec.Struct, gc=False):
@@ -113,7 +134,8 @@ class _Head(msgspec.Struct, gc=False):
     traces: msgspec.Raw = msgspec.Raw(b"")  # empty: no such key
 
 
-_TRACE_FIELDS = len(Trace.__struct_fields__)
+_TRACE_FIELDS = Trace.__struct_fields__
+_STEP_FIELDS = Step.__struct_fields__
 _encode = encoder().encode
 _plain = msgspec.json.decode
 
@@ -124,10 +146,72 @@ def _decode(kind: type) -> Callable[[bytes], Any]:
     return decoder(kind).decode
 
 
-def trace_to_dict(trace: Trace) -> Dict[str, Any]:
-    """The document of one trace as JSON-ready data."""
-    body = _plain(_encode(trace))  # lists and dicts, as JSON has them: both ways in C
+def trace_to_dict(trace: Trace, references: bool = True) -> Dict[str, Any]:
+    """The document of one trace as JSON-ready data; ``references=False`` writes every tensor
+    record in full in every step, as versions 1 to 3 did (the body of such a document)."""
+    shared = with_references(trace) if references else trace
+    body = _plain(_encode(shared))  # lists and dicts, as JSON has them: both ways in C
     return {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, **body, "passed": trace.passed}
+
+
+def with_references(trace: Trace) -> Trace:
+    """The trace as a document writes it: a tensor record that an earlier step holds too
+    (unchanged, the recorder shares it; or equal, read back from a file) is written once, in
+    full, where it first appears, and as ``[name, index]`` after. Not a trace to use: its
+    steps hold references where records belong, which only the encoder reads.
+    """
+    steps = ([trace.setup] if trace.setup is not None else []) + list(trace.steps)
+    if len({step.index for step in steps}) != len(steps):
+        return trace  # indices that repeat could not say which step is meant
+    first: Dict[int, Tuple[str, int]] = {}  # id of a record -> (name, index of its step)
+    by_bytes: Dict[bytes, Tuple[str, int]] = {}
+    held: List[Any] = []  # what the ids above belong to, kept alive while they are in use
+    written = []
+    for step in steps:
+        items: List[Any] = []
+        for state in step.tensors:
+            where = first.get(id(state))
+            if where is None:
+                encoded = _encode(state)
+                where = by_bytes.get(encoded)
+                if where is None:
+                    where = by_bytes[encoded] = (state.name, step.index)
+                first[id(state)] = where
+                held.append(state)
+            items.append(state if where[1] == step.index else where)
+        written.append(evolve(step, tensors=tuple(items)))
+    setup = written.pop(0) if trace.setup is not None else None
+    return evolve(trace, setup=setup, steps=tuple(written))
+
+
+def _resolved(document: "TraceDocument") -> Tuple[Optional[Step], Tuple[Step, ...]]:
+    """The document's setup and steps with every tensor reference replaced by its record."""
+    full: Dict[int, Dict[str, TensorState]] = {}  # a step's index -> its records by name
+    refers = document.format_version >= 4
+
+    def step(doc: DocumentStep, path: str) -> Step:
+        states: List[TensorState] = []
+        for i, item in enumerate(doc.tensors):
+            if type(item) is tuple:
+                name, index = item
+                state = full.get(index, {}).get(name) if refers else None
+                if state is None:
+                    why = (
+                        f"a reference to tensor {name!r} of step {index}, which no earlier "
+                        "step holds"
+                        if refers
+                        else "a reference, which only version 4 documents hold"
+                    )
+                    raise InvalidRecord(f"{path}.tensors[{i}]", why)
+                item = state
+            states.append(item)
+        full[doc.index] = {state.name: state for state in states}
+        fields = {name: getattr(doc, name) for name in _STEP_FIELDS}
+        return Step(**{**fields, "tensors": tuple(states)})
+
+    setup = step(document.setup, "$.setup") if document.setup is not None else None
+    steps = tuple(step(s, f"$.steps[{i}]") for i, s in enumerate(document.steps))
+    return setup, steps
 
 
 class NotThisFormat(InvalidRecord):
@@ -163,7 +247,9 @@ def check_format(head: Any) -> None:
 
 
 def _trace(document: TraceDocument) -> Trace:
-    return Trace(*msgspec.structs.astuple(document)[:_TRACE_FIELDS])
+    setup, steps = _resolved(document)
+    fields = {name: getattr(document, name) for name in _TRACE_FIELDS}
+    return Trace(**{**fields, "setup": setup, "steps": steps})
 
 
 def trace_from_dict(data: Any) -> Trace:

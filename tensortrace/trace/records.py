@@ -26,6 +26,12 @@ Format history (``FORMAT_VERSION``):
    ``OpRecord.existed`` says, per result, whether its storage existed before
    the operation (empty when absent: the renderer then compares with the
    operation's arguments, as before).
+4. A tensor record that an earlier step of the trace holds too (a tensor no
+   step changed) is written once, where it first appears; later steps list
+   it as ``[name, index]``: the same record as tensor ``name`` of the step
+   with that ``index``. A document's size then grows with what changed, not
+   with steps times tensors. Versions 1 to 3 are read as before. The
+   ``--format jsonl`` events did not change (each step is complete).
 """
 
 import math
@@ -48,9 +54,10 @@ from .bounds import (  # noqa: F401 - re-exported: the records' bounds
 from .numbers import NumberTree, spell
 
 FORMAT_NAME = "tensortrace.trace"
-FORMAT_VERSION = 3
-#: Versions whose trace document this reads (1 and 2 hold the same data as 3).
-READABLE_VERSIONS = (1, 2, 3)
+FORMAT_VERSION = 4
+#: Versions whose trace document this reads (1 and 2 hold the same data as 3; 4 writes
+#: unchanged tensors as references).
+READABLE_VERSIONS = (1, 2, 3, 4)
 
 
 Name = Annotated[str, Meta(max_length=MAX_NAME)]

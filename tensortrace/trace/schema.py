@@ -327,6 +327,7 @@ def trace_schema() -> Dict[str, Any]:
         ],
     }
     for name, notes in NOTES.items():
+        name = "DocumentStep" if name == "Step" else name  # a step as the document holds it
         for key, text in notes.items():
             props = defs[name]["properties"]
             # a new dict: msgspec shares dicts

@@ -13,6 +13,7 @@ from tensortrace.trace import FORMAT_NAME, FORMAT_VERSION, Summary, Trace, evolv
 from tensortrace.render import render
 from tensortrace.render.json import traces_from_dict, traces_from_json
 from tensortrace.trace import InvalidRecord
+from tensortrace.trace.document import trace_to_dict
 from tensortrace.render.jsonl import JsonlStream
 from tensortrace.scenario.schemas import trace_schema
 
@@ -51,25 +52,28 @@ def test_version_1_traces_still_load():
     assert isinstance(Trace.from_dict(data), Trace)
 
 
-@pytest.mark.parametrize("version", [0, 4, True, "2", None])
+@pytest.mark.parametrize("version", [0, 5, True, "2", None])
 def test_other_versions_are_refused_with_the_ones_this_version_reads(version):
     body = detach_trace().to_dict()
-    with pytest.raises(InvalidRecord, match=r"reads versions 1, 2, 3"):
+    with pytest.raises(InvalidRecord, match=r"reads versions 1, 2, 3, 4"):
         Trace.from_dict({**body, "format_version": version})
-    with pytest.raises(TraceFormatError, match=r"^trace format version .* reads versions 1, 2, 3"):
+    with pytest.raises(
+        TraceFormatError, match=r"^trace format version .* reads versions 1, 2, 3, 4"
+    ):
         traces_from_dict({**body, "format_version": version})
 
 
-@pytest.mark.parametrize("version", [1, 2])
-def test_versions_1_and_2_load_through_the_same_records(version):
+@pytest.mark.parametrize("version", [1, 2, 3])
+def test_versions_1_to_3_load_through_the_same_records(version):
     trace = detach_trace()
-    assert Trace.from_dict({**trace.to_dict(), "format_version": version}) == trace
+    body = trace_to_dict(trace, references=False)  # every record in full, as they wrote it
+    assert Trace.from_dict({**body, "format_version": version}) == trace
 
 
 def test_a_trace_written_now_loads_back_equal():
     trace = evolve(detach_trace(), notices=("n",))
     data = json.loads(render([trace], "json"))
-    assert data["format_version"] == FORMAT_VERSION == 3
+    assert data["format_version"] == FORMAT_VERSION == 4
     assert Trace.from_dict(data) == trace
     assert traces_from_json(render([trace], "json").encode()) == [trace]
 
