@@ -60,12 +60,25 @@ def state(step: Step, name: str) -> TensorState:
 
 def comparable(result: Trace) -> dict:
     """The trace as JSON-ready data, less what legitimately differs between two runs: addresses."""
-    body = result.to_dict()
+    from tensortrace.trace.document import trace_to_dict
+
+    body = trace_to_dict(result, references=False)  # every step's records, in full
     body.pop("storages")
     for step in ([body["setup"]] if body["setup"] else []) + body["steps"]:
         for t in step["tensors"]:
             t.pop("storage_ptr"), t.pop("data_ptr")
     return body
+
+
+def resolved(document: dict) -> dict:
+    """A trace document (``--format json``, as data) with every step's tensors in full: the
+    references of format version 4 (``[name, index]``) replaced by the records they name."""
+    steps = ([document["setup"]] if document.get("setup") else []) + document["steps"]
+    full: dict = {}
+    for step in steps:
+        step["tensors"] = [full[t[1]][t[0]] if isinstance(t, list) else t for t in step["tensors"]]
+        full[step["index"]] = {t["name"]: t for t in step["tensors"]}
+    return document
 
 
 def step_of(trace: Trace, index: int) -> Step:

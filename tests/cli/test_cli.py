@@ -20,7 +20,7 @@ import pytest
 from tensortrace.trace import FORMAT_VERSION
 from tensortrace.scenario.schemas import scenario_schema, trace_schema
 
-from conftest import REPO, cli, cli_process
+from conftest import REPO, cli, cli_process, resolved
 
 GOOD = """
 title: detach shares storage
@@ -67,7 +67,7 @@ def test_run_json_prints_one_valid_document(good):
     assert data["environment"]["torch"].startswith("2.")
     steps = data["steps"]
     assert [s["index"] for s in steps] == [1, 2, 3]
-    a, b = steps[1]["tensors"]
+    a, b = resolved(data)["steps"][1]["tensors"]
     assert a["storage"] == b["storage"] == "S1"
     assert steps[2]["status"] == "raised" and steps[2]["behaved"] is True
     assert steps[2]["error"]["explanation"]["topic"] == "no-grad-fn"
@@ -287,7 +287,7 @@ def test_safe_mode_refuses_cuda_with_its_location_before_anything_runs(tmp_path)
     assert json.loads(auto.stdout)["environment"]["device"] == "cpu"
     path.write_text("title: gpu\ndevice: auto\nsteps:\n  - a = torch.ones(2)\n")
     own = cli("run", str(path), "--format", "json")
-    assert json.loads(own.stdout)["steps"][0]["tensors"][0]["device"] == "cpu"
+    assert resolved(json.loads(own.stdout))["steps"][0]["tensors"][0]["device"] == "cpu"
 
 
 def test_a_device_the_machine_lacks_is_refused_with_its_location(tmp_path):
@@ -355,4 +355,4 @@ def test_the_bundled_library_passes_on_cuda_with_trust():
     trace = json.loads(
         cli("run", "views", "--device", "cuda", "--trust", "--format", "json").stdout
     )
-    assert {t["device"] for t in trace["steps"][-1]["tensors"]} == {"cuda:0"}
+    assert {t["device"] for t in resolved(trace)["steps"][-1]["tensors"]} == {"cuda:0"}

@@ -27,7 +27,7 @@ from tensortrace.scenario import load_scenario, loads_scenario
 from tensortrace.record.tracer import trace, trace_variants
 from tensortrace.record.writes import WriteWatch, code_reason
 
-from conftest import cli_process, comparable, write_scenario
+from conftest import cli_process, comparable, resolved, write_scenario
 
 N = 100_000  # elements: a summary, and a span far over reuse.SMALL
 NUMPY = "import numpy as np"
@@ -220,7 +220,7 @@ def test_from_the_command_line_writes_show_with_and_without_ops(tmp_path, ops):
     )
     done = cli_process("run", str(path), "--format", "json", "--ops", ops)
     assert done.returncode == 0, done.stderr
-    steps = json.loads(done.stdout)["steps"]
+    steps = resolved(json.loads(done.stdout))["steps"]
     summary = [{t["name"]: t["values"]["summary"] for t in s["tensors"]} for s in steps]
     assert [summary[i]["y"]["max"] for i in (1, 2, 3)] == [0.0, 4.0, 4.0]
     assert [summary[i]["x"]["min"] for i in (1, 2, 3)] == [0.0, 0.0, -1.0]

@@ -30,7 +30,7 @@ import pytest
 
 from tensortrace.scenario.schemas import trace_schema
 
-from conftest import cli
+from conftest import cli, resolved
 
 
 def write(tmp_path: Path, text: str, name: str = "scenario.yaml") -> Path:
@@ -173,6 +173,7 @@ def test_a_runaway_step_is_stopped_and_recorded(tmp_path):
     )
     assert steps[2]["error"]["type"] == "TimeoutError"
     assert steps[2]["behaved"] is False
+    steps = resolved(data)["steps"]
     assert steps[1]["tensors"] and {t["name"] for t in steps[1]["tensors"]} == {"a", "b"}
     assert data["aborted"] == "step 3 exceeded the 1 s time limit (raise it with --timeout)"
     assert data["passed"] is False

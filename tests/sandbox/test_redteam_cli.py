@@ -27,7 +27,7 @@ from typing import List, Sequence, Tuple, Union
 import pytest
 import torch
 
-from conftest import Result, cli, cli_process
+from conftest import Result, cli, cli_process, resolved
 
 HINT = "use --trust to run it as plain Python"
 
@@ -513,7 +513,7 @@ def assert_trust_shows_it_real(path: Path, attempt: Attempt, marker: Path) -> No
             result.stderr,
         )
     elif attempt.trust == READS:
-        steps = json.loads(result.stdout)["steps"]
+        steps = resolved(json.loads(result.stdout))["steps"]
         stolen = [t for s in steps for t in s["tensors"] if t["name"] == "stolen"]
         assert stolen and stolen[-1]["values"]["data"] == [4242.0], result.stderr
     else:

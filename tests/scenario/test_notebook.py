@@ -10,7 +10,7 @@ import pytest
 
 nbformat = pytest.importorskip("nbformat")
 
-from conftest import cli  # noqa: E402
+from conftest import cli, resolved  # noqa: E402
 from tensortrace.errors import ScenarioError  # noqa: E402
 from tensortrace.scenario.library import bundled_path  # noqa: E402
 from tensortrace.scenario import load_scenario, loads_scenario  # noqa: E402
@@ -69,7 +69,7 @@ def notebook_of(name, path):
 def trace_of(path, *args):
     result = cli("run", str(path), "--format", "json", *args)
     assert result.returncode in (0, 1), result.stderr
-    return json.loads(result.stdout)
+    return resolved(json.loads(result.stdout))
 
 
 def facts(trace):

@@ -30,7 +30,7 @@ from typing import Dict
 
 import pytest
 
-from conftest import REPO, Result, cli, scripts_in_one_python
+from conftest import REPO, Result, cli, resolved, scripts_in_one_python
 from tensortrace.errors import ScenarioError
 from tensortrace.scenario import load_scenario, loads_scenario
 
@@ -41,7 +41,7 @@ EXAMPLE = REPO / "examples" / "detach.py"
 def trace_of(path, *args):
     result = cli("run", str(path), "--format", "json", *args)
     assert result.returncode in (0, 1), result.stderr
-    return json.loads(result.stdout)
+    return resolved(json.loads(result.stdout))
 
 
 def _addresses_masked(text: str) -> str:
