@@ -21,7 +21,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
-from .walk import next_nodes, node_name
+from .walk import next_nodes, node_key, node_name
 from .identity import mark, storage_ref
 from ..trace import Flow, FlowNode, Values, evolve
 from .values import EXACT_LIMIT, tensor_values
@@ -167,10 +167,11 @@ class FlowRecorder:
         self.values = values
         self.calls: List[_Armed] = []
         self.skipped: List[Any] = []  # backward calls beyond MAX_FLOWS (their functions)
-        # id of a CopySlices node a freeing backward ran -> its name: PyTorch then drops the
-        # node it wraps, whose saved tensors no attribute shows, and a second backward raises
+        # walk.node_key of a CopySlices node a freeing backward ran -> its name: PyTorch then
+        # drops the node it wraps, whose saved tensors no attribute shows, and a second
+        # backward raises
         shared = getattr(owner, "released", None)
-        self.released: Dict[int, str] = shared if shared is not None else {}
+        self.released: Dict[Tuple[int, str], str] = shared if shared is not None else {}
 
     def _summary(self, grads: Any) -> Tuple[Optional[Values], ...]:
         if not self.values:
@@ -291,7 +292,7 @@ class FlowRecorder:
             if isinstance(variable, torch.Tensor):
                 entry.after = self._leaf_grad(variable)
             if armed.frees and entry.done and entry.name.endswith("CopySlices"):
-                self.released[id(entry.node)] = entry.name
+                self.released[node_key(entry.node)] = entry.name
             entry.node = None
 
     def finish(

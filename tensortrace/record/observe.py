@@ -14,6 +14,7 @@ from ..trace.collector import paused_gc
 from .graph import MAX_NODES, graph_of
 from .predict import Predictor
 from .scan import scan
+from .walk import node_key
 from .unseen import released_predictions, silent_predictions, unchecked_predictions
 
 
@@ -62,10 +63,8 @@ def observe(
         predictor.unanchored = True
     if found is not None:
         first = predictor.node_first
-        predictor.node_first = {
-            (id(n), type(n).__name__): first.get((id(n), type(n).__name__), index)
-            for n in found["order"]
-        }
+        keys = [node_key(n) for n in found["order"]]
+        predictor.node_first = {key: first.get(key, index) for key in keys}
         slices = [n for n in found["order"] if type(n).__name__ == "CopySlices"]
         found["order"] = None  # keeps no node alive past this call
     else:

@@ -102,7 +102,8 @@ class OpsSession:
                 notices.append(why)
         self.values = values
         self.names: Dict[int, Tuple[str, Any]] = {}
-        self.released: Dict[int, str] = {}  # flow.FlowRecorder.released, for the whole run
+        # flow.FlowRecorder.released, for the whole run
+        self.released: Dict[Tuple[int, str], str] = {}
         self.now: Optional[OpsRecorder] = None
         self.known = 0  # storages the registry had labelled when the last step's recording finished
         self._modes: Optional[BothModes] = (
@@ -160,7 +161,7 @@ class OpsRecorder:
         values: bool = True,
         aten: bool = True,
         caught: Optional[List[Any]] = None,
-        released: Optional[Dict[int, str]] = None,
+        released: Optional[Dict[Tuple[int, str], str]] = None,
     ) -> None:
         self.released = released if released is not None else {}
         self.aten = aten

@@ -57,8 +57,8 @@ class Predictor:
     def __init__(self) -> None:
         self.versions: Dict[Tuple[str, Optional[str]], List[Tuple[int, int]]] = {}
         self.codes: Dict[int, str] = {}
-        # id of a node seen freed -> the step it was first seen so
-        self.freed_since: Dict[int, int] = {}
+        # walk.node_key of a node seen freed -> the step it was first seen so
+        self.freed_since: Dict[Tuple[int, str], int] = {}
         # a walk stopped at nodes that could not anchor their next ones (graph.UNANCHORED)
         self.unanchored = False
         self._last: Dict[int, TensorState] = {}  # the last step's records, by identity
@@ -66,15 +66,15 @@ class Predictor:
         # without moving the version (``.data``, NumPy): autograd cannot see those writes
         self._values: Dict[Tuple[str, Optional[str]], Tuple[int, Any]] = {}
         self.silent: Dict[Tuple[str, Optional[str]], List[Tuple[int, int]]] = {}
-        # (id, name) of a walked node -> the step first seen
+        # walk.node_key of a walked node -> the step first seen
         self.node_first: Dict[Tuple[int, str], int] = {}
-        # CopySlices nodes a freeing backward ran (flow.FlowRecorder.released)
-        self.released: Dict[int, str] = {}
+        # node_key of each CopySlices node a freeing backward ran (flow.FlowRecorder.released)
+        self.released: Dict[Tuple[int, str], str] = {}
         # such a node -> the step its prediction was first made
-        self.released_since: Dict[int, int] = {}
-        # (id, sequence number) of a CopySlices node walked -> (the step first seen, its base's
+        self.released_since: Dict[Tuple[int, str], int] = {}
+        # node_key of a CopySlices node walked -> (the step first seen, its base's
         # (name, storage) keys): what it wraps saved tensors no attribute shows (unseen.py)
-        self.slices: Dict[Tuple[int, int], Tuple[int, Tuple[Tuple[str, Optional[str]], ...]]] = {}
+        self.slices: Dict[Tuple[int, str], Tuple[int, Tuple[Tuple[str, Optional[str]], ...]]] = {}
 
     def note(self, index: int, code: str, states: Sequence[TensorState]) -> None:
         """Step ``index``'s code, and each tensor's version where it differs from the one last noted
@@ -160,7 +160,7 @@ class Predictor:
         found: Optional[Dict[str, Any]],
         states: Sequence[TensorState],
     ) -> Tuple[Prediction, ...]:
-        freed_now: Dict[int, int] = {}
+        freed_now: Dict[Tuple[int, str], int] = {}
         out: List[Prediction] = []
         for (name, _), stale, freed in zip(
             targets, (found or {}).get("stale", ()), (found or {}).get("freed", ())
@@ -168,8 +168,8 @@ class Predictor:
             if stale is not None:
                 out.append(self._stale(name, stale, states))
             if freed is not None:
-                node, entry, node_id = freed
-                step = freed_now[node_id] = self.freed_since.get(node_id, index)
+                node, entry, key = freed
+                step = freed_now[key] = self.freed_since.get(key, index)
                 out.append(self._freed(name, node, entry[0], step))
         self.freed_since = freed_now
         return tuple(out)

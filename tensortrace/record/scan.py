@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .saved import read_node, saved_items, unpack_saved
-from .walk import node_name, walk_nodes
+from .walk import node_key, node_name, walk_nodes
 
 
 def scan(
@@ -36,7 +36,7 @@ def scan(
     the drawing walk read (``reads``) are not read again; when it read them all
     and none is stale or freed, no root has an answer. Returns plain data:
     ``{"stale": [...], "freed": [...], "truncated": bool, "unanchored": bool}``, one
-    ``[node name, entry, node id]`` or None per root.
+    ``[node name, entry, walk.node_key]`` or None per root.
     """
     order, nexts, root_at, truncated, unanchored = (
         walked if walked is not None else walk_nodes(roots, max_nodes)
@@ -134,7 +134,7 @@ class _Facts:
             return False
         for entry in got[1]:
             if entry[column]:
-                return [node_name(node), entry, id(node)]
+                return [node_name(node), entry, node_key(node)]
         return None
 
     def stale(self, i: int) -> Any:
@@ -146,7 +146,7 @@ class _Facts:
             if self._quick(i)[0]:  # only a tensor past version 0 can be stale: read the node fully
                 for entry in read_node(self.order[i], self.namer):
                     if entry[5]:
-                        found = [node_name(self.order[i]), entry, id(self.order[i])]
+                        found = [node_name(self.order[i]), entry, node_key(self.order[i])]
                         break
         self._stale[i] = found
         return found
@@ -166,7 +166,7 @@ class _Facts:
                         found = [
                             node_name(self.order[i]),
                             [item[0], None, None, None, None, False, True],
-                            id(self.order[i]),
+                            node_key(self.order[i]),
                         ]
                         break
         self._freed[i] = found

@@ -25,6 +25,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from ..trace import Prediction
 from .predict import CHANGED, FREED, STALE, UNCHECKED, Predictor, short_code, step_name
 from .saved import Entry, read_node
+from .walk import node_key
 from .walk import node_name as _node_name
 
 
@@ -42,16 +43,17 @@ def released_predictions(
     failing = {p.tensor for p in made if p.kind == FREED}
     released = predictor.released
     out: List[Prediction] = []
-    alive: Dict[int, str] = {}
+    alive: Dict[Tuple[int, str], str] = {}
     for name, fn in targets:
         for node in walk_nodes([fn], MAX_NODES)[0]:
-            node_name = released.get(id(node))
-            if node_name is None or _node_name(node) != node_name:
+            key = node_key(node)
+            node_name = released.get(key)
+            if node_name is None:
                 continue
-            alive[id(node)] = node_name
+            alive[key] = node_name
             if name in failing:
                 break
-            step = predictor.released_since.setdefault(id(node), index)
+            step = predictor.released_since.setdefault(key, index)
             code = short_code(predictor.codes.get(step, ""), [r"\bbackward\(", r"\bgrad\("])
             when = (
                 f"at {step_name(step)} (`{code}`)" if step is not None else "by an earlier backward"
@@ -102,7 +104,7 @@ def _first_silent(
     predictor: Predictor, order: Sequence[Any], namer: Any
 ) -> Optional[Tuple[Any, Entry, int, int]]:
     for node in order:
-        first = predictor.node_first.get((id(node), type(node).__name__))
+        first = predictor.node_first.get(node_key(node))
         if first is None:
             continue
         for entry in read_node(node, namer):
@@ -205,20 +207,20 @@ def unchecked_predictions(
     known = predictor.slices
     predictor.slices = kept = {}
     for node in slices:
-        key = _slice_key(node)
+        key = node_key(node)
         got = known.get(key)
         if got is None:
             bases = {name for name, fn in targets if fn is node}
             got = (index, tuple((s.name, s.storage) for s in states if s.name in bases))
         kept[key] = got
     failing = {p.tensor for p in made if p.kind in (STALE, FREED)}
-    moved_by: Dict[Tuple[int, int], List[Tuple[int, Key]]] = {}
+    moved_by: Dict[Tuple[int, str], List[Tuple[int, Key]]] = {}
     out: List[Prediction] = []
     for name, fn in targets:
         if name in failing:
             continue
         for node in walk_nodes([fn], MAX_NODES)[0] if kept else ():
-            key = _slice_key(node)
+            key = node_key(node)
             if key not in kept:
                 continue
             first, bases = kept[key]
@@ -229,14 +231,6 @@ def unchecked_predictions(
                 out.append(_unchecked(predictor, name, _node_name(node), first, moved))
                 break
     return tuple(out)
-
-
-def _slice_key(node: Any) -> Tuple[int, int]:
-    """A node's identity across steps: its address and sequence number (an address is reused)."""
-    try:
-        return id(node), int(node._sequence_nr())
-    except Exception:
-        return id(node), -1
 
 
 def _moved_since(

@@ -25,12 +25,11 @@ use it too.
 from __future__ import annotations
 
 import functools
-import re
 from types import MappingProxyType
 from typing import Any, Mapping, Optional, Sequence, Tuple
 
 from ...trace import ErrorInfo, Explanation, TensorState, evolve
-from .builders import inplace_saved_fix
+from .builders import forward_name, inplace_saved_fix
 from .rules import ExplanationDataError, Rule, load_rules
 
 # Only the head of a message is searched: every rule matches the text PyTorch
@@ -109,7 +108,7 @@ def name_the_saved_tensor(
     now = fields["now"]
     node = fields["node"]
     candidates = [t for t in tensors if t.name in set(proven) and t.kind != "ndarray"]
-    op = re.sub(r"Backward\d*$", "", node) if node else ""
+    op = forward_name(node) if node else ""
     made_by_op = [t for t in candidates if op and (t.grad_fn or "").startswith(op + "Backward")]
     # of aliases proven to be it (y, z = y.detach()), the one the operation made is it
     if made_by_op:
