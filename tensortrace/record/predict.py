@@ -14,6 +14,7 @@ import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..trace import Prediction, TensorState
+from .readsaved import UNKNOWN
 
 STALE = "backward_will_fail"  # a saved tensor's version moved: backward raises the in-place error
 FREED = "backward_freed"  # backward freed the saved tensors: a second backward raises
@@ -175,7 +176,7 @@ class Predictor:
         return tuple(out)
 
     def _stale(self, name: str, found: list, states: Sequence[TensorState]) -> Prediction:
-        node, (attr, saved, storage, saved_version, version, _, _), _ = found
+        node, (attr, saved, storage, saved_version, version, _, _), _, reads = found
         step = self.changed_at(saved, storage, saved_version, version, states)
         what = f"`{saved}`" if saved is not None else "an unnamed tensor"
         # an unnamed one at the version of the named tensors on its storage shares their
@@ -203,13 +204,20 @@ class Predictor:
             if step is not None
             else ""
         )
+        # a custom Function's backward that hands ctx on may or may not read what it saved
+        maybe = reads == UNKNOWN
         message = (
-            f"backward through `{name}` will fail: {node} saved {what}{where} "
-            f"at version {saved_version}, "
+            f"backward through `{name}` {'may' if maybe else 'will'} fail: {node} saved "
+            f"{what}{where} at version {saved_version}, "
             f"and {now} now at version {version}{when}."
         )
+        if maybe:
+            message += (
+                " Its backward passes `ctx` on, so whether it reads `ctx.saved_tensors` (which "
+                'raises "modified by an inplace operation") cannot be told from its code.'
+            )
         return Prediction(
-            kind=STALE,
+            kind=UNCHECKED if maybe else STALE,
             tensor=name,
             node=node,
             saved=attr,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from .readsaved import NEVER, backward_reads_saved
 from .saved import read_node, saved_items, unpack_saved
 from .walk import node_key, node_name, walk_nodes
 
@@ -36,7 +37,8 @@ def scan(
     the drawing walk read (``reads``) are not read again; when it read them all
     and none is stale or freed, no root has an answer. Returns plain data:
     ``{"stale": [...], "freed": [...], "truncated": bool, "unanchored": bool}``, one
-    ``[node name, entry, walk.node_key]`` or None per root.
+    ``[node name, entry, walk.node_key]`` or None per root (a stale one adds what
+    ``readsaved.backward_reads_saved`` says of its node).
     """
     order, nexts, root_at, truncated, unanchored = (
         walked if walked is not None else walk_nodes(roots, max_nodes)
@@ -148,6 +150,10 @@ class _Facts:
                     if entry[5]:
                         found = [node_name(self.order[i]), entry, node_key(self.order[i])]
                         break
+        if found is not None:
+            # a custom Function's backward that never reads what it saved never checks it
+            reads = backward_reads_saved(self.order[i])
+            found = None if reads == NEVER else found + [reads]
         self._stale[i] = found
         return found
 
