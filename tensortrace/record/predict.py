@@ -14,6 +14,7 @@ import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..trace import Prediction, TensorState
+from .identity import mark
 from .readsaved import UNKNOWN
 
 STALE = "backward_will_fail"  # a saved tensor's version moved: backward raises the in-place error
@@ -67,6 +68,11 @@ class Predictor:
         # without moving the version (``.data``, NumPy): autograd cannot see those writes
         self._values: Dict[Tuple[str, Optional[str]], Tuple[int, Any]] = {}
         self.silent: Dict[Tuple[str, Optional[str]], List[Tuple[int, int]]] = {}
+        # ((name, storage), step) of such a write -> the values before it
+        self.silent_before: Dict[Tuple[Tuple[str, Optional[str]], int], Any] = {}
+        # name -> (identity.mark, id, (name, storage)) of the tensor it was bound to last
+        self._held: Dict[str, Tuple[Any, int, Tuple[str, Optional[str]]]] = {}
+        self._objects: Dict[str, Any] = {}
         # walk.node_key of a walked node -> the step first seen
         self.node_first: Dict[Tuple[int, str], int] = {}
         # node_key of each CopySlices node a freeing backward ran (flow.FlowRecorder.released)
@@ -74,13 +80,25 @@ class Predictor:
         # such a node -> the step its prediction was first made
         self.released_since: Dict[Tuple[int, str], int] = {}
         # node_key of a CopySlices node walked -> (the step first seen, its base's
-        # (name, storage) keys): what it wraps saved tensors no attribute shows (unseen.py)
-        self.slices: Dict[Tuple[int, str], Tuple[int, Tuple[Tuple[str, Optional[str]], ...]]] = {}
+        # (name, storage) keys, the storages the step's writes into it touched, or None):
+        # what it wraps saved tensors no attribute shows (unseen.py)
+        self.slices: Dict[Tuple[int, str], Tuple[int, Tuple[Any, ...], Any]] = {}
 
-    def note(self, index: int, code: str, states: Sequence[TensorState]) -> None:
+    def note(
+        self,
+        index: int,
+        code: str,
+        states: Sequence[TensorState],
+        objects: Optional[Dict[str, Any]] = None,
+    ) -> None:
         """Step ``index``'s code, and each tensor's version where it differs from the one last noted
-        (``changed_at`` looks for the first step past a version, which is always such a step)."""
+        (``changed_at`` looks for the first step past a version, which is always such a step).
+
+        ``objects`` (the named values) tell a tensor whose memory ``w.data = ...`` replaced,
+        the same object at the same version on another storage, from a new tensor bound to
+        the name."""
         self.codes[index] = code
+        self._objects = objects or {}
         versions = self.versions
         # a record kept from the last step (the snapshot reuses the very record) has the
         # name, storage and version noted then
@@ -96,17 +114,28 @@ class Predictor:
                     versions[(s.name, s.storage)] = [(index, version)]
                 elif seen[-1][1] != version:
                     seen.append((index, version))
+        self._objects = {}  # holds no user object past this call
 
     def _note_values(self, index: int, s: TensorState) -> None:
         """Note a step that changed ``s``'s values while its version stayed (a silent write)."""
         key = (s.name, s.storage)
         before = self._values.get(key)
+        obj = self._objects.get(s.name)
+        held = (mark(obj), id(obj), key) if obj is not None else None
+        last_held = self._held.get(s.name)
+        if held is not None:
+            self._held[s.name] = held
+        if before is None and last_held is not None and held is not None:
+            # the very tensor on other memory: ``.data`` was set (its version stays)
+            if last_held[:2] == held[:2] and last_held[2] != key:
+                before = self._values.get(last_held[2])
         values = s.values
         if values is None or values.kind == "unavailable":
             return
         self._values[key] = (s.version, values)
         if before is not None and before[0] == s.version and before[1] != values:
             self.silent.setdefault(key, []).append((index, s.version))
+            self.silent_before[(key, index)] = before[1]
 
     def changed_at(
         self,

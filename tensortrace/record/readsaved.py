@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dis
 import inspect
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 READS, NEVER, UNKNOWN = "reads", "never", "unknown"
 
@@ -96,4 +96,47 @@ def _answer(fn: Any) -> str:
     return READS if reads else NEVER
 
 
-__all__ = ["NEVER", "READS", "UNKNOWN", "backward_reads_saved"]
+def checkpoint_inputs(node: Any, namer: Any) -> Optional[List[Any]]:
+    """What a non-reentrant checkpoint saved of its inputs, as ``saved.read_node`` entries,
+    when ``node`` saved a tensor under that checkpoint's hooks; else None.
+
+    ``torch.utils.checkpoint(..., use_reentrant=False)`` saves nothing of its
+    region: its pack hook keeps a placeholder, and its unpack hook, at
+    backward, runs the region again from the inputs, which it saved apart,
+    version check included: so an input changed in place since makes backward
+    raise there. torch 2.13 keeps them as saved tensors of the checkpoint's
+    frame (``saved_args``), earlier releases on a node of their own
+    (``frame.input_saver``, outside the outputs' graph). The frame is found in
+    the unpack hook's closure, only as that exact class of torch's own module
+    (no user object's attribute is read).
+    """
+    from .saved import read_items, read_node, saved_items
+
+    for item in saved_items(node):
+        hook = getattr(item[1], "unpack_hook", None)
+        if hook is None:
+            continue
+        for cell in getattr(hook, "__closure__", None) or ():
+            try:
+                frame = cell.cell_contents
+            except ValueError:  # an empty cell
+                continue
+            kind = type(frame)
+            if kind.__name__ != "_CheckpointFrame" or kind.__module__ != "torch.utils.checkpoint":
+                continue
+            state = vars(frame)
+            saver = state.get("input_saver")
+            fn = getattr(saver, "grad_fn", None) if saver is not None else None
+            if fn is not None:
+                return read_node(fn, namer)
+            args = state.get("saved_args") or ()
+            saved = [
+                (f"inputs[{i}]", arg, None, None)
+                for i, arg in enumerate(args)
+                if type(arg).__name__ == "SavedTensor"
+            ]
+            return read_items(saved, namer)
+    return None
+
+
+__all__ = ["NEVER", "READS", "UNKNOWN", "backward_reads_saved", "checkpoint_inputs"]

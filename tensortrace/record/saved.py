@@ -188,14 +188,20 @@ def raw_saved(node: Any) -> Iterator[Tuple[str, Any, str]]:
 
 def read_node(node: Any, namer: Any) -> List[Entry]:
     """What ``node`` saved, one plain entry per tensor."""
-    out: List[Entry] = []
     items = saved_items(node)
+    out = read_items(items, namer)
+    if any(item[2] is None for item in items):  # a list was saved
+        _whole_list(node, items, out)
+    return out
+
+
+def read_items(items: Sequence[Item], namer: Any) -> List[Entry]:
+    """One plain entry per saved tensor of ``items`` (nothing for an attribute that saved none)."""
+    out: List[Entry] = []
     for item in items:
         entry = _read_one(item, namer)
         if entry is not None:
             out.append(entry)
-    if any(item[2] is None for item in items):  # a list was saved
-        _whole_list(node, items, out)
     return out
 
 

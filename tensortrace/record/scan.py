@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from .readsaved import NEVER, backward_reads_saved
+from .readsaved import NEVER, READS, backward_reads_saved, checkpoint_inputs
 from .saved import read_node, saved_items, unpack_saved
 from .walk import node_key, node_name, walk_nodes
 
@@ -100,10 +100,11 @@ class _Facts:
         self.order, self.namer, self.reads = order, namer, reads or {}
         self._stale: Dict[int, Any] = {}
         self._freed: Dict[int, Any] = {}
-        self._quick_facts: Dict[int, Tuple[bool, bool]] = {}
+        self._quick_facts: Dict[int, Tuple[bool, bool, bool]] = {}
 
-    def _quick(self, i: int) -> Tuple[bool, bool]:
-        """(some saved tensor is past version 0, all are gone), from the cheap facts, once per node.
+    def _quick(self, i: int) -> Tuple[bool, bool, bool]:
+        """(some saved tensor is past version 0, all are gone, some is hooked), from the cheap
+        facts, once per node.
 
         Backward frees a node's saved tensors all at once, so a node with any
         still there was not freed; "all gone" may also be a node that saved
@@ -111,11 +112,12 @@ class _Facts:
         """
         got = self._quick_facts.get(i)
         if got is None:
-            changed = missing = present = False
+            changed = missing = present = hooked = False
             for item in saved_items(self.order[i]):
                 raw = item[1]
                 try:
                     if getattr(raw, "unpack_hook", None) is not None:
+                        hooked = True
                         continue
                     data = raw.data
                 except Exception:
@@ -126,7 +128,7 @@ class _Facts:
                     present = True
                     if int(data._version) != 0:
                         changed = True
-            got = self._quick_facts[i] = (changed, missing and not present)
+            got = self._quick_facts[i] = (changed, missing and not present, hooked)
         return got
 
     def _cached(self, i: int, column: int) -> Any:
@@ -154,6 +156,13 @@ class _Facts:
             # a custom Function's backward that never reads what it saved never checks it
             reads = backward_reads_saved(self.order[i])
             found = None if reads == NEVER else found + [reads]
+        elif self._quick(i)[2]:
+            # a non-reentrant checkpoint's unpack reads the inputs it saved on a node of its own
+            node = self.order[i]
+            for entry in checkpoint_inputs(node, self.namer) or ():
+                if entry[5]:
+                    found = ["checkpoint", entry, node_key(node), READS]
+                    break
         self._stale[i] = found
         return found
 

@@ -245,7 +245,9 @@ class StepRecorder:
         the names PyTorch's message means.
         """
         ops, omitted, flow = self.ops.finish(self.registry, objects)
-        graphs, predictions = self._observe(index, code, drawn, tensors, objects)
+        graphs, predictions = self._observe(
+            index, code, drawn, tensors, objects, None if omitted else ops
+        )
         if error is not None:
             error = name_the_saved_tensor(
                 error,
@@ -262,15 +264,16 @@ class StepRecorder:
         drawn: Sequence[Tuple[str, Any]],
         tensors: Sequence[TensorState],
         objects: Dict[str, Any],
+        ops: Optional[Sequence[OpRecord]] = None,
     ) -> Tuple[Tuple[Graph, ...], Tuple[Prediction, ...]]:
         names_by_id: Dict[int, str] = {}
         for name, obj in objects.items() if drawn else ():  # names only a drawing uses
             names_by_id.setdefault(id(obj), name)
         predictor = self.predictor
-        predictor.note(index, code, tensors)
+        predictor.note(index, code, tensors, objects)
         predictor.released = self.ops.released
         namer = Namer(objects, tensors, self.registry)
-        observed = observe(predictor, index, drawn, tensors, objects, namer, names_by_id)
+        observed = observe(predictor, index, drawn, tensors, objects, namer, names_by_id, ops)
         if predictor.unanchored:
             self.notice(UNANCHORED.format(n=UNANCHORED_NODES))
         return observed
