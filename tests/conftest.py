@@ -309,6 +309,7 @@ SLOW_MODULES = {
     "scenario/test_bad_inputs.py",
     "record/test_fidelity.py",
     "integrations/test_jupyter.py",
+    "docs/test_torch_matrix.py",
 }
 SLOW_TESTS = (
     "run/test_runner.py::test_a_compiling_scenario",
@@ -342,7 +343,6 @@ SLOW_TESTS = (
 # what autograd saves and shows, and the bundled scenarios' own checks (their contract)
 TORCH_MODULES = {
     "record/test_predictions_real.py",
-    "record/test_predictions_differential.py",
     "record/test_saved.py",
     "record/test_explain.py",
     "record/test_observe.py",
