@@ -48,7 +48,8 @@ from ..trace import (
     TensorState,
 )
 from ..version import __version__
-from .explain import name_the_saved_tensor
+from .explain import name_the_carried_state, name_the_saved_tensor
+from .flow import carrier_name
 from .graph import UNANCHORED, UNANCHORED_NODES, proven_names, view_family
 from .members import MAX_NAMES, expand_value
 from .observe import observe
@@ -255,6 +256,9 @@ class StepRecorder:
                 proven=proven_names(suspects, objects),
                 family=view_family(suspects, objects),
             )
+            carrier = carrier_name(self.ops.carried, self.predictor.targets(tensors, objects))
+            if carrier is not None:
+                error = name_the_carried_state(error, carrier[0], itself=carrier[1])
         return Recorded(graphs, predictions, ops, omitted, flow, error)
 
     def _observe(

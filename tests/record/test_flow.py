@@ -268,3 +268,40 @@ def test_a_tensor_hook_in_the_flow_is_said_and_its_result_is_what_the_node_recei
     assert mul.grad_in[0].data == tuple((seen[0] * 10).tolist())
     (acc,) = [n for n in flow.nodes if n.name == "AccumulateGrad"]
     assert acc.leaf_grad_after.data == tuple(x.grad.tolist())
+
+
+LOOP = """
+title: a state carried across iterations
+steps:
+  - run: |
+      W = torch.nn.Parameter(torch.eye(2) * 0.5)
+      h = torch.ones(2)
+  - run: |
+      for i in range(3):
+          {detach}h = torch.tanh(W @ h + 1)
+          h.sum().backward()
+"""
+
+
+def test_a_state_carried_across_iterations_is_told_to_be_detached_not_retained():
+    """The second iteration's backward reaches the first iteration's freed graph through
+    ``h``: the fix PyTorch accepts is detaching it, which the explanation says."""
+    failing = _trace(LOOP.format(detach=""), safe=False)
+    error = failing.steps[1].error
+    assert "a second time" in error.message
+    assert "a state carried over" in error.explanation.what
+    assert "`h` is computed from it" in error.explanation.what
+    assert "`h = h.detach()`" in error.explanation.fix
+    assert "`retain_graph=True` is not the fix" in error.explanation.fix
+    fixed = _trace(LOOP.format(detach="h = h.detach()\n          "), safe=False)
+    assert fixed.steps[1].status == "ok"
+
+
+def test_backward_twice_through_one_graph_keeps_the_retain_graph_reading():
+    twice = _trace(
+        "title: twice\nsteps:\n  - run: |\n      x = torch.ones(2, requires_grad=True)\n"
+        "      y = (x * x).sum()\n      y.backward()\n      y.backward()\n",
+        safe=False,
+    )
+    explanation = twice.steps[0].error.explanation
+    assert "carried" not in explanation.what and "retain_graph=True" in explanation.fix
