@@ -86,6 +86,13 @@ def test_gradients_accumulate_across_two_backward_calls():
         """
     )
     (first,) = step_of(result, 1).flow
+    if not _modes_see_autograd_backward():
+        # torch 2.10 calls torch.autograd.backward without asking __torch_function__:
+        # no mode sees that call, so its flow is not recorded (and nothing made up)
+        (second,) = step_of(result, 2).flow
+        assert _data(second.nodes[-1].leaf_grad_after) == (5.0, 5.0)
+        assert _data(state(step_of(result, 2), "a").grad) == (9.0, 9.0)
+        return
     second, third = step_of(result, 2).flow
     before_after = [
         (_data(f.nodes[-1].leaf_grad_before), _data(f.nodes[-1].leaf_grad_after))
@@ -93,6 +100,23 @@ def test_gradients_accumulate_across_two_backward_calls():
     ]
     assert before_after == [(None, (2.0, 2.0)), ((2.0, 2.0), (5.0, 5.0)), ((5.0, 5.0), (9.0, 9.0))]
     assert third.call == "torch.autograd.backward"
+
+
+def _modes_see_autograd_backward() -> bool:
+    """Whether this torch hands torch.autograd.backward to a TorchFunctionMode."""
+    from torch.overrides import TorchFunctionMode
+
+    seen = []
+
+    class Watch(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            seen.append(func)
+            return func(*args, **(kwargs or {}))
+
+    x = torch.ones(1, requires_grad=True)
+    with Watch():
+        torch.autograd.backward([(x * 1).sum()])
+    return torch.autograd.backward in seen
 
 
 def test_a_detached_branch_receives_nothing():
