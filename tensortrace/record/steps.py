@@ -48,7 +48,8 @@ from ..trace import (
     TensorState,
 )
 from ..version import __version__
-from .explain import name_the_saved_tensor
+from .explain import name_the_carried_state, name_the_saved_tensor
+from .flow import carrier_name
 from .graph import UNANCHORED, UNANCHORED_NODES, proven_names, view_family
 from .members import MAX_NAMES, expand_value
 from .observe import observe
@@ -245,7 +246,9 @@ class StepRecorder:
         the names PyTorch's message means.
         """
         ops, omitted, flow = self.ops.finish(self.registry, objects)
-        graphs, predictions = self._observe(index, code, drawn, tensors, objects)
+        graphs, predictions = self._observe(
+            index, code, drawn, tensors, objects, None if omitted else ops
+        )
         if error is not None:
             error = name_the_saved_tensor(
                 error,
@@ -253,6 +256,9 @@ class StepRecorder:
                 proven=proven_names(suspects, objects),
                 family=view_family(suspects, objects),
             )
+            carrier = carrier_name(self.ops.carried, self.predictor.targets(tensors, objects))
+            if carrier is not None:
+                error = name_the_carried_state(error, carrier[0], itself=carrier[1])
         return Recorded(graphs, predictions, ops, omitted, flow, error)
 
     def _observe(
@@ -262,15 +268,16 @@ class StepRecorder:
         drawn: Sequence[Tuple[str, Any]],
         tensors: Sequence[TensorState],
         objects: Dict[str, Any],
+        ops: Optional[Sequence[OpRecord]] = None,
     ) -> Tuple[Tuple[Graph, ...], Tuple[Prediction, ...]]:
         names_by_id: Dict[int, str] = {}
         for name, obj in objects.items() if drawn else ():  # names only a drawing uses
             names_by_id.setdefault(id(obj), name)
         predictor = self.predictor
-        predictor.note(index, code, tensors)
+        predictor.note(index, code, tensors, objects)
         predictor.released = self.ops.released
         namer = Namer(objects, tensors, self.registry)
-        observed = observe(predictor, index, drawn, tensors, objects, namer, names_by_id)
+        observed = observe(predictor, index, drawn, tensors, objects, namer, names_by_id, ops)
         if predictor.unanchored:
             self.notice(UNANCHORED.format(n=UNANCHORED_NODES))
         return observed
