@@ -154,31 +154,42 @@ def trace_to_dict(trace: Trace, references: bool = True) -> Dict[str, Any]:
     return {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, **body, "passed": trace.passed}
 
 
+#: A record of the step before, where it is written in full, and its encoding once made.
+_Held = Tuple[TensorState, Tuple[str, int], Optional[bytes]]
+
+
 def with_references(trace: Trace) -> Trace:
-    """The trace as a document writes it: a tensor record that an earlier step holds too
-    (unchanged, the recorder shares it; or equal, read back from a file) is written once, in
-    full, where it first appears, and as ``[name, index]`` after. Not a trace to use: its
-    steps hold references where records belong, which only the encoder reads.
+    """The trace as a document writes it: a tensor whose record is the one it had in the step
+    before (unchanged, the recorder shares it; or equal, read back from a file) is written as
+    ``[name, index]``, naming the step where that record is written in full. So a reference
+    always stands for "unchanged since the step before", and one hop reaches its record.
+    Not a trace to use: its steps hold references where records belong, which only the
+    encoder reads.
     """
     steps = ([trace.setup] if trace.setup is not None else []) + list(trace.steps)
     if len({step.index for step in steps}) != len(steps):
         return trace  # indices that repeat could not say which step is meant
-    first: Dict[int, Tuple[str, int]] = {}  # id of a record -> (name, index of its step)
-    by_bytes: Dict[bytes, Tuple[str, int]] = {}
-    held: List[Any] = []  # what the ids above belong to, kept alive while they are in use
+    # the step before's records by name: (record, where written in full, its encoding or None)
+    before: Dict[str, _Held] = {}
     written = []
     for step in steps:
+        now: Dict[str, Optional[_Held]] = {}
         items: List[Any] = []
         for state in step.tensors:
-            where = first.get(id(state))
-            if where is None:
-                encoded = _encode(state)
-                where = by_bytes.get(encoded)
-                if where is None:
-                    where = by_bytes[encoded] = (state.name, step.index)
-                first[id(state)] = where
-                held.append(state)
+            where, encoded = (state.name, step.index), None
+            held = before.get(state.name)
+            if held is not None:
+                old, old_where, old_encoded = held
+                if old is state:
+                    where = old_where
+                else:
+                    encoded = _encode(state)
+                    if (old_encoded if old_encoded is not None else _encode(old)) == encoded:
+                        where = old_where
             items.append(state if where[1] == step.index else where)
+            # a name that repeats in a step could not say which record is meant: never referred to
+            now[state.name] = (state, where, encoded) if state.name not in now else None
+        before = {name: held for name, held in now.items() if held is not None}
         written.append(evolve(step, tensors=tuple(items)))
     setup = written.pop(0) if trace.setup is not None else None
     return evolve(trace, setup=setup, steps=tuple(written))

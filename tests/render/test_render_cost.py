@@ -24,7 +24,7 @@ from tensortrace.render import RenderOptions, render
 from tensortrace.render.facts import NOTE_NAMES, aliasing_notes
 from tensortrace.render.json import traces_from_dict, traces_from_json
 from tensortrace.trace import Environment, ScenarioInfo, Step, Trace, evolve
-from tensortrace.trace.document import trace_to_dict
+from tensortrace.trace.document import record_to_dict, trace_to_dict
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 
@@ -57,6 +57,42 @@ def test_a_tensor_no_step_changed_is_written_once() -> None:
     assert traces_from_json(text.encode()) == [trace]
     again = traces_from_json(text.encode())[0]
     assert again.steps[5].tensors[7] is again.steps[20].tensors[7]  # shared when read, too
+
+
+def test_a_reference_stands_for_a_tensor_unchanged_since_the_step_before() -> None:
+    """``x`` moves to another storage and back (``old = x; x = y; x = old``): its record at
+    step 3 equals the one of step 1, but it changed since step 2, so it is written in full
+    there, and a question about changes that reads the records alone sees it."""
+    a, b = tensor("x", storage="S1"), tensor("x", storage="S2")
+    steps = tuple(
+        Step(index=k, code=f"x = {name}", line=k, tensors=(state,))
+        for k, (name, state) in enumerate([("a", a), ("b", b), ("a", a), ("a", a)], 1)
+    )
+    trace = Trace(
+        scenario=ScenarioInfo(title="back"),
+        environment=Environment(tensortrace="0", torch="0", python="0", device="cpu"),
+        steps=steps,
+    )
+    data = json.loads(render([trace], "json"))
+    assert [s["tensors"][0] for s in data["steps"]][2:] == [record_to_dict(a), ["x", 3]]
+    assert traces_from_dict(data) == [trace]
+
+
+def test_a_name_that_repeats_in_a_step_is_never_referred_to() -> None:
+    """A reference names a tensor by name: in a step that holds two ``x``, it could not say
+    which, so the step after writes its records in full."""
+    one, two = tensor("x", storage="S1"), tensor("x", storage="S2")
+    trace = Trace(
+        scenario=ScenarioInfo(title="twice"),
+        environment=Environment(tensortrace="0", torch="0", python="0", device="cpu"),
+        steps=(
+            Step(index=1, code="pass", line=1, tensors=(one, two)),
+            Step(index=2, code="pass", line=2, tensors=(one,)),
+        ),
+    )
+    data = json.loads(render([trace], "json"))
+    assert data["steps"][1]["tensors"] == [record_to_dict(one)]
+    assert traces_from_dict(data) == [trace]
 
 
 @pytest.mark.parametrize("form", ["json", "html"])
