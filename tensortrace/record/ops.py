@@ -251,7 +251,7 @@ class OpsRecorder:
                         _device_name(key[0]), key[1], key[2], owner, ident=key[4]
                     )
                 else:
-                    found = registry.label_gone(_device_name(key[0]), key[1], key[2])
+                    found = registry.label_gone(_device_name(key[0]), key[1], key[2], sref)
                 labels[id(sref)] = found
             return found
 

@@ -625,3 +625,23 @@ def test_a_result_whose_storage_existed_before_the_call_is_not_called_new(level)
         assert f"  aten::add(·) → y ({y}, new)" in lines
     add = next(op for op in _calls(step) if op.name == "torch.Tensor.add")
     assert add.existed == (False,)
+
+
+def test_a_storage_that_dies_in_a_step_keeps_the_label_it_had_before():
+    """`opt.zero_grad()` reads `.grad` and frees it in one step: the op log names that memory
+    by the label it had before, never a new one (same label = same memory)."""
+    from tensortrace.scenario import load_scenario
+
+    result = trace(load_scenario(REPO / "scenarios" / "optimizer-step.yaml"), safe=True)
+
+    def grad_reads(index):
+        return [
+            op.outputs[0]
+            for op in _calls(step_of(result, index))
+            if op.name == "torch.Tensor.grad.__get__" and op.tensors.in_ == ("lin.weight",)
+        ]
+
+    before, after = grad_reads(3), grad_reads(5)
+    assert before and after and set(after) == {before[0]}
+    labels = [s.label for s in result.storages]
+    assert len(labels) == len(set(labels))
