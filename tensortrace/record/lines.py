@@ -192,8 +192,11 @@ class LineRecorder:
                 f"only the first {self.max_iterations} times ({listed}); "
                 "pass a larger max_iterations to see more"
             )
-        with unrecorded():  # under a snooped line (a snooped function calling this one)
-            device = device or str(torch.get_default_device())
+        if device is None:
+            device = devices_of(self.steps)
+        if device is None:
+            with unrecorded():  # under a snooped line (a snooped function calling this one)
+                device = str(torch.get_default_device())
         return Trace(
             scenario=ScenarioInfo(title=self.title, source=self.source),
             environment=environment(device, safe=False),
@@ -237,6 +240,23 @@ class LineRecorder:
             self.graphed[state.name] = id(grad_fn)
             result.append((state.name, grad_fn))
         return result
+
+
+def devices_of(steps: Sequence[Step]) -> Optional[str]:
+    """The devices the recorded tensors were on, in order of first sight (``cuda:0`` or
+    ``cuda:0, cpu``); None when no tensor was recorded.
+
+    The code picks its tensors' devices itself: the default device says nothing of them.
+    """
+    seen: Dict[str, None] = {}
+    for step in steps:
+        for state in step.tensors:
+            if state.device is not None:
+                seen.setdefault(state.device, None)
+    if not seen:
+        return None
+    text = ", ".join(seen)
+    return text if len(text) <= 200 else text[:199] + "\u2026"
 
 
 #: Files whose frames the recording modes add between the user's call and PyTorch.
@@ -292,4 +312,4 @@ def _in_scope(namespace: Dict[str, Any]) -> Iterator[Tuple[str, Any]]:
         yield name, value
 
 
-__all__ = ["DEFAULT_MAX_ITERATIONS", "LineRecorder", "SHELL_NAMES"]
+__all__ = ["DEFAULT_MAX_ITERATIONS", "LineRecorder", "SHELL_NAMES", "devices_of"]

@@ -591,3 +591,44 @@ def test_runs_past_max_iterations_leave_their_operations_out_of_the_next_step(tm
     after = _step(trace, "b = a * 2")
     assert [o.name for o in after.ops] == ["torch.Tensor.mul", "aten::mul"]
     assert "more runs of lines" in after.note
+
+
+def test_the_header_names_the_device_the_tensors_are_on(capsys, monkeypatch):
+    """A snooped function picks its tensors' devices itself: the header names those (a meta
+    tensor stands in for a GPU one here), not the default device."""
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert str(torch.get_default_device()) == "cpu"
+
+    def on_meta():
+        m = torch.ones(3, device="meta")
+        return m * 2
+
+    def on_both():
+        c = torch.ones(2)
+        d = torch.ones(2, device="meta")
+        return c, d
+
+    def on_none():
+        return 1
+
+    found = []
+    for work in (on_meta, on_both, on_none):
+        snooper = tensortrace.snoop()
+        snooper(work)()
+        found.append(snooper.trace.environment.device)
+    assert found[0] == "meta" and "device meta" in capsys.readouterr().err
+    assert found[1] == "cpu, meta" and found[2] == "cpu"
+
+
+def test_devices_of_lists_each_device_once_in_order_of_first_sight():
+    from types import SimpleNamespace
+
+    from tensortrace.record.lines import devices_of
+
+    def step(index, *devices):
+        return SimpleNamespace(tensors=[SimpleNamespace(device=d) for d in devices])
+
+    assert devices_of([step(1, "cuda:0"), step(2, "cuda:0", "cpu", "cuda:1")]) == (
+        "cuda:0, cpu, cuda:1"
+    )
+    assert devices_of([step(1)]) is None
