@@ -21,6 +21,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
+from .modestack import user_modes_aside
 from .walk import next_nodes, node_name
 from .identity import mark, storage_ref
 from ..trace import Flow, FlowNode, Values, evolve
@@ -180,8 +181,12 @@ class FlowRecorder:
             return tuple(quick)
         owner = self.owner
         paused, owner.paused = owner.paused, True
-        try:
-            with warnings.catch_warnings(), torch._C.DisableTorchFunctionSubclass():
+        try:  # no mode sees the reads: the user's would count them
+            with (
+                user_modes_aside(),
+                warnings.catch_warnings(),
+                torch._C.DisableTorchFunctionSubclass(),
+            ):
                 warnings.simplefilter("ignore")
                 return tuple(None if g is None else tensor_values(g) for g in grads)
         finally:

@@ -632,3 +632,31 @@ def test_devices_of_lists_each_device_once_in_order_of_first_sight():
         "cuda:0, cpu, cuda:1"
     )
     assert devices_of([step(1)]) is None
+
+
+def test_a_mode_entered_on_a_snooped_line_is_the_users_to_leave_after_the_span():
+    """The recording's modes lie below the user's for the whole span and leave from there:
+    a mode the snooped function enters is still on top when it returns, for the caller to
+    leave, and it counts what the code ran, not what the recording read."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    def work(fc):
+        a = torch.randn(4, 4)
+        fc.__enter__()
+        c = a @ a
+        w = torch.randn(64, 64, requires_grad=True)
+        (w @ w).sum().backward()
+        return c
+
+    def run(call):
+        fc = FlopCounterMode(display=False)
+        call(fc)
+        on_top = torch.utils._python_dispatch._get_current_dispatch_mode() is fc.mode
+        fc.__exit__(None, None, None)
+        d = torch.ones(2, 2) @ torch.ones(2, 2)
+        return fc.get_total_flops(), on_top, d
+
+    plain = run(work)
+    assert plain[:2] == (128 + 3 * 2 * 64**3, True)
+    assert run(tensortrace.snoop(fmt="json", output=None)(work))[:2] == plain[:2]
+    assert torch._C._len_torch_dispatch_stack() == torch._C._len_torch_function_stack() == 0

@@ -132,3 +132,55 @@ def test_the_tools_reads_never_run_the_users_overrides():
     assert "xs[0]" in {s.name for s in result.steps[-1].tensors} and "d['k']" in {
         s.name for s in result.steps[-1].tensors
     }
+
+
+MODES = [
+    "from torch.utils.flop_counter import FlopCounterMode\n"
+    "from torch.utils._python_dispatch import TorchDispatchMode\n"
+    "from torch.overrides import TorchFunctionMode\n"
+    "class Seen(TorchDispatchMode):\n"
+    "    def __init__(self):\n"
+    "        super().__init__()\n"
+    "        self.ops = []\n"
+    "    def __torch_dispatch__(self, func, types, args=(), kwargs=None):\n"
+    "        self.ops.append(str(func))\n"
+    "        return func(*args, **(kwargs or {}))\n"
+    "class Calls(TorchFunctionMode):\n"
+    "    def __init__(self):\n"
+    "        super().__init__()\n"
+    "        self.calls = []\n"
+    "    def __torch_function__(self, func, types, args=(), kwargs=None):\n"
+    "        self.calls.append(getattr(func, '__name__', str(func)))\n"
+    "        return func(*args, **(kwargs or {}))\n"
+    "a = torch.randn(4, 4)\n"
+    "b = torch.randn(4, 4)",
+    "fc = FlopCounterMode(display=False)\nseen = Seen()\ncalls = Calls()",
+    "fc.__enter__()",
+    "seen.__enter__()",
+    "calls.__enter__()",
+    "c = a @ b",
+    "d = c.sum()",
+    "w = torch.randn(64, 64, requires_grad=True)\n(w * 2).sum().backward()",
+    "calls.__exit__(None, None, None)",
+    "seen.__exit__(None, None, None)",
+    "fc.__exit__(None, None, None)",
+    "e = a @ b",
+    "print(fc.get_total_flops(), seen.ops, calls.calls, on_top)",
+]
+MODES.insert(
+    MODES.index("c = a @ b"),
+    "from torch.utils._python_dispatch import _get_current_dispatch_mode\n"
+    "from torch.overrides import _get_current_function_mode\n"
+    "on_top = _get_current_dispatch_mode() is seen and _get_current_function_mode() is calls",
+)
+
+
+def test_modes_entered_and_left_in_separate_steps_count_as_in_plain_python():
+    """A dispatch mode entered in one statement and left in another sees what it sees in plain
+    Python: FlopCounterMode counts the matmul (128 FLOPs, not 0), no mode of the tool's is
+    left on the user's stack, and the tool's own reads reach none of the user's modes."""
+    plain = plain_stdout(MODES)
+    assert plain.startswith("128 ") and plain.endswith(" True\n")
+    result = traced(MODES)
+    assert result.steps[-1].stdout == plain
+    assert torch._C._len_torch_dispatch_stack() == torch._C._len_torch_function_stack() == 0
