@@ -18,6 +18,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .flow import BACKWARD_CALLS
+from .fastpaths import FastPaths
 from .modestack import DISPATCH, FUNCTION, insert, remove
 from .oplog import Grabbed, OpEntry
 
@@ -328,14 +329,17 @@ class BothModes:
     def __init__(self, calls: CallMode, aten: Optional[AtenMode]) -> None:
         self.calls, self.aten = calls, aten
         calls.aten = aten
+        self.fast = FastPaths(calls, MAX_OPS)
 
     def __enter__(self) -> None:
         insert(FUNCTION, self.calls)
         if self.aten is not None:
             insert(DISPATCH, self.aten)
+        self.fast.__enter__()
 
     def __exit__(self, *exc: Any) -> None:
         try:
+            self.fast.__exit__(*exc)
             if self.aten is not None:
                 if self.calls.rec.aten_off:  # past the limit it left the stack already
                     self.calls.rec.aten_off = False

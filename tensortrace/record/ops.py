@@ -105,6 +105,8 @@ class OpsSession:
         self.released: Dict[int, str] = {}  # flow.FlowRecorder.released, for the whole run
         self.now: Optional[OpsRecorder] = None
         self.known = 0  # storages the registry had labelled when the last step's recording finished
+        # modules whose forward the call mode stepped aside for (``fastpaths``), run-wide
+        self.aside: Dict[str, None] = {}
         self._modes: Optional[BothModes] = (
             None  # one object of each mode for the run, pointed at each step's recorder
         )
@@ -137,6 +139,8 @@ class OpsSession:
         if self.level is None:
             return (), 0, ()
         self.names = name_index(objects)
+        if recorder is not None:
+            self.aside.update(recorder.aside)
         if recorder is None:
             self.known = len(registry.allocations)
             return (), 0, ()
@@ -171,6 +175,8 @@ class OpsRecorder:
         self.raw: List[OpEntry] = []
         self.count = 0
         self.aten_off = False  # the dispatch mode left the stack past the limit (``_take_off``)
+        # modules whose forward the call mode stepped aside for (``fastpaths``), in order
+        self.aside: Dict[str, None] = {}
         self.parent: Optional[int] = None
         self.paused = False
         self.dispatching = 0  # ATen operations now running under the dispatch mode

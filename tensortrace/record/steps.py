@@ -50,6 +50,7 @@ from ..trace import (
 from ..version import __version__
 from .explain import name_the_saved_tensor
 from .graph import UNANCHORED, UNANCHORED_NODES, proven_names, view_family
+from .fastpaths import notice as fast_path_notice
 from .members import MAX_NAMES, expand_value
 from .modestack import DISPATCH, insert, user_modes_aside
 from .observe import observe
@@ -247,6 +248,8 @@ class StepRecorder:
         the names PyTorch's message means.
         """
         ops, omitted, flow = self.ops.finish(self.registry, objects)
+        for module in self.ops.aside:
+            self.notice(fast_path_notice(module))
         graphs, predictions = self._observe(index, code, drawn, tensors, objects)
         if error is not None:
             error = name_the_saved_tensor(

@@ -660,3 +660,23 @@ def test_a_mode_entered_on_a_snooped_line_is_the_users_to_leave_after_the_span()
     assert plain[:2] == (128 + 3 * 2 * 64**3, True)
     assert run(tensortrace.snoop(fmt="json", output=None)(work))[:2] == plain[:2]
     assert torch._C._len_torch_dispatch_stack() == torch._C._len_torch_function_stack() == 0
+
+
+def test_an_eval_transformer_encoder_takes_its_fast_path_under_snoop():
+    """Padded positions hold zeros after the encoder's fast path, as in plain PyTorch."""
+
+    def encode():
+        torch.manual_seed(0)
+        layer = torch.nn.TransformerEncoderLayer(8, 2, 16, batch_first=True)
+        enc = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=True).eval()
+        x = torch.randn(2, 4, 8)
+        mask = torch.tensor([[False, False, True, True], [False, False, False, True]])
+        with torch.no_grad():
+            out = enc(x, src_key_padding_mask=mask)
+        return out
+
+    plain = encode()
+    assert plain[0, 2].abs().sum() == 0
+    snooper = tensortrace.snoop(fmt="json", output=None)
+    assert torch.equal(snooper(encode)(), plain)
+    assert any("stepped aside" in n for n in snooper.trace.notices)

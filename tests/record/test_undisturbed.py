@@ -184,3 +184,34 @@ def test_modes_entered_and_left_in_separate_steps_count_as_in_plain_python():
     result = traced(MODES)
     assert result.steps[-1].stdout == plain
     assert torch._C._len_torch_dispatch_stack() == torch._C._len_torch_function_stack() == 0
+
+
+ENCODER = [
+    "torch.manual_seed(0)\n"
+    "layer = nn.TransformerEncoderLayer(d_model=8, nhead=2, dim_feedforward=16,"
+    " batch_first=True)\n"
+    "enc = nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=True).eval()\n"
+    "x = torch.randn(2, 4, 8)\n"
+    "mask = torch.tensor([[False, False, True, True], [False, False, False, True]])",
+    "with torch.no_grad():\n    out = enc(x, src_key_padding_mask=mask)",
+    "print(out[0, 2].tolist(), out[1, 3].tolist(), out[0, 0].tolist())",
+]
+
+
+def test_an_eval_transformer_encoder_takes_its_fast_path_as_in_plain_pytorch():
+    """The encoder's fast path runs only when no torch-function mode is active; plain
+    PyTorch takes it and gives zeros at the padded positions. The recording steps aside for
+    that forward and says so."""
+    plain = plain_stdout(ENCODER)
+    assert plain.startswith("[0.0, 0.0, 0.0")
+    in_process = traced(ENCODER)
+    (forked,) = run_scenario(scenario(ENCODER), safe=True, limits=Limits(timeout=60))
+    for result in (in_process, forked):
+        assert result.steps[-1].stdout == plain
+        assert any("TransformerEncoder" in n and "stepped aside" in n for n in result.notices)
+        ops = result.steps[1].ops
+        (forward,) = [i for i, op in enumerate(ops) if op.name.endswith("Encoder.forward")]
+        assert ops[forward].name == "torch.nn.TransformerEncoder.forward"
+        assert ops[forward].tensors.in_ == ("x",) and ops[forward].tensors.out == ("out",)
+        under = [op.name for op in ops if op.parent == forward]
+        assert under.count("aten::_transformer_encoder_layer_fwd") == 2
