@@ -113,7 +113,7 @@ RESTRIDING = frozenset(
 class Plan:
     """What one ``OpOverload``'s schema says: which arguments it writes, its name."""
 
-    __slots__ = ("positions", "keywords", "name", "overload", "restrides")
+    __slots__ = ("positions", "keywords", "name", "overload", "restrides", "views_only")
 
     def __init__(self, func: Any) -> None:
         schema = func._schema
@@ -128,6 +128,12 @@ class Plan:
         self.overload = schema.overload_name or None
         # changes only the tensor's shape and strides (its version moves, no byte is written)
         self.restrides = self.name in RESTRIDING
+        # a view: every tensor argument is one its result aliases, unwritten (``Tensor(a)``);
+        # its kernel makes new sizes and strides over the same memory and touches no byte
+        tensors = [a for a in schema.arguments if "Tensor" in str(a.type)]
+        self.views_only = bool(tensors) and all(
+            a.alias_info is not None and not a.alias_info.is_write for a in tensors
+        )
 
 
 class CallMode(TorchFunctionMode):
