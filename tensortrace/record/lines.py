@@ -125,8 +125,11 @@ class LineRecorder:
             return
         recorder = self.recorder
         recorder.cut()
-        note = self._skipped_note()
         index = len(self.steps) + 1
+        gap = self._skipped_runs()
+        if gap is not None:  # what a prediction may not blame on this step's own code
+            recorder.predictor.gaps[index] = f"{gap} that were not recorded"
+        note = self._skipped_note()
         failed = None if error is None else error_info(error, line)
         suspects = None if error is None else saved_suspects(error, failed.message)
         with recorder.reading():
@@ -206,15 +209,22 @@ class LineRecorder:
         )
 
     # observing -----------------------------------------------------------------------
-    def _skipped_note(self) -> Optional[str]:
+    def _skipped_runs(self) -> Optional[str]:
+        """The runs counted since the last recorded step: "2 runs of lines 5-6"."""
         if not self.skipped:
             return None
         total = sum(self.skipped.values())
         lines = sorted(self.skipped)
         where = f"line {lines[0]}" if len(lines) == 1 else f"lines {lines[0]}-{lines[-1]}"
+        return f"{total:,} {'run' if total == 1 else 'runs'} of {where}"
+
+    def _skipped_note(self) -> Optional[str]:
+        runs = self._skipped_runs()
+        if runs is None:
+            return None
         self.skipped = {}
         return (
-            f"before this step, {total:,} more runs of {where} "
+            f"before this step, {runs.replace(' run', ' more run', 1)} "
             f"(past max_iterations={self.max_iterations}) ran without being recorded"
         )
 

@@ -62,6 +62,13 @@ def observe(
         predictor.unanchored = True
     if found is not None:
         first = predictor.node_first
+        # reached at the step before too (every walk since a node's first keeps it)
+        predictor.reached_before = (
+            {id(n) for n in found["order"] if (id(n), type(n).__name__) in first}
+            if predictor.walked == index - 1
+            else set()
+        )
+        predictor.walked = index
         predictor.node_first = {
             (id(n), type(n).__name__): first.get((id(n), type(n).__name__), index)
             for n in found["order"]

@@ -248,6 +248,12 @@ class StepRecorder:
         the names PyTorch's message means.
         """
         ops, omitted, flow = self.ops.finish(self.registry, objects)
+        if index in self.predictor.gaps:  # did the step's own code write, or what ran before it?
+            self.predictor.wrote[index] = (
+                frozenset(label for op in ops for label in op.writes)
+                if self.ops.level is not None
+                else None
+            )
         for module in self.ops.aside:
             self.notice(fast_path_notice(module))
         graphs, predictions = self._observe(index, code, drawn, tensors, objects)

@@ -167,19 +167,26 @@ def aliasing_notes(prev_step: Optional[Step], step: Step) -> Tuple[AliasNote, ..
     """Changes that reached a tensor through memory it shares with a tensor the code names.
 
     A tensor counts when its values or version changed in this step, the step's
-    code does not mention it, and some other tensor on the same storage is
-    mentioned. A name that is new in this step is never a note.
+    code does not mention it (or, where the op log shows who wrote its storage,
+    writes it through other names only: ``v = b[:2]; v.mul_(2)`` mentions ``b``
+    to take the view), and some other tensor on the same storage is mentioned.
+    A name that is new in this step is never a note.
     """
     before = tensors_by_name(prev_step)
     mentioned = mentioned_names(step.code)
     groups: Optional[Dict[str, Tuple[str, ...]]] = None  # made for the first candidate
+    writers: Optional[Dict[str, set]] = None  # storage -> the names the writes went through
     notes = []
     for state in step.tensors:
         old = before.get(state.name)
         if old is None or state.storage is None or same(old, state):
             continue
         if root_name(state.name) in mentioned:
-            continue
+            if writers is None:
+                writers = _written_through(step)
+            through = writers.get(state.storage)
+            if not through or state.name in through:
+                continue
         fields = tuple(f for f in ("values", "version") if not same(fact(old, f), fact(state, f)))
         if not fields:
             continue
@@ -198,6 +205,18 @@ def aliasing_notes(prev_step: Optional[Step], step: Step) -> Tuple[AliasNote, ..
                     AliasNote(state.name, fields, state.storage, written[0], None, written[1])
                 )
     return tuple(notes)
+
+
+def _written_through(step: Step) -> Dict[str, set]:
+    """Per storage the step's operations wrote, the names of the tensors they were called on
+    (calls, or ATen operations outside any recorded call)."""
+    found: Dict[str, set] = {}
+    for op in step.ops:
+        if op.writes and (op.level == "call" or op.parent is None):
+            names = {n for n in op.tensors.in_ if n is not None}
+            for label in op.writes:
+                found.setdefault(label, set()).update(names)
+    return found
 
 
 def _written_inside(
