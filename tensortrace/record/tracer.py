@@ -24,6 +24,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 import torch
 
 from ..errors import ScenarioError, StepTimeout, UsageError
+from ..scenario.script import main_globals, running_as_python, script_folder
 from ..scenario.spec import Code, Scenario, StepSpec
 from ..trace import (
     Confinement,
@@ -42,7 +43,8 @@ from .expectations import declared_outcome, evaluate_expectation, first_line
 from .graph import saved_suspects
 from .helpers import base_namespace
 from .outcome import MAX_MESSAGE, MAX_WARNINGS  # noqa: F401 - a step's bounds, read from here too
-from .outcome import MAX_STDOUT, bounded, error_info, raised_at, warning_records
+from .outcome import MAX_STDOUT, beside_the_scenario, bounded, error_info, raised_at
+from .outcome import warning_records
 from .steps import StepRecorder, environment
 from .stepenv import PlainStackDepth, StepAlarm, install_warning_filters, scenario_warning_filters
 from .writes import WriteWatch
@@ -160,7 +162,7 @@ def iter_trace(
         ),
         environment=environment(dev, safe, confinement),
     )
-    with _fresh_torch_state(scenario.seed, dev):
+    with _fresh_torch_state(scenario.seed, dev), _as_python_runs(scenario):
         aborted = None
         if scenario.setup:
             setup = recorder.run_setup()
@@ -200,6 +202,13 @@ def _fresh_torch_state(seed: int, device: str) -> Iterator[None]:
         reset()
 
 
+def _as_python_runs(scenario: Scenario) -> Any:
+    """A Python file's run sees ``sys.argv`` and ``sys.path[0]`` as under ``python FILE ARGS``."""
+    if not scenario.script or not scenario.path:
+        return _NO_LIMIT
+    return running_as_python(scenario.path, scenario.argv, script_folder(scenario.path))
+
+
 class _Recorder:
     """One scenario's run: its namespace, its steps run in turn, and what each left.
 
@@ -234,6 +243,8 @@ class _Recorder:
             notices=self._notices,
         )
         self.initial = base_namespace()
+        if scenario.script and scenario.path:  # its module is __main__, as under python FILE
+            self.initial.update(main_globals(scenario.path))
         if safe:
             from ..sandbox import safe_globals
 
@@ -374,7 +385,9 @@ class _Recorder:
                 raise
             except BaseException as exc:  # the scenario's own error: recorded, not raised
                 status = "raised"
-                error = error_info(exc, raised_at(exc, lines))
+                error = beside_the_scenario(
+                    error_info(exc, raised_at(exc, lines)), exc, self.scenario.path
+                )
                 classes["error"] = type(exc)
                 classes["saved"] = saved_suspects(exc, error.message)
                 del exc

@@ -102,6 +102,10 @@ class Scenario:
     notices: Tuple[str, ...] = ()
     refusals: Tuple[Tuple[str, str], ...] = ()
     cells: Tuple[int, ...] = ()
+    # A Python file runs as ``python FILE ARGS`` would (``script.py``): ``__name__`` is
+    # ``__main__``, and ``argv`` are its ARGS (``tensortrace run FILE -- ARGS``).
+    script: bool = False
+    argv: Tuple[str, ...] = ()
 
     def place(self, code: Code, line: Optional[int], column: Optional[int]) -> Dict[str, object]:
         """The path, line and column of an error at (line, column) of the file.
