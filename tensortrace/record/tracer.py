@@ -38,7 +38,7 @@ from ..trace import (
 )
 from ..trace.events import Assembler, End, Event, Start
 from ..trace.names import covers
-from .compiling import StepCompiler, check_policy
+from .compiling import StepCompiler, check_policy, local_names
 from .expectations import declared_outcome, evaluate_expectation, first_line
 from .graph import saved_suspects
 from .helpers import base_namespace
@@ -231,12 +231,16 @@ class _Recorder:
         # the user's code of a step is done; recording begins
         self.on_ran = on_ran or (lambda index: None)
         self.stack_memo: Dict[str, int] = {}  # the depth the tool's frames use, probed once
-        self.compile = StepCompiler(safe)
+        self.compile = StepCompiler(safe, local_names(scenario))
         self.safe = safe
         self.timeout = timeout
         self._notices: List[str] = list(scenario.notices)
         self.steps = StepRecorder(
-            "\n".join(code.text for _, code, _ in scenario.all_code()),
+            # what runs: the code's own, and that of the modules beside it that it imports
+            "\n".join(
+                [code.text for _, code, _ in scenario.all_code()]
+                + [m.source for m in scenario.modules]
+            ),
             ops=ops,
             values=values,
             writes=WriteWatch(scenario, safe=safe),  # storages a step provably did not write
@@ -248,7 +252,11 @@ class _Recorder:
         if safe:
             from ..sandbox import safe_globals
 
-            self.ns = safe_globals(dict(self.initial))
+            self.ns = safe_globals(
+                dict(self.initial),
+                local=[(m.name, m.path, m.source) for m in scenario.modules],
+                home=("__main__",) if scenario.script else (),
+            )
         else:
             self.ns = dict(self.initial)
         self.initial_ids = {k: id(v) for k, v in self.ns.items()}

@@ -184,9 +184,10 @@ class WriteWatch:
     def __init__(self, scenario: Any, *, safe: bool) -> None:
         self.handed: Dict[int, Any] = {}  # id(storage) -> weak reference, for the rest of the run
         self.reason: Optional[str] = None if safe else "the scenario runs without safe mode"
-        if self.reason is None:
+        if self.reason is None:  # all the code that runs: the modules beside a file's too
             self.reason = code_reason(
-                (code.source(mode), mode) for _, code, mode in scenario.all_code()
+                [(code.source(mode), mode) for _, code, mode in scenario.all_code()]
+                + [(m.source, "exec") for m in getattr(scenario, "modules", ())]
             )
 
     def window(self, level: Optional[str], recorder: Any, expectations: bool) -> Optional[Window]:
