@@ -91,3 +91,49 @@ def test_a_yaml_scenario_beside_a_module_is_not_told_to_pip_install_it(tmp_path)
     assert error["type"] == "ModuleNotFoundError"
     text = json.dumps(error["explanation"])
     assert "pip install" not in text and "helper.py" in text
+
+
+FALLBACKS = """
+import torch
+import warnings
+
+
+def frozen(x):
+    with torch.inference_mode():
+        return x * 2
+
+
+def traced(x):
+    warnings.simplefilter("ignore")
+    return torch.jit.trace(lambda z: z.view(2, 2) * 2, (x,))
+"""
+
+USES = """
+import torch
+from tools import frozen, traced
+
+y = frozen(torch.ones(4))
+c = y.clone()
+c.add_(1)
+tr = traced(torch.ones(4))
+o = tr(torch.ones(4))
+print(c._version, o.tolist())
+"""
+
+
+def test_the_fallbacks_see_the_code_of_an_imported_module(tmp_path):
+    """torch.jit.trace and inference_mode in a module the file imports: the recording falls
+    back as for the file's own code, and the results are plain PyTorch's."""
+    folder = tmp_path / "proj"
+    folder.mkdir()
+    (folder / "tools.py").write_text(textwrap.dedent(FALLBACKS), encoding="utf-8")
+    main = folder / "uses.py"
+    main.write_text(textwrap.dedent(USES), encoding="utf-8")
+    plain = subprocess.run(
+        [sys.executable, str(main)], capture_output=True, text=True, check=True
+    ).stdout
+    result = cli("run", "--trust", main, "--format", "json", "--timeout", "120")
+    trace = json.loads(result.stdout)
+    assert [s["status"] for s in trace["steps"]] == ["ok"] * len(trace["steps"])
+    assert _printed(trace) == plain
+    assert any("inference_mode" in n for n in trace["notices"])
