@@ -38,9 +38,8 @@ def scan(
     ``{"stale": [...], "freed": [...], "truncated": bool, "unanchored": bool}``, one
     ``[node name, entry, node id]`` or None per root.
     """
-    order, nexts, root_at, truncated, unanchored = (
-        walked if walked is not None else walk_nodes(roots, max_nodes)
-    )
+    walk = walked if walked is not None else walk_nodes(roots, max_nodes)
+    order, nexts, root_at, truncated, unanchored = walk[:5]
     if reads and _all_read_and_fine(order, reads):
         return {
             "stale": [None] * len(root_at),

@@ -50,6 +50,7 @@ from ..trace import (
 from ..version import __version__
 from .explain import name_the_saved_tensor
 from .graph import UNANCHORED, UNANCHORED_NODES, proven_names, view_family
+from .walk import ANCHOR, ANCHOR_PAST, ANCHORED, anchorings
 from .fastpaths import notice as fast_path_notice
 from .members import MAX_NAMES, expand_value
 from .modestack import DISPATCH, insert, user_modes_aside
@@ -117,6 +118,7 @@ class StepRecorder:
                 self.notices.append(why)
         self.nones: List[str] = []  # the names the last ``named`` saw bound to None
         self._watched: Any = None  # the modes ``watch`` entered, until it leaves them
+        self._anchorings = anchorings()  # walks that wrote anchors, when last said
 
     @property
     def level(self) -> Optional[str]:
@@ -284,6 +286,9 @@ class StepRecorder:
         observed = observe(predictor, index, drawn, tensors, objects, namer, names_by_id)
         if predictor.unanchored:
             self.notice(UNANCHORED.format(n=UNANCHORED_NODES))
+        if anchorings() != self._anchorings:  # a walk wrote into the nodes' metadata: say so
+            self._anchorings = anchorings()
+            self.notice(ANCHORED.format(n=ANCHOR_PAST, key=ANCHOR))
         return observed
 
     # the run's end -------------------------------------------------------------------

@@ -215,3 +215,22 @@ def test_an_eval_transformer_encoder_takes_its_fast_path_as_in_plain_pytorch():
         assert ops[forward].tensors.in_ == ("x",) and ops[forward].tensors.out == ("out",)
         under = [op.name for op in ops if op.parent == forward]
         assert under.count("aten::_transformer_encoder_layer_fwd") == 2
+
+
+METADATA = [
+    "x = torch.ones(3, requires_grad=True)",
+    {"run": "y = (x.sin() * 2).sum()", "graph": ["y"]},
+    "y.backward(retain_graph=True)",
+    "nodes = [y.grad_fn]\nfor _ in range(3):\n    nodes.append(nodes[-1].next_functions[0][0])",
+    "print([dict(n.metadata) for n in nodes if n is not None])",
+]
+
+
+def test_the_graph_walks_leave_the_users_grad_fn_metadata_as_plain_pytorch_does():
+    """Drawn, scanned for predictions and walked for the gradient flow: the nodes' metadata
+    holds what plain PyTorch gives it (nothing)."""
+    plain = plain_stdout([s if isinstance(s, str) else s["run"] for s in METADATA])
+    assert plain == "[{}, {}, {}, {}]\n"
+    result = trace(scenario(METADATA), safe=False)
+    assert result.steps[-1].stdout == plain
+    assert result.steps[1].graphs and result.steps[2].flow
