@@ -309,6 +309,7 @@ SLOW_MODULES = {
     "scenario/test_bad_inputs.py",
     "record/test_fidelity.py",
     "integrations/test_jupyter.py",
+    "docs/test_torch_matrix.py",
 }
 SLOW_TESTS = (
     "run/test_runner.py::test_a_compiling_scenario",
@@ -337,6 +338,23 @@ SLOW_TESTS = (
 )
 
 
+# --- what a torch release may change: tools/torch-matrix runs -m torch_matrix under each ----------
+# predictions against the real backward, explanations of PyTorch's messages, observation of
+# what autograd saves and shows, and the bundled scenarios' own checks (their contract)
+TORCH_MODULES = {
+    "record/test_predictions_real.py",
+    "record/test_saved.py",
+    "record/test_explain.py",
+    "record/test_observe.py",
+    "record/test_differential.py",
+    "record/test_semantics.py",
+    "record/test_flow.py",
+    "record/test_undisturbed.py",
+    "record/test_graph_release.py",
+}
+TORCH_TESTS = ("scenario/test_library.py::test_the_whole_library_passes_check",)
+
+
 def tier_name(path: Path) -> str:
     """A test file as SLOW_MODULES names it: its path under tests/, with slashes."""
     path = Path(path).resolve()
@@ -348,3 +366,5 @@ def pytest_collection_modifyitems(config, items):
         file = tier_name(Path(str(item.fspath)))
         if file in SLOW_MODULES or any(f"{file}::{item.name}".startswith(t) for t in SLOW_TESTS):
             item.add_marker(pytest.mark.slow)
+        if file in TORCH_MODULES or any(f"{file}::{item.name}".startswith(t) for t in TORCH_TESTS):
+            item.add_marker(pytest.mark.torch_matrix)

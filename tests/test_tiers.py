@@ -6,16 +6,20 @@ from __future__ import annotations
 import ast
 import re
 
-from conftest import SLOW_MODULES, SLOW_TESTS, TESTS
+from conftest import SLOW_MODULES, SLOW_TESTS, TESTS, TORCH_MODULES, TORCH_TESTS
 
 
 def test_every_slow_module_exists() -> None:
     assert [name for name in sorted(SLOW_MODULES) if not (TESTS / name).is_file()] == []
 
 
+def test_every_torch_matrix_module_exists() -> None:
+    assert [name for name in sorted(TORCH_MODULES) if not (TESTS / name).is_file()] == []
+
+
 def test_every_slow_test_names_a_test_of_its_file() -> None:
     missing = []
-    for entry in SLOW_TESTS:
+    for entry in SLOW_TESTS + TORCH_TESTS:
         file, prefix = entry.split("::")
         tree = ast.parse((TESTS / file).read_text(encoding="utf-8"))
         names = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]

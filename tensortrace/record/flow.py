@@ -22,7 +22,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import torch
 
 from .modestack import user_modes_aside
-from .walk import ANCHOR_PAST, anchor_all, next_nodes, node_name
+from .walk import ANCHOR_PAST, anchor_all, next_nodes, node_key, node_name
 from .identity import mark, storage_ref
 from ..trace import Flow, FlowNode, Values, evolve
 from .values import EXACT_LIMIT, tensor_values
@@ -98,6 +98,50 @@ def _frees(func: Any, args: Sequence[Any], kwargs: Dict[str, Any]) -> bool:
     return not (create if retain is None else retain)
 
 
+MAX_FREED = 200_000  # nodes remembered as run by a freeing backward
+
+
+def _carried(armed: Any, keys: List[Any], freed: Dict[Any, None]) -> Any:
+    """(F, N) when this call stopped at a node F an earlier freeing backward ran, reached
+    from a node N no such backward ran, and none of its roots was run by one: the graph was
+    built, after that backward, on a tensor of the graph it freed (a state carried over)."""
+    if any(keys[i] in freed for i in armed.roots):
+        return None  # the same graph again: backward twice
+    for at, entry in enumerate(armed.nodes):
+        if entry.ran and not entry.done and keys[at] in freed:
+            for before, other in enumerate(armed.nodes):
+                if at in other.next and keys[before] not in freed:
+                    return keys[at], keys[before]
+    return None
+
+
+def carrier_name(carried: Any, targets: Sequence[Tuple[str, Any]]) -> Optional[Tuple[str, bool]]:
+    """The name to detach for a state carried over (``FlowRecorder.carried``): (a name bound
+    to the carried tensor itself, True), else (the named tensor nearest above the node built
+    on it, False); None when no name reaches it."""
+    if carried is None:
+        return None
+    freed_key, built_key = carried
+    best: Optional[Tuple[int, str]] = None
+    for name, fn in targets:
+        if node_key(fn) == freed_key:
+            return name, True
+        depth, level, seen = 0, [fn], {id(fn)}
+        while level and len(seen) < 500 and (best is None or depth < best[0]):
+            if any(node_key(node) == built_key for node in level):
+                best = (depth, name)
+                break
+            depth += 1
+            following = []
+            for node in level:
+                for nxt, _ in next_nodes(node):
+                    if nxt is not None and id(nxt) not in seen:
+                        seen.add(id(nxt))
+                        following.append(nxt)
+            level = following
+    return (best[1], False) if best is not None else None
+
+
 def is_backward(func: Any) -> bool:
     """Whether ``func`` is one of the calls that run the autograd engine."""
     return func is BACKWARD_CALLS[0] or func is BACKWARD_CALLS[1] or func is BACKWARD_CALLS[2]
@@ -168,10 +212,16 @@ class FlowRecorder:
         self.values = values
         self.calls: List[_Armed] = []
         self.skipped: List[Any] = []  # backward calls beyond MAX_FLOWS (their functions)
-        # id of a CopySlices node a freeing backward ran -> its name: PyTorch then drops the
-        # node it wraps, whose saved tensors no attribute shows, and a second backward raises
+        # walk.node_key of a CopySlices node a freeing backward ran -> its name: PyTorch then
+        # drops the node it wraps, whose saved tensors no attribute shows, and a second
+        # backward raises
         shared = getattr(owner, "released", None)
-        self.released: Dict[int, str] = shared if shared is not None else {}
+        self.released: Dict[Tuple[int, str], str] = shared if shared is not None else {}
+        # walk.node_key of every node a freeing backward ran (the run's, the newest kept)
+        self.freed: Dict[Tuple[int, str], None] = {}
+        # (the node that found its saved tensors freed, the node built on it after that) of a
+        # backward that started from a graph built on a freed one: a state carried over
+        self.carried: Optional[Tuple[Tuple[int, str], Tuple[int, str]]] = None
 
     def _summary(self, grads: Any) -> Tuple[Optional[Values], ...]:
         if not self.values:
@@ -301,12 +351,21 @@ class FlowRecorder:
             except Exception:
                 pass
         armed.handles = []
+        keys = [node_key(entry.node) for entry in armed.nodes]
+        if self.carried is None:
+            self.carried = _carried(armed, keys, self.freed)
+        if armed.frees:
+            for entry, key in zip(armed.nodes, keys):
+                if entry.done:
+                    self.freed[key] = None
+            while len(self.freed) > MAX_FREED:
+                del self.freed[next(iter(self.freed))]
         for entry in armed.nodes:
             variable = getattr(entry.node, "variable", None) if entry.leaf is not None else None
             if isinstance(variable, torch.Tensor):
                 entry.after = self._leaf_grad(variable)
             if armed.frees and entry.done and entry.name.endswith("CopySlices"):
-                self.released[id(entry.node)] = entry.name
+                self.released[node_key(entry.node)] = entry.name
             entry.node = None
 
     def finish(

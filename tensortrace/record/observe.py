@@ -7,13 +7,14 @@ another's caller: the predictor keeps the run's memory, this module walks and as
 
 from __future__ import annotations
 
-from typing import Any, Dict, Sequence, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 from ..trace import Prediction, TensorState
 from ..trace.collector import paused_gc
 from .graph import MAX_NODES, graph_of
 from .predict import Predictor
 from .scan import scan
+from .walk import node_key
 from .unseen import released_predictions, silent_predictions, unchecked_predictions
 
 
@@ -25,10 +26,12 @@ def observe(
     objects: Dict[str, Any],
     namer: Any,
     names_by_id: Dict[int, str],
+    ops: Optional[Sequence[Any]] = None,
 ) -> Tuple[Tuple[Any, ...], Tuple[Prediction, ...]]:
     """The graphs to draw (``(name, grad_fn)`` each) and the step's predictions.
 
-    Each node is read once for both.
+    Each node is read once for both. ``ops``: the step's operations, when every one
+    was recorded.
     """
     targets = predictor.targets(states, objects)
     if not targets and not drawn:
@@ -62,17 +65,13 @@ def observe(
         predictor.unanchored = True
     if found is not None:
         first = predictor.node_first
+        keys = [node_key(n) for n in found["order"]]
         # reached at the step before too (every walk since a node's first keeps it)
         predictor.reached_before = (
-            {id(n) for n in found["order"] if (id(n), type(n).__name__) in first}
-            if predictor.walked == index - 1
-            else set()
+            {key for key in keys if key in first} if predictor.walked == index - 1 else set()
         )
         predictor.walked = index
-        predictor.node_first = {
-            (id(n), type(n).__name__): first.get((id(n), type(n).__name__), index)
-            for n in found["order"]
-        }
+        predictor.node_first = {key: first.get(key, index) for key in keys}
         slices = [n for n in found["order"] if type(n).__name__ == "CopySlices"]
         found["order"] = None  # keeps no node alive past this call
     else:
@@ -84,6 +83,6 @@ def observe(
         predictions += silent_predictions(predictor, targets, predictions, namer)
     if slices or predictor.slices:
         predictions += unchecked_predictions(
-            predictor, index, targets, predictions, slices, states, objects
+            predictor, index, targets, predictions, slices, states, objects, ops
         )
     return tuple(graph for graph, _ in walked), predictions

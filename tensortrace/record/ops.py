@@ -102,7 +102,12 @@ class OpsSession:
                 notices.append(why)
         self.values = values
         self.names: Dict[int, Tuple[str, Any]] = {}
-        self.released: Dict[int, str] = {}  # flow.FlowRecorder.released, for the whole run
+        # flow.FlowRecorder.released, for the whole run
+        self.released: Dict[Tuple[int, str], str] = {}
+        # flow.FlowRecorder.freed (every node a freeing backward ran) and the last step's
+        # flow.FlowRecorder.carried
+        self.freed: Dict[Tuple[int, str], None] = {}
+        self.carried: Optional[Tuple[Tuple[int, str], Tuple[int, str]]] = None
         self.now: Optional[OpsRecorder] = None
         self.known = 0  # storages the registry had labelled when the last step's recording finished
         # modules whose forward the call mode stepped aside for (``fastpaths``), run-wide
@@ -122,6 +127,7 @@ class OpsSession:
             caught=caught,
             released=self.released,
         )
+        rec.flow.freed = self.freed
         both = self._modes
         if both is None:
             both = self._modes = rec.modes()
@@ -136,6 +142,7 @@ class OpsSession:
     ) -> Tuple[Tuple[OpRecord, ...], int, Tuple[Flow, ...]]:
         """The step's operations and flows, named by the namespace now that the step is over."""
         recorder, self.now = self.now, None
+        self.carried = recorder.flow.carried if recorder is not None else None
         if self.level is None:
             return (), 0, ()
         self.names = name_index(objects)
@@ -164,7 +171,7 @@ class OpsRecorder:
         values: bool = True,
         aten: bool = True,
         caught: Optional[List[Any]] = None,
-        released: Optional[Dict[int, str]] = None,
+        released: Optional[Dict[Tuple[int, str], str]] = None,
     ) -> None:
         self.released = released if released is not None else {}
         self.aten = aten

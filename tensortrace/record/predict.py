@@ -14,6 +14,11 @@ import re
 from typing import Any, Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
 
 from ..trace import Prediction, TensorState
+from .identity import mark
+from .readsaved import UNKNOWN
+
+#: (walk.node_key, node name, attribute, saved version) of a stale saved tensor
+_StaleKey = Tuple[Tuple[int, str], str, str, Optional[int]]
 
 STALE = "backward_will_fail"  # a saved tensor's version moved: backward raises the in-place error
 FREED = "backward_freed"  # backward freed the saved tensors: a second backward raises
@@ -57,8 +62,8 @@ class Predictor:
     def __init__(self) -> None:
         self.versions: Dict[Tuple[str, Optional[str]], List[Tuple[int, int]]] = {}
         self.codes: Dict[int, str] = {}
-        # id of a node seen freed -> the step it was first seen so
-        self.freed_since: Dict[int, int] = {}
+        # walk.node_key of a node seen freed -> the step it was first seen so
+        self.freed_since: Dict[Tuple[int, str], int] = {}
         # a walk stopped at nodes that could not anchor their next ones (graph.UNANCHORED)
         self.unanchored = False
         self._last: Dict[int, TensorState] = {}  # the last step's records, by identity
@@ -66,31 +71,48 @@ class Predictor:
         # without moving the version (``.data``, NumPy): autograd cannot see those writes
         self._values: Dict[Tuple[str, Optional[str]], Tuple[int, Any]] = {}
         self.silent: Dict[Tuple[str, Optional[str]], List[Tuple[int, int]]] = {}
-        # (id, name) of a walked node -> the step first seen
+        # ((name, storage), step) of such a write -> the values before it
+        self.silent_before: Dict[Tuple[Tuple[str, Optional[str]], int], Any] = {}
+        # name -> (identity.mark, id, (name, storage)) of the tensor it was bound to last
+        self._held: Dict[str, Tuple[Any, int, Tuple[str, Optional[str]]]] = {}
+        self._objects: Dict[str, Any] = {}
+        # walk.node_key of a walked node -> the step first seen
         self.node_first: Dict[Tuple[int, str], int] = {}
-        # CopySlices nodes a freeing backward ran (flow.FlowRecorder.released)
-        self.released: Dict[int, str] = {}
+        # node_key of each CopySlices node a freeing backward ran (flow.FlowRecorder.released)
+        self.released: Dict[Tuple[int, str], str] = {}
         # such a node -> the step its prediction was first made
-        self.released_since: Dict[int, int] = {}
-        # (id, sequence number) of a CopySlices node walked -> (the step first seen, its base's
-        # (name, storage) keys): what it wraps saved tensors no attribute shows (unseen.py)
-        self.slices: Dict[Tuple[int, int], Tuple[int, Tuple[Tuple[str, Optional[str]], ...]]] = {}
-        # ids of the nodes this step's walk reached that the previous step's walk reached too
-        self.reached_before: Set[int] = set()
+        self.released_since: Dict[Tuple[int, str], int] = {}
+        # node_key of a CopySlices node walked -> (the step first seen, its base's
+        # (name, storage) keys, the storages the step's writes into it touched, or None):
+        # what it wraps saved tensors no attribute shows (unseen.py)
+        self.slices: Dict[Tuple[int, str], Tuple[int, Tuple[Any, ...], Any]] = {}
+        # node_keys of the nodes this step's walk reached that the previous step's walk reached
+        self.reached_before: Set[Tuple[int, str]] = set()
         self.walked = -1  # the last step whose walk ``node_first`` holds
-        # (node id, node, attribute, saved version) of a stale saved tensor -> the step first
+        # (node_key, node, attribute, saved version) of a stale saved tensor -> the step first
         # seen stale: the step that made it so, when its node was reached the step before
-        self.stale_since: Dict[Tuple[int, str, str, Optional[int]], Optional[int]] = {}
+        self.stale_since: Dict[_StaleKey, Optional[int]] = {}
         # a step that code ran before without being recorded (snoop's max_iterations) -> what
         # ran ("2 runs of line 5"), and the storages the step's own operations wrote (None:
         # not recorded)
         self.gaps: Dict[int, str] = {}
         self.wrote: Dict[int, Optional[FrozenSet[str]]] = {}
 
-    def note(self, index: int, code: str, states: Sequence[TensorState]) -> None:
+    def note(
+        self,
+        index: int,
+        code: str,
+        states: Sequence[TensorState],
+        objects: Optional[Dict[str, Any]] = None,
+    ) -> None:
         """Step ``index``'s code, and each tensor's version where it differs from the one last noted
-        (``changed_at`` looks for the first step past a version, which is always such a step)."""
+        (``changed_at`` looks for the first step past a version, which is always such a step).
+
+        ``objects`` (the named values) tell a tensor whose memory ``w.data = ...`` replaced,
+        the same object at the same version on another storage, from a new tensor bound to
+        the name."""
         self.codes[index] = code
+        self._objects = objects or {}
         versions = self.versions
         # a record kept from the last step (the snapshot reuses the very record) has the
         # name, storage and version noted then
@@ -106,6 +128,7 @@ class Predictor:
                     versions[(s.name, s.storage)] = [(index, version)]
                 elif seen[-1][1] != version:
                     seen.append((index, version))
+        self._objects = {}  # holds no user object past this call
 
     def names_on(self, storage: Optional[str]) -> List[str]:
         """The names on ``storage`` in the last step noted."""
@@ -117,12 +140,22 @@ class Predictor:
         """Note a step that changed ``s``'s values while its version stayed (a silent write)."""
         key = (s.name, s.storage)
         before = self._values.get(key)
+        obj = self._objects.get(s.name)
+        held = (mark(obj), id(obj), key) if obj is not None else None
+        last_held = self._held.get(s.name)
+        if held is not None:
+            self._held[s.name] = held
+        if before is None and last_held is not None and held is not None:
+            # the very tensor on other memory: ``.data`` was set (its version stays)
+            if last_held[:2] == held[:2] and last_held[2] != key:
+                before = self._values.get(last_held[2])
         values = s.values
         if values is None or values.kind == "unavailable":
             return
         self._values[key] = (s.version, values)
         if before is not None and before[0] == s.version and before[1] != values:
             self.silent.setdefault(key, []).append((index, s.version))
+            self.silent_before[(key, index)] = before[1]
 
     def changed_at(
         self,
@@ -186,8 +219,8 @@ class Predictor:
         found: Optional[Dict[str, Any]],
         states: Sequence[TensorState],
     ) -> Tuple[Prediction, ...]:
-        freed_now: Dict[int, int] = {}
-        stale_now: Dict[Tuple[int, str, str, Optional[int]], Optional[int]] = {}
+        freed_now: Dict[Tuple[int, str], int] = {}
+        stale_now: Dict[_StaleKey, Optional[int]] = {}
         out: List[Prediction] = []
         for (name, _), stale, freed in zip(
             targets, (found or {}).get("stale", ()), (found or {}).get("freed", ())
@@ -195,8 +228,8 @@ class Predictor:
             if stale is not None:
                 out.append(self._stale(index, name, stale, states, stale_now))
             if freed is not None:
-                node, entry, node_id = freed
-                step = freed_now[node_id] = self.freed_since.get(node_id, index)
+                node, entry, key = freed
+                step = freed_now[key] = self.freed_since.get(key, index)
                 out.append(self._freed(name, node, entry[0], step))
         self.freed_since = freed_now
         self.stale_since = stale_now
@@ -207,18 +240,18 @@ class Predictor:
         index: int,
         found: list,
         states: Sequence[TensorState],
-        stale_now: Dict[Tuple[int, str, str, Optional[int]], Optional[int]],
+        stale_now: Dict[_StaleKey, Optional[int]],
     ) -> Optional[int]:
         """The step that made a saved tensor stale: the step its node was first seen so, when
         the walk reached that node the step before (the version counter moved in between,
         whichever alias wrote it); else what the versions noted under names tell."""
-        node, (attr, saved, storage, saved_version, version, _, _), node_id = found
-        key = (node_id, node, attr, saved_version)
+        node, (attr, saved, storage, saved_version, version, _, _), node_key = found[:3]
+        key = (node_key, node, attr, saved_version)
         if key in stale_now:
             return stale_now[key]
         if key in self.stale_since:
             step = self.stale_since[key]
-        elif node_id in self.reached_before:
+        elif node_key in self.reached_before:
             step = index
         else:
             step = self.changed_at(saved, storage, saved_version, version, states)
@@ -231,9 +264,9 @@ class Predictor:
         name: str,
         found: list,
         states: Sequence[TensorState],
-        stale_now: Dict[Tuple[int, str, str, Optional[int]], Optional[int]],
+        stale_now: Dict[_StaleKey, Optional[int]],
     ) -> Prediction:
-        node, (attr, saved, storage, saved_version, version, _, _), _ = found
+        node, (attr, saved, storage, saved_version, version, _, _), _, reads = found
         step = self._culprit(index, found, states, stale_now)
         what = f"`{saved}`" if saved is not None else "an unnamed tensor"
         # an unnamed one at the version of the named tensors on its storage shares their
@@ -268,13 +301,20 @@ class Predictor:
             when = f" (changed by `{code}` at {step_name(step)})"
         else:
             when = ""
+        # a custom Function's backward that hands ctx on may or may not read what it saved
+        maybe = reads == UNKNOWN
         message = (
-            f"backward through `{name}` will fail: {node} saved {what}{where} "
-            f"at version {saved_version}, "
+            f"backward through `{name}` {'may' if maybe else 'will'} fail: {node} saved "
+            f"{what}{where} at version {saved_version}, "
             f"and {now} now at version {version}{when}."
         )
+        if maybe:
+            message += (
+                " Its backward passes `ctx` on, so whether it reads `ctx.saved_tensors` (which "
+                'raises "modified by an inplace operation") cannot be told from its code.'
+            )
         return Prediction(
-            kind=STALE,
+            kind=UNCHECKED if maybe else STALE,
             tensor=name,
             node=node,
             saved=attr,

@@ -188,24 +188,37 @@ def raw_saved(node: Any) -> Iterator[Tuple[str, Any, str]]:
 
 def read_node(node: Any, namer: Any) -> List[Entry]:
     """What ``node`` saved, one plain entry per tensor."""
-    out: List[Entry] = []
     items = saved_items(node)
-    for item in items:
-        entry = _read_one(item, namer)
-        if entry is not None:
-            out.append(entry)
+    out = read_items(items, namer)
     if any(item[2] is None for item in items):  # a list was saved
         _whole_list(node, items, out)
     return out
 
 
+def read_items(items: Sequence[Item], namer: Any) -> List[Entry]:
+    """One plain entry per saved tensor of ``items`` (nothing for an attribute that saved none)."""
+    out: List[Entry] = []
+    for item in items:
+        entry = _read_one(item, namer)
+        if entry is not None:
+            out.append(entry)
+    return out
+
+
 def _whole_list(node: Any, items: List[Item], out: List[Entry]) -> None:
-    """An output saved in a list (``ctx.save_for_backward(result)``) unpacks only with its node,
-    which PyTorch does for the whole list at once: when it is the one element left unknown
-    and no other is stale or hooked, unpacking the list tells its versions."""
+    """Elements of a saved list whose saved version is unknown, read by unpacking the whole list.
+
+    An output saved in a list (``ctx.save_for_backward(result)``) unpacks only
+    with its node, and before torch 2.13 no element unpacks on its own at all
+    (``SavedTensor.unpack`` is new in 2.13): PyTorch unpacks the whole list at
+    once, as backward does. When none is stale or hooked, that tells: it
+    succeeds (every element is at its saved version), or raises the in-place
+    error for one element, whose versions it gives, and which is the one
+    element of those not known whose version is the one it names.
+    """
     unknown = [e for e in out if e[3] is None and not e[6]]
     if (
-        len(unknown) != 1
+        not unknown
         or any(e[5] for e in out)
         or any(getattr(i[1], "unpack_hook", None) is not None for i in items)
     ):
@@ -216,18 +229,22 @@ def _whole_list(node: Any, items: List[Item], out: List[Entry]) -> None:
         if attr == "tensors" and not hasattr(node, "_saved_tensors")
         else "_saved_" + attr
     )
-    entry = unknown[0]
     try:
         getattr(node, prop)
     except RuntimeError as exc:
         found = _VERSIONS.search(str(exc))
         if found is not None:
-            entry[4], entry[3] = int(found.group(1)), int(found.group(2))
-            entry[5] = entry[3] != entry[4]
+            now, saved = int(found.group(1)), int(found.group(2))
+            at_now = [e for e in unknown if e[4] == now] if len(unknown) > 1 else unknown
+            if len(at_now) == 1:
+                entry = at_now[0]
+                entry[4], entry[3] = now, saved
+                entry[5] = saved != now
         return
     except Exception:
         return
-    entry[3] = entry[4]
+    for entry in unknown:
+        entry[3] = entry[4]
 
 
 def unpack_saved(item: Item) -> Tuple[Any, Optional[Tuple[str, Optional[int], Optional[int]]]]:

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from .readsaved import NEVER, READS, backward_reads_saved, checkpoint_inputs
 from .saved import read_node, saved_items, unpack_saved
-from .walk import node_name, walk_nodes
+from .walk import node_key, node_name, walk_nodes
 
 
 def scan(
@@ -36,7 +37,8 @@ def scan(
     the drawing walk read (``reads``) are not read again; when it read them all
     and none is stale or freed, no root has an answer. Returns plain data:
     ``{"stale": [...], "freed": [...], "truncated": bool, "unanchored": bool}``, one
-    ``[node name, entry, node id]`` or None per root.
+    ``[node name, entry, walk.node_key]`` or None per root (a stale one adds what
+    ``readsaved.backward_reads_saved`` says of its node).
     """
     walk = walked if walked is not None else walk_nodes(roots, max_nodes)
     order, nexts, root_at, truncated, unanchored = walk[:5]
@@ -97,10 +99,11 @@ class _Facts:
         self.order, self.namer, self.reads = order, namer, reads or {}
         self._stale: Dict[int, Any] = {}
         self._freed: Dict[int, Any] = {}
-        self._quick_facts: Dict[int, Tuple[bool, bool]] = {}
+        self._quick_facts: Dict[int, Tuple[bool, bool, bool]] = {}
 
-    def _quick(self, i: int) -> Tuple[bool, bool]:
-        """(some saved tensor is past version 0, all are gone), from the cheap facts, once per node.
+    def _quick(self, i: int) -> Tuple[bool, bool, bool]:
+        """(some saved tensor is past version 0, all are gone, some is hooked), from the cheap
+        facts, once per node.
 
         Backward frees a node's saved tensors all at once, so a node with any
         still there was not freed; "all gone" may also be a node that saved
@@ -108,11 +111,12 @@ class _Facts:
         """
         got = self._quick_facts.get(i)
         if got is None:
-            changed = missing = present = False
+            changed = missing = present = hooked = False
             for item in saved_items(self.order[i]):
                 raw = item[1]
                 try:
                     if getattr(raw, "unpack_hook", None) is not None:
+                        hooked = True
                         continue
                     data = raw.data
                 except Exception:
@@ -123,7 +127,7 @@ class _Facts:
                     present = True
                     if int(data._version) != 0:
                         changed = True
-            got = self._quick_facts[i] = (changed, missing and not present)
+            got = self._quick_facts[i] = (changed, missing and not present, hooked)
         return got
 
     def _cached(self, i: int, column: int) -> Any:
@@ -133,7 +137,7 @@ class _Facts:
             return False
         for entry in got[1]:
             if entry[column]:
-                return [node_name(node), entry, id(node)]
+                return [node_name(node), entry, node_key(node)]
         return None
 
     def stale(self, i: int) -> Any:
@@ -145,8 +149,19 @@ class _Facts:
             if self._quick(i)[0]:  # only a tensor past version 0 can be stale: read the node fully
                 for entry in read_node(self.order[i], self.namer):
                     if entry[5]:
-                        found = [node_name(self.order[i]), entry, id(self.order[i])]
+                        found = [node_name(self.order[i]), entry, node_key(self.order[i])]
                         break
+        if found is not None:
+            # a custom Function's backward that never reads what it saved never checks it
+            reads = backward_reads_saved(self.order[i])
+            found = None if reads == NEVER else found + [reads]
+        elif self._quick(i)[2]:
+            # a non-reentrant checkpoint's unpack reads the inputs it saved on a node of its own
+            node = self.order[i]
+            for entry in checkpoint_inputs(node, self.namer) or ():
+                if entry[5]:
+                    found = ["checkpoint", entry, node_key(node), READS]
+                    break
         self._stale[i] = found
         return found
 
@@ -165,7 +180,7 @@ class _Facts:
                         found = [
                             node_name(self.order[i]),
                             [item[0], None, None, None, None, False, True],
-                            id(self.order[i]),
+                            node_key(self.order[i]),
                         ]
                         break
         self._freed[i] = found

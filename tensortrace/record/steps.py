@@ -48,7 +48,8 @@ from ..trace import (
     TensorState,
 )
 from ..version import __version__
-from .explain import name_the_saved_tensor
+from .explain import name_the_carried_state, name_the_saved_tensor
+from .flow import carrier_name
 from .graph import UNANCHORED, UNANCHORED_NODES, proven_names, view_family
 from .walk import ANCHOR, ANCHOR_PAST, ANCHORED, anchorings
 from .fastpaths import notice as fast_path_notice
@@ -258,7 +259,9 @@ class StepRecorder:
             )
         for module in self.ops.aside:
             self.notice(fast_path_notice(module))
-        graphs, predictions = self._observe(index, code, drawn, tensors, objects)
+        graphs, predictions = self._observe(
+            index, code, drawn, tensors, objects, None if omitted else ops
+        )
         if error is not None:
             error = name_the_saved_tensor(
                 error,
@@ -266,6 +269,9 @@ class StepRecorder:
                 proven=proven_names(suspects, objects),
                 family=view_family(suspects, objects),
             )
+            carrier = carrier_name(self.ops.carried, self.predictor.targets(tensors, objects))
+            if carrier is not None:
+                error = name_the_carried_state(error, carrier[0], itself=carrier[1])
         return Recorded(graphs, predictions, ops, omitted, flow, error)
 
     def _observe(
@@ -275,15 +281,16 @@ class StepRecorder:
         drawn: Sequence[Tuple[str, Any]],
         tensors: Sequence[TensorState],
         objects: Dict[str, Any],
+        ops: Optional[Sequence[OpRecord]] = None,
     ) -> Tuple[Tuple[Graph, ...], Tuple[Prediction, ...]]:
         names_by_id: Dict[int, str] = {}
         for name, obj in objects.items() if drawn else ():  # names only a drawing uses
             names_by_id.setdefault(id(obj), name)
         predictor = self.predictor
-        predictor.note(index, code, tensors)
+        predictor.note(index, code, tensors, objects)
         predictor.released = self.ops.released
         namer = Namer(objects, tensors, self.registry)
-        observed = observe(predictor, index, drawn, tensors, objects, namer, names_by_id)
+        observed = observe(predictor, index, drawn, tensors, objects, namer, names_by_id, ops)
         if predictor.unanchored:
             self.notice(UNANCHORED.format(n=UNANCHORED_NODES))
         if anchorings() != self._anchorings:  # a walk wrote into the nodes' metadata: say so

@@ -25,6 +25,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from ..trace import Prediction
 from .predict import CHANGED, FREED, STALE, UNCHECKED, Predictor, short_code, step_name, writes_to
 from .saved import Entry, read_node
+from .walk import node_key
 from .walk import node_name as _node_name
 
 
@@ -42,16 +43,17 @@ def released_predictions(
     failing = {p.tensor for p in made if p.kind == FREED}
     released = predictor.released
     out: List[Prediction] = []
-    alive: Dict[int, str] = {}
+    alive: Dict[Tuple[int, str], str] = {}
     for name, fn in targets:
         for node in walk_nodes([fn], MAX_NODES)[0]:
-            node_name = released.get(id(node))
-            if node_name is None or _node_name(node) != node_name:
+            key = node_key(node)
+            node_name = released.get(key)
+            if node_name is None:
                 continue
-            alive[id(node)] = node_name
+            alive[key] = node_name
             if name in failing:
                 break
-            step = predictor.released_since.setdefault(id(node), index)
+            step = predictor.released_since.setdefault(key, index)
             code = short_code(predictor.codes.get(step, ""), [r"\bbackward\(", r"\bgrad\("])
             when = (
                 f"at {step_name(step)} (`{code}`)" if step is not None else "by an earlier backward"
@@ -100,9 +102,9 @@ def silent_predictions(
 
 def _first_silent(
     predictor: Predictor, order: Sequence[Any], namer: Any
-) -> Optional[Tuple[Any, Entry, int, int]]:
+) -> Optional[Tuple[Any, Entry, int, int, Optional[bool]]]:
     for node in order:
-        first = predictor.node_first.get((id(node), type(node).__name__))
+        first = predictor.node_first.get(node_key(node))
         if first is None:
             continue
         for entry in read_node(node, namer):
@@ -111,12 +113,83 @@ def _first_silent(
                 continue
             for step, at_version in predictor.silent.get((saved, storage), ()):
                 if step > first and at_version == version:
-                    return node, entry, first, step
+                    before = predictor.silent_before.get(((saved, storage), step))
+                    differ = gradients_differ(node, attr, before)
+                    if differ is False:  # the node computes the same gradients: nothing to say
+                        continue
+                    return node, entry, first, step, differ
     return None
 
 
+def gradients_differ(node: Any, attr: str, before: Any) -> Optional[bool]:
+    """Whether ``node`` computes other gradients from its saved ``attr`` as it is now than from
+    its values ``before`` (an exact ``Values`` record); None when that cannot be told.
+
+    PyTorch decides: the node's own backward runs twice on the same gradient
+    (not the engine: no hook, no ``.grad``, nothing freed), once on the values
+    as they are and once with the old values written back into the saved
+    tensor's memory through a ``.data`` alias (its version counter stays),
+    then the current values again. Only generated nodes are run this way (a
+    custom Function's backward is the user's code), only for a tensor small
+    enough to be recorded exactly, and only where the node says what gradient
+    it takes (``_input_metadata``).
+    """
+    import torch
+
+    from ..trace.numbers import decode_number
+
+    if before is None or before.kind != "exact" or hasattr(type(node), "_forward_cls"):
+        return None
+    try:
+        raw = getattr(node, "_raw_saved_" + attr)
+        if getattr(raw, "unpack_hook", None) is not None:
+            return None
+        saved = raw.data
+        metadata = node._input_metadata
+        old = torch.tensor(_decoded(before.data, decode_number), dtype=saved.dtype)
+        if saved is None or old.shape != saved.shape or not metadata:
+            return None
+        grads = []
+        for meta in metadata:
+            n = 1
+            for size in meta.shape:
+                n *= int(size)
+            # the same gradient both times, no two elements alike (nor zero)
+            grads.append(torch.linspace(1.0, 2.0, n, dtype=meta.dtype).reshape(meta.shape))
+        memory = saved.data  # its own version counter: writing it moves none of the node's
+        with torch.no_grad():
+            now = node(*grads)
+            kept = memory.clone()
+            try:
+                memory.copy_(old)
+                then = node(*grads)
+            finally:
+                memory.copy_(kept)
+    except Exception:
+        return None
+    now = now if isinstance(now, tuple) else (now,)
+    then = then if isinstance(then, tuple) else (then,)
+    for a, b in zip(now, then):
+        if (a is None) != (b is None) or (a is not None and not torch.equal(a, b)):
+            return True
+    return False
+
+
+def _decoded(tree: Any, decode: Any) -> Any:
+    if isinstance(tree, (list, tuple)):
+        return [_decoded(v, decode) for v in tree]
+    return decode(tree)
+
+
 def _changed(
-    predictor: Predictor, name: str, node: Any, entry: Entry, first: int, step: int, namer: Any
+    predictor: Predictor,
+    name: str,
+    node: Any,
+    entry: Entry,
+    first: int,
+    step: int,
+    differ: Optional[bool],
+    namer: Any,
 ) -> Prediction:
     attr, saved, storage, saved_version, version = entry[:5]
     aliases = [saved] + [n for n in predictor.names_on(storage) if n != saved]
@@ -127,12 +200,15 @@ def _changed(
     ]
     code = short_code(predictor.codes.get(step, ""), hints)
     leaves = _leaf_names(node, namer)
+    # ``differ`` None: the node could not be run on the old values (too large to have been
+    # recorded exactly, a custom Function, a hook)
+    will = "will" if differ else "may"
     if len(leaves) == 1:
-        wrong = f"the gradients of `{leaves[0]}` will be wrong"
+        wrong = f"the gradients of `{leaves[0]}` {will} be wrong"
     else:
         # which inputs' gradients use the saved tensor depends on the node: say only where they go
         reach = f" (they reach {', '.join(f'`{leaf}`' for leaf in leaves)})" if leaves else ""
-        wrong = f"the gradients it computes from `{saved}` will be wrong{reach}"
+        wrong = f"the gradients it computes from `{saved}` {will} be wrong{reach}"
     unseen = predictor.unrecorded_before(step, storage)
     by = (
         f"it changed before {step_name(step)}, in {unseen},"
@@ -193,6 +269,7 @@ def unchecked_predictions(
     slices: Sequence[Any],
     states: Sequence[Any],
     objects: Dict[str, Any],
+    ops: Optional[Sequence[Any]] = None,
 ) -> Tuple[Prediction, ...]:
     """Backwards through a CopySlices node whose hidden node may have saved a tensor changed since.
 
@@ -203,6 +280,9 @@ def unchecked_predictions(
     whose version moved since is one it may have saved: in the step it was
     first seen, a tensor that existed before and moved, or the storage the
     view lies in moving by more than the one write; in a later step, any move.
+    Where the step that made the node recorded its ATen operations (``ops``,
+    none left out), only tensors on the storages of the operations that wrote
+    into the view's storage count: the in-place operation saved nothing else.
     Such a backward is said to be unchecked, never to fail. ``slices`` are
     the CopySlices nodes this step's walk reached.
     """
@@ -211,42 +291,53 @@ def unchecked_predictions(
     known = predictor.slices
     predictor.slices = kept = {}
     for node in slices:
-        key = _slice_key(node)
+        key = node_key(node)
         got = known.get(key)
         if got is None:
             bases = {name for name, fn in targets if fn is node}
-            got = (index, tuple((s.name, s.storage) for s in states if s.name in bases))
+            keys = tuple((s.name, s.storage) for s in states if s.name in bases)
+            got = (index, keys, _written_with(ops, keys))
         kept[key] = got
     failing = {p.tensor for p in made if p.kind in (STALE, FREED)}
-    moved_by: Dict[Tuple[int, int], List[Tuple[int, Key]]] = {}
+    moved_by: Dict[Tuple[int, str], List[Tuple[int, Key]]] = {}
     out: List[Prediction] = []
     for name, fn in targets:
         if name in failing:
             continue
         for node in walk_nodes([fn], MAX_NODES)[0] if kept else ():
-            key = _slice_key(node)
+            key = node_key(node)
             if key not in kept:
                 continue
-            first, bases = kept[key]
+            first, bases, touched = kept[key]
             moved = moved_by.get(key)
             if moved is None:
-                moved = moved_by[key] = _moved_since(predictor.versions, first, bases)
+                moved = moved_by[key] = _moved_since(predictor.versions, first, bases, touched)
             if moved:
                 out.append(_unchecked(predictor, name, _node_name(node), first, moved))
                 break
     return tuple(out)
 
 
-def _slice_key(node: Any) -> Tuple[int, int]:
-    """A node's identity across steps: its address and sequence number (an address is reused)."""
-    try:
-        return id(node), int(node._sequence_nr())
-    except Exception:
-        return id(node), -1
+def _written_with(ops: Optional[Sequence[Any]], bases: Sequence[Key]) -> Optional[frozenset]:
+    """The storages of every ATen operation of the step that wrote into the view's storage
+    (its arguments and results): all the in-place operation may have saved. None when the
+    step's operations do not tell (not recorded at ATen level, some left out, or none wrote
+    there, as for a node first reached in a later step)."""
+    storages = {storage for _, storage in bases if storage is not None}
+    if not ops or not storages:
+        return None
+    touched: set = set()
+    for op in ops:
+        if op.level == "aten" and storages.intersection(op.writes):
+            touched.update(op.reads, op.writes, (o for o in op.outputs if o))
+    return frozenset(touched) or None
 
 
 def _moved_since(
-    versions: Dict[Key, List[Tuple[int, int]]], first: int, bases: Sequence[Key]
+    versions: Dict[Key, List[Tuple[int, int]]],
+    first: int,
+    bases: Sequence[Key],
+    touched: Optional[frozenset] = None,
 ) -> List[Tuple[int, Key]]:
     """(step, key) of each named tensor that existed at step ``first`` and whose version moved
     since, in step order: the tensors the node inside CopySlices may have saved and that changed.
@@ -254,12 +345,15 @@ def _moved_since(
     In step ``first`` itself only the net move is known: the storage the view
     lies in (``bases``'; any tensor's when no named tensor has the node as its
     grad_fn any more) moves once for the write into the view, so more than
-    one move counts; any other tensor's move counts.
+    one move counts; any other tensor's move counts. With ``touched``, only
+    tensors on those storages count.
     """
     storages = {storage for _, storage in bases if storage is not None}
     out: List[Tuple[int, Key]] = []
     for key, seen in versions.items():
         if seen[0][0] > first:  # named only later
+            continue
+        if touched is not None and key[1] not in touched:
             continue
         before = 0
         for step, version in seen:

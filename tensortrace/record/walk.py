@@ -35,7 +35,7 @@ trace saying so (``ANCHORED``).
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, NamedTuple, Sequence
+from typing import Any, Dict, List, NamedTuple, Sequence, Tuple
 
 from ..trace.collector import paused_gc
 
@@ -228,3 +228,26 @@ def node_name(node: Any) -> str:
     except Exception:
         name = type(node).__name__
     return name.rsplit("::", 1)[-1]  # "torch::autograd::AccumulateGrad" → "AccumulateGrad"
+
+
+# AccumulateGrad nodes all carry this sequence number (they are made outside the forward order)
+_NO_SEQUENCE = (1 << 64) - 1
+
+
+def node_key(node: Any) -> Tuple[int, str]:
+    """A node's identity from one step to the next: its sequence number and its name.
+
+    ``id`` is no identity across steps: before PyTorch 2.13 a node's Python
+    object dies with the last Python reference to it, and the next read of
+    ``grad_fn`` makes another, at another address (while the old address may
+    go to another node). PyTorch numbers each node it makes, in order, per
+    thread; an AccumulateGrad node has no number of its own and keeps its
+    ``id`` (negated), which only a walk that holds it relies on.
+    """
+    try:
+        number = int(node._sequence_nr())
+    except Exception:
+        number = _NO_SEQUENCE
+    if number == _NO_SEQUENCE:
+        number = -1 - id(node)
+    return number, node_name(node)

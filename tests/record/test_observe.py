@@ -10,6 +10,7 @@ while every fact PyTorch does give is recorded as it gives it.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, List
 
 import pytest
@@ -87,7 +88,10 @@ def test_unbind_outputs_changed_under_no_grad():
         ]
     )
     first = at(trace, 4, "parts[0]")
-    assert "Output 0 of Unbind is a view" in first.unavailable_reason("grad_fn")
+    # PyTorch's own words: the forward operation's name from 2.13, the node's before
+    assert re.search(
+        r"Output 0 of Unbind(Backward0)? is a view", first.unavailable_reason("grad_fn")
+    )
     assert first.values.data == (2.0, 2.0, 2.0)
 
 
@@ -106,7 +110,9 @@ def test_a_view_returned_by_a_custom_function():
         ]
     )
     assert at(trace, 3, "y").grad_fn == "SameBackward"
-    assert "Output 0 of Same is a view" in at(trace, 5, "y").unavailable_reason("grad_fn")
+    assert re.search(
+        r"Output 0 of Same(Backward)? is a view", at(trace, 5, "y").unavailable_reason("grad_fn")
+    )
 
 
 def test_a_module_that_never_called_super_init_is_noted_not_fatal():

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from typing import Dict, List, Set, Tuple
+from typing import Dict, List, Sequence, Set, Tuple
 
 import pytest
 import torch
@@ -22,7 +22,7 @@ import torch
 import yaml
 
 from tensortrace.record.helpers import base_namespace
-from tensortrace.record.saved import FREED, STALE, UNCHECKED
+from tensortrace.record.saved import CHANGED, FREED, STALE, UNCHECKED
 from tensortrace.record.tracer import trace, trace_variants
 from tensortrace.scenario import load_scenario, loads_scenario
 from tensortrace.scenario.library import bundled_names, bundled_path
@@ -131,6 +131,16 @@ COPY_SLICES = {
         ],
         {(1, "b")},
     ),  # then the failed backward has run and freed MulBackward0: "a second time"
+    "mul_ of a view by k, then k changed under no_grad": (
+        [
+            "w = torch.ones(4, requires_grad=True)\nk = torch.full((2,), 2.)\nb = w * 1\n"
+            "wv = b[:2]",
+            "wv.mul_(k)",
+            "with torch.no_grad():\n    k.add_(1.)",
+            "b.sum().backward()",
+        ],
+        {(3, "b"), (3, "wv"), (4, "b"), (4, "wv")},
+    ),
     "add_ saves nothing: a later change is harmless": (
         [
             LEAVES + "b = a.clone()\nb[:2].add_(w)",
@@ -220,3 +230,152 @@ def test_pytorch_shows_python_nothing_of_what_copy_slices_wraps():
     with torch.no_grad():
         w.add_(1.0)
     assert real_backward(hooked) == "none"
+
+
+# --- each prediction against a real backward, both ways --------------------------------------
+
+SCALE = """
+class Scale(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x, w)
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        {body}
+"""
+
+
+def traced(steps: List[str], title: str = "t") -> Trace:
+    return trace(loads_scenario(yaml.safe_dump({"title": title, "steps": steps})), safe=False)
+
+
+def _kinds(result: Trace, index: int, tensor: str) -> Set[str]:
+    return {p.kind for p in result.steps[index - 1].predictions if p.tensor == tensor}
+
+
+@pytest.mark.parametrize("reads", [False, True])
+def test_a_custom_function_fails_only_if_its_backward_reads_what_it_saved(reads):
+    """PyTorch checks a custom Function's saved tensors when its backward reads
+    ctx.saved_tensors, and only then: a changed input it saved but never reads is harmless."""
+    body = "x, w = ctx.saved_tensors\n        return g * 2, None" if reads else "return g * 2, None"
+    steps = [
+        SCALE.format(body=body) + "x = torch.ones(3, requires_grad=True)\nw = torch.ones(3)\n"
+        "y = Scale.apply(x * 1, w)",
+        "with torch.no_grad():\n    w.add_(1.)",
+        "y.sum().backward()",
+    ]
+    result = traced(steps)
+    compared = compare_with_real(result, "custom Function")
+    assert (2, "y", "stale" if reads else "none") in {(i, t, o) for i, t, o, _ in compared}
+    assert _kinds(result, 2, "y") == ({STALE} if reads else set())
+
+
+def test_a_custom_function_that_hands_ctx_on_may_fail():
+    """Whether a helper reads ctx.saved_tensors is not in the backward's own code."""
+    helper = "def helper(ctx, g):\n    x, w = ctx.saved_tensors\n    return g * 2, None\n"
+    steps = [
+        helper
+        + SCALE.format(body="return helper(ctx, g)")
+        + "x = torch.ones(3, requires_grad=True)\nw = torch.ones(3)\ny = Scale.apply(x * 1, w)",
+        "with torch.no_grad():\n    w.add_(1.)",
+        "y.sum().backward()",
+    ]
+    result = traced(steps)
+    compare_with_real(result, "helper")
+    (p,) = result.steps[1].predictions
+    assert p.kind == UNCHECKED and "may fail" in p.message and "passes `ctx` on" in p.message
+
+
+@pytest.mark.parametrize("reentrant", [False, True])
+def test_an_input_of_a_checkpoint_changed_in_place_is_predicted(reentrant):
+    steps = [
+        "from torch.utils.checkpoint import checkpoint\nx = torch.ones(3, requires_grad=True)\n"
+        f"a = x * 1\ny = checkpoint(lambda t: t.sin() * 2, a, use_reentrant={reentrant})",
+        "with torch.no_grad():\n    a.add_(1.)",
+        "y.sum().backward()",
+    ]
+    result = traced(steps)
+    compared = compare_with_real(result, "checkpoint")
+    assert (2, "y", "stale") in {(i, t, o) for i, t, o, _ in compared}
+    assert STALE in _kinds(result, 2, "y")
+    assert result.steps[0].predictions == ()  # nothing changed yet: nothing predicted
+
+
+def test_an_unrelated_change_raises_no_copy_slices_notice():
+    """Only what the in-place write into the view touched can be what its node saved."""
+    steps = [
+        LEAVES + "q = torch.zeros(3)\nb = a.clone()\nb[:2].mul_(w)",
+        "q.add_(1.)",
+        NO_GRAD_ADD,
+        "b.sum().backward()",
+    ]
+    result = traced(steps)
+    compared = compare_with_real(result, "unrelated")
+    outcomes = {(i, t): (o, k) for i, t, o, k in compared}
+    assert outcomes[(2, "b")] == ("none", set())  # q is not what mul_ saved
+    assert outcomes[(3, "b")] == ("stale", {UNCHECKED})  # w is
+
+
+def _grads(steps: List[str], leaves: Sequence[str]) -> Dict[str, torch.Tensor]:
+    """The leaves' gradients after running ``steps`` as plain code."""
+    torch.manual_seed(0)
+    ns: Dict[str, object] = base_namespace()
+    for code in steps:
+        exec(compile(code, "<plain>", "exec"), ns)
+    return {leaf: ns[leaf].grad.clone() for leaf in leaves}
+
+
+# (steps: the silent write is the second, backward the third; the leaves whose gradients count)
+SILENT = {
+    "a relu output scaled by 2 keeps its mask": (
+        ["x = torch.tensor([1., -2., 3.], requires_grad=True)\ny = x.relu()", "y.data.mul_(2.)"],
+        ("x",),
+    ),
+    "a relu output negated flips its mask": (
+        ["x = torch.tensor([1., -2., 3.], requires_grad=True)\ny = x.relu()", "y.data.mul_(-1.)"],
+        ("x",),
+    ),
+    "a sigmoid output halved": (
+        ["x = torch.tensor([1., 2., 3.], requires_grad=True)\ny = x.sigmoid()", "y.data.mul_(0.5)"],
+        ("x",),
+    ),
+    "a saved leaf's .data set": (
+        [
+            "w = torch.ones(3, requires_grad=True)\nx = torch.tensor([1., 2., 3.], "
+            "requires_grad=True)\ny = w * x",
+            "w.data = torch.full((3,), 5.)",
+        ],
+        ("x", "w"),
+    ),
+    "a saved leaf's .data set to the same values": (
+        [
+            "w = torch.ones(3, requires_grad=True)\nx = torch.tensor([1., 2., 3.], "
+            "requires_grad=True)\ny = w * x",
+            "w.data = torch.ones(3)",
+        ],
+        ("x", "w"),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SILENT))
+def test_gradients_are_said_to_be_wrong_exactly_when_they_differ(case):
+    """A write that moves no version: backward runs; the prediction says its gradients will
+    be wrong if and only if they differ from those without the write, in plain PyTorch."""
+    (made, write), leaves = SILENT[case]
+    backward = "y.sum().backward()"
+    differ = any(
+        not torch.equal(a, b)
+        for a, b in zip(
+            _grads([made, write, backward], leaves).values(),
+            _grads([made, backward], leaves).values(),
+        )
+    )
+    result = traced([made, write, backward])
+    changed = [p for p in result.steps[1].predictions if p.kind == CHANGED]
+    assert bool(changed) == differ, (case, changed)
+    for p in changed:
+        assert "will be wrong" in p.message
+    assert result.steps[2].status == "ok"

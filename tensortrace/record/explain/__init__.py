@@ -25,12 +25,11 @@ use it too.
 from __future__ import annotations
 
 import functools
-import re
 from types import MappingProxyType
 from typing import Any, Mapping, Optional, Sequence, Tuple
 
 from ...trace import ErrorInfo, Explanation, TensorState, evolve
-from .builders import inplace_saved_fix
+from .builders import forward_name, inplace_saved_fix
 from .rules import ExplanationDataError, Rule, load_rules
 
 # Only the head of a message is searched: every rule matches the text PyTorch
@@ -109,7 +108,7 @@ def name_the_saved_tensor(
     now = fields["now"]
     node = fields["node"]
     candidates = [t for t in tensors if t.name in set(proven) and t.kind != "ndarray"]
-    op = re.sub(r"Backward\d*$", "", node) if node else ""
+    op = forward_name(node) if node else ""
     made_by_op = [t for t in candidates if op and (t.grad_fn or "").startswith(op + "Backward")]
     # of aliases proven to be it (y, z = y.detach()), the one the operation made is it
     if made_by_op:
@@ -151,6 +150,37 @@ def name_the_saved_tensor(
     return evolve(error, explanation=explanation)
 
 
+def name_the_carried_state(error: ErrorInfo, carrier: str, *, itself: bool) -> ErrorInfo:
+    """Say that a "backward a second time" error came from a state carried over, when the
+    recorder found it: the backward started from a graph built after an earlier backward
+    freed another, on a tensor of that freed graph (``carrier``: the name still bound to
+    that tensor when ``itself``, else the named tensor computed from it). The fix is then to
+    detach the carrier, not ``retain_graph=True``. Any other error comes back as it is."""
+    matched = _lookup(error.type, error.message)
+    if error.explanation is None or matched is None or matched[0].id != "backward-twice":
+        return error
+    on = (
+        f"on `{carrier}`, which belongs to the graph that backward freed"
+        if itself
+        else f"on a tensor of the graph that backward freed (`{carrier}` is computed from it)"
+    )
+    what = (
+        f"{error.explanation.what} Here this backward started from a graph built after the "
+        f"first backward, {on}: a state carried over, as from one loop iteration or chunk to "
+        "the next, ties the new graph to the freed one."
+    )
+    fix = (
+        f"Detach the carried state where each iteration or chunk begins (`{carrier} = "
+        f"{carrier}.detach()`), so that each backward runs through its own part of the graph "
+        "only. `retain_graph=True` is not the fix here: each backward would run again through "
+        "every earlier iteration (adding their gradients again, at a cost that grows with each "
+        'one), and fail with "modified by an inplace operation" once an optimizer step has '
+        "changed a weight they saved."
+    )
+    explanation = evolve(error.explanation, what=what, fix=fix)
+    return evolve(error, explanation=explanation)
+
+
 def _unique(items: Tuple[str, ...]) -> Tuple[str, ...]:
     return tuple(dict.fromkeys(items))
 
@@ -172,5 +202,6 @@ __all__ = [
     "TOPICS",
     "explain",
     "load_rules",
+    "name_the_carried_state",
     "name_the_saved_tensor",
 ]

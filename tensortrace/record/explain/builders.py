@@ -42,6 +42,21 @@ def _known_numel(shape: str) -> Optional[int]:
     return count
 
 
+def forward_name(node: str) -> str:
+    """The forward operation's name for an autograd node's: "Unbind" for "UnbindBackward0".
+
+    PyTorch 2.13 words its autograd errors with this name; earlier releases
+    with the node's own. The rule is PyTorch's own (``Node::forward_op_name``):
+    drop the last "Backward" when only digits follow it, so both wordings read
+    the same, and a name of the new wording comes back as it is.
+    """
+    at = node.rfind("Backward")
+    digits = node[at + len("Backward") :]
+    if at < 0 or (digits and not digits.isdigit()):
+        return node
+    return node[:at]
+
+
 # --- builders that need more than a template ----------------------------------
 
 
@@ -170,6 +185,39 @@ def multi_view(f: Fields) -> Reading:
         "piece memory of its own first (`x = x.clone()`) and change that."
     )
     return "In-place change to a view that came out of split/chunk/unbind", what, fix
+
+
+def custom_function_view(f: Fields) -> Reading:
+    """Code because the fix names the Function's class, which the node's name carries in the
+    wording of releases before 2.13 ("PassThroughBackward") and is in 2.13's ("PassThrough")."""
+    function = forward_name(f["node"])
+    what = (
+        f"Output {f['output']} of {f['node']} is a view (or the input itself) that a custom "
+        "autograd.Function returned; changing it in place would make autograd replace that "
+        "Function's own backward with its view bookkeeping and give wrong gradients, so it is "
+        "refused."
+    )
+    fix = (
+        "Return a copy from `forward` (`return x.clone()` rather than `x` or `x.view(...)`), "
+        f"or clone the result before changing it: `y = {function}.apply(x).clone()`."
+    )
+    return "In-place change to a view returned by a custom Function", what, fix
+
+
+def unused_input(f: Fields) -> Reading:
+    """Code because torch 2.13 names the input's index, and earlier releases do not."""
+    which = f"input {f['index']}" if f["index"] else "one of the inputs"
+    what = (
+        f"autograd.grad() was asked for the gradient with respect to {which}, but that "
+        "tensor was not used to compute the outputs (it is not in their graph), so there is "
+        "no gradient to give. A common cause is passing a newly computed tensor (`a * 2` "
+        "written again) instead of the one that was actually used."
+    )
+    fix = (
+        "Pass the tensor that was actually used, or add `allow_unused=True` to get None for "
+        "it (with `materialize_grads=True`, zeros)."
+    )
+    return "autograd.grad() for an input the outputs do not depend on", what, fix
 
 
 def non_scalar(f: Fields) -> Reading:
@@ -350,6 +398,8 @@ BUILDERS: Dict[str, Builder] = {
         inplace_saved,
         no_grad_view,
         inference_view,
+        custom_function_view,
+        unused_input,
         multi_view,
         non_scalar,
         numpy_requires_grad,

@@ -1,0 +1,75 @@
+"""tools/torch-matrix, as the README shows it: which releases it tests with which Python, and
+that the tests it runs are the ones marked torch_matrix (its installs are not run here)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from conftest import REPO
+
+TOOL = REPO / "tools" / "torch-matrix"
+
+
+def _run(*args: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["bash", str(TOOL), *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, **env},
+        timeout=60,
+    )
+
+
+def test_a_dry_run_names_each_release_its_venv_and_the_marked_tests(tmp_path):
+    done = _run("--dry-run", "--", "-x", TORCH_MATRIX_VENVS=str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert [line.split()[1] for line in lines] == ["2.10.0", "2.11.0", "2.14.1"]
+    for line in lines:
+        release = line.split()[1]
+        assert f"{tmp_path}/torch-{release}" in line
+        assert line.endswith("-m pytest -m torch_matrix -q -n auto -p no:cacheprovider -x")
+    assert not list(tmp_path.iterdir())  # a dry run makes nothing
+
+
+def test_one_release_is_chosen_by_name_and_an_unknown_one_is_refused(tmp_path):
+    done = _run("2.11.0", "--dry-run", TORCH_MATRIX_VENVS=str(tmp_path))
+    assert done.returncode == 0 and [line.split()[1] for line in done.stdout.splitlines()] == [
+        "2.11.0"
+    ]
+    refused = _run("2.9.0", "--dry-run", TORCH_MATRIX_VENVS=str(tmp_path))
+    assert refused.returncode == 2
+    assert "2.9.0 is not in the matrix" in refused.stderr
+
+
+def test_the_marker_selects_the_torch_dependent_tests_and_nothing_else():
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--collect-only",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-m",
+            "torch_matrix",
+            "tests/record/test_predictions_real.py",
+            "tests/scenario/test_library.py",
+            "tests/cli/test_color.py",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    ids = [line for line in done.stdout.splitlines() if "::" in line]
+    assert any(i.startswith("tests/record/test_predictions_real.py::") for i in ids)
+    assert [i for i in ids if i.startswith("tests/scenario/")] == [
+        "tests/scenario/test_library.py::test_the_whole_library_passes_check"
+    ]
+    assert not [i for i in ids if i.startswith("tests/cli/")]
