@@ -41,7 +41,7 @@ ALLOWED = {
     "version": set(),
     "cli": {"trace", "scenario", "run", "render", "output", "doctor", "tui"},
     "tui": {"trace", "render", "output"},
-    "doctor": {"trace", "render", "output"},
+    "doctor": {"trace", "scenario", "render", "output"},
     # the integrations meet users in their own code: they may use every stage
     "api": {"trace", "scenario", "record", "run", "render"},
     "snooper": {"trace", "scenario", "record", "render", "output", "api"},

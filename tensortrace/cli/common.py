@@ -94,11 +94,23 @@ def check_device(device: Optional[str]) -> None:
         raise UsageError(f"--device {device!r} is not one of {DEVICE_CHOICES}")
 
 
-def load_all(targets: Sequence[str]) -> list:
+def load_all(targets: Sequence[str], script_args: Optional[Sequence[str]] = None) -> list:
+    """The scenarios ``targets`` name; ``script_args`` (what followed ``--``) go to the one
+    Python file as its ``sys.argv[1:]``."""
+    import dataclasses
+
     from ..scenario.library import resolve_target
     from ..scenario import load_scenario
 
-    return [load_scenario(resolve_target(t)) for t in targets]
+    scenarios = [load_scenario(resolve_target(t)) for t in targets]
+    if script_args is None:
+        return scenarios
+    if len(scenarios) != 1 or not scenarios[0].script:
+        raise UsageError(
+            "the arguments after -- are a Python file's own (its sys.argv[1:]): give exactly one "
+            ".py file before them, e.g. tensortrace run --trust train.py -- --epochs 3"
+        )
+    return [dataclasses.replace(scenarios[0], argv=tuple(script_args))]
 
 
 def run_all(

@@ -43,6 +43,21 @@ class _Command(typer.core.TyperCommand):
                 param.display_type_rich = lambda ctx: None
 
 
+SCRIPT_ARGS = "tensortrace.script_args"
+
+
+class _ScriptCommand(_Command):
+    """``run``: what follows ``--`` is the Python file's own command line (``sys.argv[1:]``),
+    kept apart before the command's own arguments are parsed."""
+
+    def parse_args(self, ctx, args):
+        if "--" in args:
+            at = args.index("--")
+            ctx.meta[SCRIPT_ARGS] = tuple(args[at + 1 :])
+            args = args[:at]
+        return super().parse_args(ctx, args)
+
+
 def _version_callback(value: bool) -> None:
     if value:
         typer.echo(version_text())
@@ -78,7 +93,7 @@ from .tracing import check, run  # noqa: E402
 from .reading import convert, explore, list_cmd, new, render_cmd, schema, show  # noqa: E402
 from .doctor import CONTEXT, doctor  # noqa: E402 (imports neither torch nor rich)
 
-app.command(cls=_Command)(run)
+app.command(cls=_ScriptCommand)(run)
 app.command(cls=_Command)(check)
 app.command("render", cls=_Command)(render_cmd)
 app.command(cls=_Command)(explore)

@@ -54,6 +54,7 @@ from .common import (
 
 
 def run(
+    ctx: typer.Context,
     targets: List[str] = TARGETS,
     fmt: Optional[str] = FORMAT,
     output: Optional[str] = OUTPUT,
@@ -74,7 +75,10 @@ def run(
     ops: str = OPS,
     color: str = COLOR,
 ) -> None:
-    """Run scenarios and show what happened at every step."""
+    """Run scenarios and show what happened at every step.
+
+    After one Python file, -- ARGS are its own command line (its sys.argv[1:]).
+    """
 
     def body() -> int:
         from ..scenario.overrides import with_graph
@@ -82,7 +86,8 @@ def run(
         form = check_format(format_for(fmt, output))
         check_device(device)
         check_ops(ops)
-        scenarios = [with_graph(sc, names_of(graph)) for sc in load_all(targets)]
+        script_args = ctx.meta.get("tensortrace.script_args")
+        scenarios = [with_graph(sc, names_of(graph)) for sc in load_all(targets, script_args)]
         check_steps_exist(
             parse_steps(step, steps),
             [len(sc.steps) for sc in scenarios],

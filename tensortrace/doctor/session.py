@@ -24,6 +24,7 @@ from types import TracebackType
 from typing import Any, List, Optional, Sequence
 
 from ..errors import TensorTraceError, UsageError
+from ..scenario.script import running_as_python, script_folder
 from ..trace.doctor import REPORT_VERSION, Report, Watched, report_json
 
 FORMATS = ("console", "json")
@@ -157,25 +158,22 @@ def run_target(
         Output(output).discard()  # a folder that is not there: said now, before the script runs
     argv0 = _check_target(target, module)
     watch = doctor(output, fmt=form, width=width, target=target)
-    saved_argv, saved_path = sys.argv[:], sys.path[:]
-    sys.argv = [argv0, *args]
-    sys.path[0:1] = [os.getcwd() if module else os.path.dirname(os.path.abspath(target))]
+    folder = os.getcwd() if module else script_folder(target)
     exc: Optional[BaseException] = None
     status = 0
     watch.__enter__()
     try:
-        if module:
-            runpy.run_module(target, run_name="__main__", alter_sys=True)
-        else:
-            runpy.run_path(target, run_name="__main__")
+        with running_as_python(argv0, args, folder):
+            if module:
+                runpy.run_module(target, run_name="__main__", alter_sys=True)
+            else:
+                runpy.run_path(target, run_name="__main__")
     except SystemExit as stop:
         status = _exit_status(stop)
     except KeyboardInterrupt as stop:
         exc, status = stop, 130
     except BaseException as failure:  # the script's own error: reported, then shown as Python would
         exc, status = failure, 1
-    finally:
-        sys.argv, sys.path[:] = saved_argv, saved_path
     report = watch.finish(exc, status)
     write_report(report, output, form, width=width)
     if exc is not None:

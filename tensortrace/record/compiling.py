@@ -11,23 +11,53 @@ from __future__ import annotations
 import contextlib
 import sys
 import types
-from typing import Any, Callable, Dict, Iterator, Optional, Tuple
+from typing import Any, Callable, Dict, FrozenSet, Iterator, Optional, Tuple
 
 from ..errors import PolicyError
 
 _MAX_COMPILED = 4096  # code objects a run keeps by text, for steps that repeat a text
 
 
+def local_names(scenario: Any) -> FrozenSet[str]:
+    """The names of the modules beside the scenario's Python file that its code imports."""
+    return frozenset(m.name for m in getattr(scenario, "modules", ()))
+
+
 def check_policy(scenario: Any) -> None:
-    """Safe mode: refuse, before anything runs, code that reaches outside the scenario."""
+    """Safe mode: refuse, before anything runs, code that reaches outside the scenario.
+
+    The modules beside a Python file that its code imports are its user's code too, and
+    are checked as it is; a refusal there names the module's file and line.
+    """
     from ..sandbox import check_source
 
     for where, reason in scenario.refusals[:1]:  # e.g. a notebook's IPython magics
         raise PolicyError(reason, path=where)
+    local = local_names(scenario)
+    for module in getattr(scenario, "modules", ()):
+        try:
+            with deep_recursion():
+                refusals = check_source(module.source, "exec", local)
+        except RecursionError:
+            raise PolicyError(
+                "is nested too deeply for safe mode to check; split it into simpler statements, "
+                "or use --trust to run it as plain Python",
+                path=module.path,
+            ) from None
+        except SyntaxError as exc:
+            raise PolicyError(
+                f"is not valid Python ({exc.msg})",
+                path=module.path,
+                line=exc.lineno,
+                column=exc.offset,
+            ) from None
+        if refusals:
+            first = refusals[0]
+            raise PolicyError(first.message, path=module.path, line=first.line, column=first.column)
     for what, code, mode in scenario.all_code():
         try:
             with deep_recursion():
-                refusals = check_source(code.source(mode), mode)
+                refusals = check_source(code.source(mode), mode, local)
         except RecursionError:
             raise PolicyError(
                 f"{what} is nested too deeply for safe mode to check; split it into simpler "
@@ -76,10 +106,15 @@ def _compile_safe() -> Callable[..., types.CodeType]:
 
 
 class StepCompiler:
-    """Compiles a run's code, in safe mode through the sandbox, each text once."""
+    """Compiles a run's code, in safe mode through the sandbox, each text once.
 
-    def __init__(self, safe: bool) -> None:
+    ``local``: the names of the modules beside the run's Python file, which its imports
+    may name in safe mode.
+    """
+
+    def __init__(self, safe: bool, local: FrozenSet[str] = frozenset()) -> None:
         self.safe = safe
+        self.local = local
         self._compiled: Dict[Tuple[str, str], types.CodeType] = {}  # (text, mode) -> code
 
     def __call__(self, code: Any, filename: str, mode: str) -> types.CodeType:
@@ -91,10 +126,10 @@ class StepCompiler:
         if self.safe:
             compile_safe = _compile_safe()
             try:  # known code comes from the checker's cache, at any depth
-                compiled = compile_safe(text, filename, mode)
+                compiled = compile_safe(text, filename, mode, self.local)
             except RecursionError:  # new code nested too deeply for this stack: again, with room
                 with deep_recursion():
-                    compiled = compile_safe(text, filename, mode)
+                    compiled = compile_safe(text, filename, mode, self.local)
         else:
             compiled = compile(text, filename, mode, dont_inherit=True)
         if len(self._compiled) < _MAX_COMPILED:
@@ -102,4 +137,4 @@ class StepCompiler:
         return compiled
 
 
-__all__ = ["StepCompiler", "check_policy", "deep_recursion", "relabel"]
+__all__ = ["StepCompiler", "check_policy", "deep_recursion", "local_names", "relabel"]

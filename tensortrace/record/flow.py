@@ -21,7 +21,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
-from .walk import next_nodes, node_key, node_name
+from .modestack import user_modes_aside
+from .walk import ANCHOR_PAST, anchor_all, next_nodes, node_key, node_name
 from .identity import mark, storage_ref
 from ..trace import Flow, FlowNode, Values, evolve
 from .values import EXACT_LIMIT, tensor_values
@@ -230,8 +231,12 @@ class FlowRecorder:
             return tuple(quick)
         owner = self.owner
         paused, owner.paused = owner.paused, True
-        try:
-            with warnings.catch_warnings(), torch._C.DisableTorchFunctionSubclass():
+        try:  # no mode sees the reads: the user's would count them
+            with (
+                user_modes_aside(),
+                warnings.catch_warnings(),
+                torch._C.DisableTorchFunctionSubclass(),
+            ):
                 warnings.simplefilter("ignore")
                 return tuple(None if g is None else tensor_values(g) for g in grads)
         finally:
@@ -277,7 +282,7 @@ class FlowRecorder:
         while at < len(armed.nodes):
             entry = armed.nodes[at]
             at += 1
-            # anchored: freeing the graph later stays iterative
+            # at most MAX_FLOW_NODES: short enough to free without anchors (walk.py)
             for nxt, _ in next_nodes(entry.node):
                 if nxt is None:
                     entry.next.append(None)
@@ -292,19 +297,29 @@ class FlowRecorder:
                 entry.next.append(k)
         for entry in armed.nodes:
             self._hook(armed, entry)
-        armed.omitted = self._count(beyond, index)
+        armed.omitted = self._count(beyond, index, armed)
         if armed.omitted >= MAX_COUNTED:
             armed.notice = (
                 f"the graph has more than {MAX_FLOW_NODES + MAX_COUNTED:,} nodes; "
                 f"the first {MAX_FLOW_NODES} are recorded"
             )
 
-    def _count(self, beyond: Dict[int, Any], index: Dict[int, int]) -> int:
+    def _count(self, beyond: Dict[int, Any], index: Dict[int, int], armed: _Armed) -> int:
+        """The nodes past the recorded ones; a walk past ``ANCHOR_PAST`` nodes anchors them
+        all (``walk.py``: freeing them stays iterative)."""
         seen = set(beyond)
         stack = list(beyond.values())
+        walked: List[Any] = []
+        anchoring = False
         while stack and len(seen) < MAX_COUNTED:
             node = stack.pop()
-            for nxt, _ in next_nodes(node):
+            if not anchoring:
+                walked.append(node)
+                if len(walked) + len(index) > ANCHOR_PAST:
+                    anchoring = True
+                    anchor_all([entry.node for entry in armed.nodes] + walked)
+                    walked = []
+            for nxt, _ in next_nodes(node, anchor=anchoring):
                 if nxt is not None and id(nxt) not in seen and id(nxt) not in index:
                     seen.add(id(nxt))
                     stack.append(nxt)

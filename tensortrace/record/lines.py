@@ -125,8 +125,11 @@ class LineRecorder:
             return
         recorder = self.recorder
         recorder.cut()
-        note = self._skipped_note()
         index = len(self.steps) + 1
+        gap = self._skipped_runs()
+        if gap is not None:  # what a prediction may not blame on this step's own code
+            recorder.predictor.gaps[index] = f"{gap} that were not recorded"
+        note = self._skipped_note()
         failed = None if error is None else error_info(error, line)
         suspects = None if error is None else saved_suspects(error, failed.message)
         with recorder.reading():
@@ -192,8 +195,11 @@ class LineRecorder:
                 f"only the first {self.max_iterations} times ({listed}); "
                 "pass a larger max_iterations to see more"
             )
-        with unrecorded():  # under a snooped line (a snooped function calling this one)
-            device = device or str(torch.get_default_device())
+        if device is None:
+            device = devices_of(self.steps)
+        if device is None:
+            with unrecorded():  # under a snooped line (a snooped function calling this one)
+                device = str(torch.get_default_device())
         return Trace(
             scenario=ScenarioInfo(title=self.title, source=self.source),
             environment=environment(device, safe=False),
@@ -203,15 +209,22 @@ class LineRecorder:
         )
 
     # observing -----------------------------------------------------------------------
-    def _skipped_note(self) -> Optional[str]:
+    def _skipped_runs(self) -> Optional[str]:
+        """The runs counted since the last recorded step: "2 runs of lines 5-6"."""
         if not self.skipped:
             return None
         total = sum(self.skipped.values())
         lines = sorted(self.skipped)
         where = f"line {lines[0]}" if len(lines) == 1 else f"lines {lines[0]}-{lines[-1]}"
+        return f"{total:,} {'run' if total == 1 else 'runs'} of {where}"
+
+    def _skipped_note(self) -> Optional[str]:
+        runs = self._skipped_runs()
+        if runs is None:
+            return None
         self.skipped = {}
         return (
-            f"before this step, {total:,} more runs of {where} "
+            f"before this step, {runs.replace(' run', ' more run', 1)} "
             f"(past max_iterations={self.max_iterations}) ran without being recorded"
         )
 
@@ -237,6 +250,23 @@ class LineRecorder:
             self.graphed[state.name] = id(grad_fn)
             result.append((state.name, grad_fn))
         return result
+
+
+def devices_of(steps: Sequence[Step]) -> Optional[str]:
+    """The devices the recorded tensors were on, in order of first sight (``cuda:0`` or
+    ``cuda:0, cpu``); None when no tensor was recorded.
+
+    The code picks its tensors' devices itself: the default device says nothing of them.
+    """
+    seen: Dict[str, None] = {}
+    for step in steps:
+        for state in step.tensors:
+            if state.device is not None:
+                seen.setdefault(state.device, None)
+    if not seen:
+        return None
+    text = ", ".join(seen)
+    return text if len(text) <= 200 else text[:199] + "\u2026"
 
 
 #: Files whose frames the recording modes add between the user's call and PyTorch.
@@ -292,4 +322,4 @@ def _in_scope(namespace: Dict[str, Any]) -> Iterator[Tuple[str, Any]]:
         yield name, value
 
 
-__all__ = ["DEFAULT_MAX_ITERATIONS", "LineRecorder", "SHELL_NAMES"]
+__all__ = ["DEFAULT_MAX_ITERATIONS", "LineRecorder", "SHELL_NAMES", "devices_of"]

@@ -66,6 +66,11 @@ def observe(
     if found is not None:
         first = predictor.node_first
         keys = [node_key(n) for n in found["order"]]
+        # reached at the step before too (every walk since a node's first keeps it)
+        predictor.reached_before = (
+            {key for key in keys if key in first} if predictor.walked == index - 1 else set()
+        )
+        predictor.walked = index
         predictor.node_first = {key: first.get(key, index) for key in keys}
         slices = [n for n in found["order"] if type(n).__name__ == "CopySlices"]
         found["order"] = None  # keeps no node alive past this call

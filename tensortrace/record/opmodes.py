@@ -4,8 +4,8 @@ under them (``ops.py`` says what is recorded and why).
 ``CallMode`` (a ``TorchFunctionMode``) sees the calls the user wrote; ``AtenMode`` (a
 ``TorchDispatchMode``) every ATen operation they ran, with the arguments its schema writes
 (``Plan``). Both add an ``oplog.OpEntry`` per operation to the step's ``OpsRecorder``;
-``BothModes`` enters them together. Past ``MAX_OPS`` operations the dispatch mode leaves the stack
-(``_take_off``) and ``BothModes.__exit__`` puts it back.
+``BothModes`` puts them on the mode stacks together, below the user's modes (``modestack``). Past
+``MAX_OPS`` operations the dispatch mode leaves the stack (``_take_off``) for the rest of the step.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .flow import BACKWARD_CALLS
+from .fastpaths import FastPaths
+from .modestack import DISPATCH, FUNCTION, insert, remove
 from .oplog import Grabbed, OpEntry
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -111,7 +113,7 @@ RESTRIDING = frozenset(
 class Plan:
     """What one ``OpOverload``'s schema says: which arguments it writes, its name."""
 
-    __slots__ = ("positions", "keywords", "name", "overload", "restrides")
+    __slots__ = ("positions", "keywords", "name", "overload", "restrides", "views_only")
 
     def __init__(self, func: Any) -> None:
         schema = func._schema
@@ -126,6 +128,12 @@ class Plan:
         self.overload = schema.overload_name or None
         # changes only the tensor's shape and strides (its version moves, no byte is written)
         self.restrides = self.name in RESTRIDING
+        # a view: every tensor argument is one its result aliases, unwritten (``Tensor(a)``);
+        # its kernel makes new sizes and strides over the same memory and touches no byte
+        tensors = [a for a in schema.arguments if "Tensor" in str(a.type)]
+        self.views_only = bool(tensors) and all(
+            a.alias_info is not None and not a.alias_info.is_write for a in tensors
+        )
 
 
 class CallMode(TorchFunctionMode):
@@ -209,21 +217,14 @@ class CallMode(TorchFunctionMode):
 
 
 def _take_off(aten: "AtenMode") -> bool:
-    """Take the dispatch mode ``aten`` off the stack if it is the top; whether it was.
+    """Take the dispatch mode ``aten`` off the stack; whether it was on it.
 
     Called between calls, where the stack is the step's own. A mode the
-    scenario entered above it stays, and the ATen operations then reach both
-    and are counted as before.
+    scenario entered above it stays, and the ATen operations then reach it as before.
     """
-    n = _stack_len()
-    if not n or _stack_at(n - 1) is not aten:
-        return False
-    _stack_pop(None)
-    return True
+    return remove(DISPATCH, aten)
 
 
-_stack_len, _stack_at = torch._C._len_torch_dispatch_stack, torch._C._get_dispatch_stack_at
-_stack_pop, _stack_push = torch._C._pop_torch_dispatch_stack, torch._C._push_on_torch_dispatch_stack
 _SEQUENCES = (list, tuple)
 _BACKWARD, _AUTOGRAD_BACKWARD, _GRAD = BACKWARD_CALLS  # flow.is_backward, compared inline
 
@@ -327,30 +328,31 @@ PLANS: Dict[Any, Plan] = {}  # OpOverload → what its schema says, for the whol
 
 
 class BothModes:
-    """Both modes, entered in order and left in reverse, even when the step raises."""
+    """Both modes, put below the user's own modes and taken out again, even when the step
+    raises (``modestack``: a mode the user enters in one statement and leaves in another
+    must find its own on top of the stack)."""
 
     def __init__(self, calls: CallMode, aten: Optional[AtenMode]) -> None:
         self.calls, self.aten = calls, aten
         calls.aten = aten
+        self.fast = FastPaths(calls, MAX_OPS)
 
     def __enter__(self) -> None:
-        self.calls.__enter__()
-        try:
-            if self.aten is not None:
-                self.aten.__enter__()
-        except BaseException:
-            self.calls.__exit__(None, None, None)
-            raise
+        insert(FUNCTION, self.calls)
+        if self.aten is not None:
+            insert(DISPATCH, self.aten)
+        self.fast.__enter__()
 
     def __exit__(self, *exc: Any) -> None:
         try:
+            self.fast.__exit__(*exc)
             if self.aten is not None:
-                if self.calls.rec.aten_off:  # back on the stack, for its own __exit__ to take off
+                if self.calls.rec.aten_off:  # past the limit it left the stack already
                     self.calls.rec.aten_off = False
-                    _stack_push(self.aten)
-                self.aten.__exit__(*exc)
+                else:
+                    remove(DISPATCH, self.aten)
         finally:
-            self.calls.__exit__(*exc)
+            remove(FUNCTION, self.calls)
             rec = self.calls.rec
             if rec.pending:
                 rec.settle()

@@ -110,6 +110,8 @@ class OpsSession:
         self.carried: Optional[Tuple[Tuple[int, str], Tuple[int, str]]] = None
         self.now: Optional[OpsRecorder] = None
         self.known = 0  # storages the registry had labelled when the last step's recording finished
+        # modules whose forward the call mode stepped aside for (``fastpaths``), run-wide
+        self.aside: Dict[str, None] = {}
         self._modes: Optional[BothModes] = (
             None  # one object of each mode for the run, pointed at each step's recorder
         )
@@ -144,6 +146,8 @@ class OpsSession:
         if self.level is None:
             return (), 0, ()
         self.names = name_index(objects)
+        if recorder is not None:
+            self.aside.update(recorder.aside)
         if recorder is None:
             self.known = len(registry.allocations)
             return (), 0, ()
@@ -178,6 +182,8 @@ class OpsRecorder:
         self.raw: List[OpEntry] = []
         self.count = 0
         self.aten_off = False  # the dispatch mode left the stack past the limit (``_take_off``)
+        # modules whose forward the call mode stepped aside for (``fastpaths``), in order
+        self.aside: Dict[str, None] = {}
         self.parent: Optional[int] = None
         self.paused = False
         self.dispatching = 0  # ATen operations now running under the dispatch mode
@@ -258,7 +264,7 @@ class OpsRecorder:
                         _device_name(key[0]), key[1], key[2], owner, ident=key[4]
                     )
                 else:
-                    found = registry.label_gone(_device_name(key[0]), key[1], key[2])
+                    found = registry.label_gone(_device_name(key[0]), key[1], key[2], sref)
                 labels[id(sref)] = found
             return found
 

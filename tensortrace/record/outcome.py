@@ -56,6 +56,47 @@ def error_info(exc: BaseException, line: Optional[int]) -> ErrorInfo:
     )
 
 
+def beside_the_scenario(error: ErrorInfo, exc: BaseException, path: Optional[str]) -> ErrorInfo:
+    """``error`` of a missing module that sits beside the scenario file ``path``: never told
+    to ``pip install`` it. A YAML scenario (or a notebook) does not import from its folder;
+    only a Python file runs as ``python FILE`` does, its folder first on ``sys.path``."""
+    name = getattr(exc, "name", None)
+    if not isinstance(exc, ModuleNotFoundError) or not isinstance(name, str) or not path:
+        return error
+    import os
+
+    from ..trace import Explanation, evolve
+
+    top = name.split(".", 1)[0]
+    folder = os.path.dirname(os.path.abspath(path))
+    found = next(
+        (
+            each
+            for each in (f"{top}.py", os.path.join(top, "__init__.py"))
+            if os.path.isfile(os.path.join(folder, each))
+        ),
+        None,
+    )
+    if found is None:
+        return error
+    return evolve(
+        error,
+        explanation=Explanation(
+            title=f"{top} is {found}, beside the scenario, not an installed module",
+            what=(
+                f"{found} sits in the scenario's folder ({folder}), but a YAML scenario or a "
+                "notebook does not import from its folder: only a Python file runs as "
+                "`python FILE` does, with its folder first on sys.path."
+            ),
+            fix=(
+                f"Run the code as a .py file in that folder (tensortrace run FILE.py), which "
+                f"imports {top} from there, or copy what the scenario needs from {found} into it."
+            ),
+            topic="missing-module",
+        ),
+    )
+
+
 def raised_at(exc: BaseException, lines: Dict[str, Any]) -> Optional[int]:
     """The line of the step's own code where ``exc`` was raised, the innermost one.
 

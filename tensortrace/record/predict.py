@@ -11,11 +11,14 @@ reads no tensor itself, so it is kept apart from the reading in ``saved.py``.
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
 
 from ..trace import Prediction, TensorState
 from .identity import mark
 from .readsaved import UNKNOWN
+
+#: (walk.node_key, node name, attribute, saved version) of a stale saved tensor
+_StaleKey = Tuple[Tuple[int, str], str, str, Optional[int]]
 
 STALE = "backward_will_fail"  # a saved tensor's version moved: backward raises the in-place error
 FREED = "backward_freed"  # backward freed the saved tensors: a second backward raises
@@ -26,7 +29,7 @@ MAX_CODE = 60  # characters of a step's code quoted in a prediction
 _IN_PLACE = r"\.\w+_\(|[-+*/@]=|\]\s*=[^=]|\.data\s*=[^=]"  # a line that writes into a tensor
 
 
-def _writes_to(name: str) -> str:
+def writes_to(name: str) -> str:
     """A regex for a line that writes in place into ``name``.
 
     It finds ``name.add_(``, ``name[0] =`` and ``name +=``.
@@ -83,6 +86,17 @@ class Predictor:
         # (name, storage) keys, the storages the step's writes into it touched, or None):
         # what it wraps saved tensors no attribute shows (unseen.py)
         self.slices: Dict[Tuple[int, str], Tuple[int, Tuple[Any, ...], Any]] = {}
+        # node_keys of the nodes this step's walk reached that the previous step's walk reached
+        self.reached_before: Set[Tuple[int, str]] = set()
+        self.walked = -1  # the last step whose walk ``node_first`` holds
+        # (node_key, node, attribute, saved version) of a stale saved tensor -> the step first
+        # seen stale: the step that made it so, when its node was reached the step before
+        self.stale_since: Dict[_StaleKey, Optional[int]] = {}
+        # a step that code ran before without being recorded (snoop's max_iterations) -> what
+        # ran ("2 runs of line 5"), and the storages the step's own operations wrote (None:
+        # not recorded)
+        self.gaps: Dict[int, str] = {}
+        self.wrote: Dict[int, Optional[FrozenSet[str]]] = {}
 
     def note(
         self,
@@ -116,6 +130,12 @@ class Predictor:
                     seen.append((index, version))
         self._objects = {}  # holds no user object past this call
 
+    def names_on(self, storage: Optional[str]) -> List[str]:
+        """The names on ``storage`` in the last step noted."""
+        if storage is None:
+            return []
+        return [s.name for s in self._last.values() if s.storage == storage]
+
     def _note_values(self, index: int, s: TensorState) -> None:
         """Note a step that changed ``s``'s values while its version stayed (a silent write)."""
         key = (s.name, s.storage)
@@ -145,7 +165,13 @@ class Predictor:
         version: int,
         states: Sequence[TensorState],
     ) -> Optional[int]:
-        """The first step after which the saved tensor's version was past ``saved_version``."""
+        """The first step after which the saved tensor's version was past ``saved_version``.
+
+        Read from the versions noted under each name: only a name whose notes
+        began at or below ``saved_version`` can tell (one first noted past it was
+        bound to the tensor after the change: ``b = a`` after ``a.add_(1)``).
+        None when no name tells.
+        """
         keys = (
             [(name, storage)]
             if name is not None
@@ -157,8 +183,11 @@ class Predictor:
         )
         steps = []
         for key in keys:
-            for index, seen in self.versions.get(key, ()):
-                if seen > saved_version:
+            seen = self.versions.get(key, ())
+            if not seen or seen[0][1] > saved_version:
+                continue
+            for index, at in seen:
+                if at > saved_version:
                     steps.append(index)
                     break
         return min(steps) if steps else None
@@ -191,22 +220,54 @@ class Predictor:
         states: Sequence[TensorState],
     ) -> Tuple[Prediction, ...]:
         freed_now: Dict[Tuple[int, str], int] = {}
+        stale_now: Dict[_StaleKey, Optional[int]] = {}
         out: List[Prediction] = []
         for (name, _), stale, freed in zip(
             targets, (found or {}).get("stale", ()), (found or {}).get("freed", ())
         ):
             if stale is not None:
-                out.append(self._stale(name, stale, states))
+                out.append(self._stale(index, name, stale, states, stale_now))
             if freed is not None:
                 node, entry, key = freed
                 step = freed_now[key] = self.freed_since.get(key, index)
                 out.append(self._freed(name, node, entry[0], step))
         self.freed_since = freed_now
+        self.stale_since = stale_now
         return tuple(out)
 
-    def _stale(self, name: str, found: list, states: Sequence[TensorState]) -> Prediction:
+    def _culprit(
+        self,
+        index: int,
+        found: list,
+        states: Sequence[TensorState],
+        stale_now: Dict[_StaleKey, Optional[int]],
+    ) -> Optional[int]:
+        """The step that made a saved tensor stale: the step its node was first seen so, when
+        the walk reached that node the step before (the version counter moved in between,
+        whichever alias wrote it); else what the versions noted under names tell."""
+        node, (attr, saved, storage, saved_version, version, _, _), node_key = found[:3]
+        key = (node_key, node, attr, saved_version)
+        if key in stale_now:
+            return stale_now[key]
+        if key in self.stale_since:
+            step = self.stale_since[key]
+        elif node_key in self.reached_before:
+            step = index
+        else:
+            step = self.changed_at(saved, storage, saved_version, version, states)
+        stale_now[key] = step
+        return step
+
+    def _stale(
+        self,
+        index: int,
+        name: str,
+        found: list,
+        states: Sequence[TensorState],
+        stale_now: Dict[_StaleKey, Optional[int]],
+    ) -> Prediction:
         node, (attr, saved, storage, saved_version, version, _, _), _, reads = found
-        step = self.changed_at(saved, storage, saved_version, version, states)
+        step = self._culprit(index, found, states, stale_now)
         what = f"`{saved}`" if saved is not None else "an unnamed tensor"
         # an unnamed one at the version of the named tensors on its storage shares their
         # counter (a view)
@@ -222,17 +283,24 @@ class Predictor:
         shared = f", in the storage of {', '.join(f'`{n}`' for n in partners)}" if partners else ""
         where = f" ({storage}{shared})" if storage else ""
         now = f"`{saved}` is" if saved is not None else "it is"
+        # the line of the step that wrote: through the saved tensor's name, or another on its
+        # storage (the write may have gone through an alias since renamed or deleted)
         writers = [saved] if saved is not None else partners
+        others = [s.name for s in states if storage and s.storage == storage]
         hints = (
-            [_writes_to(n) for n in writers]
+            [writes_to(n) for n in writers + [n for n in others if n not in writers]]
             + [_IN_PLACE]
             + [rf"(?<![\w.]){re.escape(n)}(?!\w)" for n in writers]
         )
-        when = (
-            f" (changed by `{short_code(self.codes.get(step, ''), hints)}` at {step_name(step)})"
-            if step is not None
-            else ""
-        )
+        unseen = self.unrecorded_before(step, storage)
+        if unseen is not None:
+            when = f" (changed before {step_name(step)}, in {unseen})"
+            step = None
+        elif step is not None:
+            code = short_code(self.codes.get(step, ""), hints)
+            when = f" (changed by `{code}` at {step_name(step)})"
+        else:
+            when = ""
         # a custom Function's backward that hands ctx on may or may not read what it saved
         maybe = reads == UNKNOWN
         message = (
@@ -257,6 +325,17 @@ class Predictor:
             changed_at_step=step,
             message=message,
         )
+
+    def unrecorded_before(self, step: Optional[int], storage: Optional[str]) -> Optional[str]:
+        """What ran unrecorded right before ``step`` ("2 runs of line 5 that were not
+        recorded"), when the write into ``storage`` may have come from there: the step's
+        own recorded operations did not write it."""
+        if step is None or step not in self.gaps:
+            return None
+        wrote = self.wrote.get(step)
+        if wrote is not None and storage is not None and storage in wrote:
+            return None
+        return self.gaps[step]
 
     def _freed(self, name: str, node: str, attr: str, step: Optional[int]) -> Prediction:
         code = short_code(self.codes.get(step, ""), [r"\bbackward\(", r"\bgrad\("])

@@ -275,10 +275,10 @@ class SnapshotCache:
             return fingerprint(*span)
         storage = t.untyped_storage()
         state = window.state(storage)
+        ref = _weak(storage)
+        self._owners[span] = ref  # a mark read now may stand at the next snapshot, unread
         if not state:
             return fingerprint(*span)
-        ref = _weak(storage)
-        self._owners[span] = ref
         if state == UNWRITTEN:
             last = self._last.get(span)
             if last is not None and last[1] is not None and last[1]() is storage:

@@ -40,9 +40,8 @@ def scan(
     ``[node name, entry, walk.node_key]`` or None per root (a stale one adds what
     ``readsaved.backward_reads_saved`` says of its node).
     """
-    order, nexts, root_at, truncated, unanchored = (
-        walked if walked is not None else walk_nodes(roots, max_nodes)
-    )
+    walk = walked if walked is not None else walk_nodes(roots, max_nodes)
+    order, nexts, root_at, truncated, unanchored = walk[:5]
     if reads and _all_read_and_fine(order, reads):
         return {
             "stale": [None] * len(root_at),

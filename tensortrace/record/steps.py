@@ -32,7 +32,7 @@ from __future__ import annotations
 import contextlib
 import platform
 import threading
-from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 
@@ -51,7 +51,10 @@ from ..version import __version__
 from .explain import name_the_carried_state, name_the_saved_tensor
 from .flow import carrier_name
 from .graph import UNANCHORED, UNANCHORED_NODES, proven_names, view_family
+from .walk import ANCHOR, ANCHOR_PAST, ANCHORED, anchorings
+from .fastpaths import notice as fast_path_notice
 from .members import MAX_NAMES, expand_value
+from .modestack import DISPATCH, insert, user_modes_aside
 from .observe import observe
 from .ops import OpsSession
 from .probe import StorageRegistry, plain_reads, probe_named
@@ -116,6 +119,7 @@ class StepRecorder:
                 self.notices.append(why)
         self.nones: List[str] = []  # the names the last ``named`` saw bound to None
         self._watched: Any = None  # the modes ``watch`` entered, until it leaves them
+        self._anchorings = anchorings()  # walks that wrote anchors, when last said
 
     @property
     def level(self) -> Optional[str]:
@@ -166,7 +170,7 @@ class StepRecorder:
         if now.aten_off and modes is not None and modes.aten is not None:
             # past ops.MAX_OPS the step took the dispatch mode off the stack: the next step
             # of the span records ATen operations again
-            torch._C._push_on_torch_dispatch_stack(modes.aten)
+            insert(DISPATCH, modes.aten)
             now.aten_off = False
 
     def resume(self, caught: List[Any]) -> None:
@@ -205,17 +209,18 @@ class StepRecorder:
             self.notice(note)
         return found[:MAX_NAMES]
 
-    def reading(self) -> Any:
-        """The context every read of a step's recording runs in (``probe.plain_reads``).
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[None]:
+        """The context every read of a step's recording runs in.
 
-        In a span that ``watch`` opened, the recording's own function mode is still on
-        the stack: every read of the tool's would pass through it (about a hundred a
-        step, each a Python call). There the reads bypass torch-function handling as a
-        whole, modes included; the user's code is not running meanwhile.
+        No mode sees the tool's reads (``modestack.user_modes_aside``): not a mode the
+        user's code left on (a counting mode would count them), nor, in a span that
+        ``watch`` opened, the recording's own. A tensor subclass's ``__torch_function__``
+        does not see them either (``probe.plain_reads``). The user's code is not running
+        meanwhile.
         """
-        if self._watched is not None:
-            return torch._C.DisableTorchFunction()
-        return plain_reads()
+        with user_modes_aside(), plain_reads():
+            yield
 
     def snapshot(
         self, named: Named, *, expectations: bool = False
@@ -246,6 +251,14 @@ class StepRecorder:
         the names PyTorch's message means.
         """
         ops, omitted, flow = self.ops.finish(self.registry, objects)
+        if index in self.predictor.gaps:  # did the step's own code write, or what ran before it?
+            self.predictor.wrote[index] = (
+                frozenset(label for op in ops for label in op.writes)
+                if self.ops.level is not None
+                else None
+            )
+        for module in self.ops.aside:
+            self.notice(fast_path_notice(module))
         graphs, predictions = self._observe(
             index, code, drawn, tensors, objects, None if omitted else ops
         )
@@ -280,6 +293,9 @@ class StepRecorder:
         observed = observe(predictor, index, drawn, tensors, objects, namer, names_by_id, ops)
         if predictor.unanchored:
             self.notice(UNANCHORED.format(n=UNANCHORED_NODES))
+        if anchorings() != self._anchorings:  # a walk wrote into the nodes' metadata: say so
+            self._anchorings = anchorings()
+            self.notice(ANCHORED.format(n=ANCHOR_PAST, key=ANCHOR))
         return observed
 
     # the run's end -------------------------------------------------------------------

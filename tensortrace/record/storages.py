@@ -52,6 +52,9 @@ class StorageRegistry:
         self.allocations: List[_Allocation] = []
         # label -> the names seen on it (its allocation's list)
         self._names: Dict[str, List[str]] = {}
+        # id of an owner's weak reference -> its allocation; the allocation holds the reference,
+        # so the id stays its own for the run
+        self._by_ref: Dict[int, _Allocation] = {}
 
     def label(
         self, device: str, ptr: int, nbytes: int, owner: Any, ident: Optional[int] = None
@@ -72,15 +75,14 @@ class StorageRegistry:
         alloc = self._find(device, ptr, nbytes, ident)
         if alloc is not None:
             if not any(ref() is owner for ref in alloc.owners):
-                alloc.owners.append(_weak(owner))
+                self._own(alloc, owner)
             if ident is None:  # widen to the union of the ranges seen
                 end = max(alloc.ptr + alloc.nbytes, ptr + nbytes)
                 alloc.ptr = min(alloc.ptr, ptr)
                 alloc.nbytes = end - alloc.ptr
             return alloc.label
-        alloc = _Allocation(
-            f"S{len(self.allocations) + 1}", device, ptr, nbytes, [_weak(owner)], ident=ident
-        )
+        alloc = _Allocation(f"S{len(self.allocations) + 1}", device, ptr, nbytes, [], ident=ident)
+        self._own(alloc, owner)
         self.allocations.append(alloc)
         self._names[alloc.label] = alloc.names
         self._live.append(alloc)
@@ -126,11 +128,23 @@ class StorageRegistry:
         alloc = self._find(device, ptr, nbytes, None)
         return alloc.label if alloc is not None else None
 
-    def label_gone(self, device: str, ptr: int, nbytes: int) -> str:
-        """A new label for an allocation that lived and died between two snapshots.
+    def _own(self, alloc: _Allocation, owner: Any) -> None:
+        ref = _weak(owner)
+        alloc.owners.append(ref)
+        self._by_ref[id(ref)] = alloc
 
-        It has no live owner, so no later storage at its address is taken for it.
+    def label_gone(self, device: str, ptr: int, nbytes: int, ref: Any = None) -> str:
+        """The label of an owner that died since an operation read it (``ref``: the weak
+        reference taken then).
+
+        An owner labelled before it died keeps its label: ``weakref.ref`` gives one object the
+        same reference each time, so ``ref`` is the one the registry holds for it. Any other is
+        an allocation that lived and died between two snapshots, with a new label; it has no
+        live owner, so no later storage at its address is taken for it.
         """
+        known = self._by_ref.get(id(ref)) if ref is not None else None
+        if known is not None and any(r is ref for r in known.owners):
+            return known.label
         alloc = _Allocation(f"S{len(self.allocations) + 1}", device, ptr, nbytes, [])
         self.allocations.append(alloc)
         self._names[alloc.label] = alloc.names

@@ -24,6 +24,7 @@ from typing import Any, Callable, ContextManager, Dict, Iterator, List, Optional
 import torch
 
 from ..errors import ScenarioError, StepTimeout, UsageError
+from ..scenario.script import main_globals, running_as_python, script_folder
 from ..scenario.spec import Code, Scenario, StepSpec
 from ..trace import (
     Confinement,
@@ -37,12 +38,13 @@ from ..trace import (
 )
 from ..trace.events import Assembler, End, Event, Start
 from ..trace.names import covers
-from .compiling import StepCompiler, check_policy
+from .compiling import StepCompiler, check_policy, local_names
 from .expectations import declared_outcome, evaluate_expectation, first_line
 from .graph import saved_suspects
 from .helpers import base_namespace
 from .outcome import MAX_MESSAGE, MAX_WARNINGS  # noqa: F401 - a step's bounds, read from here too
-from .outcome import MAX_STDOUT, bounded, error_info, raised_at, warning_records
+from .outcome import MAX_STDOUT, beside_the_scenario, bounded, error_info, raised_at
+from .outcome import warning_records
 from .steps import StepRecorder, environment
 from .stepenv import PlainStackDepth, StepAlarm, install_warning_filters, scenario_warning_filters
 from .writes import WriteWatch
@@ -160,7 +162,11 @@ def iter_trace(
         ),
         environment=environment(dev, safe, confinement),
     )
-    with _fresh_torch_state(scenario.seed, dev), _protocols_closed(safe):
+    with (
+        _fresh_torch_state(scenario.seed, dev),
+        _protocols_closed(safe),
+        _as_python_runs(scenario),
+    ):
         aborted = None
         if scenario.setup:
             setup = recorder.run_setup()
@@ -209,6 +215,13 @@ def _fresh_torch_state(seed: int, device: str) -> Iterator[None]:
         reset()
 
 
+def _as_python_runs(scenario: Scenario) -> Any:
+    """A Python file's run sees ``sys.argv`` and ``sys.path[0]`` as under ``python FILE ARGS``."""
+    if not scenario.script or not scenario.path:
+        return _NO_LIMIT
+    return running_as_python(scenario.path, scenario.argv, script_folder(scenario.path))
+
+
 class _Recorder:
     """One scenario's run: its namespace, its steps run in turn, and what each left.
 
@@ -231,22 +244,32 @@ class _Recorder:
         # the user's code of a step is done; recording begins
         self.on_ran = on_ran or (lambda index: None)
         self.stack_memo: Dict[str, int] = {}  # the depth the tool's frames use, probed once
-        self.compile = StepCompiler(safe)
+        self.compile = StepCompiler(safe, local_names(scenario))
         self.safe = safe
         self.timeout = timeout
         self._notices: List[str] = list(scenario.notices)
         self.steps = StepRecorder(
-            "\n".join(code.text for _, code, _ in scenario.all_code()),
+            # what runs: the code's own, and that of the modules beside it that it imports
+            "\n".join(
+                [code.text for _, code, _ in scenario.all_code()]
+                + [m.source for m in scenario.modules]
+            ),
             ops=ops,
             values=values,
             writes=WriteWatch(scenario, safe=safe),  # storages a step provably did not write
             notices=self._notices,
         )
         self.initial = base_namespace()
+        if scenario.script and scenario.path:  # its module is __main__, as under python FILE
+            self.initial.update(main_globals(scenario.path))
         if safe:
             from ..sandbox import safe_globals
 
-            self.ns = safe_globals(dict(self.initial))
+            self.ns = safe_globals(
+                dict(self.initial),
+                local=[(m.name, m.path, m.source) for m in scenario.modules],
+                home=("__main__",) if scenario.script else (),
+            )
         else:
             self.ns = dict(self.initial)
         self.initial_ids = {k: id(v) for k, v in self.ns.items()}
@@ -383,7 +406,9 @@ class _Recorder:
                 raise
             except BaseException as exc:  # the scenario's own error: recorded, not raised
                 status = "raised"
-                error = error_info(exc, raised_at(exc, lines))
+                error = beside_the_scenario(
+                    error_info(exc, raised_at(exc, lines)), exc, self.scenario.path
+                )
                 classes["error"] = type(exc)
                 classes["saved"] = saved_suspects(exc, error.message)
                 del exc

@@ -23,7 +23,7 @@ import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..trace import Prediction
-from .predict import CHANGED, FREED, STALE, UNCHECKED, Predictor, short_code, step_name
+from .predict import CHANGED, FREED, STALE, UNCHECKED, Predictor, short_code, step_name, writes_to
 from .saved import Entry, read_node
 from .walk import node_key
 from .walk import node_name as _node_name
@@ -192,7 +192,8 @@ def _changed(
     namer: Any,
 ) -> Prediction:
     attr, saved, storage, saved_version, version = entry[:5]
-    hints = [
+    aliases = [saved] + [n for n in predictor.names_on(storage) if n != saved]
+    hints = [writes_to(n) for n in aliases] + [  # the line that wrote, through any alias
         rf"(?<![\w.]){re.escape(saved)}\.data\b",
         r"\.numpy\(|\bnp\.|\[.*\]\s*=",
         rf"(?<![\w.]){re.escape(saved)}(?!\w)",
@@ -208,11 +209,16 @@ def _changed(
         # which inputs' gradients use the saved tensor depends on the node: say only where they go
         reach = f" (they reach {', '.join(f'`{leaf}`' for leaf in leaves)})" if leaves else ""
         wrong = f"the gradients it computes from `{saved}` {will} be wrong{reach}"
+    unseen = predictor.unrecorded_before(step, storage)
+    by = (
+        f"it changed before {step_name(step)}, in {unseen},"
+        if unseen is not None
+        else f"{step_name(step)} (`{code}`) changed it"
+    )
     message = (
         f"backward through `{name}` will not fail but will use changed values: "
         f"{_node_name(node)} saved "
-        f"`{saved}` at {step_name(first)}, and {step_name(step)} (`{code}`) changed it without a "
-        f"version bump; {wrong}."
+        f"`{saved}` at {step_name(first)}, and {by} without a version bump; {wrong}."
     )
     return Prediction(
         kind=CHANGED,
@@ -223,7 +229,7 @@ def _changed(
         saved_version=saved_version,
         version=version,
         storage=storage,
-        changed_at_step=step,
+        changed_at_step=None if unseen is not None else step,
         message=message,
     )
 

@@ -22,6 +22,15 @@ walked graph of any length takes a bounded stack. Nothing lives longer than
 it did: the anchored nodes were held by the anchoring node's edges anyway.
 Where a node cannot anchor (no ``metadata``), the walk stops after
 ``UNANCHORED_NODES`` such nodes, and says so (``UNANCHORED``).
+
+But ``metadata`` is the user's too (``grad_fn.metadata``), and a key the tool
+writes there is one plain PyTorch would not show. A short chain of walked
+nodes frees safely through their objects (1,200 nested frees fit a 256 KiB
+thread stack, measured; a walk's own graph is then at most ``ANCHOR_PAST``
+nodes), so a walk anchors only once it has reached more than ``ANCHOR_PAST``
+nodes, and then every node it walked: a graph that small is left exactly as
+plain PyTorch leaves it, and one larger keeps freeing in a bounded stack, the
+trace saying so (``ANCHORED``).
 """
 
 from __future__ import annotations
@@ -35,6 +44,14 @@ MAX_NODES = 250_000
 UNANCHORED_NODES = 2_000
 # the key in each walked node's metadata: its next node, or a tuple of them
 ANCHOR = "tensortrace: next nodes"
+
+#: a walk that reaches more nodes than this anchors every node it walked (the docstring says why)
+ANCHOR_PAST = 1_000
+ANCHORED = (
+    "a graph of more than {n:,} nodes was walked, so each of its nodes holds its next nodes in "
+    "its metadata, under the key {key!r}, which plain PyTorch does not put there: freeing a "
+    "long chain of walked nodes would otherwise overflow the stack"
+)
 
 UNANCHORED = (
     "a graph is drawn (and read for predictions) only up to {n:,} nodes that could not keep "
@@ -54,21 +71,52 @@ class Walk(NamedTuple):
     root_at: List[int]  # each root's index (-1: beyond ``max_nodes``)
     truncated: bool  # ``max_nodes`` (or ``UNANCHORED_NODES``) cut the walk
     unanchored: bool  # the walk stopped because too many nodes could not anchor their next nodes
+    anchored: bool = False  # the walk passed ``ANCHOR_PAST`` nodes and anchored them all
 
 
-def next_nodes(node: Any) -> Any:
-    """``node.next_functions``, once ``node`` anchors them (the module's docstring says why).
+def next_nodes(node: Any, anchor: bool = False) -> Any:
+    """``node.next_functions``; with ``anchor``, once ``node`` anchors them (the module's
+    docstring says why).
 
-    For walks other than ``walk_nodes`` (which does the same inline). A node
-    without ``metadata`` anchors nothing: the caller bounds how many nodes it walks.
+    For walks other than ``walk_nodes``: one that passes ``ANCHOR_PAST`` nodes anchors
+    every node it walked (``anchor_all``). A node without ``metadata`` anchors nothing:
+    the caller bounds how many nodes it walks.
     """
     pairs = node.next_functions
-    if pairs:
-        try:
-            node.metadata[ANCHOR] = pairs[0][0] if len(pairs) == 1 else tuple(p[0] for p in pairs)
-        except Exception:
-            pass
+    if pairs and anchor:
+        _anchor(node, pairs)
     return pairs
+
+
+def _anchor(node: Any, pairs: Any) -> bool:
+    """Anchor ``node``'s next nodes (``pairs``: its next_functions); whether it could."""
+    try:
+        node.metadata[ANCHOR] = pairs[0][0] if len(pairs) == 1 else tuple(p[0] for p in pairs)
+    except Exception:
+        return False
+    return True
+
+
+_ANCHORINGS = [0]  # walks that anchored, in this process (``anchorings``)
+
+
+def anchorings() -> int:
+    """How many walks have anchored their nodes so far (a recorder says so once it grows)."""
+    return _ANCHORINGS[0]
+
+
+def anchor_all(nodes: Sequence[Any]) -> int:
+    """Anchor the next nodes of each of ``nodes``; how many could not."""
+    _ANCHORINGS[0] += 1
+    failed = 0
+    for node in nodes:
+        try:
+            pairs = node.next_functions
+        except Exception:
+            continue
+        if pairs and not _anchor(node, pairs):
+            failed += 1
+    return failed
 
 
 _SEVERAL = object()  # a node with more than one next node
@@ -84,6 +132,7 @@ def walk_nodes(roots: Sequence[Any], max_nodes: int) -> Walk:
     nexts: List[Any] = []  # None until the node's next nodes are known
     truncated = stopped = False
     unanchored = 0
+    anchoring = False  # past ANCHOR_PAST nodes: every node walked anchors its next nodes
     root_at: List[int] = []
     # the walk allocates only what it keeps until it returns: collecting meanwhile finds nothing
     with paused_gc():
@@ -117,12 +166,19 @@ def walk_nodes(roots: Sequence[Any], max_nodes: int) -> Walk:
                             nxt = pairs[1][0] if pairs[0][0] is None else pairs[0][0]
                         else:
                             nxt = _SEVERAL
-                        try:
-                            node.metadata[ANCHOR] = (
-                                nxt if nxt is not _SEVERAL else tuple(p[0] for p in pairs)
+                        if not anchoring and len(order) > ANCHOR_PAST:
+                            # so many nodes: anchor those walked so far, then each as it comes
+                            anchoring = True
+                            unanchored += anchor_all(
+                                [order[k] for k in range(len(order)) if nexts[k] is not None]
                             )
-                        except Exception:
-                            unanchored += 1
+                        if anchoring:
+                            try:
+                                node.metadata[ANCHOR] = (
+                                    nxt if nxt is not _SEVERAL else tuple(p[0] for p in pairs)
+                                )
+                            except Exception:
+                                unanchored += 1
                             if unanchored > UNANCHORED_NODES:
                                 truncated = stopped = True
                                 stack.clear()
@@ -160,7 +216,9 @@ def walk_nodes(roots: Sequence[Any], max_nodes: int) -> Walk:
                             children.append(j)
                         break
             root_at.append(at)
-    return Walk(order, [n if n is not None else [] for n in nexts], root_at, truncated, stopped)
+    return Walk(
+        order, [n if n is not None else [] for n in nexts], root_at, truncated, stopped, anchoring
+    )
 
 
 def node_name(node: Any) -> str:

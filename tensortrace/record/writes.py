@@ -32,12 +32,23 @@ cache reads memory as before. A window is given only when:
   (``numpy()``, ``__array__``, ``__dlpack__``, ``untyped_storage()``,
   ``storage()``), can still be found, with its storage.
 
-In a window a storage is ``UNWRITTEN`` when no recorded operation wrote it,
-it was never handed out (for the rest of the run: a NumPy array over it may
-write at any time), and it owns its memory (``resizable()``: allocated by
-PyTorch, not taken from NumPy, a buffer or DLPack). Otherwise it is
-``WRITTEN`` (an operation wrote it: its values are read again) or ``READ``
-(its memory may change unseen: compared by fingerprint at every snapshot).
+A schema says what an operation may write, not all that its kernel does:
+``native_batch_norm`` updates the running statistics it takes as plain
+``Tensor?`` arguments, and ``Tensor.apply_``/``map_`` write through a Python
+callable with no ATen operation at all. So the proof covers only memory that
+no recorded operation was handed, in any argument, nor a recorded call under
+which no ATen operation ran; memory handed so without a declared write is
+compared by fingerprint. A view operation (every tensor argument aliased by
+its result and unwritten, ``Tensor(a)``: ``detach``, ``view``, ``slice``)
+touches no byte, and is no reason to compare.
+
+In a window a storage is ``UNWRITTEN`` when no recorded operation or call
+was handed it, it was never handed out (for the rest of the run: a NumPy
+array over it may write at any time), and it owns its memory
+(``resizable()``: allocated by PyTorch, not taken from NumPy, a buffer or
+DLPack). Otherwise it is ``WRITTEN`` (an operation's schema writes it: its
+values are read again) or ``READ`` (its memory may have changed unseen:
+compared by fingerprint at this snapshot; at every later one when handed out).
 """
 
 from __future__ import annotations
@@ -141,10 +152,12 @@ def _piece_reason(source: str, mode: str) -> Optional[str]:
 class Window:
     """One step's proof: which storages it cannot have written since the previous snapshot."""
 
-    __slots__ = ("written", "handed")
+    __slots__ = ("written", "handed", "touched")
 
-    def __init__(self, written: Dict[int, Any], handed: Dict[int, Any]) -> None:
-        self.written, self.handed = written, handed
+    def __init__(
+        self, written: Dict[int, Any], handed: Dict[int, Any], touched: Dict[int, Any]
+    ) -> None:
+        self.written, self.handed, self.touched = written, handed, touched
 
     def state(self, storage: Any) -> int:
         """``UNWRITTEN``, ``WRITTEN`` or ``READ`` (see the module's docstring) for a storage
@@ -159,7 +172,10 @@ class Window:
         except Exception:
             return READ
         ref = self.written.get(key)
-        return WRITTEN if ref is not None and ref() is storage else UNWRITTEN
+        if ref is not None and ref() is storage:
+            return WRITTEN
+        ref = self.touched.get(key)  # handed to an operation: its kernel may write undeclared
+        return READ if ref is not None and ref() is storage else UNWRITTEN
 
 
 class WriteWatch:
@@ -168,9 +184,10 @@ class WriteWatch:
     def __init__(self, scenario: Any, *, safe: bool) -> None:
         self.handed: Dict[int, Any] = {}  # id(storage) -> weak reference, for the rest of the run
         self.reason: Optional[str] = None if safe else "the scenario runs without safe mode"
-        if self.reason is None:
+        if self.reason is None:  # all the code that runs: the modules beside a file's too
             self.reason = code_reason(
-                (code.source(mode), mode) for _, code, mode in scenario.all_code()
+                [(code.source(mode), mode) for _, code, mode in scenario.all_code()]
+                + [(m.source, "exec") for m in getattr(scenario, "modules", ())]
             )
 
     def window(self, level: Optional[str], recorder: Any, expectations: bool) -> Optional[Window]:
@@ -186,7 +203,8 @@ class WriteWatch:
                 self.reason = "operations beyond the recording's limit were not recorded"
             else:
                 written: Dict[int, Any] = {}
-                if not self._read(recorder.raw, written):
+                touched: Dict[int, Any] = {}
+                if not self._read(recorder.raw, written, touched):
                     self.reason = "a tensor written or handed out could not be found"
         if self.reason is not None:
             return None
@@ -194,12 +212,13 @@ class WriteWatch:
             len(self.handed) > 1024
         ):  # forget storages that died (a new one at the same id is not handed out)
             self.handed = {k: ref for k, ref in self.handed.items() if ref() is not None}
-        return Window(written, self.handed)
+        return Window(written, self.handed, touched)
 
-    def _read(self, raw: Any, written: Dict[int, Any]) -> bool:
-        for entry in raw:
+    def _read(self, raw: Any, written: Dict[int, Any], touched: Dict[int, Any]) -> bool:
+        parents = {entry.parent for entry in raw if entry.level == "aten"}
+        for index, entry in enumerate(raw):
+            ins = entry.ins
             if entry.level == "aten":
-                ins = entry.ins
                 for i in entry.written:
                     key = ins[i][2]
                     if key is not None:
@@ -210,9 +229,20 @@ class WriteWatch:
                     elif not self._note(ins[i], written):
                         return False
             elif getattr(entry.what, "__name__", None) in HANDED_OUT:
-                for g in list(entry.ins) + list(entry.outs):
+                for g in list(ins) + list(entry.outs):
                     if not self._note(g, self.handed):
                         return False
+            if entry.level == "aten" and entry.what.views_only:
+                continue
+            if entry.level == "call" and index in parents:  # its ATen operations tell
+                continue
+            for g in ins:  # a kernel, or a call's own C++ (apply_), may write it undeclared
+                key = g[2]
+                if key is not None:
+                    ref = key[3]
+                    storage = ref()
+                    if storage is not None:
+                        touched[id(storage)] = ref
         return True
 
     @staticmethod

@@ -174,8 +174,10 @@ def aliasing_notes(prev_step: Optional[Step], step: Step) -> Tuple[AliasNote, ..
     """Changes that reached a tensor through memory it shares with a tensor the code names.
 
     A tensor counts when its values or version changed in this step, the step's
-    code does not mention it, and some other tensor on the same storage is
-    mentioned. A name that is new in this step is never a note.
+    code does not mention it (or, where the op log shows who wrote its storage,
+    writes it through other names only: ``v = b[:2]; v.mul_(2)`` mentions ``b``
+    to take the view), and some other tensor on the same storage is mentioned.
+    A name that is new in this step is never a note.
 
     What every note of a storage shares (the names the code mentions on it, the
     one of them bound to each object, the calls that wrote it) is found once per
@@ -184,22 +186,29 @@ def aliasing_notes(prev_step: Optional[Step], step: Step) -> Tuple[AliasNote, ..
     before = tensors_by_name(prev_step)
     mentioned = mentioned_names(step.code)
     storages: Optional[Dict[str, "_OnStorage"]] = None  # made for the first candidate
+    writers: Optional[Dict[str, set]] = None  # storage -> the names the writes went through
     notes = []
     for state in step.tensors:
         old = before.get(state.name)
         if old is None or state.storage is None or same(old, state):
             continue
         if root_name(state.name) in mentioned:
-            continue
+            if writers is None:
+                writers = _written_through(step)
+            through = writers.get(state.storage)
+            if not through or state.name in through:
+                continue
         fields = tuple(f for f in ("values", "version") if not same(fact(old, f), fact(state, f)))
         if not fields:
             continue
         if storages is None:
             storages = _storages(step, mentioned)
         found = storages[state.storage]
-        if found.via:
-            via, more = _listed(found.via, state.name)
+        via, more = _listed(found.via, state.name)
+        if via:
             alias = found.objects.get(state.same_as or state.name)
+            if alias == state.name:  # mentioned itself, written through another name
+                alias = None
             notes.append(AliasNote(state.name, fields, state.storage, via, alias, more=more))
             continue
         names, by = found.written(state.name)
@@ -207,6 +216,18 @@ def aliasing_notes(prev_step: Optional[Step], step: Step) -> Tuple[AliasNote, ..
             via, more = _listed(names, state.name)
             notes.append(AliasNote(state.name, fields, state.storage, via, None, by, more=more))
     return tuple(notes)
+
+
+def _written_through(step: Step) -> Dict[str, set]:
+    """Per storage the step's operations wrote, the names of the tensors they were called on
+    (calls, or ATen operations outside any recorded call)."""
+    found: Dict[str, set] = {}
+    for op in step.ops:
+        if op.writes and (op.level == "call" or op.parent is None):
+            names = {n for n in op.tensors.in_ if n is not None}
+            for label in op.writes:
+                found.setdefault(label, set()).update(names)
+    return found
 
 
 def _listed(names: Sequence[str], own: str) -> Tuple[Tuple[str, ...], int]:

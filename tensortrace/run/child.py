@@ -117,6 +117,9 @@ def _confine(write_fd: int, scenario: Scenario):
     from ..trace import Confinement
 
     extra = [scenario.path] if scenario.path and os.path.exists(scenario.path) else []
+    # the modules beside a Python file that it imports (checked, and run from the text read
+    # then): readable, for the lines of their tracebacks; nothing else of the folder is
+    extra += [m.path for m in scenario.modules if os.path.exists(m.path)]
     try:
         report = confine.confine(keep_fds=(write_fd,), extra_read=extra)
     except confine.ConfinementError as exc:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import ast
 import functools
 import types
-from typing import Any, List, Optional, Set, Tuple
+from typing import Any, FrozenSet, List, Optional, Set, Tuple
 
 from tensortrace.errors import PolicyError
 
@@ -31,6 +31,7 @@ from .policy import (
     FORMAT_HINT,
     FORMAT_METHODS,
     IMPORT_RULE,
+    MODULE_NAMES,
     RAW_MEMORY_PROTOCOLS,
     REFUSED_ATTRIBUTES,
     REFUSED_BUILTINS,
@@ -69,10 +70,11 @@ class _Checker(DeferredChecks):
     (:class:`~tensortrace.sandbox.deferred.DeferredChecks`).
     """
 
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, local: FrozenSet[str] = frozenset()) -> None:
         self.source = source
         self.has_imports = "import" in source
         super().__init__()
+        self.local = local  # the modules beside the file: its own code, checked as it is
         self.problems: List[Tuple[ast.AST, str, Optional[int]]] = []
         self.method_defs: Set[int] = set()
 
@@ -147,7 +149,7 @@ class _Checker(DeferredChecks):
 
     def v_name(self, node: ast.Name) -> ast.AST:
         name = node.id
-        if name[:1] == "_":
+        if name[:1] == "_" and not (name in MODULE_NAMES and type(node.ctx) is ast.Load):
             self.check_name(node, name)
         if type(node.ctx) is ast.Load:
             if name in REFUSED_BUILTINS:
@@ -180,6 +182,11 @@ class _Checker(DeferredChecks):
     def v_import(self, node: ast.Import) -> ast.AST:
         for a in node.names:
             text = f"import {a.name}" + (f" as {a.asname}" if a.asname else "")
+            if a.name in self.local:
+                self.imported[a.asname or a.name] = a.name
+                if a.asname:
+                    self.check_name(node, a.asname)
+                continue
             if import_refusal(a.name) is not None:
                 self.refuse(node, f"'{text}' is not allowed in safe mode ({IMPORT_RULE})")
             elif a.asname:
@@ -200,6 +207,17 @@ class _Checker(DeferredChecks):
                 f"'from {'.' * node.level}{module} import {names}' is not allowed in "
                 f"safe mode (relative import; {IMPORT_RULE})",
             )
+            return node
+        if module in self.local:  # the user's own module: its names are checked as it runs
+            for a in node.names:
+                if a.name == "*" or a.name.startswith("_"):
+                    self.refuse(
+                        node,
+                        f"'from {module} import {a.name}' is not allowed in safe mode "
+                        "(it imports every name, or one starting with '_')",
+                    )
+                elif a.asname:
+                    self.check_name(node, a.asname)
             return node
         if import_refusal(module) is not None:
             self.refuse(
@@ -425,36 +443,46 @@ def _parse(source: str, mode: str) -> ast.AST:
 
 
 @functools.lru_cache(maxsize=512)
-def _checked(source: str, mode: str) -> Tuple[Tuple[Refusal, ...], ast.AST]:
-    checker = _Checker(source)
+def _checked(
+    source: str, mode: str, local: FrozenSet[str] = frozenset()
+) -> Tuple[Tuple[Refusal, ...], ast.AST]:
+    checker = _Checker(source, local)
     tree = checker.run(_parse(source, mode))
     return tuple(checker.refusals()), tree
 
 
 @functools.lru_cache(maxsize=512)
-def _compiled(source: str, filename: str, mode: str) -> types.CodeType:
-    refusals, tree = _checked(source, mode)
+def _compiled(
+    source: str, filename: str, mode: str, local: FrozenSet[str] = frozenset()
+) -> types.CodeType:
+    refusals, tree = _checked(source, mode, local)
     if refusals:
         first = refusals[0]
         raise PolicyError(first.message, path=filename, line=first.line, column=first.column)
     return compile(tree, filename, mode, dont_inherit=True)
 
 
-def check_source(source: str, mode: str = "exec") -> List[Refusal]:
+def check_source(
+    source: str, mode: str = "exec", local: FrozenSet[str] = frozenset()
+) -> List[Refusal]:
     """Every construct safe mode refuses in this code, in source order.
 
     ``mode`` is ``'exec'`` for steps and setup, ``'eval'`` for expectations.
+    ``local``: the modules beside the Python file (``import helper`` of one is
+    the user's own code, checked on its own as this is).
     The caller has already checked that the source compiles; an empty list
     means the code may be compiled with :func:`compile_safe`.
     """
-    return list(_checked(source, mode)[0])
+    return list(_checked(source, mode, local)[0])
 
 
-def compile_safe(source: str, filename: str, mode: str = "exec") -> types.CodeType:
+def compile_safe(
+    source: str, filename: str, mode: str = "exec", local: FrozenSet[str] = frozenset()
+) -> types.CodeType:
     """A code object whose attribute access goes through the runtime guards.
 
     Line numbers are those of ``source``. Code that :func:`check_source` would
     refuse raises :class:`PolicyError`, so a caller that forgot the check still
     cannot run it.
     """
-    return _compiled(source, filename, mode)
+    return _compiled(source, filename, mode, local)

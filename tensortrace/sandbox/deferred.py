@@ -11,7 +11,7 @@ asks :meth:`DeferredChecks.decide_deferred` at the end.
 from __future__ import annotations
 
 import ast
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Dict, FrozenSet, List, Optional, Set, Tuple
 
 from .policy import (
     ALLOWED_MODULES,
@@ -35,6 +35,7 @@ class DeferredChecks:
         self.builtin_calls: List[Tuple[ast.Call, str, int]] = []
         self.chains: List[Tuple[ast.Attribute, Tuple[str, ...], bool]] = []
         self.str_formats: List[ast.Attribute] = []
+        self.local: FrozenSet[str] = frozenset()  # modules beside the file (the user's own)
 
     def refuse(self, node: ast.AST, message: str, col_offset: Optional[int] = None) -> None:
         """Record a refusal (the checker keeps them)."""
@@ -74,7 +75,7 @@ class DeferredChecks:
         aliases.update(self.imported)
         for node, chain, is_load in self.chains:
             base = aliases.get(chain[0])
-            if base is None:
+            if base is None or base in self.local:  # the user's own module: checked as it runs
                 continue
             for part in chain[1:-1]:
                 base = f"{base}.{part}"

@@ -21,7 +21,7 @@ import builtins
 import operator
 import threading
 import types
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 from .policy import (
     CLOSER_LOOK,
@@ -37,6 +37,7 @@ from .policy import (
 from .policy import violation as _violation
 from .consumers import METHODS as CONSUMER_METHODS
 from .consumers import guarded_method
+from .local import LocalModules, Source
 from .verdicts import Verdicts
 from .scenario_builtins import (
     backend_flag,
@@ -159,6 +160,10 @@ class _Runtime(Verdicts):
             return _type(obj) in rt.user_classes
 
         def module_getattr(module: types.ModuleType, name: str) -> Any:
+            if rt.home_modules and rt.is_home_module(module):  # beside the file: the user's own
+                value = _getattr(module, name)
+                tv = _type(value)
+                return value if tv in plain_values else check_value(value, tv, name)
             value = module_value(module, name)
             swap = rt.consumers.get(_id(value))
             return swap[1] if swap is not None and swap[0] is value else value
@@ -259,7 +264,7 @@ class _Runtime(Verdicts):
                     "runs; classes the scenario defines may be changed",
                 )
             if _isinstance(obj, module_type):
-                if backend_flag(obj, name):
+                if backend_flag(obj, name) or rt.is_home_module(obj):
                     return obj
                 raise _violation(
                     f"writing '{_getattr(obj, '__name__', '?')}.{name}'",
@@ -335,16 +340,24 @@ def _runtime() -> _Runtime:
     return _RUNTIME
 
 
-def safe_globals(base: dict) -> dict:
-    """A namespace for code from :func:`compile_safe`.
+def safe_globals(base: dict, local: Sequence[Source] = (), home: Sequence[str] = ()) -> dict:
+    """A namespace for code from :func:`compile_safe`, for one run.
 
     ``base`` (torch, nn, F, same_storage, shares_memory, ...) plus
     ``__builtins__``: the builtins safe mode allows and the runtime guards the
     compiled code calls. The guards live in ``__builtins__`` so that the
-    scenario's namespace holds only what the scenario binds.
+    scenario's namespace holds only what the scenario binds. ``local``: the
+    modules beside a Python file, which its imports run (:mod:`.local`);
+    ``home``: other module names whose objects are the run's own code
+    (``__main__``, a Python file's).
     """
     rt = _runtime()
     rt.learn_loaded_libraries()
+    modules = LocalModules(local) if local else None
+    rt.set_home(tuple(home) + tuple(modules.names if modules is not None else ()))
     namespace = dict(base)
-    namespace["__builtins__"] = dict(rt.builtins)
+    builtins_table = namespace["__builtins__"] = dict(rt.builtins)
+    if modules is not None:
+        modules.builtins, modules.home = builtins_table, rt
+        builtins_table["__import__"] = make_import(rt, modules)
     return namespace

@@ -46,7 +46,12 @@ from .modules import (
     refused_origin,
 )
 
+#: Names a module's code may read that start with '_': its own name (the main guard,
+#: ``if __name__ == "__main__":``) and its file's path. Plain strings; never written.
+MODULE_NAMES = frozenset({"__name__", "__file__"})
+
 __all__ = [
+    "MODULE_NAMES",
     "ALLOWED_DUNDER_METHODS",
     "ALLOWED_MODULES",
     "ALLOWED_UNDERSCORE_ATTRIBUTES",

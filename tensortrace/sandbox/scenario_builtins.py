@@ -13,7 +13,7 @@ from __future__ import annotations
 import builtins
 import sys
 import types
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Optional
 
 from .policy import (
     ALLOWED_MODULES,
@@ -28,6 +28,7 @@ from .protocols import shield_class
 
 if TYPE_CHECKING:
     from .guards import _Runtime
+    from .local import LocalModules
 
 
 def backend_flag(module: types.ModuleType, name: str) -> bool:
@@ -106,7 +107,8 @@ def make_hasattr(rt: "_Runtime"):
     return hasattr
 
 
-def make_import(rt: "_Runtime"):
+def make_import(rt: "_Runtime", local: Optional["LocalModules"] = None):
+    """``__import__`` for scenarios; ``local``: the run's modules beside its Python file."""
     real_import = builtins.__import__
 
     def __import__(name, globals=None, locals=None, fromlist=(), level=0):
@@ -122,6 +124,18 @@ def make_import(rt: "_Runtime"):
             raise _violation("a relative import", IMPORT_RULE)
         if not isinstance(name, str):
             raise TypeError(f"__import__() argument 1 must be str, not {type(name).__name__}")
+        top = name.split(".", 1)[0]
+        if local is not None and top in local.names:
+            if name != top:
+                raise _violation(
+                    f"'import {name}'", f"{top} is a module beside the file, not a package"
+                )
+            module = local.load(name)
+            if not fromlist:
+                return module
+            return types.SimpleNamespace(
+                **{item: rt.guards["_getattr_closely_"](module, item) for item in fromlist}
+            )
         if import_refusal(name) is not None:
             raise _violation(f"'import {name}'", IMPORT_RULE)
         top = real_import(name, None, None, fromlist, 0)

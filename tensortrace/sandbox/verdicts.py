@@ -86,6 +86,10 @@ class Verdicts:
         # modules and classes live as long as those do)
         self.library_methods: Dict[int, Any] = {}
         self.user_classes: "weakref.WeakSet[type]" = weakref.WeakSet()
+        # the run's own code beyond its file: the modules beside it (``local.py``) by id, and
+        # the module names whose objects are home (theirs, and ``__main__`` for a Python file)
+        self.home_modules: Dict[int, types.ModuleType] = {}
+        self.home_roots: FrozenSet[str] = frozenset()
         self.dangerous_types: Set[type] = {
             types.FrameType,
             types.TracebackType,
@@ -149,6 +153,18 @@ class Verdicts:
         self.consumers: Dict[int, Tuple[Any, Any]] = {}
 
     # -- set-up -----------------------------------------------------------
+
+    def set_home(self, roots: Any) -> None:
+        """A new run: the module names whose objects are its own code (never cached)."""
+        self.home_roots = frozenset(roots)
+        self.home_modules = {}
+
+    def home_module(self, module: types.ModuleType) -> None:
+        """A module beside the run's file, made now: its attributes are read as the file's."""
+        self.home_modules[id(module)] = module
+
+    def is_home_module(self, module: Any) -> bool:
+        return self.home_modules.get(id(module)) is module
 
     def refuse_object(self, obj: Any, label: str, reason: str) -> None:
         self.refused_ids[id(obj)] = (obj, f"is {label}, which {reason}")
@@ -236,6 +252,9 @@ class Verdicts:
         return trusted.get(id(obj)) is obj or trusted.get(id(type(obj))) is type(obj)
 
     def origin(self, origin: Any, is_callable: bool) -> Optional[str]:
+        if self.home_roots and isinstance(origin, str):
+            if origin.split(".", 1)[0] in self.home_roots:
+                return None  # the run's own code: never cached, another run may differ
         key = (origin, is_callable)
         try:
             return self.origin_cache[key]
@@ -258,6 +277,8 @@ class Verdicts:
         if isinstance(value, types.ModuleType):
             name = getattr(value, "__name__", None)
             if name in ALLOWED_MODULES and sys.modules.get(name) is value:
+                return None
+            if self.is_home_module(value):
                 return None
             reason = module_reason(name)
             return f"is the module {name}, which " + (

@@ -11,6 +11,8 @@ scenario format, version 1 (see docs/scenario-format.md).
 
 from __future__ import annotations
 
+import dataclasses
+
 from pathlib import Path
 from typing import Optional, Tuple, Union
 
@@ -74,7 +76,7 @@ def load_scenario(path: Union[str, Path]) -> Scenario:
     except OSError as exc:
         raise ScenarioError(f"cannot be read: {exc.strerror or exc}", path=shown) from None
     try:
-        return loads_scenario(raw, path=shown)
+        scenario = loads_scenario(raw, path=shown)
     except ScenarioError:
         if not leaves_folder(path, real):
             raise
@@ -83,6 +85,12 @@ def load_scenario(path: Union[str, Path]) -> Scenario:
             "(nothing of it is quoted, since such a link may lead to a private file)",
             path=shown,
         ) from None
+    if not scenario.script:
+        return scenario
+    from .localmods import local_modules
+
+    sources = [code.source(mode) for _, code, mode in scenario.all_code()]
+    return dataclasses.replace(scenario, modules=local_modules(shown, sources))
 
 
 def loads_scenario(data: Union[str, bytes], path: str = "<string>") -> Scenario:

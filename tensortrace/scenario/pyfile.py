@@ -113,6 +113,7 @@ def loads_python(data: Union[str, bytes], path: str = "<string>") -> Scenario:
         setup=setup,
         steps=tuple(steps),
         notices=_main_guard_notices(tree),
+        script=True,
     )
     # The whole file compiled, so each step does on its own: only the expectations are new code.
     for spec in scenario.steps:
@@ -326,7 +327,8 @@ def _uncomment(text: str) -> str:
 
 
 def _main_guard_notices(tree: ast.Module) -> Tuple[str, ...]:
-    """A notice for each ``if __name__ == "__main__":``, whose body a scenario does not run."""
+    """A notice for each ``if __name__ == "__main__":``: its body runs (a Python file's
+    ``__name__`` is ``__main__``, as under ``python FILE``), as one step."""
     notes = []
     for node in tree.body:
         test = node.test if isinstance(node, ast.If) else None
@@ -337,9 +339,8 @@ def _main_guard_notices(tree: ast.Module) -> Tuple[str, ...]:
             and any(isinstance(c, ast.Constant) and c.value == "__main__" for c in test.comparators)
         ):
             notes.append(
-                f"line {node.lineno}: the body of 'if __name__ == \"__main__\":' does not run, "
-                "because a scenario's "
-                "__name__ is '__scenario__'; move that code to the top level to trace it"
+                f"line {node.lineno}: the body of 'if __name__ == \"__main__\":' runs as one "
+                "step; move that code to the top level to trace it statement by statement"
             )
     return tuple(notes)
 

@@ -80,6 +80,16 @@ class StepSpec:
 
 
 @dataclass(frozen=True)
+class LocalModule:
+    """A module beside a Python file that its code imports (``localmods.py``): its name, its
+    file (absolute) and its text."""
+
+    name: str
+    path: str
+    source: str
+
+
+@dataclass(frozen=True)
 class Scenario:
     """A parsed scenario. With ``variants``, call ``for_variant`` before tracing."""
 
@@ -102,6 +112,11 @@ class Scenario:
     notices: Tuple[str, ...] = ()
     refusals: Tuple[Tuple[str, str], ...] = ()
     cells: Tuple[int, ...] = ()
+    # A Python file runs as ``python FILE ARGS`` would (``script.py``): ``__name__`` is
+    # ``__main__``, and ``argv`` are its ARGS (``tensortrace run FILE -- ARGS``).
+    script: bool = False
+    argv: Tuple[str, ...] = ()
+    modules: Tuple[LocalModule, ...] = ()  # the modules beside it that its code imports
 
     def place(self, code: Code, line: Optional[int], column: Optional[int]) -> Dict[str, object]:
         """The path, line and column of an error at (line, column) of the file.

@@ -591,3 +591,92 @@ def test_runs_past_max_iterations_leave_their_operations_out_of_the_next_step(tm
     after = _step(trace, "b = a * 2")
     assert [o.name for o in after.ops] == ["torch.Tensor.mul", "aten::mul"]
     assert "more runs of lines" in after.note
+
+
+def test_the_header_names_the_device_the_tensors_are_on(capsys, monkeypatch):
+    """A snooped function picks its tensors' devices itself: the header names those (a meta
+    tensor stands in for a GPU one here), not the default device."""
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert str(torch.get_default_device()) == "cpu"
+
+    def on_meta():
+        m = torch.ones(3, device="meta")
+        return m * 2
+
+    def on_both():
+        c = torch.ones(2)
+        d = torch.ones(2, device="meta")
+        return c, d
+
+    def on_none():
+        return 1
+
+    found = []
+    for work in (on_meta, on_both, on_none):
+        snooper = tensortrace.snoop()
+        snooper(work)()
+        found.append(snooper.trace.environment.device)
+    assert found[0] == "meta" and "device meta" in capsys.readouterr().err
+    assert found[1] == "cpu, meta" and found[2] == "cpu"
+
+
+def test_devices_of_lists_each_device_once_in_order_of_first_sight():
+    from types import SimpleNamespace
+
+    from tensortrace.record.lines import devices_of
+
+    def step(index, *devices):
+        return SimpleNamespace(tensors=[SimpleNamespace(device=d) for d in devices])
+
+    assert devices_of([step(1, "cuda:0"), step(2, "cuda:0", "cpu", "cuda:1")]) == (
+        "cuda:0, cpu, cuda:1"
+    )
+    assert devices_of([step(1)]) is None
+
+
+def test_a_mode_entered_on_a_snooped_line_is_the_users_to_leave_after_the_span():
+    """The recording's modes lie below the user's for the whole span and leave from there:
+    a mode the snooped function enters is still on top when it returns, for the caller to
+    leave, and it counts what the code ran, not what the recording read."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    def work(fc):
+        a = torch.randn(4, 4)
+        fc.__enter__()
+        c = a @ a
+        w = torch.randn(64, 64, requires_grad=True)
+        (w @ w).sum().backward()
+        return c
+
+    def run(call):
+        fc = FlopCounterMode(display=False)
+        call(fc)
+        on_top = torch.utils._python_dispatch._get_current_dispatch_mode() is fc.mode
+        fc.__exit__(None, None, None)
+        d = torch.ones(2, 2) @ torch.ones(2, 2)
+        return fc.get_total_flops(), on_top, d
+
+    plain = run(work)
+    assert plain[:2] == (128 + 3 * 2 * 64**3, True)
+    assert run(tensortrace.snoop(fmt="json", output=None)(work))[:2] == plain[:2]
+    assert torch._C._len_torch_dispatch_stack() == torch._C._len_torch_function_stack() == 0
+
+
+def test_an_eval_transformer_encoder_takes_its_fast_path_under_snoop():
+    """Padded positions hold zeros after the encoder's fast path, as in plain PyTorch."""
+
+    def encode():
+        torch.manual_seed(0)
+        layer = torch.nn.TransformerEncoderLayer(8, 2, 16, batch_first=True)
+        enc = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=True).eval()
+        x = torch.randn(2, 4, 8)
+        mask = torch.tensor([[False, False, True, True], [False, False, False, True]])
+        with torch.no_grad():
+            out = enc(x, src_key_padding_mask=mask)
+        return out
+
+    plain = encode()
+    assert plain[0, 2].abs().sum() == 0
+    snooper = tensortrace.snoop(fmt="json", output=None)
+    assert torch.equal(snooper(encode)(), plain)
+    assert any("stepped aside" in n for n in snooper.trace.notices)

@@ -27,6 +27,7 @@ import torch
 
 from conftest import cli, write_scenario
 from tensortrace.record.graph import ANCHOR, UNANCHORED_NODES, graph_of, walk_graph, walk_nodes
+from tensortrace.record.walk import ANCHOR_PAST, ANCHORED
 
 PRESERVED = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2]) >= (
     2,
@@ -193,13 +194,25 @@ def _shapes():
 
 
 @pytest.mark.parametrize("name", ["chain", "diamond", "mixed", "stacked"])
-def test_the_walk_visits_nodes_in_the_plain_order_and_anchors_each_next_node(name):
+def test_the_walk_visits_nodes_in_the_plain_order_and_leaves_a_small_graphs_metadata(name):
+    """A graph of at most ANCHOR_PAST nodes frees safely without anchors: its nodes'
+    metadata stays as plain PyTorch leaves it (empty)."""
     _, shapes = _shapes()
     root = shapes[name].grad_fn
     expected_order, expected_nexts = _reference([root])
     walk = walk_nodes([root], 10_000)
     assert [id(n) for n in walk.order] == [id(n) for n in expected_order]
     assert walk.nexts == expected_nexts and not walk.truncated and not walk.unanchored
+    assert not walk.anchored and all(dict(node.metadata) == {} for node in walk.order)
+
+
+def test_a_walk_past_the_bound_anchors_each_next_node_of_every_node_it_walked():
+    x = torch.ones(1, requires_grad=True)
+    y = x
+    for _ in range(ANCHOR_PAST + 50):
+        y = y * 1.0
+    walk = walk_nodes([y.grad_fn], 10_000)
+    assert walk.anchored and len(walk.order) == ANCHOR_PAST + 51
     for node in walk.order:
         nexts = [fn for fn, _ in node.next_functions]
         if not nexts:
@@ -304,4 +317,4 @@ def test_safe_mode_draws_a_long_chain_whole_and_frees_it(tmp_path):
         "saved": [],
     }
     assert [s["status"] for s in data["steps"]] == ["ok", "ok", "ok"]
-    assert data["notices"] == []
+    assert data["notices"] == [ANCHORED.format(n=ANCHOR_PAST, key=ANCHOR)]

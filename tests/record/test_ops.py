@@ -506,9 +506,9 @@ def test_a_write_after_data_is_reassigned_names_the_storage_it_landed_in():
     assert second.writes == (y.storage,) and first.writes != (y.storage,)
 
 
-def test_past_the_limit_a_dispatch_mode_of_the_scenarios_own_keeps_ours_counting_below_it():
-    """Ours leaves the stack only when it is the top: under the scenario's own mode it goes
-    on counting."""
+def test_past_the_limit_ours_leaves_from_under_a_dispatch_mode_of_the_scenarios_own():
+    """Ours lies below the scenario's own mode and leaves the stack from there: the
+    scenario's mode goes on seeing every operation, and ours counts the calls alone."""
     result = _trace(
         """
         title: a mode of the scenario's own
@@ -536,9 +536,8 @@ def test_past_the_limit_a_dispatch_mode_of_the_scenarios_own_keeps_ours_counting
     assert step.status == "ok" and step.behaved, step.failures
     assert state(step, "x").values.data == (3010.0, 3010.0)
     recorded_calls = len(_calls(step))
-    # under Counting every add_ past the limit is a call and an ATen operation; after it, a
-    # call alone
-    assert step.ops_omitted == 2 * (3000 - (recorded_calls - 1)) + 10
+    # every add_ past the limit is counted as a call alone, under Counting and after it
+    assert step.ops_omitted == (3000 - (recorded_calls - 1)) + 10
     assert [op.name for op in _aten(after)] == ["aten::detach"]
     assert torch._C._len_torch_dispatch_stack() == 0
 
@@ -625,3 +624,23 @@ def test_a_result_whose_storage_existed_before_the_call_is_not_called_new(level)
         assert f"  aten::add(·) → y ({y}, new)" in lines
     add = next(op for op in _calls(step) if op.name == "torch.Tensor.add")
     assert add.existed == (False,)
+
+
+def test_a_storage_that_dies_in_a_step_keeps_the_label_it_had_before():
+    """`opt.zero_grad()` reads `.grad` and frees it in one step: the op log names that memory
+    by the label it had before, never a new one (same label = same memory)."""
+    from tensortrace.scenario import load_scenario
+
+    result = trace(load_scenario(REPO / "scenarios" / "optimizer-step.yaml"), safe=True)
+
+    def grad_reads(index):
+        return [
+            op.outputs[0]
+            for op in _calls(step_of(result, index))
+            if op.name == "torch.Tensor.grad.__get__" and op.tensors.in_ == ("lin.weight",)
+        ]
+
+    before, after = grad_reads(3), grad_reads(5)
+    assert before and after and set(after) == {before[0]}
+    labels = [s.label for s in result.storages]
+    assert len(labels) == len(set(labels))

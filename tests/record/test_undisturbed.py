@@ -132,3 +132,105 @@ def test_the_tools_reads_never_run_the_users_overrides():
     assert "xs[0]" in {s.name for s in result.steps[-1].tensors} and "d['k']" in {
         s.name for s in result.steps[-1].tensors
     }
+
+
+MODES = [
+    "from torch.utils.flop_counter import FlopCounterMode\n"
+    "from torch.utils._python_dispatch import TorchDispatchMode\n"
+    "from torch.overrides import TorchFunctionMode\n"
+    "class Seen(TorchDispatchMode):\n"
+    "    def __init__(self):\n"
+    "        super().__init__()\n"
+    "        self.ops = []\n"
+    "    def __torch_dispatch__(self, func, types, args=(), kwargs=None):\n"
+    "        self.ops.append(str(func))\n"
+    "        return func(*args, **(kwargs or {}))\n"
+    "class Calls(TorchFunctionMode):\n"
+    "    def __init__(self):\n"
+    "        super().__init__()\n"
+    "        self.calls = []\n"
+    "    def __torch_function__(self, func, types, args=(), kwargs=None):\n"
+    "        self.calls.append(getattr(func, '__name__', str(func)))\n"
+    "        return func(*args, **(kwargs or {}))\n"
+    "a = torch.randn(4, 4)\n"
+    "b = torch.randn(4, 4)",
+    "fc = FlopCounterMode(display=False)\nseen = Seen()\ncalls = Calls()",
+    "fc.__enter__()",
+    "seen.__enter__()",
+    "calls.__enter__()",
+    "c = a @ b",
+    "d = c.sum()",
+    "w = torch.randn(64, 64, requires_grad=True)\n(w * 2).sum().backward()",
+    "calls.__exit__(None, None, None)",
+    "seen.__exit__(None, None, None)",
+    "fc.__exit__(None, None, None)",
+    "e = a @ b",
+    "print(fc.get_total_flops(), seen.ops, calls.calls, on_top)",
+]
+MODES.insert(
+    MODES.index("c = a @ b"),
+    "from torch.utils._python_dispatch import _get_current_dispatch_mode\n"
+    "from torch.overrides import _get_current_function_mode\n"
+    "on_top = _get_current_dispatch_mode() is seen and _get_current_function_mode() is calls",
+)
+
+
+def test_modes_entered_and_left_in_separate_steps_count_as_in_plain_python():
+    """A dispatch mode entered in one statement and left in another sees what it sees in plain
+    Python: FlopCounterMode counts the matmul (128 FLOPs, not 0), no mode of the tool's is
+    left on the user's stack, and the tool's own reads reach none of the user's modes."""
+    plain = plain_stdout(MODES)
+    assert plain.startswith("128 ") and plain.endswith(" True\n")
+    result = traced(MODES)
+    assert result.steps[-1].stdout == plain
+    assert torch._C._len_torch_dispatch_stack() == torch._C._len_torch_function_stack() == 0
+
+
+ENCODER = [
+    "torch.manual_seed(0)\n"
+    "layer = nn.TransformerEncoderLayer(d_model=8, nhead=2, dim_feedforward=16,"
+    " batch_first=True)\n"
+    "enc = nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=True).eval()\n"
+    "x = torch.randn(2, 4, 8)\n"
+    "mask = torch.tensor([[False, False, True, True], [False, False, False, True]])",
+    "with torch.no_grad():\n    out = enc(x, src_key_padding_mask=mask)",
+    "print(out[0, 2].tolist(), out[1, 3].tolist(), out[0, 0].tolist())",
+]
+
+
+def test_an_eval_transformer_encoder_takes_its_fast_path_as_in_plain_pytorch():
+    """The encoder's fast path runs only when no torch-function mode is active; plain
+    PyTorch takes it and gives zeros at the padded positions. The recording steps aside for
+    that forward and says so."""
+    plain = plain_stdout(ENCODER)
+    assert plain.startswith("[0.0, 0.0, 0.0")
+    in_process = traced(ENCODER)
+    (forked,) = run_scenario(scenario(ENCODER), safe=True, limits=Limits(timeout=60))
+    for result in (in_process, forked):
+        assert result.steps[-1].stdout == plain
+        assert any("TransformerEncoder" in n and "stepped aside" in n for n in result.notices)
+        ops = result.steps[1].ops
+        (forward,) = [i for i, op in enumerate(ops) if op.name.endswith("Encoder.forward")]
+        assert ops[forward].name == "torch.nn.TransformerEncoder.forward"
+        assert ops[forward].tensors.in_ == ("x",) and ops[forward].tensors.out == ("out",)
+        under = [op.name for op in ops if op.parent == forward]
+        assert under.count("aten::_transformer_encoder_layer_fwd") == 2
+
+
+METADATA = [
+    "x = torch.ones(3, requires_grad=True)",
+    {"run": "y = (x.sin() * 2).sum()", "graph": ["y"]},
+    "y.backward(retain_graph=True)",
+    "nodes = [y.grad_fn]\nfor _ in range(3):\n    nodes.append(nodes[-1].next_functions[0][0])",
+    "print([dict(n.metadata) for n in nodes if n is not None])",
+]
+
+
+def test_the_graph_walks_leave_the_users_grad_fn_metadata_as_plain_pytorch_does():
+    """Drawn, scanned for predictions and walked for the gradient flow: the nodes' metadata
+    holds what plain PyTorch gives it (nothing)."""
+    plain = plain_stdout([s if isinstance(s, str) else s["run"] for s in METADATA])
+    assert plain == "[{}, {}, {}, {}]\n"
+    result = trace(scenario(METADATA), safe=False)
+    assert result.steps[-1].stdout == plain
+    assert result.steps[1].graphs and result.steps[2].flow

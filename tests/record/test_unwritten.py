@@ -333,3 +333,60 @@ def test_summaries_leave_the_thread_count_as_they_found_it():
     before = torch.get_num_threads()
     probe_values._moments(torch.randn(600_000))
     assert torch.get_num_threads() == before
+
+
+# --- writes the schema does not declare -----------------------------------------------------
+
+
+def _plain(steps: List[str]) -> dict:
+    from tensortrace.record.helpers import base_namespace
+
+    ns = base_namespace()
+    for code in steps:
+        exec(compile(code, "<plain>", "exec"), ns)
+    return ns
+
+
+BATCH_NORM = [
+    "torch.manual_seed(0)\nbn = nn.BatchNorm1d(512)\nx = torch.randn(16, 512) * 3 + 1",
+    "y = bn(x)",
+    "z = bn(x * 2)",
+]
+
+
+def test_batch_norm_running_statistics_show_though_the_schema_declares_no_write():
+    """``native_batch_norm`` updates ``running_mean`` and ``running_var`` in its kernel, but
+    its schema marks neither as written: memory an operation was handed is compared again."""
+    plain = _plain(BATCH_NORM)
+    result = run(BATCH_NORM)
+    for name in ("running_mean", "running_var"):
+        real = getattr(plain["bn"], name)
+        shown = at(result, 3, f"bn.{name}").values.summary
+        assert math.isclose(shown.mean, real.mean().item(), rel_tol=1e-6)
+        assert math.isclose(shown.max, real.max().item(), rel_tol=1e-6)
+        before = at(result, 2, f"bn.{name}").values.summary
+        assert (before.mean, before.max) != (shown.mean, shown.max)
+
+
+@pytest.mark.parametrize(
+    "write",
+    [
+        "x.apply_(lambda v: v + 1)",
+        "x.map_(torch.ones(2000), lambda a, b: a + b)",
+    ],
+)
+def test_a_write_by_a_python_callable_shows(write):
+    """``apply_`` and ``map_`` write through a Python callable, with no ATen operation."""
+    steps = ["x = torch.zeros(2000)", write]
+    plain = _plain(steps)["x"]
+    result = run(steps)
+    shown = at(result, 2, "x").values.summary
+    assert shown.max == plain.max().item() == 1.0 and shown.min == 1.0
+
+
+def test_memory_an_operation_only_read_is_compared_and_its_record_kept(reads):
+    """An operation handed memory may write it undeclared, so it is fingerprinted; unchanged,
+    its record stands. A view operation touches no byte and reads nothing."""
+    result = run([f"a = torch.zeros({N})", "s = a.sum()", "t = a.sum()", "c = a.detach()"])
+    assert big(reads) == [4 * N, 4 * N]  # steps 2 and 3; not step 4's detach
+    assert at(result, 3, "a") is at(result, 2, "a") and at(result, 4, "a") is at(result, 2, "a")

@@ -248,12 +248,13 @@ def test_a_class_the_file_defines_may_be_declared():
     assert scenario.steps[1].raises.type == "Boom"
 
 
-def test_a_main_guard_is_a_notice_not_silence():
+def test_a_main_guard_runs_as_one_step_and_says_so():
     scenario = _load('a = 1\nif __name__ == "__main__":\n    a = 2\n')
+    assert scenario.script and scenario.argv == ()
     assert (
         scenario.notices
         and "line 2" in scenario.notices[0]
-        and "does not run" in scenario.notices[0]
+        and "runs as one step" in scenario.notices[0]
     )
 
 
