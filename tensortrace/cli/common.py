@@ -130,7 +130,9 @@ def run_all(
     from ..run import runner
     from ..run.runner import Limits, run_all
 
-    # this process runs no tensor operation: children keep PyTorch's threads
+    # this process runs no tensor operation: children keep PyTorch's threads (for this call
+    # only: a program that calls the command line in its own process may use them after)
+    unused_before = runner.threads_unused_before_fork
     runner.threads_unused_before_fork = True
     limits = Limits(
         timeout=timeout if timeout > 0 else None,
@@ -153,6 +155,8 @@ def run_all(
     except Interrupted as stop:
         _say_if_unconfined(stop.traces)
         raise
+    finally:
+        runner.threads_unused_before_fork = unused_before
     _say_if_unconfined(traces)
     return traces
 

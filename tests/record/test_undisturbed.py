@@ -56,6 +56,25 @@ def test_the_child_keeps_the_users_thread_count(monkeypatch):
     assert result.steps[0].stdout == f"{torch.get_num_threads()}\n"
 
 
+def test_a_program_that_ran_the_command_line_forks_its_own_runs_at_one_thread(tmp_path):
+    """The command line's "no tensor operation before the fork" holds for its own call only:
+    a program that calls it in its own process and then runs a scenario itself, after it
+    used PyTorch's threads, gets a child that does not wait forever for OpenMP's pool."""
+    import pytest
+    from conftest import cli
+
+    if torch.get_num_threads() < 2:
+        pytest.skip("OpenMP's pool needs two threads to be left behind by fork")
+    path = tmp_path / "one.yaml"
+    path.write_text("title: one\nsteps:\n  - x = torch.ones(2)\n", encoding="utf-8")
+    assert cli("run", str(path)).returncode == 0
+    assert runner.threads_unused_before_fork is False
+    torch.ones(4_000_000).add_(1).sum()  # this process's OpenMP pool, now started
+    steps = ["x = torch.nested.nested_tensor([torch.ones(2), torch.ones(3)])"]
+    (result,) = run_scenario(scenario(steps), safe=False, limits=Limits(timeout=30))
+    assert result.aborted is None and result.steps[0].status == "ok", result.aborted
+
+
 RECURSION = """
 def depth(n=0):
     try:
