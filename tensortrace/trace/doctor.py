@@ -97,6 +97,10 @@ class Report(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     failure: Optional[Failure]
     silent: Tuple[Silent, ...]
     exit_status: Optional[int] = None  # the script's, under the command line
+    nonfinite: Optional["nonfinite.NonFinite"] = None  # the first NaN or Inf of the run
+
+
+from . import nonfinite  # noqa: E402 (its records use Place, defined above)
 
 
 def report_json(report: Report) -> str:
