@@ -108,6 +108,7 @@ class Recorder:
         self._hooks: Any = None
         self._mode: Optional[Watch] = None
         self._watching = False  # whether the mode is on the dispatch mode stack now
+        self.nonfinite: Any = None  # nonfinite.NonFiniteWatch: NaN and Inf, set by the session
 
     # switching on and off ---------------------------------------------------------
     def start(self) -> None:
@@ -168,6 +169,8 @@ class Recorder:
         self.index.setdefault(key, []).append(weakref.ref(saved))
         if not self._watching:
             self.wake()
+            if self.nonfinite is not None and is_output:  # its operation ran before the wake
+                self.nonfinite.unwatched_output(t)
         return saved
 
     def wake(self) -> None:
@@ -179,7 +182,10 @@ class Recorder:
             self._watching = True
 
     def rest(self) -> None:
-        """The write watch off while no saved tensor is alive: no write can hit one."""
+        """The write watch off while no saved tensor is alive: no write can hit one (it stays
+        on when every operation is checked for NaN and Inf)."""
+        if self.nonfinite is not None and self.nonfinite.every_op:
+            return
         if self._watching and not self.index and _current_mode() is self._mode:
             self.settle_writes()
             self._mode.__exit__(None, None, None)

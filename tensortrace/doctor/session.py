@@ -36,7 +36,10 @@ class doctor:
     ``with tensortrace.doctor(): train()``. ``output``: a file to write the
     report to (atomically; ``fmt`` ``console`` or ``json``, by default from
     the suffix), else stderr. The last report is kept as ``.report``. An
-    exception leaving the block goes on unchanged, after its report.
+    exception leaving the block goes on unchanged, after its report. The
+    first NaN or Inf of a loss, a gradient or a parameter is reported with the
+    operation that made it; ``nan=True`` checks every operation for it, not
+    only those that make NaN or Inf from ordinary numbers (docs/doctor.md).
     """
 
     def __init__(
@@ -46,12 +49,14 @@ class doctor:
         fmt: Optional[str] = None,
         width: Optional[int] = None,
         target: str = "<block>",
+        nan: bool = False,
     ) -> None:
         self.output = None if output is None else os.fspath(output)
         self.fmt = check_format(fmt, self.output)
         self.width = width
         self.target = target
         self.report: Optional[Report] = None
+        self.nan = nan
         self._recorder: Any = None
 
     def __enter__(self) -> "doctor":
@@ -61,6 +66,7 @@ class doctor:
             raise UsageError("this doctor() is already watching; use a new one for a nested block")
         self._recorder = Recorder()
         self._recorder.start()
+        _watch_nonfinite(self._recorder, self.nan)
         return self
 
     def __exit__(self, kind: Any, exc: Optional[BaseException], tb: Any) -> bool:
@@ -82,6 +88,7 @@ class doctor:
         from .diagnose import silent_records
 
         rec, self._recorder = self._recorder, None
+        nonfinite = _stop_nonfinite(rec)
         rec.stop()
         self.report = Report(
             version=REPORT_VERSION,
@@ -90,8 +97,36 @@ class doctor:
             failure=rec.failure_for(exc),
             silent=silent_records(rec),
             exit_status=status,
+            nonfinite=nonfinite,
         )
         return self.report
+
+
+def _watch_nonfinite(rec: Any, every_op: bool) -> None:
+    """The NaN and Inf watch (nonfinite.py), on top of the recorder's own hooks."""
+    from .nonfinite import NonFiniteWatch
+
+    rec.nonfinite = NonFiniteWatch(rec, every_op=every_op)
+    rec.nonfinite.start()
+
+
+def _stop_nonfinite(rec: Any) -> Any:
+    """The record of the run's first NaN or Inf, or None; the watch's hooks are removed."""
+    from . import nanrules, symptoms
+
+    watch, rec.nonfinite = rec.nonfinite, None
+    try:
+        seen = symptoms.finish(watch)
+        return None if seen is None else nanrules.diagnosis(seen, watch.every_op)
+    finally:
+        watch.stop()
+        if watch.broken is not None:
+            warnings.warn(
+                "tensortrace doctor: the NaN and Inf watch stopped after an error of its own "
+                f"({watch.broken}); the script ran on unchanged",
+                RuntimeWarning,
+                stacklevel=2,
+            )
 
 
 def check_format(fmt: Optional[str], output: Optional[str]) -> str:
@@ -148,6 +183,7 @@ def run_target(
     output: Optional[str] = None,
     fmt: Optional[str] = None,
     width: Optional[int] = None,
+    nan: bool = False,
 ) -> int:
     """Run a script (or ``-m`` module) under the doctor; the script's exit status."""
     form = check_format(fmt, output)
@@ -156,7 +192,7 @@ def run_target(
 
         Output(output).discard()  # a folder that is not there: said now, before the script runs
     argv0 = _check_target(target, module)
-    watch = doctor(output, fmt=form, width=width, target=target)
+    watch = doctor(output, fmt=form, width=width, target=target, nan=nan)
     saved_argv, saved_path = sys.argv[:], sys.path[:]
     sys.argv = [argv0, *args]
     sys.path[0:1] = [os.getcwd() if module else os.path.dirname(os.path.abspath(target))]

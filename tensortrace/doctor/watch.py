@@ -124,4 +124,6 @@ class Watch(TorchDispatchMode):
                 plan = _PLANS[func] = _written(func)
             if plan and rec.index:
                 rec.note_writes(func, plan, args, kwargs)
+        if rec.nonfinite is not None:  # checked for NaN and Inf (nonfinite.py)
+            return rec.nonfinite.call(func, args, kwargs)
         return func(*args, **kwargs)
