@@ -45,6 +45,12 @@ _OUTPUT = typer.Option(
     metavar="FILE",
     help="Write the report to this file (atomically) instead of stderr.",
 )
+_NAN = typer.Option(
+    False,
+    "--nan",
+    help="Check every operation's output and every gradient for NaN and Inf, not only those "
+    "of log, division, sqrt, exp, pow... (slower: see docs/doctor.md).",
+)
 
 
 def doctor(
@@ -54,9 +60,10 @@ def doctor(
     fmt: Optional[str] = _FORMAT,
     output: Optional[str] = _OUTPUT,
     width: Optional[int] = WIDTH,
+    nan: bool = _NAN,
 ) -> None:
     """Run your script as python would (your own code, no safe mode); name the line that broke
-    backward."""
+    backward, or made the first NaN or Inf."""
     from .common import guarded
 
     def body() -> int:
@@ -66,11 +73,13 @@ def doctor(
         args: List[str] = list(ctx.args)
         if module is not None:
             args = ([script] if script is not None else []) + args
-            return run_target(module, args, module=True, output=output, fmt=fmt, width=width)
+            return run_target(
+                module, args, module=True, output=output, fmt=fmt, width=width, nan=nan
+            )
         if script is None:
             raise UsageError(
                 "give the script to run (tensortrace doctor train.py ARGS...), or -m MODULE"
             )
-        return run_target(script, args, output=output, fmt=fmt, width=width)
+        return run_target(script, args, output=output, fmt=fmt, width=width, nan=nan)
 
     guarded(body)

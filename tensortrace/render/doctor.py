@@ -43,7 +43,13 @@ def render_console(report: Report, *, width: Optional[int] = None, color: bool =
         if lines:
             lines.append(Text(""))
         lines += _silent(silent)
-    if report.failure is None and not report.silent:
+    if report.nonfinite is not None:
+        from .nonfinite import nonfinite_lines
+
+        if lines:
+            lines.append(Text(""))
+        lines += nonfinite_lines(report.nonfinite)
+    if report.failure is None and not report.silent and report.nonfinite is None:
         lines.append(
             _styled("tensortrace doctor: nothing to report: ", "bold green")
             + Text(summary_line(report))
