@@ -1,0 +1,438 @@
+"""``tensortrace doctor`` and the first NaN or Inf: each example names the line that made it, in
+forward or in backward, with the reason its operands give; the fixes it offers, applied to a
+copy of the script, make the run finite; correct scripts get no report; the script runs as
+plain Python does."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import List, Tuple
+
+import pytest
+import torch
+
+from conftest import REPO, Result, cli
+from tensortrace.trace.doctor import Report, report_from_json, report_schema
+
+EXAMPLES = REPO / "examples" / "doctor"
+MODES = ("default", "every-op")
+
+
+@pytest.fixture(autouse=True)
+def _one_intra_op_thread():
+    """One intra-op thread, as in test_doctor.py: OpenMP's pool does not survive a fork."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def doctor_here(*args: str, cwd: Path = REPO) -> Result:
+    return cli(
+        "doctor", *args, cwd=cwd, env={"NO_COLOR": "1", "FORCE_COLOR": None, "COLUMNS": None}
+    )
+
+
+def run(script: Path, mode: str, tmp_path: Path, cwd: Path = REPO) -> Tuple[Result, Report]:
+    out = tmp_path / f"report-{mode}.json"
+    flags = ["--nan"] if mode == "every-op" else []
+    result = doctor_here(*flags, "-o", str(out), str(script), cwd=cwd)
+    return result, report_from_json(out.read_text(encoding="utf-8"))
+
+
+def line_of(script: Path, text: str) -> int:
+    """The number of the one line of ``script`` that contains ``text``."""
+    found = [
+        i
+        for i, line in enumerate(script.read_text(encoding="utf-8").splitlines(), 1)
+        if text in line
+    ]
+    assert len(found) == 1, (script, text, found)
+    return found[0]
+
+
+def plain_python(script: Path) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return subprocess.run(
+        [sys.executable, str(script)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+# --- each example names the right line ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_log_of_an_underflowed_softmax_is_named_in_forward(tmp_path, mode):
+    script = EXAMPLES / "nan_log_softmax.py"
+    result, report = run(script, mode, tmp_path)
+    assert result.returncode == 0
+    nf = report.nonfinite
+    assert nf is not None and nf.watch == mode
+    assert (nf.symptom.what, nf.symptom.value, nf.symptom.iteration) == ("loss", "nan", 3)
+    assert nf.symptom.names == ("loss",)
+    assert nf.symptom.place.line == line_of(script, "loss.backward()")
+    origin = nf.origin
+    assert (origin.phase, origin.op, origin.made, origin.iteration) == (
+        "forward",
+        "aten.log",
+        ("-inf",),
+        3,
+    )
+    assert origin.place.line == line_of(script, "torch.log(p)")
+    assert origin.call == "torch.log(p)"
+    p = origin.operands[0]
+    assert (p.name, p.nan, p.posinf, p.neginf) == ("p", 0, 0, 0) and p.zeros >= 1
+    assert origin.count == p.zeros  # each zero made one -inf
+    assert nf.rule == "softmax-underflow"
+    assert nf.headline.startswith(
+        "loss became NaN at iteration 3: the first non-finite value was made by `torch.log(p)` "
+        f"at examples/doctor/nan_log_softmax.py:{origin.place.line} (p had "
+    )
+    # the NaN itself: 0 × -inf in the product with the one-hot targets
+    assert nf.then is None or nf.then.op == "aten.mul"
+    if mode == "every-op":
+        assert nf.then is not None and nf.then.made == ("nan",)
+        assert nf.then.place.line == origin.place.line
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_zero_over_zero_in_a_normalisation_is_named_in_forward(tmp_path, mode):
+    script = EXAMPLES / "nan_normalise.py"
+    result, report = run(script, mode, tmp_path)
+    nf = report.nonfinite
+    assert result.returncode == 0 and nf is not None
+    assert (nf.symptom.what, nf.symptom.value, nf.symptom.iteration) == ("loss", "nan", 0)
+    origin = nf.origin
+    assert (origin.phase, origin.op, origin.made) == ("forward", "aten.div", ("nan",))
+    assert origin.place.line == line_of(script, "weights = s / s.sum(dim=1, keepdim=True)")
+    assert origin.name == "weights"
+    num, den = origin.operands
+    assert (num.name, den.name) == ("s", "s.sum(dim=1, keepdim=True)")
+    assert den.zeros >= 1 and num.zeros >= den.zeros * 6  # each zero sum is a row of 6 zeros
+    assert nf.rule == "zero-over-zero"
+    assert "0/0 = NaN" in nf.why
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_sqrt_at_zero_is_named_in_backward_when_forward_is_finite(tmp_path, mode):
+    script = EXAMPLES / "nan_sqrt_backward.py"
+    result, report = run(script, mode, tmp_path)
+    assert "step 0: loss 0." in result.stdout  # the forward of the first step is finite
+    nf = report.nonfinite
+    assert nf is not None
+    assert (nf.symptom.what, nf.symptom.value, nf.symptom.iteration) == ("gradient", "nan", 0)
+    assert set(nf.symptom.names) == {"embed.weight", "embed.bias"}
+    assert nf.symptom.place.line == line_of(script, "opt.step()")
+    origin = nf.origin
+    assert (origin.phase, origin.node, origin.op, origin.made) == (
+        "backward",
+        "SqrtBackward0",
+        "aten.sqrt",
+        ("inf",),
+    )
+    assert origin.place.line == line_of(script, "dist = torch.sqrt(")
+    assert origin.from_finite
+    assert nf.rule == "sqrt-at-zero"
+    assert "in backward, by the gradient of `torch.sqrt(" in nf.headline
+    # then the NaN: inf × 0 in the gradient of the square, the same line
+    assert nf.then.node == "PowBackward0" and nf.then.made == ("nan",)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_divergence_after_large_steps_is_named_with_its_losses(tmp_path, mode):
+    script = EXAMPLES / "nan_divergence.py"
+    result, report = run(script, mode, tmp_path)
+    nf = report.nonfinite
+    assert nf is not None
+    assert (nf.symptom.what, nf.symptom.value) == ("loss", "inf")
+    origin = nf.origin
+    assert origin.place.line == line_of(script, "loss = ((model(x) - y) ** 2).mean()")
+    assert origin.iteration == nf.symptom.iteration > 5
+    assert origin.from_finite and origin.made == ("inf",)
+    assert nf.rule == "divergence"
+    assert "the loss grew from" in nf.why
+    assert len(nf.losses) >= 5 and nf.losses[-1] > 1e3 * min(nf.losses)
+    assert [f.edit.line for f in nf.fixes if f.edit] == [
+        line_of(script, "lr=0.5"),
+        line_of(script, "opt.step()"),
+    ]
+
+
+def test_the_first_inf_of_an_optimizer_step_is_named_with_every_op(tmp_path):
+    script = tmp_path / "step.py"
+    script.write_text(
+        "import torch\n"
+        "w = torch.full((3,), 1e38, requires_grad=True)\n"
+        "opt = torch.optim.SGD([w], lr=3e38)\n"
+        "loss = -w.sum()\n"
+        "loss.backward()\n"
+        "opt.step()\n"
+        "print(w)\n",
+        encoding="utf-8",
+    )
+    _, default = run(script, "default", tmp_path, cwd=tmp_path)
+    nf = default.nonfinite
+    assert (nf.symptom.what, nf.symptom.value, nf.symptom.names) == ("parameter", "inf", ("w",))
+    assert nf.origin is None and "--nan" in nf.headline
+    _, every = run(script, "every-op", tmp_path, cwd=tmp_path)
+    origin = every.nonfinite.origin
+    assert (origin.phase, origin.place.line, origin.from_finite) == ("optimizer", 6, True)
+    assert origin.made == ("inf",)
+
+
+def test_a_nan_already_in_the_data_is_named_where_it_is_first_read(tmp_path):
+    script = tmp_path / "data.py"
+    script.write_text(
+        "import numpy as np\n"
+        "import torch\n"
+        "x = torch.from_numpy(np.array([[1.0, 2.0, 3.0], [4.0, np.nan, 6.0]], np.float32))\n"
+        "lin = torch.nn.Linear(3, 1)\n"
+        "loss = lin(x).pow(2).mean()\n"
+        "loss.backward()\n",
+        encoding="utf-8",
+    )
+    _, report = run(script, "every-op", tmp_path, cwd=tmp_path)
+    nf = report.nonfinite
+    assert nf.origin is None and nf.entered is not None
+    assert nf.entered.place.line == 5
+    assert "already held NaN" in nf.headline
+    assert [f.edit.new.strip() for f in nf.fixes] == [
+        "loss = lin(torch.nan_to_num(x)).pow(2).mean()"
+    ]
+
+
+# --- the fixes offered work when applied ------------------------------------------------------
+
+
+def apply(edit, script: Path, into: Path) -> Path:
+    lines = script.read_text(encoding="utf-8").splitlines()
+    assert lines[edit.line - 1] == edit.old
+    lines[edit.line - 1] = edit.new
+    into.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return into
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["nan_log_softmax.py", "nan_normalise.py", "nan_sqrt_backward.py", "nan_divergence.py"],
+)
+def test_each_fix_offered_makes_the_run_finite(tmp_path, name):
+    script = EXAMPLES / name
+    _, report = run(script, "default", tmp_path)
+    edits = [f.edit for f in report.nonfinite.fixes if f.edit is not None]
+    assert edits, report.nonfinite.fixes
+    assert all(f.checked is None for f in report.nonfinite.fixes)  # no fix is run by the doctor
+    for i, edit in enumerate(edits):
+        fixed = apply(edit, script, tmp_path / f"fixed{i}.py")
+        result, after = run(fixed, "every-op", tmp_path)
+        assert result.returncode == 0, (edit, result.stderr)
+        assert after.nonfinite is None, (edit.new, after.nonfinite and after.nonfinite.headline)
+
+
+def test_the_fix_for_a_log_of_softmax_is_log_softmax_on_the_same_line():
+    script = EXAMPLES / "nan_log_softmax.py"
+    result = doctor_here("-f", "json", str(script))
+    first = report_from_json(result.stderr).nonfinite.fixes[0].edit
+    assert first.line == line_of(script, "torch.log(p)")
+    assert first.new == "    loss = -(onehot * torch.log_softmax(logits, dim=1)).sum(dim=1).mean()"
+
+
+# --- correct scripts: nothing to report -------------------------------------------------------
+
+CORRECT = {
+    "cnn.py": """
+import torch
+from torch import nn
+torch.manual_seed(0)
+model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                      nn.Flatten(), nn.Linear(8 * 8 * 8, 10))
+opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+x, y = torch.randn(16, 3, 16, 16), torch.randint(0, 10, (16,))
+for _ in range(5):
+    opt.zero_grad()
+    loss = nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    opt.step()
+print(round(loss.item(), 4))
+""",
+    "causal.py": """
+import torch
+from torch import nn
+torch.manual_seed(0)
+layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
+head = nn.Linear(16, 5)
+opt = torch.optim.SGD([*layer.parameters(), *head.parameters()], lr=0.01)
+mask = nn.Transformer.generate_square_subsequent_mask(6)  # -inf above the diagonal
+x, y = torch.randn(4, 6, 16), torch.randint(0, 5, (4, 6))
+for _ in range(4):
+    opt.zero_grad()
+    out = head(layer(x, src_mask=mask, is_causal=True))
+    loss = nn.functional.cross_entropy(out.reshape(-1, 5), y.reshape(-1))
+    loss.backward()
+    opt.step()
+print(round(loss.item(), 4))
+""",
+    "logmask.py": """
+import torch
+torch.manual_seed(0)
+q = torch.randn(4, 5, 8, requires_grad=True)
+keep = (torch.rand(4, 5, 5) > 0.3).float()
+keep[:, :, 0] = 1.0
+for _ in range(3):
+    scores = q @ q.transpose(1, 2) + torch.log(keep)  # -inf where masked, on purpose
+    attn = torch.softmax(scores, dim=-1)
+    loss = (attn @ q).pow(2).mean() + torch.sqrt(q.pow(2).sum() + 1.0)
+    loss.backward()
+    q.grad = None
+print(round(loss.item(), 4))
+""",
+}
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("name", sorted(CORRECT))
+def test_correct_scripts_get_nothing_to_report(tmp_path, name, mode):
+    script = tmp_path / name
+    script.write_text(CORRECT[name], encoding="utf-8")
+    result, report = run(script, mode, tmp_path, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert report.nonfinite is None and report.failure is None and not report.silent
+    text = doctor_here(*(["--nan"] if mode == "every-op" else []), str(script), cwd=tmp_path)
+    assert text.stderr.startswith("tensortrace doctor: nothing to report")
+
+
+# --- the script runs as plain Python does -----------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["nan_log_softmax.py", "nan_sqrt_backward.py"])
+def test_values_stdout_and_status_are_those_of_plain_python(tmp_path, name):
+    script = EXAMPLES / name
+    plain = plain_python(script)
+    for mode in MODES:
+        result, report = run(script, mode, tmp_path)
+        assert report.nonfinite is not None
+        assert (result.returncode, result.stdout) == (plain.returncode, plain.stdout)
+
+
+def test_an_error_of_the_watch_stops_it_and_not_the_script(tmp_path, monkeypatch):
+    from tensortrace.doctor import finite
+
+    def broken(t):
+        raise RuntimeError("a check that fails")
+
+    monkeypatch.setattr(finite, "kinds", broken)
+    script = EXAMPLES / "nan_normalise.py"
+    plain = plain_python(script)
+    with pytest.warns(RuntimeWarning, match="the NaN and Inf watch stopped"):
+        result, report = run(script, "default", tmp_path)
+    assert (result.returncode, result.stdout) == (plain.returncode, plain.stdout)
+
+
+# --- off the CPU: sums read at boundaries, never one host read per operation --------------------
+
+
+def deferred(monkeypatch) -> List[int]:
+    """Make the CPU take the path another device takes (sums kept, read at boundaries); the
+    list counts the host reads."""
+    from tensortrace.doctor import finite
+    from tensortrace.doctor import session
+    from tensortrace.doctor.nonfinite import NonFiniteWatch
+
+    reads: List[int] = []
+    add = finite.Readings.add
+
+    def counted(self, values, then):
+        reads.append(values.numel())
+        return add(self, values, then)
+
+    def watch(rec, every_op):
+        rec.nonfinite = NonFiniteWatch(rec, every_op=every_op, defer=True)
+        rec.nonfinite.start()
+
+    monkeypatch.setattr(finite.Readings, "add", counted)
+    monkeypatch.setattr(session, "_watch_nonfinite", watch)
+    return reads
+
+
+@pytest.mark.parametrize(
+    "name, line",
+    [
+        ("nan_log_softmax.py", "torch.log(p)"),
+        ("nan_normalise.py", "weights = s / s.sum"),
+        ("nan_sqrt_backward.py", "dist = torch.sqrt("),
+        ("nan_divergence.py", "loss = ((model(x) - y) ** 2).mean()"),
+    ],
+)
+def test_the_device_path_names_the_same_lines_reading_only_at_boundaries(
+    tmp_path, monkeypatch, name, line
+):
+    script = EXAMPLES / name
+    _, now = run(script, "every-op", tmp_path)
+    reads = deferred(monkeypatch)
+    result, later = run(script, "every-op", tmp_path)
+    assert result.returncode == 0
+    a, b = now.nonfinite, later.nonfinite
+    assert b.origin.place.line == a.origin.place.line == line_of(script, line)
+    assert (b.origin.op, b.origin.node) == (a.origin.op, a.origin.node)
+    assert b.origin.made == a.origin.made
+    assert b.symptom.what == a.symptom.what
+    backwards = now.watched.backwards
+    # one read per boundary (a backward's loss, an optimizer's gradients and parameters, the
+    # operations since the last boundary), not one per operation: far fewer than were checked
+    assert len(reads) <= 5 * (backwards + 1)
+    assert sum(reads) > 3 * len(reads)
+
+
+# --- the report: JSON, schema, console --------------------------------------------------------
+
+
+def test_the_json_report_holds_the_finding_and_the_schema_describes_it(tmp_path):
+    _, report = run(EXAMPLES / "nan_normalise.py", "default", tmp_path)
+    schema = report_schema()
+    assert "NonFinite" in schema["$defs"] and "nonfinite" in schema["$defs"]["Report"]["properties"]
+    old = (
+        (tmp_path / "report-default.json")
+        .read_text(encoding="utf-8")
+        .replace('"nonfinite"', '"ignored"')
+    )
+    with pytest.raises(Exception):
+        report_from_json(old)  # unknown fields are refused
+    without = report_from_json(
+        '{"version": 1, "target": "t", "watched": {"saved": 0, "writes": 0, "backwards": 0},'
+        ' "failure": null, "silent": []}'
+    )
+    assert without.nonfinite is None  # reports written before the field still load
+
+
+def test_the_console_report_says_the_line_then_why_then_the_fix():
+    result = doctor_here("examples/doctor/nan_normalise.py")
+    lines = result.stderr.splitlines()
+    assert lines[0] == "tensortrace doctor: loss became NaN"
+    assert lines[1].startswith(
+        "→ loss became NaN at iteration 0: the first non-finite value was made by "
+        "`s / s.sum(dim=1, keepdim=True)` at examples/doctor/nan_normalise.py:18"
+    )
+    labels = [line[:12].strip() for line in lines[2:]]
+    assert labels.index("made") < labels.index("why") < labels.index("fix")
+    assert "(line 18; not checked)" in result.stderr
+
+
+def test_a_block_in_code_reports_too(tmp_path):
+    import tensortrace
+
+    out = tmp_path / "r.json"
+    with tensortrace.doctor(str(out)) as watch:
+        w = torch.tensor([0.0, 1.0, 4.0], requires_grad=True)
+        torch.sqrt(w).sum().backward()
+    nf = watch.report.nonfinite
+    assert nf.symptom.what == "gradient" and nf.symptom.names == ("w",)
+    assert nf.origin.node == "SqrtBackward0" and nf.rule == "sqrt-at-zero"
+    assert w.grad[0].item() == float("inf")  # the gradient itself is untouched
