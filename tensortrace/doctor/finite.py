@@ -20,10 +20,10 @@ doctor's, not the code's, and makes no graph node.
 
 from __future__ import annotations
 
-import contextlib
 import math
+import weakref
 from collections import deque
-from typing import Any, Callable, Deque, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -35,16 +35,24 @@ _PLAIN = (torch.Tensor, torch.nn.Parameter)
 _HALF = (torch.float16, torch.bfloat16)
 
 
-@contextlib.contextmanager
-def quiet() -> Iterator[None]:
-    """Autograd and dispatch modes off: the doctor's own operations are not the code's."""
-    before = torch.is_grad_enabled()
-    torch._C._set_grad_enabled(False)
-    try:
-        with torch._C._DisableTorchDispatch():
-            yield
-    finally:
-        torch._C._set_grad_enabled(before)
+class quiet:
+    """Autograd and dispatch modes off: the doctor's own operations are not the code's.
+
+    A class rather than a generator: it is entered for every operation checked."""
+
+    __slots__ = ("grad", "dispatch")
+
+    def __enter__(self) -> None:
+        self.grad = torch.is_grad_enabled()
+        torch._C._set_grad_enabled(False)
+        self.dispatch = torch._C._DisableTorchDispatch()
+        self.dispatch.__enter__()
+
+    def __exit__(self, *exc: Any) -> None:
+        try:
+            self.dispatch.__exit__(*exc)
+        finally:
+            torch._C._set_grad_enabled(self.grad)
 
 
 def checkable(t: Any) -> bool:
@@ -53,8 +61,8 @@ def checkable(t: Any) -> bool:
     return (
         type(t) in _PLAIN
         and (t.is_floating_point() or t.is_complex())
-        and t.layout == torch.strided
-        and t.device.type != "meta"
+        and t.layout is torch.strided
+        and not t.is_meta
         and t.numel() > 0
     )
 
@@ -214,3 +222,100 @@ def _device_event(device: Any) -> Any:
     event = module.Event()
     event.record()
     return event
+
+
+class Looked:
+    """Tensors looked at with one reduction apiece, and how to tell, when the sums are read,
+    which of them hold what. On the CPU the sums are read at once, while the tensors are
+    held. Elsewhere they are read later: weak references then, and a tensor still alive and
+    unchanged is looked at element by element, else its sum decides (a NaN sum: a NaN; an
+    infinite one: an infinity)."""
+
+    __slots__ = ("held", "owners", "later")
+
+    def __init__(
+        self, readings: Readings, tensors: Sequence[Any], owners: Optional[Sequence[Any]] = None
+    ) -> None:
+        pairs = [
+            (t, o)
+            for t, o in zip(tensors, owners if owners is not None else tensors)
+            if checkable(t)
+        ]
+        self.later = bool(pairs) and (readings.defer or pairs[0][0].device.type != "cpu")
+        if self.later:
+            self.held: List[Any] = [(weakref.ref(t), t._version) for t, _ in pairs]
+            self.owners: List[Any] = [weakref.ref(o) for _, o in pairs]
+        else:
+            self.held = [t for t, _ in pairs]
+            self.owners = [o for _, o in pairs]
+
+    def tensors(self) -> List[Any]:
+        return [r() for r, _ in self.held] if self.later else self.held
+
+    def kinds(self, values: Sequence[float]) -> Tuple[int, List[Any]]:
+        """(kinds found, the owners of the tensors that hold them)."""
+        bits, owners = 0, []
+        with quiet():
+            for held, owner, value in zip(self.held, self.owners, values):
+                if math.isfinite(value):
+                    continue
+                t = held
+                if self.later:
+                    t = held[0]()
+                    t = t if t is not None and t._version == held[1] else None
+                    owner = owner()
+                found = kinds(t) if t is not None else bits_of([value])
+                if found:
+                    bits |= found
+                    owners.append(owner)
+        return bits, owners
+
+
+def look(readings: Readings, looked: Looked, then: Callable[[List[float]], None]) -> None:
+    """One reduction per tensor, read now on the CPU, at a later boundary elsewhere."""
+    tensors = looked.tensors()
+    if not tensors:
+        then([])
+        return
+    with quiet():
+        if not looked.later:
+            then([float(first_sum(t)) for t in tensors])
+            return
+        devices = {t.device for t in tensors}
+        if len(devices) == 1:
+            readings.add(torch.stack([first_sum(t).float() for t in tensors]), then)
+            return
+        # tensors on several devices: one copy per device, then looked at together, in order
+        got: Dict[int, float] = {}
+        for device in devices:
+            where = [i for i, t in enumerate(tensors) if t.device == device]
+
+            def gather(values: List[float], where: List[int] = where) -> None:
+                got.update(zip(where, values))
+                if len(got) == len(tensors):
+                    then([got[i] for i in range(len(tensors))])
+
+            sums = torch.stack([first_sum(tensors[i]).float() for i in where])
+            readings.add(sums, gather)
+
+
+def bits_of(values: Sequence[float]) -> int:
+    bits = 0
+    for v in values:
+        if v != v:
+            bits |= NAN
+        elif v in (math.inf, -math.inf):
+            bits |= POSINF if v > 0 else NEGINF
+    return bits
+
+
+def exact(tensors: Sequence[Any]) -> Tuple[int, List[int]]:
+    """(kinds, positions of the tensors that hold them), element by element."""
+    bits, where = 0, []
+    with quiet():
+        for i, t in enumerate(tensors):
+            found = kinds(t)
+            if found:
+                bits |= found
+                where.append(i)
+    return bits, where

@@ -2,11 +2,11 @@
 
 Two layers, each at its own cost:
 
-* **Symptoms**, always on, checked only at boundaries: the roots of each
-  backward call (the loss), the gradients an optimizer is about to apply (a
-  global optimizer step pre-hook), the parameters after the step (a post-hook)
-  and what ``torch.autograd.grad`` returns. One reduction per tensor; nothing
-  per operation. The first one found NaN or infinite is the run's symptom.
+* **Symptoms**, checked only at boundaries (``symptoms.py``): the roots of
+  each backward call (the loss) and what ``torch.autograd.grad`` returns; with
+  ``every_op`` also the gradients an optimizer is about to apply and the
+  parameters after its step. One reduction per tensor, nothing per
+  operation. The first one found NaN or infinite is the run's symptom.
 * **Origins**, looked for per operation: the doctor's dispatch mode hands an
   operation here (``call``) and its output is checked; one that holds a kind
   of non-finite value (NaN, +inf, -inf) that none of its operands held is an
@@ -24,13 +24,14 @@ symptom, the window's origins, oldest first, are what made it
 (``nanrules.py`` says why, ``nanfix.py`` what to change). After the symptom
 nothing more is checked. Nothing here changes what the code computes: the
 checks are reductions made with autograd and dispatch off, the hooks return
-nothing.
+nothing. ``operands.py`` decides which operations are checked and lists what
+they read; ``deferred.py`` is the path off the CPU, where a check's answer is
+read at the next boundary instead of at once.
 """
 
 from __future__ import annotations
 
 import functools
-import math
 import sys
 import weakref
 from collections import deque
@@ -39,134 +40,29 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import torch
 
 from ..trace.nonfinite import Made
-from . import finite
+from . import deferred, finite
 from .finite import quiet
+from .operands import (
+    RISKY,
+    Origin,
+    Pending,
+    Plan,
+    alive,
+    inputs,
+    local_name,
+    needs_grad,
+    node_op,
+    op_name,
+    operands,
+    plan_of,
+    producers,
+    read_only,
+    spot_at,
+)
 from .places import Spot, place, spot_of, user_frame
 
 MAX_ORIGINS = 8  # origins kept per window
 MAX_LOSSES = 32  # losses kept for the history
-
-# operations that make NaN or infinities from ordinary finite numbers (a pole, a domain
-# edge, an overflow at moderate inputs, a count of zero); their in-place forms too
-RISKY = frozenset(
-    """log log2 log10 log1p div true_divide reciprocal rsqrt sqrt pow float_power exp exp2
-    expm1 sinh cosh tan acos asin atanh acosh arccos arcsin arctanh arccosh logit erfinv
-    lgamma digamma polygamma mvlgamma xlogy special_xlog1py var std var_mean std_mean mean
-    nanmean remainder fmod nll_loss_forward nll_loss2d_forward nll_loss_nd _softmax
-    _log_softmax cumprod prod logdet _cdist_forward""".split()
-)
-_SDPA = "_scaled_dot_product"  # attention kernels: a row that masks every key is NaN
-_UNINITIALISED = ("empty", "new_empty", "_empty", "empty_like", "empty_strided", "set_", "resize_")
-
-
-class Plan:
-    """How one ATen operation is checked: which arguments it writes in place (checked before)."""
-
-    __slots__ = ("inplace", "risky")
-
-    def __init__(self, inplace: Tuple[int, ...], risky: bool) -> None:
-        self.inplace, self.risky = inplace, risky
-
-
-def _plan(func: Any, every_op: bool) -> Optional[Plan]:
-    try:
-        name = func.overloadpacket.__name__
-        schema = func._schema
-    except AttributeError:
-        return None
-    base = name.rstrip("_") if name.endswith("_") and not name.startswith("_") else name
-    risky = base in RISKY or base.startswith(_SDPA)
-    if not (risky or every_op) or base.startswith(_UNINITIALISED):
-        return None
-    writes = [
-        i
-        for i, arg in enumerate(schema.arguments)
-        if arg.alias_info is not None and arg.alias_info.is_write and not arg.kwarg_only
-    ]
-    views = schema.returns and all(r.alias_info is not None for r in schema.returns)
-    if views and not writes:
-        return None  # a view shows its base's values: finite when its base is
-    return Plan(tuple(writes), risky)
-
-
-def _argument_names(func: Any) -> List[str]:
-    try:
-        return [a.name for a in func._schema.arguments]
-    except AttributeError:
-        return []
-
-
-_NUMBERS = ("self", "other", "exponent", "alpha", "value", "scalar")  # ints that are operands
-
-
-def _counted(name: str, value: Any) -> bool:
-    """Whether an argument can explain a NaN or an infinity: a tensor of floating or complex
-    numbers, a float, or an integer operand (``x ** 2``, ``x / 0``; not ``dim=1``)."""
-    if isinstance(value, torch.Tensor):
-        return value.is_floating_point() or value.is_complex()
-    if isinstance(value, bool):
-        return False
-    if isinstance(value, (float, complex)):
-        return True
-    return isinstance(value, int) and name.split("[")[0] in _NUMBERS
-
-
-def _operands(func: Any, args: Sequence[Any], kwargs: Dict[str, Any]) -> List[Tuple[str, Any]]:
-    """(argument name, value) of each operand that can explain a NaN or an infinity (floating
-    tensors, numbers), lists flattened."""
-    names = _argument_names(func)
-    found: List[Tuple[str, Any]] = []
-    items = [(names[i] if i < len(names) else f"arg{i}", a) for i, a in enumerate(args)]
-    items += [(k, v) for k, v in kwargs.items() if k != "out"]
-    for name, value in items:
-        if isinstance(value, (list, tuple)):
-            found += [(f"{name}[{i}]", v) for i, v in enumerate(value) if _counted(name, v)]
-        elif _counted(name, value):
-            found.append((name, value))
-    return found
-
-
-def _read_only(func: Any, pairs: List[Tuple[str, Any]], plan: Plan) -> List[Tuple[str, Any]]:
-    """The operands an operation does not write in place."""
-    if not plan.inplace:
-        return pairs
-    names = _argument_names(func)
-    written = {names[i] for i in plan.inplace if i < len(names)}
-    return [(n, v) for n, v in pairs if n.split("[")[0] not in written]
-
-
-def _needs_grad(args: Sequence[Any]) -> bool:
-    if not torch.is_grad_enabled():
-        return False
-    for a in args:
-        if isinstance(a, torch.Tensor):
-            if a.requires_grad:
-                return True
-        elif isinstance(a, (list, tuple)):
-            if any(isinstance(t, torch.Tensor) and t.requires_grad for t in a):
-                return True
-    return False
-
-
-class Pending:
-    """A checked operation whose output's graph node is not attached yet (autograd attaches it
-    after the dispatch mode returns): hooked at the next operation or backward call."""
-
-    __slots__ = ("out", "op", "spot", "inputs")
-
-    def __init__(self, out: Any, op: str, spot: Optional[Spot], inputs: Tuple[Any, ...]) -> None:
-        self.out, self.op, self.spot, self.inputs = out, op, spot, inputs
-
-
-class Origin:
-    """An origin or a first read, with what the rules and fixes need beyond its record."""
-
-    __slots__ = ("made", "spot", "producers")
-
-    def __init__(self, made: Made, spot: Optional[Spot], producers: Dict[str, str]) -> None:
-        self.made = made
-        self.spot = spot
-        self.producers = producers  # operand name -> the graph node that made it (SoftmaxBackward0)
 
 
 class NonFiniteWatch:
@@ -176,7 +72,7 @@ class NonFiniteWatch:
         self.rec = rec
         self.every_op = every_op
         self.active = False
-        self.plans: Dict[Any, Any] = {}
+        self.plans: Dict[int, Any] = {}  # id of an OpOverload -> its Plan, or False
         self.readings = finite.Readings(defer)
         self.deferred: List[Tuple[Any, List[Any]]] = []  # (how to read it, its sums): off the CPU
         self.window: List[Origin] = []
@@ -188,7 +84,9 @@ class NonFiniteWatch:
         self.backward_made = False  # a node made an origin during the running backward
         # (symptom, leaves): gradients a backward origin made NaN, a symptom if still so at the
         # end of a run without optimizer steps (else a step or the next loss shows them)
-        self.provisional: Optional[Tuple[Any, List[Any]]] = None
+        self.provisional: Optional[Tuple[Any, List[Any], int]] = None  # and its window
+        self.windows = 0  # windows begun: the clean boundaries so far
+        self.step_names: Dict[int, Dict[int, str]] = {}  # id(optimizer) -> its parameters' names
         self.last_step: Optional[Any] = None  # symptoms.StepSeen of the last optimizer step
         self._hooked = -1  # the sequence number of the node hooked last
         self.broken: Optional[str] = None  # the watch's own error, when it had to stop
@@ -222,6 +120,8 @@ class NonFiniteWatch:
 
         The operation runs exactly once, outside every guard: its own errors are the code's.
         An error of the check itself stops the watch (``broke``), never the code."""
+        if self.pending is None and self.plans.get(id(func)) is False:
+            return func(*args, **kwargs)  # most operations: nothing to check, nothing pending
         try:
             before = self._before(func, args)
         except Exception as problem:  # the check's, never the code's
@@ -240,13 +140,13 @@ class NonFiniteWatch:
         held before it ran (kinds on the CPU, sums elsewhere)."""
         if self.pending is not None:
             self.hook_pending()
-        plan = self.plans.get(func)
+        plan = self.plans.get(id(func))  # by id: an OpOverload hashes in Python, and lives on
         if plan is None:
-            plan = self.plans[func] = _plan(func, self.every_op) or False
+            plan = self.plans[id(func)] = plan_of(func, self.every_op) or False
         if not plan or not self.active:
             return None
         before = 0
-        deferred: List[Any] = []
+        sums: List[Any] = []
         if plan.inplace:
             with quiet():
                 for i in plan.inplace:
@@ -256,19 +156,19 @@ class NonFiniteWatch:
                         if t.device.type == "cpu" and not self.readings.defer:
                             before |= finite.kinds(t)
                         else:
-                            deferred.append(finite.first_sum(t))
-        return plan, before, deferred
+                            sums.append(finite.first_sum(t))
+        return plan, before, sums
 
     def _after(
         self, func: Any, args: Any, kwargs: Any, out: Any, held: Tuple[Plan, int, List[Any]]
     ) -> None:
-        plan, before, deferred = held
+        plan, before, sums = held
         outs = [t for t in finite.tensors_in(out) if finite.checkable(t)]
         if not outs:
             return
-        grad = _needs_grad(args)
+        grad = needs_grad(args)
         if outs[0].device.type != "cpu" or self.readings.defer:
-            self._defer_op(func, args, kwargs, outs, deferred, grad)
+            deferred.defer_op(self, func, args, kwargs, outs, sums, grad)
             return
         with quiet():
             bits = finite.kinds_of(outs)
@@ -277,9 +177,9 @@ class NonFiniteWatch:
         if grad:
             self.pending = Pending(
                 weakref.ref(outs[0]),
-                _op_name(func),
+                op_name(func),
                 spot_of(sys._getframe(2)),
-                _inputs(func, args, kwargs) if plan.risky else (),
+                inputs(func, args, kwargs) if plan.risky else (),
             )
 
     def unwatched_output(self, t: Any) -> None:
@@ -289,7 +189,7 @@ class NonFiniteWatch:
             return
         try:
             node = t.grad_fn
-            op = _node_op(node.name())
+            op = node_op(node.name())
             if not (self.every_op or op in RISKY or f"_{op}" in RISKY) or not finite.checkable(t):
                 return
             spot = spot_of(sys._getframe(2))
@@ -297,7 +197,7 @@ class NonFiniteWatch:
                 with quiet():
                     bits = finite.kinds(t)
                 if bits:
-                    made = self._made(
+                    made = self.made(
                         "forward", f"aten.{op}", None, None, [t], bits, [], False, spot=spot
                     )
                     self.add_origin(Origin(made, spot, {}))
@@ -327,7 +227,7 @@ class NonFiniteWatch:
         of that kind, else (the first time in the window) the first read of one. What it wrote
         in place counts as it was before (``before``): its values now are the output's."""
         with quiet():
-            pairs = _read_only(func, _operands(func, args, kwargs), plan)
+            pairs = read_only(func, operands(func, args, kwargs), plan)
             came = before
             for _, value in pairs:
                 came |= (
@@ -339,9 +239,9 @@ class NonFiniteWatch:
         if not new and self.entered is not None:
             return
         frame = user_frame(sys._getframe(3))
-        made = self._made(
+        made = self.made(
             "optimizer" if self.in_step else "forward",
-            _op_name(func),
+            op_name(func),
             None,
             frame,
             outs,
@@ -349,13 +249,13 @@ class NonFiniteWatch:
             pairs,
             came == 0,
         )
-        origin = Origin(made, _spot(frame), _producers(pairs))
+        origin = Origin(made, spot_at(frame), producers(pairs))
         if new:
             self.add_origin(origin)
         else:
             self.entered = origin
 
-    def _made(
+    def made(
         self,
         phase: str,
         op: str,
@@ -370,7 +270,7 @@ class NonFiniteWatch:
         from .nanfix import operand_texts
         from .nanrules import assigned_name, call_text
 
-        spot = _spot(frame) if spot is None else spot
+        spot = spot_at(frame) if spot is None else spot
         texts = operand_texts(spot, op)  # in backward: the forward operation's operands
         forward = [p for p in pairs if not p[0].startswith("grad_output")]
         with quiet():
@@ -380,7 +280,7 @@ class NonFiniteWatch:
                 for argument, value in pairs
                 if argument.startswith("grad_output")
             )[:4] + tuple(
-                finite.operand(value, argument, _local_name(frame, value) or _text(texts, i))
+                finite.operand(value, argument, local_name(frame, value) or _text(texts, i))
                 for i, (argument, value) in enumerate(forward[:8])
                 if value is not None
             )
@@ -401,6 +301,10 @@ class NonFiniteWatch:
             iteration=self.iteration(),
         )
 
+    def flush(self) -> None:
+        """Off the CPU: hand the sums taken since the last boundary over to be read."""
+        deferred.flush(self)
+
     def add_origin(self, origin: Origin) -> None:
         if len(self.window) < MAX_ORIGINS:
             self.window.append(origin)
@@ -409,6 +313,7 @@ class NonFiniteWatch:
         """Everything checked at a boundary was finite: a new window begins."""
         self.window.clear()
         self.entered = None
+        self.windows += 1
 
     # backward: a post-hook on the graph node of each checked operation ------------
     def hook_pending(self) -> None:
@@ -440,7 +345,9 @@ class NonFiniteWatch:
         if not sent:
             return
         if sent[0].device.type != "cpu" or self.readings.defer:
-            self._defer_node(name, pending, sent, [g for g in grad_outputs if g is not None])
+            deferred.defer_node(
+                self, name, pending, sent, [g for g in grad_outputs if g is not None]
+            )
             return
         with quiet():
             bits = finite.kinds_of(sent)
@@ -466,197 +373,17 @@ class NonFiniteWatch:
             for i, g in enumerate(received)
             if isinstance(g, torch.Tensor)
         ]
-        pairs += _alive(pending.inputs)
+        pairs += alive(pending.inputs)
         with quiet():
             inputs_finite = all(
                 not finite.kinds(v) for _, v in pairs if isinstance(v, torch.Tensor)
             )
-        made = self._made(
+        made = self.made(
             "backward", pending.op, name, None, sent, new, pairs, inputs_finite, spot=pending.spot
         )
-        self.add_origin(Origin(made, pending.spot, _producers(pairs)))
+        self.add_origin(Origin(made, pending.spot, producers(pairs)))
         self.backward_made = True
-
-    # off the CPU: sums read at the next boundary ----------------------------------
-    def _defer_op(
-        self, func: Any, args: Any, kwargs: Any, outs: List[Any], before: List[Any], grad: bool
-    ) -> None:
-        with quiet():
-            sums = [finite.first_sum(t) for t in outs] + before
-        plan = self.plans.get(func)
-        operands = _operands(func, args, kwargs)
-        pairs = [(n, _ref(v)) for n, v in (_read_only(func, operands, plan) if plan else operands)]
-        frame = user_frame(sys._getframe(3))
-        spot = _spot(frame)
-        phase = "optimizer" if self.in_step else "forward"
-        info = ("op", _op_name(func), spot, [weakref.ref(t) for t in outs], len(outs), pairs, phase)
-        self.deferred.append((info + (self.iteration(),), sums))
-        if grad:
-            self.pending = Pending(weakref.ref(outs[0]), _op_name(func), spot, tuple(pairs))
-
-    def _defer_node(
-        self, name: str, pending: Pending, sent: List[Any], received: List[Any]
-    ) -> None:
-        with quiet():
-            sums = [finite.first_sum(g) for g in sent]
-            sums += [finite.first_sum(g) for g in received if finite.checkable(g)]
-        info = ("node", name, pending, [weakref.ref(g) for g in sent], len(sent), self.iteration())
-        self.deferred.append((info, sums))
-
-    def flush(self) -> None:
-        """Hand the sums taken since the last boundary to ``Readings``, one copy per device."""
-        if not self.deferred:
-            return
-        batch, self.deferred = self.deferred, []
-        with quiet():
-            flat = [s.float() for _, sums in batch for s in sums]
-            by_device: Dict[Any, List[int]] = {}
-            for i, s in enumerate(flat):
-                by_device.setdefault(s.device, []).append(i)
-            for device, where in by_device.items():
-                stacked = torch.stack([flat[i] for i in where])
-                self.readings.add(stacked, functools.partial(self._read_batch, batch, where))
-
-    def _read_batch(self, batch: List[Any], where: List[int], values: List[float]) -> None:
-        got = dict(zip(where, values))
-        i = 0
-        for info, sums in batch:
-            mine = [got.get(j) for j in range(i, i + len(sums))]
-            i += len(sums)
-            if any(v is None for v in mine) or all(math.isfinite(v) for v in mine):
-                continue
-            if info[0] == "op":
-                self._resolve_op(info, mine)
-            else:
-                self._resolve_node(info, mine)
-
-    def _resolve_op(self, info: Tuple[Any, ...], sums: List[float]) -> None:
-        _, op, spot, outs, n_out, pairs, phase, iteration = info
-        if all(math.isfinite(v) for v in sums[:n_out]):
-            return
-        alive = [t for t in (r() for r in outs) if t is not None]
-        with quiet():
-            bits = finite.kinds_of(alive) if alive else _sum_kinds(sums[:n_out])
-            if not bits:
-                return
-            live = _alive(tuple(pairs))
-            came = _sum_kinds(sums[n_out:])
-            for _, v in live:
-                came |= finite.kinds(v) if isinstance(v, torch.Tensor) else finite.number_kinds(v)
-        new = bits & ~came
-        if not new and self.entered is not None:
-            return
-        known = all(v is not None for _, v in live)  # else whether all were finite is not known
-        made = self._made(
-            phase, op, None, None, alive, new or bits, live, came == 0 and known, spot=spot
-        )
-        made = _at_iteration(made, iteration)
-        origin = Origin(made, spot, _producers(live))
-        if new:
-            self.add_origin(origin)
-        else:
-            self.entered = origin
-
-    def _resolve_node(self, info: Tuple[Any, ...], sums: List[float]) -> None:
-        _, name, pending, sent_refs, n_sent, iteration = info
-        bits = _sum_kinds(sums[:n_sent])
-        came = _sum_kinds(sums[n_sent:])
-        if not bits & ~came:
-            return
-        sent = [t for t in (r() for r in sent_refs) if t is not None]
-        made = self._made(
-            "backward",
-            pending.op,
-            name,
-            None,
-            sent,
-            bits & ~came,
-            _alive(pending.inputs),
-            came == 0,
-            spot=pending.spot,
-        )
-        self.add_origin(Origin(_at_iteration(made, iteration), pending.spot, {}))
-
-
-def _node_op(name: str) -> str:
-    """The operation a graph node is the backward of: ``SqrtBackward0`` -> ``sqrt``."""
-    stem = name.split("Backward")[0]
-    return "".join(f"_{c.lower()}" if c.isupper() and i else c.lower() for i, c in enumerate(stem))
-
-
-def _op_name(func: Any) -> str:
-    try:
-        return f"{func.namespace}.{func.overloadpacket.__name__}"
-    except AttributeError:
-        return str(func)
-
-
-def _spot(frame: Any) -> Optional[Spot]:
-    if frame is None:
-        return None
-    return (frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
 
 
 def _text(texts: Sequence[Optional[str]], i: int) -> Optional[str]:
     return texts[i] if i < len(texts) else None
-
-
-def _local_name(frame: Any, value: Any) -> Optional[str]:
-    if frame is None or not isinstance(value, torch.Tensor):
-        return None
-    for name, v in list(frame.f_locals.items()):
-        if v is value and not name.startswith("__"):
-            return name
-    return None
-
-
-def _ref(value: Any) -> Any:
-    """A weak reference to a tensor with its version (facts are read later only if unchanged);
-    a number as itself."""
-    if isinstance(value, torch.Tensor):
-        return (weakref.ref(value), value._version)
-    return value
-
-
-def _inputs(func: Any, args: Any, kwargs: Any) -> Tuple[Any, ...]:
-    return tuple((n, _ref(v)) for n, v in _operands(func, args, kwargs))
-
-
-def _alive(refs: Sequence[Tuple[str, Any]]) -> List[Tuple[str, Any]]:
-    """The (name, value) of each operand, the value None where a tensor is gone or has changed
-    since it was read (its facts then are not known)."""
-    found = []
-    for name, held in refs:
-        if isinstance(held, tuple):
-            t = held[0]()
-            found.append((name, t if t is not None and t._version == held[1] else None))
-        else:
-            found.append((name, held))
-    return found
-
-
-def _producers(pairs: Sequence[Tuple[str, Any]]) -> Dict[str, str]:
-    found = {}
-    for name, value in pairs:
-        g = getattr(value, "grad_fn", None)
-        if g is not None:
-            found[name] = g.name()
-    return found
-
-
-def _sum_kinds(values: Sequence[float]) -> int:
-    bits = 0
-    for v in values:
-        if v != v:
-            bits |= finite.NAN
-        elif v == math.inf:
-            bits |= finite.POSINF
-        elif v == -math.inf:
-            bits |= finite.NEGINF
-    return bits
-
-
-def _at_iteration(made: Made, iteration: int) -> Made:
-    import msgspec
-
-    return msgspec.structs.replace(made, iteration=iteration)

@@ -3,21 +3,25 @@ parameters, what ``torch.autograd.grad`` returns.
 
 ``torch.autograd.backward`` and ``grad`` are wrapped once more (outside the
 recorder's own wrappers, so the recorder still counts the call), and a
-global optimizer step pre-hook and post-hook are registered: each looks at
-its tensors with one reduction apiece (``finite.py``), read at once on the
-CPU and at a later boundary elsewhere. A boundary where everything is
-finite starts a new window of origins (``NonFiniteWatch.clean``); the first
-that is not is the run's symptom, and the watch stops. At the end of a run
-that never showed one, the leaves whose gradient a backward origin reached
-are looked at once more: a backward that made NaN gradients nothing used
-since is still a symptom.
+global optimizer step pre-hook and post-hook are registered. The roots of a
+backward are looked at with one reduction apiece (``finite.py``), read at
+once on the CPU and at a later boundary elsewhere. By default a step is only
+noted (its optimizer, line and learning rate): a loss found NaN with nothing
+made since the last finite boundary is then traced to the parameters the
+step left. With ``every_op`` the gradients before the step and the
+parameters after it are looked at too.
+
+A boundary where everything is finite starts a new window of origins
+(``NonFiniteWatch.clean``); the first that is not is the run's symptom, and
+the watch stops. Gradients a backward origin made NaN are the symptom as of
+that backward when nothing finite came between; at the end of a run that
+showed nothing, they are looked at once more.
 """
 
 from __future__ import annotations
 
 import functools
 import linecache
-import math
 import re
 import sys
 import weakref
@@ -26,8 +30,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
-from . import finite
-from .finite import quiet
+from .finite import Looked, bits_of, exact, look
+from .operands import spot_at
 from .places import Spot, user_frame
 
 MAX_LEAVES = 100_000  # graph nodes walked to find the leaves a backward reached
@@ -37,10 +41,11 @@ MAX_NAMES = 8
 class StepSeen:
     """An optimizer's last step: what a divergence's fixes need of it."""
 
-    __slots__ = ("optimizer", "kind", "lr", "spot")
+    __slots__ = ("optimizer", "kind", "lr", "spot", "names")
 
-    def __init__(self, optimizer: Any, spot: Optional[Spot]) -> None:
+    def __init__(self, optimizer: Any, spot: Optional[Spot], names: Dict[int, str]) -> None:
         self.optimizer = weakref.ref(optimizer)
+        self.names = names  # id(parameter) -> its name, taken at the optimizer's first step
         self.kind = type(optimizer).__name__
         groups = getattr(optimizer, "param_groups", None) or [{}]
         lr = groups[0].get("lr")
@@ -137,94 +142,6 @@ def _tensors(value: Any) -> List[Any]:
     return []
 
 
-def _spot(frame: Any) -> Optional[Spot]:
-    if frame is None:
-        return None
-    return (frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
-
-
-class Looked:
-    """Tensors looked at with one reduction apiece, and how to tell, when the sums are read,
-    which of them hold what: element by element where a tensor is still alive and unchanged,
-    else from its sum (a NaN sum: a NaN; an infinite one: an infinity)."""
-
-    __slots__ = ("refs", "owners")
-
-    def __init__(self, tensors: Sequence[Any], owners: Optional[Sequence[Any]] = None) -> None:
-        pairs = [
-            (t, o)
-            for t, o in zip(tensors, owners if owners is not None else tensors)
-            if finite.checkable(t)
-        ]
-        self.refs = [(weakref.ref(t), t._version) for t, _ in pairs]
-        self.owners = [weakref.ref(o) for _, o in pairs]
-
-    def tensors(self) -> List[Any]:
-        return [r() for r, _ in self.refs]
-
-    def kinds(self, values: Sequence[float]) -> Tuple[int, List[Any]]:
-        """(kinds found, the owners of the tensors that hold them)."""
-        bits, owners = 0, []
-        with quiet():
-            for (ref, version), owner, value in zip(self.refs, self.owners, values):
-                t = ref()
-                if t is not None and t._version == version:
-                    found = finite.kinds(t) if not math.isfinite(value) else 0
-                else:
-                    found = _bits([value])
-                if found:
-                    bits |= found
-                    owners.append(owner())
-        return bits, owners
-
-
-def _look(watch: Any, looked: Looked, then: Callable[[List[float]], None]) -> None:
-    """One reduction per tensor, read now on the CPU, at a later boundary elsewhere."""
-    tensors = looked.tensors()
-    if not tensors:
-        then([])
-        return
-    with quiet():
-        devices = {t.device for t in tensors}
-        if len(devices) == 1:
-            watch.readings.add(torch.stack([finite.first_sum(t).float() for t in tensors]), then)
-            return
-        # tensors on several devices: one copy per device, then looked at together, in order
-        got: Dict[int, float] = {}
-        for device in devices:
-            where = [i for i, t in enumerate(tensors) if t.device == device]
-
-            def gather(values: List[float], where: List[int] = where) -> None:
-                got.update(zip(where, values))
-                if len(got) == len(tensors):
-                    then([got[i] for i in range(len(tensors))])
-
-            sums = torch.stack([finite.first_sum(tensors[i]).float() for i in where])
-            watch.readings.add(sums, gather)
-
-
-def _bits(values: Sequence[float]) -> int:
-    bits = 0
-    for v in values:
-        if v != v:
-            bits |= finite.NAN
-        elif v in (math.inf, -math.inf):
-            bits |= finite.POSINF if v > 0 else finite.NEGINF
-    return bits
-
-
-def _exact(tensors: Sequence[Any]) -> Tuple[int, List[int]]:
-    """(kinds, positions of the tensors that hold them), element by element."""
-    bits, where = 0, []
-    with quiet():
-        for i, t in enumerate(tensors):
-            found = finite.kinds(t)
-            if found:
-                bits |= found
-                where.append(i)
-    return bits, where
-
-
 # --- backward calls -------------------------------------------------------------------------
 
 
@@ -236,49 +153,70 @@ def before_backward(watch: Any, roots: Any, frame: Any) -> None:
     watch.flush()
     watch.in_step = False
     watch.backward_made = False
-    looked = Looked(_tensors(roots))
+    looked = Looked(watch.readings, _tensors(roots))
     iteration = watch.rec.backwards
-    spot = _spot(frame)
-    scalar = len(looked.refs) == 1 and looked.refs[0][0]().numel() == 1
+    spot = spot_at(frame)
+    tensors = looked.tensors()
+    scalar = len(tensors) == 1 and tensors[0].numel() == 1
+    step = watch.last_step
+    namer = _namer(watch, frame, ()) if step is not None else None
 
     def read(values: List[float]) -> None:
         if watch.symptom is not None:
             return
-        bits = looked.kinds(values)[0] if _bits(values) else 0
+        bits = looked.kinds(values)[0] if bits_of(values) else 0
         if not bits:  # all finite (a sum too large for its dtype counts as finite)
             if scalar and values:
                 watch.losses.append((iteration, values[0]))
             watch.clean()
             return
+        if not watch.window and step is not None and namer is not None:
+            if _left_by_step(watch, step, namer, iteration):
+                return
         symptom(watch, "loss", bits, root_names(spot), spot, iteration)
 
-    _look(watch, looked, read)
+    look(watch.readings, looked, read)
+
+
+def _left_by_step(watch: Any, step: StepSeen, namer: Any, iteration: int) -> bool:
+    """A loss found NaN or infinite with no origin since everything was last finite: if the
+    last optimizer step left parameters so, they are the symptom (of the iteration before)."""
+    optimizer = step.optimizer()
+    if optimizer is None:
+        return False
+    params = _parameters(optimizer)
+    bits, where = exact(params)
+    if not bits:
+        return False
+    names = namer([params[i] for i in where])
+    symptom(watch, "parameter", bits, names, step.spot, max(0, iteration - 1))
+    return True
 
 
 @guarded
 def after_backward(watch: Any, roots: Any, result: Any, frame: Any) -> None:
     iteration = watch.rec.backwards - 1
-    spot = _spot(frame)
+    spot = spot_at(frame)
     watch.flush()
     if result is not None:  # torch.autograd.grad: what it returns is what the code uses
-        looked = Looked(_tensors(result))
+        looked = Looked(watch.readings, _tensors(result))
 
         def read(values: List[float]) -> None:
-            if watch.symptom is not None or not _bits(values):
+            if watch.symptom is not None or not bits_of(values):
                 return
             bits = looked.kinds(values)[0]
             if bits:
                 symptom(watch, "gradient", bits, (), spot, iteration)
 
-        _look(watch, looked, read)
+        look(watch.readings, looked, read)
     if watch.backward_made:
         watch.backward_made = False
         leaves = _bad_leaves(roots, frame)
         if leaves:
-            bits, _ = _exact([t.grad for t in (r() for r, _ in leaves) if t is not None])
+            bits, _ = exact([t.grad for t in (r() for r, _ in leaves) if t is not None])
             names = tuple(name for _, name in leaves[:MAX_NAMES])
             seen = SymptomSeen("gradient", bits, names, spot, iteration, watch)
-            watch.provisional = (seen, [r for r, _ in leaves])
+            watch.provisional = (seen, [r for r, _ in leaves], watch.windows)
 
 
 def _bad_leaves(roots: Any, frame: Any) -> List[Tuple[Any, str]]:
@@ -296,7 +234,7 @@ def _bad_leaves(roots: Any, frame: Any) -> List[Tuple[Any, str]]:
         if leaf is not None:
             grad = leaf.grad
             if grad is not None:
-                bits, _ = _exact([grad])
+                bits, _ = exact([grad])
                 if bits:
                     found.append((weakref.ref(leaf), names.get(id(leaf), "a leaf")))
             continue
@@ -329,52 +267,57 @@ def _parameters(optimizer: Any) -> List[Any]:
 def before_step(watch: Any, optimizer: Any, args: Any, kwargs: Any) -> None:
     if not watch.active:
         return
+    frame = user_frame(sys._getframe(1))
+    spot = spot_at(frame)
+    names = watch.step_names.get(id(optimizer))
+    if names is None:
+        names = watch.step_names[id(optimizer)] = local_names(frame)
+    watch.last_step = StepSeen(optimizer, spot, names)
+    if not watch.every_op:
+        return  # by default a step is only noted: the next loss shows what it left
     watch.readings.poll()
     watch.flush()
-    frame = user_frame(sys._getframe(1))
-    spot = _spot(frame)
-    watch.last_step = StepSeen(optimizer, spot)
     iteration = max(0, watch.rec.backwards - 1)
     params = [p for p in _parameters(optimizer) if p.grad is not None]
     namer = _namer(watch, frame, params)
-    looked = Looked([p.grad for p in params], params)
+    looked = Looked(watch.readings, [p.grad for p in params], params)
 
     def read(values: List[float]) -> None:
         if watch.symptom is not None:
             return
-        bits, owners = looked.kinds(values) if _bits(values) else (0, [])
+        bits, owners = looked.kinds(values) if bits_of(values) else (0, [])
         if not bits:
             watch.clean()
             return
         symptom(watch, "gradient", bits, namer(owners), spot, iteration)
 
-    _look(watch, looked, read)
+    look(watch.readings, looked, read)
     watch.in_step = True
 
 
 @guarded
 def after_step(watch: Any, optimizer: Any, args: Any, kwargs: Any) -> None:
     watch.in_step = False
-    if not watch.active:
+    if not watch.active or not watch.every_op:
         return
     watch.flush()
     frame = user_frame(sys._getframe(1))
-    spot = _spot(frame)
+    spot = spot_at(frame)
     iteration = max(0, watch.rec.backwards - 1)
     params = _parameters(optimizer)
     namer = _namer(watch, frame, params)
-    looked = Looked(params)
+    looked = Looked(watch.readings, params)
 
     def read(values: List[float]) -> None:
         if watch.symptom is not None:
             return
-        bits, owners = looked.kinds(values) if _bits(values) else (0, [])
+        bits, owners = looked.kinds(values) if bits_of(values) else (0, [])
         if not bits:
             watch.clean()
             return
         symptom(watch, "parameter", bits, namer(owners), spot, iteration)
 
-    _look(watch, looked, read)
+    look(watch.readings, looked, read)
 
 
 def _namer(
@@ -457,10 +400,17 @@ def symptom(
     spot: Optional[Spot],
     iteration: int,
 ) -> None:
-    """The first symptom of the run: keep it with the window before it, and stop checking."""
+    """The first symptom of the run: keep it with the window before it, and stop checking.
+
+    Gradients a backward origin of this window made NaN or infinite came first: they are the
+    symptom, at their backward (the step that applied them was not checked)."""
     if watch.symptom is not None:
         return
-    watch.symptom = SymptomSeen(what, bits, names, spot, iteration, watch)
+    early = watch.provisional
+    if early is not None and early[2] == watch.windows:
+        watch.symptom = early[0]
+    else:
+        watch.symptom = SymptomSeen(what, bits, names, spot, iteration, watch)
     watch.active = False
 
 
@@ -474,11 +424,13 @@ def finish(watch: Any) -> Optional[Any]:
 def _finish(watch: Any) -> None:
     watch.flush()
     watch.readings.poll(wait=True)
-    if watch.symptom is None and watch.provisional is not None and watch.last_step is None:
-        # NaN gradients that no optimizer step or later loss showed: still there at the end
-        # (or their leaves gone with the script's namespace, as they were last seen)?
-        seen, refs = watch.provisional
+    if watch.symptom is None and watch.provisional is not None:
+        # NaN gradients that no loss showed since: do they last? Their leaves gone with the
+        # script's namespace are taken as last seen; parameters a step made non-finite count;
+        # gradients still non-finite count where no optimizer stepped (a GradScaler skips the
+        # steps whose gradients overflowed, and replaces them)
+        seen, refs, _ = watch.provisional
         leaves = [t for t in (r() for r in refs) if t is not None]
         grads = [t.grad for t in leaves if t.grad is not None]
-        if not leaves or _exact(grads)[0]:
+        if not leaves or exact(leaves)[0] or (watch.last_step is None and exact(grads)[0]):
             watch.symptom = seen

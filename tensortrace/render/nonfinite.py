@@ -105,18 +105,16 @@ def nonfinite_lines(nf: NonFinite) -> List[Text]:
         lines += _made_rows("then", nf.then)
     if nf.entered is not None:
         lines += _made_rows("read", nf.entered)
-    if nf.why and nf.rule:
-        lines.append(_row("why", _styled(f"{nf.why} [{nf.rule}]", "")))
     where = "step" if s.what == "parameter" else ("backward" if s.what == "loss" else "seen at")
     lines.append(_row(where, _at(s.place)))
-    if s.names:
+    if s.names and s.what != "loss":
         lines.append(_more(_styled(", ".join(s.names), "dim")))
-    if nf.losses:
+    if nf.losses and (nf.rule == "divergence" or nf.origin is None):
         shown = ", ".join(f"{v:.4g}" for v in nf.losses[-6:])
         lines.append(_row("losses", _styled(f"{shown} (the last iterations before)", "dim")))
     for i, fix in enumerate(nf.fixes):
         lines.append(_row("fix" if i == 0 else "", _fix(fix)))
-    if nf.watch == "default" and (nf.origin is None or nf.origin.phase == "forward"):
+    if nf.watch == "default" and (nf.origin is None or not nf.origin.from_finite):
         lines.append(
             _row(
                 "checked",

@@ -130,7 +130,7 @@ def test_sqrt_at_zero_is_named_in_backward_when_forward_is_finite(tmp_path, mode
     assert nf is not None
     assert (nf.symptom.what, nf.symptom.value, nf.symptom.iteration) == ("gradient", "nan", 0)
     assert set(nf.symptom.names) == {"embed.weight", "embed.bias"}
-    assert nf.symptom.place.line == line_of(script, "opt.step()")
+    assert nf.symptom.place.line == line_of(script, "loss.backward()")
     origin = nf.origin
     assert (origin.phase, origin.node, origin.op, origin.made) == (
         "backward",
@@ -172,19 +172,29 @@ def test_the_first_inf_of_an_optimizer_step_is_named_with_every_op(tmp_path):
         "import torch\n"
         "w = torch.full((3,), 1e38, requires_grad=True)\n"
         "opt = torch.optim.SGD([w], lr=3e38)\n"
-        "loss = -w.sum()\n"
-        "loss.backward()\n"
-        "opt.step()\n"
+        "for step in range(2):\n"
+        "    opt.zero_grad()\n"
+        "    loss = -w.sum()\n"
+        "    loss.backward()\n"
+        "    opt.step()\n"
         "print(w)\n",
         encoding="utf-8",
     )
     _, default = run(script, "default", tmp_path, cwd=tmp_path)
-    nf = default.nonfinite
-    assert (nf.symptom.what, nf.symptom.value, nf.symptom.names) == ("parameter", "inf", ("w",))
-    assert nf.origin is None and "--nan" in nf.headline
     _, every = run(script, "every-op", tmp_path, cwd=tmp_path)
+    for report in (default, every):
+        s = report.nonfinite.symptom
+        assert (s.what, s.value, s.names, s.iteration, s.place.line) == (
+            "parameter",
+            "inf",
+            ("w",),
+            0,
+            8,
+        )
+    # by default the step is not watched: the next loss shows what it left
+    assert default.nonfinite.origin is None and "--nan" in default.nonfinite.headline
     origin = every.nonfinite.origin
-    assert (origin.phase, origin.place.line, origin.from_finite) == ("optimizer", 6, True)
+    assert (origin.phase, origin.place.line, origin.from_finite) == ("optimizer", 8, True)
     assert origin.made == ("inf",)
 
 
@@ -413,6 +423,8 @@ def test_the_json_report_holds_the_finding_and_the_schema_describes_it(tmp_path)
 
 
 def test_the_console_report_says_the_line_then_why_then_the_fix():
+    """The headline names the line, then the reason in its operands; then the operation with
+    its operands counted, where the loss showed it, and the fixes."""
     result = doctor_here("examples/doctor/nan_normalise.py")
     lines = result.stderr.splitlines()
     assert lines[0] == "tensortrace doctor: loss became NaN"
@@ -420,8 +432,9 @@ def test_the_console_report_says_the_line_then_why_then_the_fix():
         "→ loss became NaN at iteration 0: the first non-finite value was made by "
         "`s / s.sum(dim=1, keepdim=True)` at examples/doctor/nan_normalise.py:18"
     )
+    assert lines[1].endswith("(s.sum(dim=1, keepdim=True) had 7 zeros and s had 83; 0/0 = NaN)")
     labels = [line[:12].strip() for line in lines[2:]]
-    assert labels.index("made") < labels.index("why") < labels.index("fix")
+    assert labels.index("made") < labels.index("backward") < labels.index("fix")
     assert "(line 18; not checked)" in result.stderr
 
 
@@ -436,3 +449,25 @@ def test_a_block_in_code_reports_too(tmp_path):
     assert nf.symptom.what == "gradient" and nf.symptom.names == ("w",)
     assert nf.origin.node == "SqrtBackward0" and nf.rule == "sqrt-at-zero"
     assert w.grad[0].item() == float("inf")  # the gradient itself is untouched
+
+
+def test_the_readme_shows_what_doctor_prints_for_a_nan():
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    command = "$ tensortrace doctor examples/doctor/nan_log_softmax.py"
+    start = text.index("```text\n", text.index(command)) + len("```text\n")
+    shown = text[start : text.index("```\n", start)]
+    result = doctor_here("examples/doctor/nan_log_softmax.py")
+    assert result.returncode == 0 and result.stderr == shown
+
+
+def test_docs_json_documents_every_field_of_the_finding():
+    import msgspec
+
+    from tensortrace.trace.nonfinite import NonFinite
+
+    doc = (REPO / "docs" / "json.md").read_text(encoding="utf-8")
+    part = doc[doc.index("(`nonfinite`)") :]
+    fields = set()
+    for record in msgspec.json.schema(NonFinite)["$defs"].values():
+        fields |= set(record.get("properties", {}))
+    assert sorted(f for f in fields if f"`{f}`" not in part and f'"{f}"' not in part) == []
