@@ -62,6 +62,12 @@ def _tree(path: str) -> Tuple[Optional[ast.Module], List[str]]:
     return tree, lines
 
 
+def make(path: str, line: int, end: int, text: str) -> Edit:
+    """An edit, with the lines it replaces as they are now."""
+    was = "\n".join(line_text(path, n) for n in range(line, end + 1))
+    return Edit(path=path, line=line, end=end, text=text, was=was)
+
+
 def _real(path: str) -> str:
     return path if os.path.isabs(path) else os.path.abspath(path)
 
@@ -235,11 +241,11 @@ def rewrite(
     if after == before:
         return None
     start, end = _span(stmt)
-    return Edit(
-        path=path,
-        line=start,
-        end=end,
-        text=_indented(after, indent_of(path, start)) + _comment(path, stmt),
+    return make(
+        path,
+        start,
+        end,
+        _indented(after, indent_of(path, start)) + _comment(path, stmt),
     )
 
 
@@ -249,7 +255,7 @@ def insert_before(path: str, line: int, code: str) -> Optional[Edit]:
     if stmt is None or not _parses(code):
         return None
     start = stmt.lineno
-    return Edit(path=path, line=start, end=start - 1, text=_indented(code, indent_of(path, start)))
+    return make(path, start, start - 1, _indented(code, indent_of(path, start)))
 
 
 def insert_after(path: str, line: int, code: str) -> Optional[Edit]:
@@ -258,7 +264,7 @@ def insert_after(path: str, line: int, code: str) -> Optional[Edit]:
     if stmt is None or not _parses(code):
         return None
     start, end = _span(stmt)
-    return Edit(path=path, line=end + 1, end=end, text=_indented(code, indent_of(path, start)))
+    return make(path, end + 1, end, _indented(code, indent_of(path, start)))
 
 
 def delete(path: str, line: int) -> Optional[Edit]:
@@ -266,7 +272,7 @@ def delete(path: str, line: int) -> Optional[Edit]:
     if stmt is None:
         return None
     start, end = _span(stmt)
-    return Edit(path=path, line=start, end=end, text="")
+    return make(path, start, end, "")
 
 
 def statement_source(path: str, line: int) -> Optional[str]:
@@ -302,6 +308,37 @@ def move(
     if put is None or gone is None:
         return ()
     return (gone, put)
+
+
+def move_block(
+    path: str, first: int, last: int, after: Optional[int] = None, before: Optional[int] = None
+) -> Tuple[Edit, ...]:
+    """The statements from the one at ``first`` to the one at ``last`` (one block, in a row)
+    moved after the statement at ``after`` (or before the one at ``before``)."""
+    block = enclosing_body(path, first)
+    head, tail = statement_at(path, first), statement_at(path, last)
+    anchor = statement_at(path, after if after is not None else before or 0)
+    if block is None or head is None or tail is None or anchor is None:
+        return ()
+    ids = [id(s) for s in block]
+    if id(head) not in ids or id(tail) not in ids or id(anchor) not in ids:
+        return ()
+    lo, hi = ids.index(id(head)), ids.index(id(tail))
+    if lo > hi or lo <= ids.index(id(anchor)) <= hi:
+        return ()
+    parts = [statement_source(path, s.lineno) for s in block[lo : hi + 1]]
+    if any(p is None for p in parts):
+        return ()
+    code = "\n".join(p for p in parts if p is not None)
+    put = (
+        insert_after(path, anchor.lineno, code)
+        if after is not None
+        else insert_before(path, anchor.lineno, code)
+    )
+    start, end = head.lineno, tail.end_lineno or tail.lineno
+    if put is None:
+        return ()
+    return (make(path, start, end, ""), put)
 
 
 def _parses(code: str) -> bool:
@@ -344,6 +381,74 @@ def replace_reads(
     else:
         stmt = swap.visit(stmt)
     return stmt if swap.count else None
+
+
+def segment(path: str, node: ast.AST) -> Optional[str]:
+    """The source text of ``node`` (from this module's parse of ``path``), as written."""
+    start, end = getattr(node, "lineno", None), getattr(node, "end_lineno", None)
+    if start is None or end is None:
+        return None
+    lines = [line_text(path, n).encode("utf-8") for n in range(start, end + 1)]
+    if len(lines) == 1:
+        return lines[0][node.col_offset : node.end_col_offset].decode("utf-8", "replace")
+    lines[0] = lines[0][node.col_offset :]
+    lines[-1] = lines[-1][: node.end_col_offset]
+    return b"\n".join(lines).decode("utf-8", "replace")
+
+
+def replace_nodes(path: str, line: int, pairs: Sequence[Tuple[ast.AST, str]]) -> Optional[Edit]:
+    """The lines holding ``pairs``' nodes with each node's text replaced, the rest of the
+    lines kept as written (comments, layout). Nodes come from ``statement_at`` and the other
+    look-ups here, whose positions are those of the file on disk."""
+    if not pairs:
+        return None
+    start = min(n.lineno for n, _ in pairs)
+    end = max(n.end_lineno or n.lineno for n, _ in pairs)
+    lines = [line_text(path, n).encode("utf-8") for n in range(start, end + 1)]
+    ordered = sorted(pairs, key=lambda p: (p[0].lineno, p[0].col_offset), reverse=True)
+    for node, code in ordered:
+        first, last = node.lineno - start, (node.end_lineno or node.lineno) - start
+        head = lines[first][: node.col_offset]
+        tail = lines[last][node.end_col_offset :]
+        lines[first : last + 1] = (head + code.encode("utf-8") + tail).split(b"\n")
+    text = b"\n".join(lines).decode("utf-8", "replace")
+    return make(path, start, end, text)
+
+
+def nodes_in(path: str, line: int, kind: type = ast.AST) -> List[ast.AST]:
+    """The nodes of kind ``kind`` inside the statement at ``line``."""
+    stmt = statement_at(path, line)
+    if stmt is None:
+        return []
+    top = stmt
+    if _header_end(stmt) != (stmt.end_lineno or stmt.lineno):  # a compound: its header only
+        top = ast.Module(body=[], type_ignores=[])
+        heads = [getattr(stmt, f, None) for f in ("test", "iter", "target", "items")]
+        top.body = [ast.Expr(h) for h in heads if isinstance(h, ast.AST)]
+    return [n for n in ast.walk(top) if isinstance(n, kind)]
+
+
+def with_keyword(path: str, call: ast.Call, keyword: str, value: str) -> Optional[Edit]:
+    """``call`` given ``keyword=value`` (its value replaced when it already has one)."""
+    for kw in call.keywords:
+        if kw.arg == keyword:
+            return replace_nodes(path, call.lineno, [(kw.value, value)])
+    text = segment(path, call)
+    if text is None or not text.endswith(")"):
+        return None
+    inner = text[:-1].rstrip()
+    separator = "" if inner.endswith("(") else " " if inner.endswith(",") else ", "
+    return replace_nodes(path, call.lineno, [(call, f"{inner}{separator}{keyword}={value})")])
+
+
+def reads_replaced(path: str, line: int, name: str, expr: str) -> Optional[Edit]:
+    """The statement at ``line`` with each read of ``name`` in it written ``expr``."""
+    found = [
+        n
+        for n in nodes_in(path, line, ast.Name)
+        if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
+    ]
+    return replace_nodes(path, line, [(n, expr) for n in found]) if found else None
 
 
 # --- applying edits ----------------------------------------------------------------------
@@ -398,7 +503,13 @@ __all__ = [
     "line_text",
     "loop_around",
     "move",
+    "move_block",
     "moved_line",
+    "nodes_in",
+    "reads_replaced",
+    "replace_nodes",
+    "segment",
+    "with_keyword",
     "overlapping",
     "read_names",
     "read_source",

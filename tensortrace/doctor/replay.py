@@ -271,7 +271,7 @@ class _DoctorProbe:
         self.rec.start()
 
     def problems(self) -> List[str]:
-        from .diagnose import silent_records
+        from .silent import silent_records
 
         found = [s.headline for s in silent_records(self.rec)]
         found += [s.headline for s in self.rec.starved_records()]

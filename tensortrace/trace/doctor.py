@@ -65,6 +65,7 @@ class Edit(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     line: int
     end: int
     text: str
+    was: str = ""  # the lines it replaces, as they were
 
 
 class Check(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -102,6 +103,7 @@ class Failure(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     shared_node: Optional[str] = None  # that node's name (its grad_fn)
     assigned_at: Optional[Place] = None  # freed graph: the line that assigned the carrier
     runs: Optional[Tuple[int, int]] = None  # freed graph: carried from run k to k+1 of a line
+    unit: str = "run"  # what a run of that line is: "iteration" in a loop
     blocked: Tuple[Write, ...] = ()  # writes since the first backward that rule retain_graph out
 
 
@@ -128,6 +130,7 @@ class Starved(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     cut: Optional[Cut]  # where their output left the graph
     parameters: Tuple[str, ...]  # their names (module paths where known)
     times: int  # steps that found them without gradients
+    fixes: Tuple[Fix, ...] = ()
 
 
 class Aside(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
