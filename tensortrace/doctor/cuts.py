@@ -163,7 +163,10 @@ class _Walk:
                 continue
             for read in edits.read_names(getattr(stmt, "value", stmt) or stmt):
                 value = self.values.get(read)
-                if isinstance(value, torch.Tensor) and not value.requires_grad:
+                if _plain_data(value):  # a number or list may have come out of a tensor
+                    if not _made_here(self.path, stmt, read):
+                        todo.append((read, stmt.lineno))
+                elif isinstance(value, torch.Tensor) and not value.requires_grad:
                     if not _made_here(self.path, stmt, read):
                         todo.append((read, stmt.lineno))
                     if edits.assignments(self.path, stmt.lineno, read) == []:
@@ -273,19 +276,18 @@ class _Walk:
         return None
 
     def _undecorate(self, path: str, line: int, qual: str) -> Optional[Fix]:
-        for node in edits.nodes_in(path, line, ast.AST):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                for deco in node.decorator_list:
-                    text = edits.segment(path, deco) or ""
-                    if "no_grad" in text or "inference_mode" in text:
-                        edit = edits.replace_nodes(path, deco.lineno, [(deco, "")])
-                        if edit is not None and edit.line == edit.end and not edit.text.strip("@ "):
-                            edit = edits.make(path, edit.line, edit.end, "")
-                            return Fix(
-                                text=f"take @torch.no_grad() off {qual} (line {deco.lineno}), "
-                                "or call the model itself for the loss",
-                                edits=(edit,),
-                            )
+        node = edits.definition_at(path, line)
+        for deco in getattr(node, "decorator_list", []):
+            text = edits.segment(path, deco) or ""
+            if ("no_grad" in text or "inference_mode" in text) and deco.lineno == deco.end_lineno:
+                if edits.line_text(path, deco.lineno).strip() != f"@{text}":
+                    continue  # not alone on its line: not an edit made safely
+                edit = edits.make(path, deco.lineno, deco.lineno, "")
+                return Fix(
+                    text=f"take @torch.no_grad() off {qual} (line {deco.lineno}), or call the "
+                    "model itself for the loss",
+                    edits=(edit,),
+                )
         return None
 
     def _operation(self, stmt: ast.stmt, value: ast.AST, name: str) -> _Cut:
@@ -441,6 +443,19 @@ class _Walk:
                     edits=(edit,),
                 )
         return None
+
+
+def _plain_data(value: Any) -> bool:
+    """A Python number, or a list or tuple of them (what .item() and .tolist() make)."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, (int, float, complex)):
+        return True
+    return (
+        isinstance(value, (list, tuple))
+        and 0 < len(value)
+        and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value[:16])
+    )
 
 
 def _inside(node: ast.AST, other: ast.AST) -> bool:

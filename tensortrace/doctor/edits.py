@@ -91,6 +91,19 @@ def statement_at(path: str, line: int) -> Optional[ast.stmt]:
     return best
 
 
+def definition_at(path: str, line: int) -> Optional[ast.stmt]:
+    """The function or class whose decorators or ``def`` line hold ``line``."""
+    tree, _ = _tree(_real(path))
+    if tree is None:
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            first = min([d.lineno for d in node.decorator_list] + [node.lineno])
+            if first <= line <= node.lineno:
+                return node
+    return None
+
+
 def _header_end(node: ast.stmt) -> int:
     """The last line of a statement that is not its body: a compound's header, else its end."""
     body = getattr(node, "body", None)
@@ -494,6 +507,7 @@ __all__ = [
     "apply_edits",
     "assignments",
     "bound_names",
+    "definition_at",
     "delete",
     "enclosing_body",
     "enclosing_function",
@@ -502,6 +516,7 @@ __all__ = [
     "insert_before",
     "line_text",
     "loop_around",
+    "make",
     "move",
     "move_block",
     "moved_line",

@@ -74,6 +74,7 @@ _WRAPPERS = tuple(
     for parts in (("_dynamo", ""), ("_compile.py",), ("utils", "_python_dispatch.py"))
 )
 _TORCH = os.path.join(os.path.dirname(torch.__file__), "")
+_FUNCTORCH = os.path.join(_TORCH, "_functorch", "")
 _KINDS = (os.path.join(_TORCH, "nn", ""), os.path.join(_TORCH, "optim", ""))
 
 
@@ -475,7 +476,11 @@ class Recorder:
 
         @functools.wraps(original)
         def call(*args: Any, **kwargs: Any) -> Any:
-            if recorder.current is not None or recorder.hooks_off:  # a hook's, or aside
+            if (
+                recorder.current is not None  # a backward inside a backward (a hook's)
+                or recorder.hooks_off  # stepped aside
+                or sys._getframe(1).f_code.co_filename.startswith(_FUNCTORCH)  # a transform's
+            ):
                 return original(*args, **kwargs)
             frame = user_frame(sys._getframe(1))
             recorder.settle_writes()

@@ -346,15 +346,15 @@ def _starved_fixes(cut_spot: Any, last: Any) -> Tuple[Fix, ...]:
     if undo is None or inner is None:
         return ()
     name = target.id
-    loss_line = _loss_line(path, last)
+    keep = {_loss_line(path, last), None if last is None or last.spot is None else last.spot[1]}
     block = edits.enclosing_body(path, line) or []
     moved = [undo]
     for later in block:
-        if later.lineno <= stmt.lineno or later.lineno == loss_line:
-            continue
+        if later.lineno <= stmt.lineno or later.lineno in keep:
+            continue  # the starving loss keeps reading the tensor itself
         if name in edits.bound_names(later):
             break
-        if name in edits.read_names(later) and not _is_backward(later):
+        if name in edits.read_names(later):
             edit = edits.reads_replaced(path, later.lineno, name, f"{name}.detach()")
             if edit is not None:
                 moved.append(edit)
@@ -362,13 +362,6 @@ def _starved_fixes(cut_spot: Any, last: Any) -> Tuple[Fix, ...]:
     if len(moved) == 1:
         text = f"remove .detach() from line {line}, so that the backward reaches the parameters"
     return (Fix(text=text, edits=tuple(moved)),)
-
-
-def _is_backward(stmt: ast.stmt) -> bool:
-    return any(
-        isinstance(n, ast.Attribute) and n.attr in ("backward", "step", "zero_grad")
-        for n in ast.walk(stmt)
-    )
 
 
 def _loss_line(path: str, last: Any) -> Optional[int]:
