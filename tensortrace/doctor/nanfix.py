@@ -23,7 +23,7 @@ import linecache
 import re
 from typing import Any, List, Optional, Tuple
 
-from ..trace.nonfinite import Edit, Remedy
+from ..trace.doctor import Edit, Fix
 from .places import Spot, place
 
 EPS = "1e-12"
@@ -98,8 +98,9 @@ class Line:
         return Edit(
             path=where.path if where else self.spot[0],
             line=self.spot[1],
-            old=self.raw,
-            new=self.indent + text,
+            end=self.spot[1],
+            text=self.indent + text,
+            was=self.raw,
         )
 
     def insert_before(self, code: str) -> Optional[Edit]:
@@ -109,8 +110,8 @@ class Line:
         return Edit(
             path=where.path if where else self.spot[0],
             line=self.spot[1],
-            old=self.raw,
-            new=f"{self.indent}{code}\n{self.raw}",
+            end=self.spot[1] - 1,
+            text=f"{self.indent}{code}",
         )
 
 
@@ -213,16 +214,14 @@ def _wrapped(text: str, method: str) -> str:
     return f"{text}.{method}" if simple else f"({text}).{method}"
 
 
-def _fix(text: str, edit: Optional[Edit]) -> Remedy:
-    return Remedy(text=text, edit=edit)
+def _fix(text: str, edit: Optional[Edit]) -> Fix:
+    return Fix(text=text, edits=() if edit is None else (edit,))
 
 
 # --- the fixes, one builder per kind of cause -----------------------------------------------
 
 
-def floor_operand(
-    spot: Optional[Spot], op: str, position: int, floor: str = EPS
-) -> Optional[Remedy]:
+def floor_operand(spot: Optional[Spot], op: str, position: int, floor: str = EPS) -> Optional[Fix]:
     """``torch.log(p)`` -> ``torch.log(p.clamp_min(1e-12))``; ``x / d`` -> ``x / d.clamp_min()``
     (the operand at ``position``)."""
     line = Line(spot)
@@ -235,7 +234,7 @@ def floor_operand(
     return _fix(f"keep {old} at {floor} or more: {new}", line.edit([(arg, new)]))
 
 
-def epsilon_inside(spot: Optional[Spot], op: str) -> Optional[Remedy]:
+def epsilon_inside(spot: Optional[Spot], op: str) -> Optional[Fix]:
     """``torch.sqrt(s)`` -> ``torch.sqrt(s + 1e-12)``; ``x ** 0.5`` -> ``(x + 1e-12) ** 0.5``."""
     line = Line(spot)
     node = find_call(line, op)
@@ -251,7 +250,7 @@ def epsilon_inside(spot: Optional[Spot], op: str) -> Optional[Remedy]:
     )
 
 
-def vector_norm(spot: Optional[Spot], op: str) -> Optional[Remedy]:
+def vector_norm(spot: Optional[Spot], op: str) -> Optional[Fix]:
     """``torch.sqrt(((a - b) ** 2).sum(1))`` -> ``torch.linalg.vector_norm(a - b, dim=1)``, whose
     gradient at 0 is 0."""
     line = Line(spot)
@@ -280,7 +279,7 @@ def _is_method(node: ast.Call) -> bool:
     return isinstance(node.func, ast.Attribute) and not _is_namespace(node.func.value)
 
 
-def log_softmax(spot: Optional[Spot], op: str, producer_spot: Optional[Spot]) -> Optional[Remedy]:
+def log_softmax(spot: Optional[Spot], op: str, producer_spot: Optional[Spot]) -> Optional[Fix]:
     """``torch.log(torch.softmax(z, 1))``, or ``torch.log(p)`` with ``p = torch.softmax(z, 1)``
     on an earlier line -> ``torch.log_softmax(z, 1)``: finite for finite logits."""
     line = Line(spot)
@@ -311,7 +310,7 @@ def log_softmax(spot: Optional[Spot], op: str, producer_spot: Optional[Spot]) ->
     )
 
 
-def nonzero_divisor(spot: Optional[Spot], op: str) -> Optional[Remedy]:
+def nonzero_divisor(spot: Optional[Spot], op: str) -> Optional[Fix]:
     """``x / d`` -> ``x / torch.where(d == 0, 1, d)``: the quotient where d is 0 becomes x."""
     line = Line(spot)
     node = find_call(line, op)
@@ -323,7 +322,7 @@ def nonzero_divisor(spot: Optional[Spot], op: str) -> Optional[Remedy]:
     return _fix(f"divide by 1 where {old} is 0: {new}", line.edit([(arg, new)]))
 
 
-def add_keyword(spot: Optional[Spot], op: str, keyword: str, why: str) -> Optional[Remedy]:
+def add_keyword(spot: Optional[Spot], op: str, keyword: str, why: str) -> Optional[Fix]:
     """``x.var()`` -> ``x.var(correction=0)``."""
     line = Line(spot)
     node = find_call(line, op)
@@ -337,7 +336,7 @@ def add_keyword(spot: Optional[Spot], op: str, keyword: str, why: str) -> Option
     return _fix(f"{why}: {new}", line.edit([(node, new)]))
 
 
-def nan_to_num_around(spot: Optional[Spot], op: str, why: str) -> Optional[Remedy]:
+def nan_to_num_around(spot: Optional[Spot], op: str, why: str) -> Optional[Fix]:
     """``torch.softmax(s, -1)`` -> ``torch.nan_to_num(torch.softmax(s, -1), nan=0.0)``."""
     line = Line(spot)
     node = find_call(line, op)
@@ -347,7 +346,7 @@ def nan_to_num_around(spot: Optional[Spot], op: str, why: str) -> Optional[Remed
     return _fix(f"{why}: {new}", line.edit([(node, new)]))
 
 
-def nan_to_num_operand(spot: Optional[Spot], name: str, why: str) -> Optional[Remedy]:
+def nan_to_num_operand(spot: Optional[Spot], name: str, why: str) -> Optional[Fix]:
     """``out = model(x)`` -> ``out = model(torch.nan_to_num(x))``: for data whose NaN mean
     missing values."""
     line = Line(spot)
@@ -367,7 +366,7 @@ def nan_to_num_operand(spot: Optional[Spot], name: str, why: str) -> Optional[Re
     return _fix(f"{why}: {new}", line.edit([(target, new)]))
 
 
-def exp_bounded(spot: Optional[Spot], op: str, limit: str) -> Optional[Remedy]:
+def exp_bounded(spot: Optional[Spot], op: str, limit: str) -> Optional[Fix]:
     line = Line(spot)
     node = find_call(line, op)
     arg = None if node is None else _argument(node, 0)
@@ -381,7 +380,7 @@ def exp_bounded(spot: Optional[Spot], op: str, limit: str) -> Optional[Remedy]:
 # --- a divergence: the optimizer's learning rate, or clipping ------------------------------
 
 
-def smaller_lr(step: Any) -> Optional[Remedy]:
+def smaller_lr(step: Any) -> Optional[Fix]:
     """The optimizer's construction with its ``lr`` divided by 10, where ``lr`` is a number
     written in the call (``SGD(model.parameters(), lr=5.0)``)."""
     if step is None or step.lr is None or step.spot is None:
@@ -430,7 +429,7 @@ def _same_constant(line: Line, constant: ast.Constant) -> Optional[ast.AST]:
     return None
 
 
-def clip_gradients(step: Any) -> Optional[Remedy]:
+def clip_gradients(step: Any) -> Optional[Fix]:
     """``torch.nn.utils.clip_grad_norm_(...)`` on the line before ``opt.step()``."""
     if step is None or step.spot is None:
         return None

@@ -18,7 +18,8 @@ from typing import Any, List, Optional, Sequence, Tuple
 
 import torch
 
-from ..trace.nonfinite import Made, NonFinite, Operand, Remedy, Symptom
+from ..trace.doctor import Fix
+from ..trace.nonfinite import Made, NonFinite, Operand, Symptom
 from . import nanfix
 from .finite import kind_names
 from .nanfix import base_op, call_text
@@ -261,11 +262,11 @@ def _backward(made: Made) -> Tuple[Optional[str], Optional[str]]:
 # --- the fixes that fit ----------------------------------------------------------------------
 
 
-def fixes(rule: Optional[str], origin: Any, symptom: Any) -> Tuple[Remedy, ...]:
+def fixes(rule: Optional[str], origin: Any, symptom: Any) -> Tuple[Fix, ...]:
     made: Optional[Made] = None if origin is None else origin.made
     spot = None if origin is None else origin.spot
     op = "" if made is None else made.op
-    found: List[Optional[Remedy]] = []
+    found: List[Optional[Fix]] = []
     if rule == "softmax-underflow":
         producer = _producer_spot(origin)
         found += [nanfix.log_softmax(spot, op, producer), nanfix.floor_operand(spot, op, 0)]
@@ -328,12 +329,15 @@ def _value(bits_names: Sequence[str]) -> str:
 
 def symptom_record(seen: Any) -> Symptom:
     names = kind_names(seen.bits)
+    spot, run = seen.backward if seen.backward is not None else (None, 0)
     return Symptom(
         what=seen.what,
         value=_value(names),  # type: ignore[arg-type]
         names=tuple(seen.names),
         place=place(seen.spot),
         iteration=seen.iteration,
+        backward=place(spot),
+        backward_run=run,
     )
 
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import functools
 import sys
+import time
 import weakref
 from collections import deque
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -86,6 +87,9 @@ class NonFiniteWatch:
         # end of a run without optimizer steps (else a step or the next loss shows them)
         self.provisional: Optional[Tuple[Any, List[Any], int]] = None  # and its window
         self.windows = 0  # windows begun: the clean boundaries so far
+        self.backward_runs: Dict[Any, int] = {}  # a backward line -> its calls so far
+        self.last_backward: Optional[Tuple[Any, int]] = None  # (line, its run) of the last one
+        self.started = time.monotonic()
         self.step_names: Dict[int, Dict[int, str]] = {}  # id(optimizer) -> its parameters' names
         self.last_step: Optional[Any] = None  # symptoms.StepSeen of the last optimizer step
         self._hooked = -1  # the sequence number of the node hooked last

@@ -6,28 +6,41 @@ The script runs as ``python SCRIPT ARGS...`` would run it: ``runpy`` with
 code, so there is no safe mode; the report says so once.
 
 When the script fails, the report comes first on stderr, then the script's
-own traceback as Python prints it (without this tool's frames), and the
-script's exit status: 1 for an uncaught exception, a ``SystemExit``'s code
-kept.
+own traceback as Python prints it (without this tool's frames, nor the frames
+of PyTorch's dispatch that exist only because doctor's dispatch mode ran the
+operation), and the script's exit status: 1 for an uncaught exception, a
+``SystemExit``'s code kept. A file that is not Python text is refused in one
+sentence before anything runs (exit status 2).
+
+Before the report is written, each fix that is code is checked on a copy of
+the script (``verify.py``: the script runs again, in a child, as often as
+there are fixes, within ``check_budget`` seconds in all); ``check=False``
+turns that off.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
+
+import msgspec
 import runpy
 import shutil
 import sys
 import traceback
 import warnings
 from types import TracebackType
-from typing import Any, List, Optional, Sequence
+from typing import Any, List, Optional, Sequence, Tuple
 
 from ..errors import TensorTraceError, UsageError
-from ..trace.doctor import REPORT_VERSION, Report, Watched, report_json
+from ..trace.doctor import REPORT_VERSION, Aside, Report, Watched, report_json
 
 FORMATS = ("console", "json")
 _HERE = os.path.dirname(os.path.abspath(__file__))
+NOT_CHECKED = "the fixes were not run (tensortrace doctor SCRIPT runs each on a copy of the script)"
+_DISPATCH = tuple(
+    os.path.join("torch", *parts) for parts in (("_ops.py",), ("utils", "_python_dispatch.py"))
+)
 
 
 class doctor:
@@ -57,6 +70,8 @@ class doctor:
         self.target = target
         self.report: Optional[Report] = None
         self.nan = nan
+        self.nonfinite_after: Optional[float] = None  # seconds the run took to its NaN or Inf
+        self.recorder: Any = None  # the last run's recorder, after finish()
         self._recorder: Any = None
 
     def __enter__(self) -> "doctor":
@@ -85,11 +100,13 @@ class doctor:
 
     def finish(self, exc: Optional[BaseException], status: Optional[int] = None) -> Report:
         """Stop watching, and make the report of what was seen (``exc``: what left the block)."""
-        from .diagnose import silent_records
+        from .places import place
+        from .silent import silent_records
 
         rec, self._recorder = self._recorder, None
-        nonfinite = _stop_nonfinite(rec)
+        nonfinite, self.nonfinite_after = _stop_nonfinite(rec)
         rec.stop()
+        self.recorder = rec
         self.report = Report(
             version=REPORT_VERSION,
             target=self.target,
@@ -97,6 +114,12 @@ class doctor:
             failure=rec.failure_for(exc),
             silent=silent_records(rec),
             exit_status=status,
+            starved=rec.starved_records(),
+            aside=tuple(
+                Aside(what=what, place=place(spot), times=times)
+                for (what, spot), times in rec.asides.items()
+            ),
+            checked=NOT_CHECKED,
             nonfinite=nonfinite,
         )
         return self.report
@@ -110,14 +133,17 @@ def _watch_nonfinite(rec: Any, every_op: bool) -> None:
     rec.nonfinite.start()
 
 
-def _stop_nonfinite(rec: Any) -> Any:
-    """The record of the run's first NaN or Inf, or None; the watch's hooks are removed."""
+def _stop_nonfinite(rec: Any) -> Tuple[Any, Optional[float]]:
+    """The record of the run's first NaN or Inf (or None) and the seconds the run took to it;
+    the watch's hooks are removed."""
     from . import nanrules, symptoms
 
     watch, rec.nonfinite = rec.nonfinite, None
     try:
         seen = symptoms.finish(watch)
-        return None if seen is None else nanrules.diagnosis(seen, watch.every_op)
+        if seen is None:
+            return None, None
+        return nanrules.diagnosis(seen, watch.every_op), seen.after
     finally:
         watch.stop()
         if watch.broken is not None:
@@ -183,10 +209,13 @@ def run_target(
     output: Optional[str] = None,
     fmt: Optional[str] = None,
     width: Optional[int] = None,
+    check: bool = True,
+    check_budget: Optional[float] = None,
     nan: bool = False,
 ) -> int:
     """Run a script (or ``-m`` module) under the doctor; the script's exit status."""
     form = check_format(fmt, output)
+    budget = _check_budget(check_budget)
     if output not in (None, "-"):
         from ..output import Output
 
@@ -213,10 +242,83 @@ def run_target(
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
     report = watch.finish(exc, status)
+    if check:
+        report = _checked(report, watch.recorder, target, args, module, budget)
+        report = _checked_nonfinite(report, watch, target, args, module, budget)
+    else:
+        report = msgspec.structs.replace(
+            report,
+            checked="the fixes were not run (--no-check); each is an edit of the lines shown",
+        )
+    watch.report = report
     write_report(report, output, form, width=width)
     if exc is not None:
         _print_traceback(exc)
     return status
+
+
+def _check_budget(budget: Optional[float]) -> float:
+    from .verify import DEFAULT_BUDGET
+
+    if budget is None:
+        return DEFAULT_BUDGET
+    if not budget > 0 or budget != budget or budget == float("inf"):
+        raise UsageError(f"--check-budget {budget}: give the seconds the checks may take, e.g. 60")
+    return float(budget)
+
+
+def _checked(
+    report: Report, rec: Any, target: str, args: Sequence[str], module: bool, budget: float
+) -> Report:
+    """The report with each fix that is code run on a copy of the script (``verify.py``)."""
+    from .verify import DOCTOR_PROBE, Script, Target, check_fixes
+
+    failure = report.failure
+    wanted = failure is not None and any(getattr(f, "edits", ()) for f in failure.fixes)
+    wanted = wanted or any(f.edits for s in report.starved for f in s.fixes)
+    if not wanted:
+        return msgspec.structs.replace(report, checked=None)
+    took = rec.failed_after
+    if took is not None and took * 1.5 + 5 > budget:
+        note = (
+            f"the fixes were not run: the script took {took:.0f} s to reach the failing backward, "
+            f"more than the checks' budget allows ({budget:g} s; --check-budget raises it)"
+        )
+        return msgspec.structs.replace(report, checked=note)
+    script = Script.of(target, args, module)
+    runs = 0
+    if failure is not None and failure.backward is not None:
+        point = Target(failure.backward.path, failure.backward.line, failure.backward_run)
+        fixes = check_fixes(script, failure.fixes, point, budget=budget)
+        runs += sum(1 for f in fixes if getattr(f, "check", None) is not None)
+        report = msgspec.structs.replace(
+            report, failure=msgspec.structs.replace(failure, fixes=fixes)
+        )
+    starved = []
+    for entry, record in zip(rec.starved.values(), report.starved):
+        spot, run = entry["target"] or (None, 1)
+        from .places import place
+
+        where = place(spot)
+        point = None if where is None else Target(where.path, where.line, run)
+        fixes = check_fixes(script, record.fixes, point, budget=budget, probes=(DOCTOR_PROBE,))
+        runs += sum(1 for f in fixes if f.check is not None)
+        starved.append(msgspec.structs.replace(record, fixes=fixes))
+    times = "once" if runs == 1 else "twice" if runs == 2 else f"{runs} times"
+    note = (
+        f"each fix marked ✓ or ✗ ran on a copy of {target} (the script ran again, {times}; "
+        "--no-check skips this); your files were not changed"
+    )
+    return msgspec.structs.replace(report, starved=tuple(starved), checked=note)
+
+
+def _checked_nonfinite(
+    report: Report, watch: "doctor", target: str, args: Sequence[str], module: bool, budget: float
+) -> Report:
+    """The report with the fixes of its NaN or Inf run on copies (``nancheck.py``)."""
+    from .nancheck import checked
+
+    return checked(report, target, args, module, budget, watch.nonfinite_after)
 
 
 def _check_target(target: str, module: bool) -> str:
@@ -231,7 +333,35 @@ def _check_target(target: str, module: bool) -> str:
     if not os.path.isfile(target):
         what = "is a directory" if os.path.isdir(target) else "no such file"
         raise UsageError(f"{target}: {what}; give the Python script to run")
+    _check_python(target)
     return target
+
+
+def _check_python(target: str) -> None:
+    """One sentence for a file Python could not read as source (binary, not text)."""
+    import io
+    import tokenize
+
+    try:
+        with open(target, "rb") as handle:
+            data = handle.read()
+    except OSError as problem:
+        raise UsageError(f"{target}: {problem.strerror or problem}") from None
+    if b"\x00" in data:
+        raise UsageError(f"{target}: this is a binary file, not a Python script")
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        data.decode(encoding)
+    except (SyntaxError, LookupError, UnicodeDecodeError):
+        raise UsageError(
+            f"{target}: this is not Python text (not valid in its encoding); give the "
+            "Python script to run"
+        ) from None
+    if target.lower().endswith(".ipynb"):
+        raise UsageError(
+            f"{target}: this is a notebook, not a Python script; export it with "
+            "`jupyter nbconvert --to script`, or use `with tensortrace.doctor():` in a cell"
+        )
 
 
 def _exit_status(stop: SystemExit) -> int:
@@ -267,14 +397,24 @@ def _ours(tb: TracebackType) -> bool:
     return os.path.basename(name) == "runpy.py" and name.startswith(os.path.dirname(os.__file__))
 
 
+def _dispatch(tb: TracebackType) -> bool:
+    """A frame of PyTorch's Python dispatch (``torch/_ops.py``) that only exists because
+    doctor's dispatch mode called the operation."""
+    return tb.tb_frame.f_code.co_filename.endswith(_DISPATCH)
+
+
 def _trimmed(tb: Optional[TracebackType]) -> Optional[TracebackType]:
-    while tb is not None and _ours(tb):
-        tb = tb.tb_next
+    def skip(tb: Optional[TracebackType]) -> Optional[TracebackType]:
+        dropped = False
+        while tb is not None and (_ours(tb) or (dropped and _dispatch(tb))):
+            dropped = True
+            tb = tb.tb_next
+        return tb
+
+    tb = skip(tb)
     head = tb
     while tb is not None:
-        following = tb.tb_next
-        while following is not None and _ours(following):
-            following = following.tb_next
+        following = skip(tb.tb_next)
         tb.tb_next = following
         tb = following
     return head

@@ -24,6 +24,7 @@ import functools
 import linecache
 import re
 import sys
+import time
 import weakref
 from collections import deque
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -66,6 +67,8 @@ class SymptomSeen:
         "entered",
         "losses",
         "step",
+        "backward",
+        "after",
     )
 
     def __init__(
@@ -88,6 +91,8 @@ class SymptomSeen:
         self.entered = watch.entered
         self.losses = list(watch.losses)
         self.step = watch.last_step
+        self.backward = watch.last_backward  # (spot, run): the backward call it showed at or after
+        self.after = time.monotonic() - watch.started  # seconds into the run
 
 
 def guarded(hook: Callable[..., None]) -> Callable[..., None]:
@@ -153,6 +158,9 @@ def before_backward(watch: Any, roots: Any, frame: Any) -> None:
     watch.flush()
     watch.in_step = False
     watch.backward_made = False
+    runs = watch.backward_runs.get(spot_at(frame), 0) + 1
+    watch.backward_runs[spot_at(frame)] = runs
+    watch.last_backward = (spot_at(frame), runs)
     looked = Looked(watch.readings, _tensors(roots))
     iteration = watch.rec.backwards
     spot = spot_at(frame)

@@ -33,6 +33,7 @@ class SavedTensor:
         "output_nr",
         "is_output",
         "writes",
+        "seq",
         "__weakref__",
     )
 
@@ -45,6 +46,7 @@ class SavedTensor:
         spot: Optional[Spot],
         grad_fn: Any,
         is_output: bool,
+        seq: int,
     ) -> None:
         self.tensor = keep
         self.original = weakref.ref(t)
@@ -58,12 +60,17 @@ class SavedTensor:
         self.output_nr = t.output_nr if is_output else 0
         self.is_output = is_output
         self.writes: List["WriteSeen"] = []
+        self.seq = seq  # the sequence number of the graph node that saved it
 
 
 class WriteSeen:
-    """One in-place write into a saved tensor's memory."""
+    """One in-place write into a saved tensor's memory.
 
-    __slots__ = ("op", "spot", "alias", "version", "via")
+    ``via``: the torch file and function between the write and the user's line
+    (``torch/nn/modules/activation.py:forward``, ``torch/optim/adam.py:step``);
+    ``module``: a weak reference to the ``nn.Module`` whose forward wrote, if one did."""
+
+    __slots__ = ("op", "spot", "alias", "version", "via", "module")
 
     def __init__(
         self,
@@ -72,19 +79,30 @@ class WriteSeen:
         alias: Optional[str],
         version: Optional[int],
         via: Optional[str],
+        module: Any = None,
     ) -> None:
         self.op, self.spot, self.alias, self.version, self.via = op, spot, alias, version, via
+        self.module = module
 
 
 class Call:
-    """One backward or autograd.grad call."""
+    """One backward or autograd.grad call: ``run`` is which call of its line it is (1 for the
+    first); ``mark`` the sequence number the next graph node would get as it started.
 
-    __slots__ = ("index", "kind", "spot", "retain", "mark")
+    While it runs (and for a few calls after, ``Recorder.history``), ``nodes`` maps the
+    sequence number of each graph node whose saved tensors it read to the line that saved
+    them and (weak reference, version) of each; ``uses`` holds (sequence number of an input's
+    own node, line) for each saved input that came from another node."""
+
+    __slots__ = ("index", "kind", "spot", "retain", "mark", "run", "nodes", "uses")
 
     def __init__(
-        self, index: int, kind: str, spot: Optional[Spot], retain: bool, mark: int
+        self, index: int, kind: str, spot: Optional[Spot], retain: bool, mark: int, run: int = 1
     ) -> None:
         self.index, self.kind, self.spot, self.retain, self.mark = index, kind, spot, retain, mark
+        self.run = run
+        self.nodes: Dict[int, Tuple[Optional[Spot], List[Tuple[Any, int]]]] = {}
+        self.uses: List[Tuple[int, Optional[Spot]]] = []
 
 
 def _written(func: Any) -> Tuple[Tuple[int, str], ...]:

@@ -7,12 +7,13 @@ control characters made visible, never rich markup.
 
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import Callable, List, Optional, Tuple
 
 from rich.text import Text
 
 from ..trace.doctor import Place
-from ..trace.nonfinite import Made, NonFinite, Operand, Remedy
+from ..trace.doctor import Fix
+from ..trace.nonfinite import Made, NonFinite, Operand
 from .visible import visible
 
 _VALUE = {"nan": "NaN", "inf": "inf", "-inf": "-inf"}
@@ -81,18 +82,9 @@ def _made_rows(label: str, m: Made) -> List[Text]:
     return lines
 
 
-def _fix(r: Remedy) -> Text:
-    if r.edit is None:
-        note = ""
-    elif r.checked is None:
-        note = f"  (line {r.edit.line}; not checked)"
-    else:
-        note = f"  (line {r.edit.line}; {'✓ checked' if r.checked else '✗ did not help'})"
-    return _styled(r.text, "green") + _styled(note, "dim")
-
-
-def nonfinite_lines(nf: NonFinite) -> List[Text]:
-    """The finding, as the console shows it."""
+def nonfinite_lines(nf: NonFinite, fix_rows: Callable[[Tuple[Fix, ...]], List[Text]]) -> List[Text]:
+    """The finding, as the console shows it; ``fix_rows`` draws the fixes as ``doctor.py``
+    draws every fix (its words, its edits as lines out and in, whether it ran clean)."""
     s = nf.symptom
     title = f"{_WHAT[s.what]} became {_VALUE[s.value]}"
     lines = [
@@ -112,8 +104,7 @@ def nonfinite_lines(nf: NonFinite) -> List[Text]:
     if nf.losses and (nf.rule == "divergence" or nf.origin is None):
         shown = ", ".join(f"{v:.4g}" for v in nf.losses[-6:])
         lines.append(_row("losses", _styled(f"{shown} (the last iterations before)", "dim")))
-    for i, fix in enumerate(nf.fixes):
-        lines.append(_row("fix" if i == 0 else "", _fix(fix)))
+    lines += fix_rows(nf.fixes)
     if nf.watch == "default" and (nf.origin is None or not nf.origin.from_finite):
         lines.append(
             _row(

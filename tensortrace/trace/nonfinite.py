@@ -5,8 +5,8 @@ parameter found NaN or infinite (the ``Symptom``); its ``origin`` is the
 operation that first made a NaN or an infinity out of values that held
 none, in forward (an operation's output) or backward (a graph node's
 gradient), with the counted ``Operand`` facts that explain it. Fixes are
-``Edit``-s of one line of the user's code, so that they can be applied to a
-copy of the script and run. Plain frozen values, as in ``doctor.py``.
+``doctor.py``'s ``Fix`` records: edits of the lines they name, so that they
+can be applied to a copy of the script and run. Plain frozen values.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Literal, Optional, Tuple
 
 import msgspec
 
-from .doctor import Place
+from .doctor import Fix, Place
 
 Kind = Literal["nan", "inf", "-inf"]
 
@@ -64,23 +64,8 @@ class Symptom(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     names: Tuple[str, ...]  # the loss's name, or the parameters' (first 8)
     place: Optional[Place]  # the backward call, or the optimizer's step
     iteration: int  # backward calls before it
-
-
-class Edit(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """Replace line ``line`` of ``path``, which reads ``old``, by ``new`` (one or more lines)."""
-
-    path: str
-    line: int
-    old: str
-    new: str
-
-
-class Remedy(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """A fix: what to do, and the edit that does it where it is one line of code."""
-
-    text: str
-    edit: Optional[Edit] = None
-    checked: Optional[bool] = None  # True: it ran clean on a copy; False: it did not; None: not run
+    backward: Optional[Place] = None  # the backward call it showed at, or the last one before
+    backward_run: int = 0  # which of that line's calls it was (1: the first)
 
 
 class NonFinite(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -95,4 +80,4 @@ class NonFinite(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     why: Optional[str] = None  # the rule's sentence, with the counted facts
     losses: Tuple[float, ...] = ()  # the finite losses of the last iterations before, oldest first
     watch: Literal["default", "every-op"] = "default"  # what was checked (--nan: every-op)
-    fixes: Tuple[Remedy, ...] = ()
+    fixes: Tuple[Fix, ...] = ()  # each an edit of the lines it names, run on a copy if checked

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from conftest import REPO, Result, cli
-from tensortrace.trace.doctor import Report, report_from_json
+from tensortrace.trace.doctor import Edit, Report, report_from_json
 
 
 @pytest.fixture(autouse=True)
@@ -93,7 +93,17 @@ def test_inplace_activation_inside_a_module(tmp_path):
     assert f.saved.node == "SigmoidBackward0" and f.saved.shape == (8, 16)
     assert lines_of(f.writes) == [16] and f.writes[0].op == "aten.relu_"
     assert at(f.backward) == (path, 27)
-    assert "inplace=False" in f.fixes[0] and f"{path}:11" in f.fixes[0]
+    (fix,) = f.fixes  # inplace=False where the module is built, checked by running it
+    assert fix.edits == (
+        Edit(
+            path=path,
+            line=11,
+            end=11,
+            text="        self.act = nn.ReLU(inplace=False)",
+            was="        self.act = nn.ReLU(inplace=True)",
+        ),
+    )
+    assert fix.check.verdict == "passed"
     assert report.exit_status == 1
     # the script's own traceback follows, as Python prints it
     assert result.stderr.splitlines()[-1].startswith("RuntimeError: one of the variables needed")
@@ -111,7 +121,12 @@ def test_helper_normalising_a_detached_alias(tmp_path):
     assert lines_of(f.writes) == [7, 8]
     assert [w.alias for w in f.writes] == ["t", "t"]
     assert [w.version for w in f.writes] == [0, 1]
-    assert f.fixes[0].endswith("(e.g. `line 15: stats = feats.detach().clone()`)")
+    (edit,) = f.fixes[0].edits
+    assert (edit.line, edit.text) == (
+        15,
+        "stats = feats.detach().clone()  # meant for logging only",
+    )
+    assert f.fixes[0].check.verdict == "passed"
 
 
 def test_data_write_on_a_saved_output_is_a_warning(tmp_path):
@@ -148,9 +163,14 @@ def test_hidden_state_carried_across_iterations(tmp_path):
     path = "examples/doctor/rnn_hidden.py"
     assert f.kind == "freed-graph" and f.carrier == "h"
     assert at(f.carried_at) == (path, 12) and at(f.freed_by) == (path, 15)
-    assert at(f.backward) == (path, 15)
-    assert f.headline.startswith(f"{path}:12: h still carries the graph")
-    assert "`h = h.detach()`" in f.fixes[0] and "retain_graph=True" in f.fixes[1]
+    assert at(f.assigned_at) == (path, 12) and f.runs == (1, 2) and f.unit == "iteration"
+    assert at(f.backward) == (path, 15) and f.backward_run == 2
+    assert at(f.shared) == (path, 12) and f.shared_node == "TanhBackward0"
+    assert f.headline.startswith(f"{path}:12: h carries iteration 1's graph into iteration 2")
+    (fix,) = f.fixes  # retain_graph=True is not offered: opt.step() changed U in between
+    assert [(e.line, e.end, e.text) for e in fix.edits] == [(12, 11, "    h = h.detach()")]
+    assert fix.check.verdict == "passed"
+    assert [(w.alias, w.place.line) for w in f.blocked] == [("U", 16)]
     assert report.watched.backwards == 2
 
 
@@ -468,7 +488,9 @@ def test_a_loss_computed_under_no_grad_names_the_block():
             loss.backward()
     (cut,) = watch.report.failure.cuts
     assert cut.kind == "torch.no_grad()" and cut.place.code == "with torch.no_grad():"
-    assert "outside the torch.no_grad() block" in watch.report.failure.fixes[0]
+    (fix,) = watch.report.failure.fixes
+    assert "outside the `with torch.no_grad():` block" in fix.text
+    assert fix.check is None and "not run" in watch.report.checked  # a block: nothing to re-run
 
 
 def test_the_watch_rests_while_nothing_is_saved_and_wakes_for_the_next_graph():

@@ -36,9 +36,12 @@ def doctor_here(*args: str, cwd: Path = REPO) -> Result:
     )
 
 
-def run(script: Path, mode: str, tmp_path: Path, cwd: Path = REPO) -> Tuple[Result, Report]:
+def run(
+    script: Path, mode: str, tmp_path: Path, cwd: Path = REPO, check: bool = False
+) -> Tuple[Result, Report]:
+    """``tensortrace doctor [--nan] SCRIPT``; the fixes are run on copies only with ``check``."""
     out = tmp_path / f"report-{mode}.json"
-    flags = ["--nan"] if mode == "every-op" else []
+    flags = (["--nan"] if mode == "every-op" else []) + ([] if check else ["--no-check"])
     result = doctor_here(*flags, "-o", str(out), str(script), cwd=cwd)
     return result, report_from_json(out.read_text(encoding="utf-8"))
 
@@ -160,7 +163,7 @@ def test_divergence_after_large_steps_is_named_with_its_losses(tmp_path, mode):
     assert nf.rule == "divergence"
     assert "the loss grew from" in nf.why
     assert len(nf.losses) >= 5 and nf.losses[-1] > 1e3 * min(nf.losses)
-    assert [f.edit.line for f in nf.fixes if f.edit] == [
+    assert [e.line for f in nf.fixes for e in f.edits] == [
         line_of(script, "lr=0.5"),
         line_of(script, "opt.step()"),
     ]
@@ -214,7 +217,7 @@ def test_a_nan_already_in_the_data_is_named_where_it_is_first_read(tmp_path):
     assert nf.origin is None and nf.entered is not None
     assert nf.entered.place.line == 5
     assert "already held NaN" in nf.headline
-    assert [f.edit.new.strip() for f in nf.fixes] == [
+    assert [e.text.strip() for f in nf.fixes for e in f.edits] == [
         "loss = lin(torch.nan_to_num(x)).pow(2).mean()"
     ]
 
@@ -222,11 +225,14 @@ def test_a_nan_already_in_the_data_is_named_where_it_is_first_read(tmp_path):
 # --- the fixes offered work when applied ------------------------------------------------------
 
 
-def apply(edit, script: Path, into: Path) -> Path:
-    lines = script.read_text(encoding="utf-8").splitlines()
-    assert lines[edit.line - 1] == edit.old
-    lines[edit.line - 1] = edit.new
-    into.write_text("\n".join(lines) + "\n", encoding="utf-8")
+def apply(fix, script: Path, into: Path) -> Path:
+    from tensortrace.doctor.edits import apply_edits
+
+    text = script.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    for edit in fix.edits:
+        assert edit.was == "\n".join(lines[edit.line - 1 : edit.end])
+    into.write_text(apply_edits(text, fix.edits), encoding="utf-8")
     return into
 
 
@@ -235,24 +241,27 @@ def apply(edit, script: Path, into: Path) -> Path:
     ["nan_log_softmax.py", "nan_normalise.py", "nan_sqrt_backward.py", "nan_divergence.py"],
 )
 def test_each_fix_offered_makes_the_run_finite(tmp_path, name):
+    """The doctor runs each fix on a copy, watched for NaN and Inf: each passes. Applied here
+    to a copy too, and run under --nan to its end, each leaves nothing to report."""
     script = EXAMPLES / name
-    _, report = run(script, "default", tmp_path)
-    edits = [f.edit for f in report.nonfinite.fixes if f.edit is not None]
-    assert edits, report.nonfinite.fixes
-    assert all(f.checked is None for f in report.nonfinite.fixes)  # no fix is run by the doctor
-    for i, edit in enumerate(edits):
-        fixed = apply(edit, script, tmp_path / f"fixed{i}.py")
+    _, report = run(script, "default", tmp_path, check=True)
+    fixes = [f for f in report.nonfinite.fixes if f.edits]
+    assert fixes, report.nonfinite.fixes
+    assert [f.check.verdict for f in fixes] == ["passed"] * len(fixes), fixes
+    assert "ran on a copy of" in report.checked
+    for i, fix in enumerate(fixes):
+        fixed = apply(fix, script, tmp_path / f"fixed{i}.py")
         result, after = run(fixed, "every-op", tmp_path)
-        assert result.returncode == 0, (edit, result.stderr)
-        assert after.nonfinite is None, (edit.new, after.nonfinite and after.nonfinite.headline)
+        assert result.returncode == 0, (fix, result.stderr)
+        assert after.nonfinite is None, (fix.edits, after.nonfinite and after.nonfinite.headline)
 
 
 def test_the_fix_for_a_log_of_softmax_is_log_softmax_on_the_same_line():
     script = EXAMPLES / "nan_log_softmax.py"
-    result = doctor_here("-f", "json", str(script))
-    first = report_from_json(result.stderr).nonfinite.fixes[0].edit
-    assert first.line == line_of(script, "torch.log(p)")
-    assert first.new == "    loss = -(onehot * torch.log_softmax(logits, dim=1)).sum(dim=1).mean()"
+    result = doctor_here("--no-check", "-f", "json", str(script))
+    (first,) = report_from_json(result.stderr).nonfinite.fixes[0].edits
+    assert first.line == first.end == line_of(script, "torch.log(p)")
+    assert first.text == "    loss = -(onehot * torch.log_softmax(logits, dim=1)).sum(dim=1).mean()"
 
 
 # --- correct scripts: nothing to report -------------------------------------------------------
@@ -315,7 +324,9 @@ def test_correct_scripts_get_nothing_to_report(tmp_path, name, mode):
     result, report = run(script, mode, tmp_path, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert report.nonfinite is None and report.failure is None and not report.silent
-    text = doctor_here(*(["--nan"] if mode == "every-op" else []), str(script), cwd=tmp_path)
+    text = doctor_here(
+        *(["--nan"] if mode == "every-op" else []), "--no-check", str(script), cwd=tmp_path
+    )
     assert text.stderr.startswith("tensortrace doctor: nothing to report")
 
 
@@ -425,7 +436,7 @@ def test_the_json_report_holds_the_finding_and_the_schema_describes_it(tmp_path)
 def test_the_console_report_says_the_line_then_why_then_the_fix():
     """The headline names the line, then the reason in its operands; then the operation with
     its operands counted, where the loss showed it, and the fixes."""
-    result = doctor_here("examples/doctor/nan_normalise.py")
+    result = doctor_here("--no-check", "examples/doctor/nan_normalise.py")
     lines = result.stderr.splitlines()
     assert lines[0] == "tensortrace doctor: loss became NaN"
     assert lines[1].startswith(
@@ -435,7 +446,8 @@ def test_the_console_report_says_the_line_then_why_then_the_fix():
     assert lines[1].endswith("(s.sum(dim=1, keepdim=True) had 7 zeros and s had 83; 0/0 = NaN)")
     labels = [line[:12].strip() for line in lines[2:]]
     assert labels.index("made") < labels.index("backward") < labels.index("fix")
-    assert "(line 18; not checked)" in result.stderr
+    assert "examples/doctor/nan_normalise.py:18  - " in result.stderr  # the edit, line out
+    assert "the fixes were not run (--no-check)" in result.stderr
 
 
 def test_a_block_in_code_reports_too(tmp_path):
