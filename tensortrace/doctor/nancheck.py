@@ -11,7 +11,6 @@ iterations, fails with the headline the copy got.
 
 from __future__ import annotations
 
-import os
 from typing import Any, List, Optional, Sequence
 
 import msgspec
@@ -83,7 +82,7 @@ def checked(
     runs = sum(1 for f in fixes if f.check is not None)
     times = "once" if runs == 1 else "twice" if runs == 2 else f"{runs} times"
     note = (
-        f"each fix of the NaN or Inf marked ✓ or ✗ ran on a copy of {os.path.basename(target)}, "
+        f"each fix of the NaN or Inf marked ✓ or ✗ ran on a copy of {target}, "
         f"watched for NaN and Inf (the script ran again, {times}; --no-check skips this); your "
         "files were not changed"
     )

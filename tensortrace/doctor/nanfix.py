@@ -214,7 +214,11 @@ def _wrapped(text: str, method: str) -> str:
     return f"{text}.{method}" if simple else f"({text}).{method}"
 
 
-def _fix(text: str, edit: Optional[Edit]) -> Fix:
+def _fix(text: str, edit: Optional[Edit], code: str = "") -> Fix:
+    """A fix in words, with its edit; the code in the words only when there is no edit to show
+    it (a statement over several lines)."""
+    if edit is None and code:
+        text = f"{text}: {code}"
     return Fix(text=text, edits=() if edit is None else (edit,))
 
 
@@ -231,7 +235,7 @@ def floor_operand(spot: Optional[Spot], op: str, position: int, floor: str = EPS
         return None
     old = line.segment(arg)
     new = _wrapped(old, f"clamp_min({floor})")
-    return _fix(f"keep {old} at {floor} or more: {new}", line.edit([(arg, new)]))
+    return _fix(f"keep {old} at {floor} or more", line.edit([(arg, new)]), new)
 
 
 def epsilon_inside(spot: Optional[Spot], op: str) -> Optional[Fix]:
@@ -245,8 +249,9 @@ def epsilon_inside(spot: Optional[Spot], op: str) -> Optional[Fix]:
     inside = isinstance(node, ast.Call) and arg in node.args
     new = f"{old} + {EPS}" if inside else f"({old} + {EPS})"
     return _fix(
-        f"add a small epsilon inside, so that the slope stays finite at 0: {old} + {EPS}",
+        "add a small epsilon inside, so that the slope stays finite at 0",
         line.edit([(arg, new)]),
+        f"{old} + {EPS}",
     )
 
 
@@ -272,7 +277,11 @@ def vector_norm(spot: Optional[Spot], op: str) -> Optional[Fix]:
         parts.append(f"dim={line.segment(rest[0])}")
     parts += [line.segment(k) for k in arg.keywords]
     new = f"torch.linalg.vector_norm({', '.join(parts)})"
-    return _fix(f"use {new}: the same value, and its gradient at 0 is 0", line.edit([(node, new)]))
+    return _fix(
+        "use torch.linalg.vector_norm: the same value, and its gradient at 0 is 0",
+        line.edit([(node, new)]),
+        new,
+    )
 
 
 def _is_method(node: ast.Call) -> bool:
@@ -305,8 +314,9 @@ def log_softmax(spot: Optional[Spot], op: str, producer_spot: Optional[Spot]) ->
     head = source.segment(soft.func)
     new = re.sub(r"softmax$", "log_softmax", head) + source.segment(soft)[len(head) :]
     return _fix(
-        f"take the log-probabilities with {new}: it never makes -inf from finite logits",
+        "take the log-probabilities with log_softmax: it never makes -inf from finite logits",
         line.edit([(node, new)]),
+        new,
     )
 
 
@@ -319,7 +329,7 @@ def nonzero_divisor(spot: Optional[Spot], op: str) -> Optional[Fix]:
         return None
     old = line.segment(arg)
     new = f"torch.where({old} == 0, 1, {old})"
-    return _fix(f"divide by 1 where {old} is 0: {new}", line.edit([(arg, new)]))
+    return _fix(f"divide by 1 where {old} is 0", line.edit([(arg, new)]), new)
 
 
 def add_keyword(spot: Optional[Spot], op: str, keyword: str, why: str) -> Optional[Fix]:
@@ -333,7 +343,7 @@ def add_keyword(spot: Optional[Spot], op: str, keyword: str, why: str) -> Option
         return None
     inner = old[old.index("(", len(line.segment(node.func))) + 1 : -1].strip()
     new = f"{old[:-1]}{', ' if inner else ''}{keyword})"
-    return _fix(f"{why}: {new}", line.edit([(node, new)]))
+    return _fix(why, line.edit([(node, new)]), new)
 
 
 def nan_to_num_around(spot: Optional[Spot], op: str, why: str) -> Optional[Fix]:
@@ -343,7 +353,7 @@ def nan_to_num_around(spot: Optional[Spot], op: str, why: str) -> Optional[Fix]:
     if node is None:
         return None
     new = f"torch.nan_to_num({line.segment(node)}, nan=0.0)"
-    return _fix(f"{why}: {new}", line.edit([(node, new)]))
+    return _fix(why, line.edit([(node, new)]), new)
 
 
 def nan_to_num_operand(spot: Optional[Spot], name: str, why: str) -> Optional[Fix]:
@@ -363,7 +373,7 @@ def nan_to_num_operand(spot: Optional[Spot], name: str, why: str) -> Optional[Fi
     if target is None:
         return None
     new = f"torch.nan_to_num({name})"
-    return _fix(f"{why}: {new}", line.edit([(target, new)]))
+    return _fix(why, line.edit([(target, new)]), new)
 
 
 def exp_bounded(spot: Optional[Spot], op: str, limit: str) -> Optional[Fix]:
@@ -374,7 +384,7 @@ def exp_bounded(spot: Optional[Spot], op: str, limit: str) -> Optional[Fix]:
         return None
     old = line.segment(arg)
     new = _wrapped(old, f"clamp_max({limit})")
-    return _fix(f"bound what goes into it: {new}", line.edit([(arg, new)]))
+    return _fix("bound what goes into it", line.edit([(arg, new)]), new)
 
 
 # --- a divergence: the optimizer's learning rate, or clipping ------------------------------
@@ -439,7 +449,7 @@ def clip_gradients(step: Any) -> Optional[Fix]:
         return None
     params = f'[p for group in {receiver.group(1)}.param_groups for p in group["params"]]'
     code = f"torch.nn.utils.clip_grad_norm_({params}, max_norm=1.0)"
-    words = "clip the gradients before the step: torch.nn.utils.clip_grad_norm_(..., max_norm=1.0)"
+    words = "clip the gradients before the step (torch.nn.utils.clip_grad_norm_, max_norm=1.0)"
     imports_torch = re.search(
         r"^\s*import torch\b", "".join(linecache.getlines(step.spot[0])), re.M
     )

@@ -60,7 +60,7 @@ from .operands import (
     read_only,
     spot_at,
 )
-from .places import Spot, place, spot_of, user_frame
+from .places import Spot, place, user_frame
 
 MAX_ORIGINS = 8  # origins kept per window
 MAX_LOSSES = 32  # losses kept for the history
@@ -182,7 +182,7 @@ class NonFiniteWatch:
             self.pending = Pending(
                 weakref.ref(outs[0]),
                 op_name(func),
-                spot_of(sys._getframe(2)),
+                spot_at(user_frame(sys._getframe(2))),
                 inputs(func, args, kwargs) if plan.risky else (),
             )
 
@@ -196,7 +196,7 @@ class NonFiniteWatch:
             op = node_op(node.name())
             if not (self.every_op or op in RISKY or f"_{op}" in RISKY) or not finite.checkable(t):
                 return
-            spot = spot_of(sys._getframe(2))
+            spot = spot_at(user_frame(sys._getframe(2)))
             if t.device.type == "cpu" and not self.readings.defer:
                 with quiet():
                     bits = finite.kinds(t)

@@ -205,8 +205,20 @@ def producers(pairs: Sequence[Tuple[str, Any]]) -> Dict[str, str]:
     return found
 
 
+_SPOTS: Dict[Tuple[Any, int], Spot] = {}  # (code, instruction offset) -> its spot
+
+
 def spot_at(frame: Any) -> Optional[Spot]:
-    """(file, line, function) of exactly this frame, or None."""
+    """(file, line, function) of exactly this frame, or None.
+
+    Kept by code object and instruction offset: a frame's line number is worked out from its
+    code's line table each time it is read, and the same calls recur every iteration."""
     if frame is None:
         return None
-    return (frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
+    key = (frame.f_code, frame.f_lasti)
+    found = _SPOTS.get(key)
+    if found is None:
+        if len(_SPOTS) > 4096:
+            _SPOTS.clear()
+        found = _SPOTS[key] = (frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
+    return found

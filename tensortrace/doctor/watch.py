@@ -142,6 +142,7 @@ class Watch(TorchDispatchMode):
                 plan = _PLANS[func] = _written(func)
             if plan and rec.index:
                 rec.note_writes(func, plan, args, kwargs)
-        if rec.nonfinite is not None:  # checked for NaN and Inf (nonfinite.py)
-            return rec.nonfinite.call(func, args, kwargs)
+        nan = rec.nonfinite  # checked for NaN and Inf (nonfinite.py), when it is one to check
+        if nan is not None and (nan.pending is not None or nan.plans.get(id(func)) is not False):
+            return nan.call(func, args, kwargs)
         return func(*args, **kwargs)
