@@ -30,7 +30,16 @@ during backward and between steps):
 Goal: doctor at most 1.5x plain and below anomaly mode; peak memory at most
 1.2x plain.
 
-    python bench/doctor.py [--repeat N] [--steps N]
+The NaN and Inf watch has its own rows: ``doctor-nan`` (``--nan``: every
+operation's output and every node's gradient checked) beside ``anomaly``
+(whose ``check_nan`` checks every node's output in backward), ``bare`` (doctor
+with its NaN watch off: what the default watch adds is ``doctor`` over
+``bare``) and ``check``, the floor of checking every operation: a dispatch
+mode that only calls the operation and looks at its output once (one sum).
+``mlp`` is the op-dense loop of the GPU goal (Linear 512-1024-1024-10, Adam,
+batch 256), here on the CPU.
+
+    python bench/doctor.py [--repeat N] [--steps N] [--models cnn,mlp] [--variants plain,...]
 """
 
 from __future__ import annotations
@@ -54,6 +63,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import tensortrace  # noqa: E402
 
 VARIANTS = ("plain", "doctor", "anomaly", "mode")  # mode: an empty dispatch mode, the floor
+NAN_VARIANTS = ("bare", "doctor-nan", "check")  # the NaN watch's rows (--variants)
 MEMORY_VARIANTS = ("plain", "doctor", "mode")
 
 
@@ -62,6 +72,38 @@ class EmptyMode(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         return func(*args, **(kwargs or {}))
+
+
+class CheckMode(TorchDispatchMode):
+    """The floor of a per-operation NaN check: call the operation, look at its output once."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        from tensortrace.doctor import finite
+
+        out = func(*args, **(kwargs or {}))
+        for t in finite.tensors_in(out):
+            finite.kinds(t)
+        return out
+
+
+class Bare:
+    """Doctor with its NaN and Inf watch off: the rest of doctor alone."""
+
+    def __enter__(self):
+        from tensortrace.doctor import session
+
+        self.saved = session._watch_nonfinite
+        session._watch_nonfinite = lambda rec, every_op: None
+        self.doctor = tensortrace.doctor(os.devnull)
+        self.doctor.__enter__()
+
+    def __exit__(self, *exc):
+        from tensortrace.doctor import session
+
+        try:
+            self.doctor.__exit__(*exc)
+        finally:
+            session._watch_nonfinite = self.saved
 
 
 def cnn():
@@ -89,12 +131,26 @@ def transformer():
     return model, x, y, nn.functional.cross_entropy
 
 
-MODELS = {"cnn": cnn, "transformer": transformer}
+def mlp():
+    model = nn.Sequential(
+        nn.Linear(512, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(), nn.Linear(1024, 10)
+    )
+    x, y = torch.randn(256, 512), torch.randint(0, 10, (256,))
+    return model, x, y, nn.functional.cross_entropy
+
+
+MODELS = {"cnn": cnn, "transformer": transformer, "mlp": mlp}
 
 
 def context(variant: str):
     if variant == "doctor":
         return tensortrace.doctor(os.devnull)
+    if variant == "doctor-nan":
+        return tensortrace.doctor(os.devnull, nan=True)
+    if variant == "bare":
+        return Bare()
+    if variant == "check":
+        return CheckMode()
     if variant == "anomaly":
         return torch.autograd.set_detect_anomaly(True)
     if variant == "mode":
@@ -106,7 +162,8 @@ def train(make, variant: str, steps: int) -> float:
     """CPU seconds for ``steps`` training steps of a fresh model under ``variant``."""
     torch.manual_seed(0)
     model, x, y, loss_fn = make()
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    kind = torch.optim.Adam if make is mlp else torch.optim.SGD
+    opt = kind(model.parameters(), lr=0.01)
     start = time.process_time()
     with context(variant):
         for _ in range(steps):
@@ -227,20 +284,35 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--steps", type=int, default=50)
+    parser.add_argument("--models", default="cnn,transformer")
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--no-memory", action="store_true", help="CPU time only")
     args = parser.parse_args()
+    variants = [v for v in args.variants.split(",") if v]
+    if "plain" not in variants:
+        variants.insert(0, "plain")
     torch.set_num_threads(1)
-    for name, make in MODELS.items():
-        train(make, "doctor", 3)  # warm every path once
-        times = {v: [] for v in VARIANTS}
+    for name in args.models.split(","):
+        make = MODELS[name]
+        for variant in variants:
+            train(make, variant, 2)  # warm every path once
+        times = {v: [] for v in variants}
         for _ in range(args.repeat):
-            for variant in VARIANTS:
+            for variant in variants:
                 times[variant].append(train(make, variant, args.steps))
         med = {v: statistics.median(t) for v, t in times.items()}
         base = med["plain"]
         print(f"{name}: {args.steps} steps, CPU-time medians of {args.repeat} alternating runs")
-        for variant in VARIANTS:
-            note = "  (floor: an empty dispatch mode)" if variant == "mode" else ""
-            print(f"  {variant:<8} {med[variant]:7.3f} s  {med[variant] / base:5.2f}x plain{note}")
+        notes = {
+            "mode": "  (floor: an empty dispatch mode)",
+            "check": "  (floor of --nan: one look at each operation's output)",
+            "bare": "  (doctor without its NaN watch)",
+        }
+        for variant in variants:
+            note = notes.get(variant, "")
+            print(f"  {variant:<10} {med[variant]:7.3f} s  {med[variant] / base:5.2f}x plain{note}")
+        if args.no_memory:
+            continue
         rise = {v: peak_rise(name, v, args.steps) for v in MEMORY_VARIANTS}
         print("  peak memory, a fresh process per variant:")
         print(

@@ -1,12 +1,13 @@
 """Check the fixes of a NaN or Inf by running them, as doctor's other fixes are (``verify.py``).
 
-Each fix with edits runs on an edited copy of the script in a child, until
-the backward call where the symptom showed has passed once more than it had
-(the iteration that went non-finite, and the next), or the script ends. The
-child watches for NaN and Inf as the run did (``probe``: the same watch,
-by default or every operation), and a fix passes only when that watch finds
-nothing: a fix that merely moves the NaN, or delays it past the checked
-iterations, fails with the headline the copy got.
+Each fix with edits runs on an edited copy of the script in a child: to its
+end when the whole run fits the checks' budget, else until the backward call
+where the symptom showed has passed once more than it had (the iteration
+that went non-finite, and the next). The child watches for NaN and Inf as
+the run did (``probe``: the same watch, by default or every operation), and a
+fix passes only when that watch finds nothing. For a divergence the copy's
+losses must not grow either (a thousandfold, the last three rising): a
+smaller learning rate that only slows the growth fails, before it overflows.
 """
 
 from __future__ import annotations
@@ -17,17 +18,22 @@ import msgspec
 
 from ..trace.doctor import Report
 
-PROBE = "tensortrace.doctor.nancheck:probe"
-PROBE_EVERY_OP = "tensortrace.doctor.nancheck:probe_every_op"
+PROBES = {
+    (False, False): "tensortrace.doctor.nancheck:probe",
+    (True, False): "tensortrace.doctor.nancheck:probe_every_op",
+    (False, True): "tensortrace.doctor.nancheck:probe_growth",
+    (True, True): "tensortrace.doctor.nancheck:probe_every_op_growth",
+}
 
 
 class _Probe:
     """In the child: doctor's recorder with the NaN and Inf watch, read when the child ends."""
 
-    def __init__(self, every_op: bool) -> None:
+    def __init__(self, every_op: bool, growth: bool) -> None:
         from .nonfinite import NonFiniteWatch
         from .recorder import Recorder
 
+        self.growth = growth
         self.rec = Recorder()
         self.rec.start()
         self.watch = NonFiniteWatch(self.rec, every_op=every_op)
@@ -38,17 +44,29 @@ class _Probe:
         from . import nanrules, symptoms
 
         seen = symptoms.finish(self.watch)
-        if seen is None:
-            return []
-        return [nanrules.diagnosis(seen, self.watch.every_op).headline]
+        if seen is not None:
+            return [nanrules.diagnosis(seen, self.watch.every_op).headline]
+        grew = nanrules.diverging(list(self.watch.losses)) if self.growth else None
+        if grew is not None:
+            i, a, j, b = grew
+            return [f"the loss still grows: {a:.3g} at iteration {i}, {b:.3g} at iteration {j}"]
+        return []
 
 
 def probe(spec: Any) -> _Probe:
-    return _Probe(every_op=False)
+    return _Probe(every_op=False, growth=False)
 
 
 def probe_every_op(spec: Any) -> _Probe:
-    return _Probe(every_op=True)
+    return _Probe(every_op=True, growth=False)
+
+
+def probe_growth(spec: Any) -> _Probe:
+    return _Probe(every_op=False, growth=True)
+
+
+def probe_every_op_growth(spec: Any) -> _Probe:
+    return _Probe(every_op=True, growth=True)
 
 
 def checked(
@@ -58,9 +76,10 @@ def checked(
     module: bool,
     budget: float,
     took: Optional[float],
+    whole: Optional[float],
 ) -> Report:
-    """``report`` with the NaN or Inf fixes run (``took``: seconds the run needed to reach the
-    symptom, to tell whether the budget allows a copy to get there)."""
+    """``report`` with the NaN or Inf fixes run. ``took``: seconds the run needed to reach the
+    symptom; ``whole``: to its end (whether a copy may run to its end within the budget)."""
     from .verify import Script, Target, check_fixes
 
     found = report.nonfinite
@@ -74,17 +93,19 @@ def checked(
         )
         return msgspec.structs.replace(report, checked=_joined(report.checked, note))
     point = None
-    if symptom.backward is not None:
+    to_end = whole is not None and whole * 1.5 + 5 <= budget
+    if symptom.backward is not None and not to_end:
         point = Target(symptom.backward.path, symptom.backward.line, symptom.backward_run)
-    probes = (PROBE_EVERY_OP if found.watch == "every-op" else PROBE,)
+    probe_name = PROBES[(found.watch == "every-op", found.rule == "divergence")]
     script = Script.of(target, args, module)
-    fixes = check_fixes(script, found.fixes, point, budget=budget, probes=probes)
+    fixes = check_fixes(script, found.fixes, point, budget=budget, probes=(probe_name,))
     runs = sum(1 for f in fixes if f.check is not None)
     times = "once" if runs == 1 else "twice" if runs == 2 else f"{runs} times"
+    how_far = "to its end" if point is None else "to the iteration after the symptom's"
     note = (
-        f"each fix of the NaN or Inf marked ✓ or ✗ ran on a copy of {target}, "
-        f"watched for NaN and Inf (the script ran again, {times}; --no-check skips this); your "
-        "files were not changed"
+        f"each fix of the NaN or Inf marked ✓ or ✗ ran on a copy of {target} {how_far}, "
+        f"watched for NaN and Inf (the script ran again, {times}; --no-check skips this); "
+        "your files were not changed"
     )
     return msgspec.structs.replace(
         report,

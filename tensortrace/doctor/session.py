@@ -27,6 +27,7 @@ import msgspec
 import runpy
 import shutil
 import sys
+import time
 import traceback
 import warnings
 from types import TracebackType
@@ -71,6 +72,7 @@ class doctor:
         self.report: Optional[Report] = None
         self.nan = nan
         self.nonfinite_after: Optional[float] = None  # seconds the run took to its NaN or Inf
+        self.nonfinite_whole: Optional[float] = None  # and to its end
         self.recorder: Any = None  # the last run's recorder, after finish()
         self._recorder: Any = None
 
@@ -104,7 +106,7 @@ class doctor:
         from .silent import silent_records
 
         rec, self._recorder = self._recorder, None
-        nonfinite, self.nonfinite_after = _stop_nonfinite(rec)
+        nonfinite, self.nonfinite_after, self.nonfinite_whole = _stop_nonfinite(rec)
         rec.stop()
         self.recorder = rec
         self.report = Report(
@@ -133,17 +135,20 @@ def _watch_nonfinite(rec: Any, every_op: bool) -> None:
     rec.nonfinite.start()
 
 
-def _stop_nonfinite(rec: Any) -> Tuple[Any, Optional[float]]:
-    """The record of the run's first NaN or Inf (or None) and the seconds the run took to it;
-    the watch's hooks are removed."""
+def _stop_nonfinite(rec: Any) -> Tuple[Any, Optional[float], Optional[float]]:
+    """The record of the run's first NaN or Inf (or None), the seconds the run took to it, and
+    to its end; the watch's hooks are removed."""
     from . import nanrules, symptoms
 
     watch, rec.nonfinite = rec.nonfinite, None
+    if watch is None:  # not watched (the benchmark's doctor without it)
+        return None, None, None
     try:
         seen = symptoms.finish(watch)
+        whole = time.monotonic() - watch.started
         if seen is None:
-            return None, None
-        return nanrules.diagnosis(seen, watch.every_op), seen.after
+            return None, None, whole
+        return nanrules.diagnosis(seen, watch.every_op), seen.after, whole
     finally:
         watch.stop()
         if watch.broken is not None:
@@ -318,7 +323,9 @@ def _checked_nonfinite(
     """The report with the fixes of its NaN or Inf run on copies (``nancheck.py``)."""
     from .nancheck import checked
 
-    return checked(report, target, args, module, budget, watch.nonfinite_after)
+    return checked(
+        report, target, args, module, budget, watch.nonfinite_after, watch.nonfinite_whole
+    )
 
 
 def _check_target(target: str, module: bool) -> str:

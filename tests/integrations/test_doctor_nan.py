@@ -483,3 +483,38 @@ def test_docs_json_documents_every_field_of_the_finding():
     for record in msgspec.json.schema(NonFinite)["$defs"].values():
         fields |= set(record.get("properties", {}))
     assert sorted(f for f in fields if f"`{f}`" not in part and f'"{f}"' not in part) == []
+
+
+def test_a_fix_that_only_slows_a_divergence_fails_its_check(tmp_path):
+    """With lr=50 a tenth of it still diverges: its copy overflows too, and is marked failed
+    with what doctor found there; clipping the gradients passes."""
+    script = tmp_path / "steep.py"
+    text = (EXAMPLES / "nan_divergence.py").read_text(encoding="utf-8")
+    script.write_text(text.replace("lr=0.5", "lr=50.0"), encoding="utf-8")
+    _, report = run(script, "default", tmp_path, cwd=tmp_path, check=True)
+    lower, clip = report.nonfinite.fixes
+    assert "lr=5" in lower.edits[0].text
+    assert lower.check.verdict == "failed"
+    assert lower.check.detail.startswith("doctor still reports: loss became inf at iteration")
+    assert clip.check.verdict == "passed"
+    assert "to its end" in report.checked
+
+
+def test_the_copy_of_a_divergence_fails_while_its_loss_still_grows():
+    """The probe a divergence's fixes run under: a loss that grows a thousandfold, the last
+    three rising, is a problem before anything overflows."""
+    from tensortrace.doctor.nancheck import probe, probe_growth
+
+    for make, grows in ((probe_growth, True), (probe, False)):
+        watched = make(None)
+        try:
+            w = torch.ones(3, requires_grad=True)
+            for step in range(5):
+                (w * 10.0**step).sum().backward()
+            problems = watched.problems()
+        finally:
+            watched.watch.stop()
+            watched.rec.stop()
+        assert bool(problems) == grows
+        if grows:
+            assert problems[0].startswith("the loss still grows: 3 at iteration 0")
