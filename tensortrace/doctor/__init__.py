@@ -5,7 +5,8 @@ mode): ``recorder.py`` watches what autograd saves and what writes into it,
 ``diagnose.py`` reads a failed backward while its graph still exists,
 ``records.py`` holds the report's typed records (``render/doctor.py`` draws
 them), and ``session.py`` the ``with tensortrace.doctor():`` block and the
-command line's script runner. docs/doctor.md describes what it finds.
+command line's script runner; ``nonfinite.py`` and ``symptoms.py`` watch for
+the first NaN or Inf. docs/doctor.md describes what it finds.
 """
 
 from __future__ import annotations
