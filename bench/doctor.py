@@ -38,9 +38,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
+import io
 import json
 import os
 import resource
+import runpy
 import statistics
 import subprocess
 import sys
@@ -53,7 +55,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import tensortrace  # noqa: E402
 
-VARIANTS = ("plain", "doctor", "anomaly", "mode")  # mode: an empty dispatch mode, the floor
+# mode: an empty dispatch mode; hooks: identity saved-tensor hooks; together, doctor's floor
+VARIANTS = ("plain", "doctor", "anomaly", "mode", "hooks")
 MEMORY_VARIANTS = ("plain", "doctor", "mode")
 
 
@@ -99,7 +102,13 @@ def context(variant: str):
         return torch.autograd.set_detect_anomaly(True)
     if variant == "mode":
         return EmptyMode()
+    if variant == "hooks":
+        return torch.autograd.graph.saved_tensors_hooks(_identity, _identity)
     return contextlib.nullcontext()
+
+
+def _identity(t):
+    return t
 
 
 def train(make, variant: str, steps: int) -> float:
@@ -220,6 +229,48 @@ def memory_line(what: str, rise: dict, unit: str = "MiB") -> str:
     )
 
 
+SCRIPTS = {  # examples/doctor/correct/ scripts, and steps that make each run a second or two
+    "cnn.py": 60,
+    "lstm_lm.py": 200,
+    "tiny_gpt.py": 80,
+    "gan.py": 800,
+}
+
+
+def run_script(path: str, steps: int, variant: str) -> float:
+    """CPU seconds of one run of a training script, as ``tensortrace doctor`` runs it (runpy,
+    in this process, its own argv), plain or under doctor."""
+    saved = sys.argv[:]
+    sys.argv = [path, str(steps)]
+    start = time.process_time()
+    try:
+        with context(variant), contextlib.redirect_stdout(io.StringIO()):
+            runpy.run_path(path, run_name="__main__")
+    finally:
+        sys.argv = saved
+    return time.process_time() - start
+
+
+def scripts(repeat: int) -> None:
+    """Whole training scripts (examples/doctor/correct/): plain against doctor, alternating in
+    one process, CPU-time medians (interpreter start-up and imports left out: paid once)."""
+    folder = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples", "doctor")
+    for name, steps in SCRIPTS.items():
+        path = os.path.normpath(os.path.join(folder, "correct", name))
+        run_script(path, 2, "doctor")  # warm every path once
+        times = {v: [] for v in ("plain", "doctor")}
+        for _ in range(repeat):
+            for variant in times:
+                times[variant].append(run_script(path, steps, variant))
+        med = {v: statistics.median(t) for v, t in times.items()}
+        low = {v: min(t) for v, t in times.items()}
+        print(
+            f"{name} ({steps} steps): plain {med['plain']:.2f} s, doctor {med['doctor']:.2f} s: "
+            f"{med['doctor'] / med['plain']:.2f}x plain (medians of {repeat}; "
+            f"{low['doctor'] / low['plain']:.2f}x by the fastest runs)"
+        )
+
+
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--memory-child":
         memory_child(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5])
@@ -227,8 +278,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--steps", type=int, default=50)
+    parser.add_argument(
+        "--no-memory", action="store_true", help="time only: skip the peak-memory processes"
+    )
+    parser.add_argument(
+        "--scripts",
+        action="store_true",
+        help="instead, time whole training scripts as users run them: python SCRIPT against "
+        "tensortrace doctor --no-check SCRIPT",
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
+    if args.scripts:
+        scripts(args.repeat)
+        return
     for name, make in MODELS.items():
         train(make, "doctor", 3)  # warm every path once
         times = {v: [] for v in VARIANTS}
@@ -239,8 +302,13 @@ def main() -> None:
         base = med["plain"]
         print(f"{name}: {args.steps} steps, CPU-time medians of {args.repeat} alternating runs")
         for variant in VARIANTS:
-            note = "  (floor: an empty dispatch mode)" if variant == "mode" else ""
+            note = {
+                "mode": "  (floor: an empty dispatch mode, on throughout)",
+                "hooks": "  (floor: identity saved-tensor hooks alone)",
+            }.get(variant, "")
             print(f"  {variant:<8} {med[variant]:7.3f} s  {med[variant] / base:5.2f}x plain{note}")
+        if args.no_memory:
+            continue
         rise = {v: peak_rise(name, v, args.steps) for v in MEMORY_VARIANTS}
         print("  peak memory, a fresh process per variant:")
         print(

@@ -552,8 +552,8 @@ def _headline(
         unit = f._unit()
         k = f.freer.run
         return (
-            f"{f.use.path}:{f.use.line}: {f.name} carries {unit} {k}'s graph into {unit} {k + 1}, "
-            f"where the backward at line {b} runs into it; {first} freed it in {unit} {k}"
+            f"{f.use.path}:{f.use.line}: {f.name} carries {unit} {k}'s graph into {unit} {k + 1}; "
+            f"{first} freed that graph in {unit} {k}, and runs into it again in {unit} {k + 1}"
         )
     if f.name is not None and f.assigned is not None:
         return (

@@ -166,7 +166,7 @@ def test_hidden_state_carried_across_iterations(tmp_path):
     assert at(f.assigned_at) == (path, 12) and f.runs == (1, 2) and f.unit == "iteration"
     assert at(f.backward) == (path, 15) and f.backward_run == 2
     assert at(f.shared) == (path, 12) and f.shared_node == "TanhBackward0"
-    assert f.headline.startswith(f"{path}:12: h carries iteration 1's graph into iteration 2")
+    assert f.headline.startswith(f"{path}:12: h carries iteration 1's graph into iteration 2;")
     (fix,) = f.fixes  # retain_graph=True is not offered: opt.step() changed U in between
     assert [(e.line, e.end, e.text) for e in fix.edits] == [(12, 11, "    h = h.detach()")]
     assert fix.check.verdict == "passed"
@@ -428,6 +428,10 @@ def test_readme_shows_what_doctor_prints(failing_on_a_real_stderr):
     silent = doctor_here("examples/doctor/data_write.py")
     block = readme_block("$ tensortrace doctor examples/doctor/data_write.py", "text")
     assert silent.returncode == 0 and silent.stderr == block
+    freed = doctor_here("examples/doctor/rnn_hidden.py")
+    block = readme_block("tensortrace doctor examples/doctor/rnn_hidden.py\n", "text")
+    assert freed.returncode == 1
+    assert freed.stderr.split("Traceback (most recent call last):")[0] == block
 
 
 def test_a_failing_block_is_reported_and_the_error_goes_on(capsys):
