@@ -4,15 +4,17 @@ Two small models train on CPU for 50 steps each (SGD): a CNN (two 3x3
 convolutions, 16 and 32 channels, batch 32 of 3x32x32) and a transformer
 block (``nn.TransformerEncoderLayer``, d_model 64, 4 heads, batch 16 of 32
 tokens). Each loop runs plain, under ``with tensortrace.doctor()``, under
-``torch.autograd.set_detect_anomaly(True)``, and under an empty dispatch mode
-(what any Python ``TorchDispatchMode`` costs), alternating the four in one
-process so that machine noise hits all of them; CPU-time medians are
-compared.
+``torch.autograd.set_detect_anomaly(True)``, under an empty dispatch mode
+(what any Python ``TorchDispatchMode`` costs), an empty function mode (what
+any ``TorchFunctionMode`` costs: doctor's write watch is one) and identity
+saved-tensor hooks, alternating in one process so that machine noise hits all
+of them; CPU-time medians are compared. ``--real`` times real-size steps
+instead (MNIST, word language model and nanoGPT shapes), ``--scripts`` whole
+training scripts as ``tensortrace doctor`` runs them.
 
 Peak memory is measured in a fresh process per variant, two ways, beside
 the floor any Python dispatch mode sets (an empty ``TorchDispatchMode``
-that only calls the operation, on for the whole loop; doctor's own rests
-during backward and between steps):
+that only calls the operation, on for the whole loop):
 
 * the resident set's highest rise over the loop, read after each forward
   (when the graph and its saved tensors are alive) and after each step. Every
@@ -50,13 +52,15 @@ import time
 
 import torch
 from torch import nn
+from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import tensortrace  # noqa: E402
 
-# mode: an empty dispatch mode; hooks: identity saved-tensor hooks; together, doctor's floor
-VARIANTS = ("plain", "doctor", "anomaly", "mode", "hooks")
+# mode: an empty dispatch mode; fmode: an empty function mode (doctor's watch is one);
+# hooks: identity saved-tensor hooks. fmode and hooks together are doctor's floor.
+VARIANTS = ("plain", "doctor", "anomaly", "mode", "fmode", "hooks")
 MEMORY_VARIANTS = ("plain", "doctor", "mode")
 
 
@@ -64,6 +68,13 @@ class EmptyMode(TorchDispatchMode):
     """A dispatch mode that only calls the operation: what any Python mode costs."""
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
+class EmptyFunctionMode(TorchFunctionMode):
+    """A function mode that only calls the function: what doctor's write watch costs at least."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
         return func(*args, **(kwargs or {}))
 
 
@@ -95,6 +106,70 @@ def transformer():
 MODELS = {"cnn": cnn, "transformer": transformer}
 
 
+# Real-size training steps, shaped after pytorch/examples and nanoGPT (CPU-sized batches): what
+# "a real script" costs per step, where each operation is large next to a Python call.
+
+
+def mnist():
+    """pytorch/examples mnist/main.py's Net, batch 64."""
+    model = nn.Sequential(
+        nn.Conv2d(1, 32, 3, 1),
+        nn.ReLU(),
+        nn.Conv2d(32, 64, 3, 1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Dropout(0.25),
+        nn.Flatten(),
+        nn.Linear(9216, 128),
+        nn.ReLU(),
+        nn.Dropout(0.5),
+        nn.Linear(128, 10),
+        nn.LogSoftmax(dim=1),
+    )
+    x, y = torch.randn(64, 1, 28, 28), torch.randint(0, 10, (64,))
+    return model, x, y, nn.functional.nll_loss
+
+
+class WordLM(nn.Module):
+    """pytorch/examples word_language_model's LSTM (emsize 200, nhid 200, 2 layers, tied)."""
+
+    def __init__(self, vocab=10000, dim=200):
+        super().__init__()
+        self.encoder = nn.Embedding(vocab, dim)
+        self.rnn = nn.LSTM(dim, dim, 2, dropout=0.2)
+        self.decoder = nn.Linear(dim, vocab)
+        self.decoder.weight = self.encoder.weight
+        self.vocab = vocab
+
+    def forward(self, x):
+        out, _ = self.rnn(self.encoder(x))
+        return self.decoder(out).view(-1, self.vocab)
+
+
+def word_lm():
+    x, y = torch.randint(0, 10000, (35, 20)), torch.randint(0, 10000, (35 * 20,))
+    return WordLM(), x, y, nn.functional.cross_entropy
+
+
+def nanogpt():
+    """A nanoGPT-shaped model (4 layers, 4 heads, 128 wide, block 64, batch 12, 65 tokens)."""
+    layer = nn.TransformerEncoderLayer(
+        128, 4, 512, dropout=0.1, activation="gelu", batch_first=True, norm_first=True
+    )
+    model = nn.Sequential(
+        nn.Embedding(65, 128),
+        nn.TransformerEncoder(layer, 4, enable_nested_tensor=False),
+        nn.LayerNorm(128),
+        nn.Linear(128, 65),
+        nn.Flatten(0, 1),
+    )
+    x, y = torch.randint(0, 65, (12, 64)), torch.randint(0, 65, (12 * 64,))
+    return model, x, y, nn.functional.cross_entropy
+
+
+REAL = {"mnist": mnist, "word_lm": word_lm, "nanogpt": nanogpt}
+
+
 def context(variant: str):
     if variant == "doctor":
         return tensortrace.doctor(os.devnull)
@@ -102,6 +177,8 @@ def context(variant: str):
         return torch.autograd.set_detect_anomaly(True)
     if variant == "mode":
         return EmptyMode()
+    if variant == "fmode":
+        return EmptyFunctionMode()
     if variant == "hooks":
         return torch.autograd.graph.saved_tensors_hooks(_identity, _identity)
     return contextlib.nullcontext()
@@ -282,6 +359,12 @@ def main() -> None:
         "--no-memory", action="store_true", help="time only: skip the peak-memory processes"
     )
     parser.add_argument(
+        "--real",
+        action="store_true",
+        help="time real-size training steps (MNIST, word language model, nanoGPT shapes) "
+        "instead of the small loops",
+    )
+    parser.add_argument(
         "--scripts",
         action="store_true",
         help="instead, time whole training scripts as users run them: python SCRIPT against "
@@ -292,7 +375,8 @@ def main() -> None:
     if args.scripts:
         scripts(args.repeat)
         return
-    for name, make in MODELS.items():
+    models = REAL if args.real else MODELS
+    for name, make in models.items():
         train(make, "doctor", 3)  # warm every path once
         times = {v: [] for v in VARIANTS}
         for _ in range(args.repeat):
@@ -303,11 +387,12 @@ def main() -> None:
         print(f"{name}: {args.steps} steps, CPU-time medians of {args.repeat} alternating runs")
         for variant in VARIANTS:
             note = {
-                "mode": "  (floor: an empty dispatch mode, on throughout)",
+                "mode": "  (an empty dispatch mode, on throughout)",
+                "fmode": "  (floor: an empty function mode, on throughout)",
                 "hooks": "  (floor: identity saved-tensor hooks alone)",
             }.get(variant, "")
             print(f"  {variant:<8} {med[variant]:7.3f} s  {med[variant] / base:5.2f}x plain{note}")
-        if args.no_memory:
+        if args.no_memory or args.real:
             continue
         rise = {v: peak_rise(name, v, args.steps) for v in MEMORY_VARIANTS}
         print("  peak memory, a fresh process per variant:")
