@@ -5,7 +5,7 @@ built on ``torch.autograd.graph.disable_saved_tensors_hooks``) raise when a
 saved-tensor hook is registered: "torch.func transforms don't yet support
 saved tensor hooks". Under doctor the script would fail where plain Python
 runs. So the recorder wraps that function: when doctor's own hooks are the
-innermost ones, it takes them (and its dispatch mode) off for the region,
+innermost ones, it takes them (and its write watch) off for the region,
 lets PyTorch disable hooks as it asked, and puts them back after. What runs
 inside is not watched, and the report says where doctor stepped aside. When
 someone else's hooks are innermost, the original runs unchanged (and raises

@@ -424,7 +424,7 @@ def _link_fix(
     computed from a critic, read by the actor's loss)."""
     if loss_stmt is None or frame is None or record.name is None:
         return None
-    from .taps import leaf_keys
+    from .graphs import leaf_keys
 
     variables = dict(frame.f_globals)
     variables.update(frame.f_locals)

@@ -33,7 +33,6 @@ Fixes, in this order, each made only when the run's facts allow it:
 from __future__ import annotations
 
 import ast
-from collections import deque
 from typing import Any, Dict, List, Optional, Tuple
 
 import torch
@@ -42,37 +41,12 @@ from . import edits
 from .diagnose import assigned_before, backward_receiver
 from .names import parameter_name, scopes
 from .places import assigned_names, place, storage_key
-from .taps import leaf_keys
+from .graphs import leaf_keys, leaves_under, order_and_parents, root_nodes, sequence_nr
 from ..trace.doctor import Failure, Fix, Place, Write
-
-MAX_NODES = 100_000
-
-
-def _walk(roots: List[Any]) -> Tuple[List[Any], Dict[int, Any]]:
-    """The graph's nodes from the roots (breadth first) and each one's parent on the way."""
-    order: List[Any] = []
-    parent: Dict[int, Any] = {}
-    todo: deque = deque((None, t.grad_fn) for t in roots if t.grad_fn is not None)
-    seen = set()
-    while todo and len(seen) < MAX_NODES:
-        up, node = todo.popleft()
-        if node is None or id(node) in seen:
-            continue
-        seen.add(id(node))
-        parent[id(node)] = up
-        order.append(node)
-        try:
-            todo.extend((node, child) for child, _ in node.next_functions)
-        except RuntimeError:
-            continue
-    return order, parent
 
 
 def _seq(node: Any) -> int:
-    try:
-        return node._sequence_nr()
-    except RuntimeError:
-        return -1
+    return sequence_nr(node)
 
 
 def _holds_tensors(node: Any) -> bool:
@@ -93,20 +67,7 @@ def _holds_tensors(node: Any) -> bool:
 
 def _leafy(roots: List[Any], stop: Any) -> bool:
     """Whether the graph from ``roots`` reaches a leaf without passing through ``stop``."""
-    todo = deque(t.grad_fn for t in roots if t.grad_fn is not None)
-    seen = set()
-    while todo and len(seen) < MAX_NODES:
-        node = todo.popleft()
-        if node is None or node is stop or id(node) in seen:
-            continue
-        seen.add(id(node))
-        if isinstance(getattr(node, "variable", None), torch.Tensor):
-            return True
-        try:
-            todo.extend(child for child, _ in node.next_functions)
-        except RuntimeError:
-            continue
-    return False
+    return bool(leaves_under(root_nodes(roots), stop))
 
 
 def _carrier_in_frames(frame: Any, node: Any) -> Tuple[Optional[str], Any]:
@@ -128,7 +89,7 @@ def freed(rec: Any, error: str, call: Any, roots: List[Any], frame: Any) -> Fail
     for c in earlier:
         for seq in c.nodes:
             owner.setdefault(seq, c)
-    order, parent = _walk(roots)
+    order, parent = order_and_parents(roots)
     hit = [n for n in order if _seq(n) in owner]
     backward = place(call.spot)
     if not hit:
@@ -552,8 +513,8 @@ def _headline(
         unit = f._unit()
         k = f.freer.run
         return (
-            f"{f.use.path}:{f.use.line}: {f.name} carries {unit} {k}'s graph into {unit} {k + 1}, "
-            f"where the backward at line {b} runs into it; {first} freed it in {unit} {k}"
+            f"{f.use.path}:{f.use.line}: {f.name} carries {unit} {k}'s graph into {unit} {k + 1}; "
+            f"{first} freed that graph in {unit} {k}, and runs into it again in {unit} {k + 1}"
         )
     if f.name is not None and f.assigned is not None:
         return (

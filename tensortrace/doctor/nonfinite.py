@@ -7,7 +7,7 @@ Two layers, each at its own cost:
   ``every_op`` also the gradients an optimizer is about to apply and the
   parameters after its step. One reduction per tensor, nothing per
   operation. The first one found NaN or infinite is the run's symptom.
-* **Origins**, looked for per operation: the doctor's dispatch mode hands an
+* **Origins**, looked for per operation: the NaN watch's dispatch mode hands an
   operation here (``call``) and its output is checked; one that holds a kind
   of non-finite value (NaN, +inf, -inf) that none of its operands held is an
   origin, recorded with its line and its operands counted. Gradients are
@@ -60,6 +60,7 @@ from .operands import (
     read_only,
     spot_at,
 )
+from .nanmode import Switch
 from .places import Spot, place, user_frame
 
 MAX_ORIGINS = 8  # origins kept per window
@@ -95,6 +96,7 @@ class NonFiniteWatch:
         self._hooked = -1  # the sequence number of the node hooked last
         self.broken: Optional[str] = None  # the watch's own error, when it had to stop
         self._undo: List[Callable[[], None]] = []
+        self.switch = Switch(rec, self)  # the dispatch mode that hands operations to ``call``
 
     # switching on and off ---------------------------------------------------------
     def start(self) -> None:
@@ -102,12 +104,19 @@ class NonFiniteWatch:
 
         symptoms.start(self)
         self.active = True
+        self.switch.wake()
 
     def stop(self) -> None:
         self.active = False
         self.pending = None
+        self.switch.stop()
         while self._undo:
             self._undo.pop()()
+
+    def rest(self) -> None:
+        """After a backward: the mode rests while no saved tensor is alive (it stays on when
+        every operation is checked)."""
+        self.switch.rest(self.every_op)
 
     def patch(self, owner: Any, name: str, value: Any) -> None:
         old = getattr(owner, name)

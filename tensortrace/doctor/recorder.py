@@ -18,12 +18,12 @@ Three light instruments, on only between ``Recorder.start`` and ``stop``:
   bump no version (``.data``, NumPy), and notes which node read what, so that
   a later backward through a freed graph can be told which node it needed,
   which line saved it and whether its tensors changed since.
-* a ``TorchDispatchMode`` sees each ATen operation while a saved tensor is
-  alive (from the first save until a backward frees the last one: a write
-  can hit nothing outside that window, and each operation the mode sees costs
-  a Python call): one that writes (``Tensor(a!)`` in its schema) into the
-  memory of a live saved tensor is recorded with the user's line, the name
-  that line used, and the module or optimizer that wrote.
+* a ``TorchFunctionMode`` (``watch.py``) sees each torch function the code
+  calls, from start to stop, and looks while a saved tensor is alive and no
+  backward runs: a call that writes into the memory of a live saved tensor
+  (an in-place method, ``+=``, ``x[i] =``, ``inplace=True``, ``out=``) is
+  recorded with the user's line, the name that line used, and the module or
+  optimizer that wrote.
 * ``torch.autograd.backward`` and ``torch.autograd.grad`` are wrapped (which
   covers ``Tensor.backward``) to know each backward's line and run, and to
   read a failure while its graph and frame still exist (``diagnose.py``);
@@ -50,13 +50,13 @@ from collections import deque
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import torch
-from torch.utils._python_dispatch import _pop_mode_temporarily
-from torch.utils._python_dispatch import _get_current_dispatch_mode as _current_mode
+from torch.overrides import _get_current_function_mode as _current_mode
+from torch.overrides import _pop_mode_temporarily
 
 from .fingerprint import fingerprint
 from .messages import stale_message
 from .places import Spot, is_user_code, spot_of, storage_key, user_frame
-from .watch import Call, SavedTensor, WriteSeen, Watch
+from .watch import Call, SavedTensor, Watch, WriteSeen, op_name
 
 MAX_WRITES = 16  # writes kept per saved tensor
 MAX_CUTS = 64  # recent cuts kept
@@ -71,15 +71,28 @@ _AUTOGRAD = torch._C._autograd
 
 _WRAPPERS = tuple(
     os.path.join(os.path.dirname(torch.__file__), *parts)
-    for parts in (("_dynamo", ""), ("_compile.py",), ("utils", "_python_dispatch.py"))
+    for parts in (
+        ("_dynamo", ""),
+        ("_compile.py",),
+        ("utils", "_python_dispatch.py"),
+        ("overrides.py",),
+    )
 )
 _TORCH = os.path.join(os.path.dirname(torch.__file__), "")
 _FUNCTORCH = os.path.join(_TORCH, "_functorch", "")
+_HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "")
 _KINDS = (os.path.join(_TORCH, "nn", ""), os.path.join(_TORCH, "optim", ""))
 
 
+def _caller(frame: Any) -> Any:
+    """The first frame out that is not doctor's own (another watch's wrapper of backward)."""
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(_HERE):
+        frame = frame.f_back
+    return frame
+
+
 def outside(frame: Any) -> Any:
-    """The first frame out from a dispatch mode's handler that is not torch's wrapping of it."""
+    """The first frame out from a mode's handler that is not torch's wrapping of it."""
     while frame is not None and frame.f_code.co_filename.startswith(_WRAPPERS):
         frame = frame.f_back
     return frame
@@ -147,6 +160,7 @@ class Recorder:
         self.starved: Dict[Tuple[Any, ...], Dict[str, Any]] = {}
         self.asides: Dict[Tuple[str, Optional[Spot]], int] = {}
         self.hooks_off = False  # stepped aside: our hooks are off the stack for the while
+        self.passing = 0  # inside a backward call left to run untouched (a transform's)
         self.failures: deque = deque(maxlen=8)  # (the exception, its Failure), the latest
         self.started = time.monotonic()
         self.failed_after: Optional[float] = None  # seconds from start to the first failure
@@ -154,7 +168,7 @@ class Recorder:
         self._undo: List[Callable[[], None]] = []
         self._hooks: Any = None
         self._mode: Optional[Watch] = None
-        self._watching = False  # whether the mode is on the dispatch mode stack now
+        self._watching = False  # whether the mode is on the function mode stack
         self.nonfinite: Any = None  # nonfinite.NonFiniteWatch: NaN and Inf, set by the session
 
     # switching on and off ---------------------------------------------------------
@@ -182,13 +196,26 @@ class Recorder:
     def stop(self) -> None:
         self.settle_writes()
         if self._mode is not None and self._watching:
-            self._mode.__exit__(None, None, None)
+            if _current_mode() is not self._mode:  # a mode of the code's own still on top
+                self._leave_under()
+            else:
+                self._mode.__exit__(None, None, None)
         self._mode, self._watching = None, False
         if self._hooks is not None:
             self._hooks.__exit__(None, None, None)
             self._hooks = None
         while self._undo:
             self._undo.pop()()
+
+    def _leave_under(self) -> None:
+        """Take the watch out of the function mode stack from under modes still on it."""
+        above = []
+        while _current_mode() is not None and _current_mode() is not self._mode:
+            above.append(torch.overrides._pop_mode())
+        if _current_mode() is self._mode:
+            torch.overrides._pop_mode()
+        for mode in reversed(above):
+            torch.overrides._push_mode(mode)
 
     def patch(self, owner: Any, name: str, value: Any) -> None:
         had = name in vars(owner)
@@ -224,34 +251,12 @@ class Recorder:
         ref = weakref.ref(saved)
         self.index.setdefault(key, []).append(ref)
         self.packed.setdefault(seq, []).append(ref)
-        if not self._watching:
-            self.wake()
-            if self.nonfinite is not None and is_output:  # its operation ran before the wake
-                self.nonfinite.unwatched_output(t)
+        nan = self.nonfinite
+        if nan is not None and not nan.switch.on:  # its mode rests: on again
+            nan.switch.wake()
+            if is_output:  # its operation ran before the wake
+                nan.unwatched_output(t)
         return saved
-
-    def wake(self) -> None:
-        """The write watch on again: a saved tensor is alive. Only from an empty mode stack
-        (pushing above a mode of the code's own would break its exit), never inside a backward
-        (whose mode stack is popped for the while)."""
-        if (
-            self._mode is not None
-            and self.current is None
-            and not self.hooks_off
-            and _current_mode() is None
-        ):
-            self._mode.__enter__()
-            self._watching = True
-
-    def rest(self) -> None:
-        """The write watch off while no saved tensor is alive: no write can hit one (it stays
-        on when every operation is checked for NaN and Inf)."""
-        if self.nonfinite is not None and self.nonfinite.every_op:
-            return
-        if self._watching and not self.index and _current_mode() is self._mode:
-            self.settle_writes()
-            self._mode.__exit__(None, None, None)
-            self._watching = False
 
     def unpack(self, saved: Any) -> Any:
         if not isinstance(saved, SavedTensor):
@@ -321,16 +326,12 @@ class Recorder:
             self.altered.pop(key, None)
 
     # writes -----------------------------------------------------------------------
-    def note_writes(
-        self, func: Any, plan: Tuple[Tuple[int, str], ...], args: Any, kwargs: Any
-    ) -> None:
-        for position, name in plan:
-            value = kwargs.get(name) if position < 0 or position >= len(args) else args[position]
-            for t in value if isinstance(value, (list, tuple)) else (value,):
-                if isinstance(t, torch.Tensor):
-                    self._note_write(func, t)
+    def note_writes(self, func: Any, targets: List[Any], kwargs: Any) -> None:
+        for t in targets:
+            if isinstance(t, torch.Tensor):
+                self._note_write(func, t, kwargs)
 
-    def _note_write(self, func: Any, t: Any) -> None:
+    def _note_write(self, func: Any, t: Any, kwargs: Any) -> None:
         key = storage_key(t)
         targets = self.live(key)
         if not targets:
@@ -340,7 +341,7 @@ class Recorder:
         caller = outside(sys._getframe(3))
         frame = user_frame(caller)
         via, module = _torch_between(caller, frame)
-        op = f"{func.namespace}.{func.overloadpacket.__name__}"
+        op = op_name(func, kwargs)
         owner = None if module is None else weakref.ref(module)
         seen = WriteSeen(
             op, _spot(frame), name_in(frame, t, key), targets[0].tensor._version, via, owner
@@ -466,11 +467,12 @@ class Recorder:
         self.hooks_off = True
         mode = _pop_mode_temporarily() if self._watching and _current_mode() is self._mode else None
         try:
-            if mode is None:
-                yield
-            else:
-                with mode:
+            with self.nan_off():
+                if mode is None:
                     yield
+                else:
+                    with mode:
+                        yield
         finally:
             self.hooks_off = False
             _AUTOGRAD._push_saved_tensors_default_hooks(self.pack, self.unpack)
@@ -485,9 +487,15 @@ class Recorder:
             if (
                 recorder.current is not None  # a backward inside a backward (a hook's)
                 or recorder.hooks_off  # stepped aside
-                or sys._getframe(1).f_code.co_filename.startswith(_FUNCTORCH)  # a transform's
+                or recorder.passing  # the same call again, through the watch's handler
             ):
                 return original(*args, **kwargs)
+            if _caller(sys._getframe(1)).f_code.co_filename.startswith(_FUNCTORCH):  # a transform's
+                recorder.passing += 1
+                try:
+                    return original(*args, **kwargs)
+                finally:
+                    recorder.passing -= 1
             frame = user_frame(sys._getframe(1))
             recorder.settle_writes()
             try:
@@ -505,7 +513,7 @@ class Recorder:
             if recorder.originals:
                 recorder.probe_changes(roots)
             try:
-                with recorder.watch_off():
+                with recorder.nan_off():
                     return original(*args, **kwargs)
             except RuntimeError as exc:
                 recorder.on_failure(exc, this, roots, frame)
@@ -518,18 +526,19 @@ class Recorder:
                     gone.nodes, gone.uses = {}, []
                 recorder.history.append(this)
                 recorder.prune()  # what this backward freed leaves the index
-                recorder.rest()
+                if recorder.nonfinite is not None:
+                    recorder.nonfinite.rest()
                 if recorder.hits:
                     recorder.settle(this, frame)
 
         return call
 
-    def watch_off(self) -> Any:
-        """The write watch off while backward runs (its operations are autograd's, not the
-        code's), when it is the innermost dispatch mode; else left on."""
-        if self._mode is not None and _current_mode() is self._mode:
-            return _pop_mode_temporarily()
-        return contextlib.nullcontext()
+    def nan_off(self) -> Any:
+        """The NaN watch's dispatch mode off while backward runs (its operations are autograd's,
+        checked by hooks on graph nodes) or doctor steps aside; ``nanmode.py``."""
+        if self.nonfinite is None:
+            return contextlib.nullcontext()
+        return self.nonfinite.switch.off()
 
     def probe_changes(self, roots: Any) -> None:
         """Before a backward: for saved tensors changed since a kept copy, which inputs of

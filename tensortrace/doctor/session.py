@@ -7,8 +7,9 @@ code, so there is no safe mode; the report says so once.
 
 When the script fails, the report comes first on stderr, then the script's
 own traceback as Python prints it (without this tool's frames, nor the frames
-of PyTorch's dispatch that exist only because doctor's dispatch mode ran the
-operation), and the script's exit status: 1 for an uncaught exception, a
+that exist only because doctor's function mode saw the call: PyTorch's
+``handle_torch_function`` and the first entry of the function it handed
+over), and the script's exit status: 1 for an uncaught exception, a
 ``SystemExit``'s code kept. A file that is not Python text is refused in one
 sentence before anything runs (exit status 2).
 
@@ -42,6 +43,7 @@ NOT_CHECKED = "the fixes were not run (tensortrace doctor SCRIPT runs each on a 
 _DISPATCH = tuple(
     os.path.join("torch", *parts) for parts in (("_ops.py",), ("utils", "_python_dispatch.py"))
 )
+_OVERRIDES = os.path.join("torch", "overrides.py")
 
 
 class doctor:
@@ -406,22 +408,41 @@ def _ours(tb: TracebackType) -> bool:
 
 def _dispatch(tb: TracebackType) -> bool:
     """A frame of PyTorch's Python dispatch (``torch/_ops.py``) that only exists because
-    doctor's dispatch mode called the operation."""
+    a dispatch mode called the operation."""
     return tb.tb_frame.f_code.co_filename.endswith(_DISPATCH)
 
 
-def _trimmed(tb: Optional[TracebackType]) -> Optional[TracebackType]:
-    def skip(tb: Optional[TracebackType]) -> Optional[TracebackType]:
-        dropped = False
-        while tb is not None and (_ours(tb) or (dropped and _dispatch(tb))):
-            dropped = True
-            tb = tb.tb_next
-        return tb
+def _handing(frames: List[TracebackType], i: int) -> bool:
+    """Whether ``frames[i]`` only exists because doctor's function mode saw the call: PyTorch's
+    ``handle_torch_function`` (``torch/overrides.py``) handing it to doctor's handler, or the
+    torch function's first entry that called it (the handler calls the function again)."""
+    at = frames[i].tb_frame.f_code.co_filename
+    if at.endswith(_OVERRIDES):
+        return i + 1 < len(frames) and _ours(frames[i + 1])
+    torch = sys.modules.get("torch")
+    home = os.path.join(os.path.dirname(getattr(torch, "__file__", None) or os.sep), "")
+    return (
+        torch is not None
+        and at.startswith(home)
+        and i + 2 < len(frames)
+        and frames[i + 1].tb_frame.f_code.co_filename.endswith(_OVERRIDES)
+        and _ours(frames[i + 2])
+    )
 
-    tb = skip(tb)
-    head = tb
+
+def _trimmed(tb: Optional[TracebackType]) -> Optional[TracebackType]:
+    frames: List[TracebackType] = []
     while tb is not None:
-        following = skip(tb.tb_next)
-        tb.tb_next = following
-        tb = following
-    return head
+        frames.append(tb)
+        tb = tb.tb_next
+    kept: List[TracebackType] = []
+    dropped = False
+    for i, each in enumerate(frames):
+        if _ours(each) or _handing(frames, i) or (dropped and _dispatch(each)):
+            dropped = True
+            continue
+        dropped = False
+        kept.append(each)
+    for each, following in zip(kept, kept[1:] + [None]):
+        each.tb_next = following
+    return kept[0] if kept else None

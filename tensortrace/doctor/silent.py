@@ -21,17 +21,16 @@ detach to where it was meant.
 from __future__ import annotations
 
 import ast
-from collections import deque
 from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
 from . import edits
+from .graphs import find, leaves_under
 from .names import owner_of, parameters_named
 from .places import place, storage_key
 from ..trace.doctor import Cut, Fix, Saved, Silent, Starved, Write
 
-MAX_NODES = 100_000  # graph nodes walked to find a node or the leaves
 _NO_DISPATCH = torch._C._DisableTorchDispatch
 
 
@@ -54,31 +53,6 @@ def write_record(w: Any) -> Write:
 # --- which gradients a change alters -----------------------------------------------------
 
 
-def _find_node(roots_: Any, seq: int) -> Any:
-    todo = deque(t.grad_fn for t in _tensors(roots_) if t.grad_fn is not None)
-    seen = set()
-    while todo and len(seen) < MAX_NODES:
-        node = todo.popleft()
-        if node is None or id(node) in seen:
-            continue
-        seen.add(id(node))
-        try:
-            if node._sequence_nr() == seq:
-                return node
-            todo.extend(child for child, _ in node.next_functions)
-        except RuntimeError:
-            continue
-    return None
-
-
-def _tensors(roots_: Any) -> List[Any]:
-    if isinstance(roots_, torch.Tensor):
-        return [roots_]
-    if isinstance(roots_, (list, tuple)):
-        return [t for t in roots_ if isinstance(t, torch.Tensor)]
-    return []
-
-
 def probe_changes(rec: Any, roots_: Any) -> None:
     """For each saved tensor changed since its kept copy, the inputs of its node whose gradient
     the change alters: ``rec.altered[id(saved)]`` = their positions (``node.next_functions``)."""
@@ -90,7 +64,7 @@ def probe_changes(rec: Any, roots_: Any) -> None:
             continue
         if fingerprint(saved.tensor) == saved.fp:
             continue
-        node = _find_node(roots_, saved.seq)
+        node = find(roots_ if isinstance(roots_, (list, tuple)) else [roots_], saved.seq)
         if node is None or hasattr(node, "_forward_cls"):  # a Function of the user's: not run
             continue
         metadata = getattr(node, "_input_metadata", None)
@@ -116,26 +90,6 @@ def probe_changes(rec: Any, roots_: Any) -> None:
             for i, (a, b) in enumerate(zip(now, before))
             if (a is None) != (b is None) or (a is not None and not torch.equal(a, b))
         )
-
-
-def _leaves_under(nodes: List[Any]) -> List[Any]:
-    """The leaf tensors (AccumulateGrad's variables) under ``nodes``."""
-    found: List[Any] = []
-    todo, seen = deque(nodes), set()
-    while todo and len(seen) < MAX_NODES:
-        n = todo.popleft()
-        if n is None or id(n) in seen:
-            continue
-        seen.add(id(n))
-        variable = getattr(n, "variable", None)
-        if isinstance(variable, torch.Tensor):
-            found.append(variable)
-            continue
-        try:
-            todo.extend(child for child, _ in n.next_functions)
-        except RuntimeError:
-            continue
-    return found
 
 
 def _leaf_names(leaves: List[Any], frame: Any) -> Tuple[str, ...]:
@@ -165,10 +119,10 @@ def affected(
         return (), (), False
     altered = rec.altered.get(id(saved))
     if altered is None:
-        return _leaf_names(_leaves_under(edges), frame), (), False
-    hit = _leaves_under([edges[i] for i in altered if i < len(edges)])
+        return _leaf_names(leaves_under(edges), frame), (), False
+    hit = leaves_under([edges[i] for i in altered if i < len(edges)])
     hit_ids = {id(t) for t in hit}
-    rest = [t for t in _leaves_under(edges) if id(t) not in hit_ids]
+    rest = [t for t in leaves_under(edges) if id(t) not in hit_ids]
     return _leaf_names(hit, frame), _leaf_names(rest, frame), True
 
 

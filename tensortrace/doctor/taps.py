@@ -27,17 +27,16 @@ from __future__ import annotations
 import functools
 import sys
 import weakref
-from collections import deque
 from typing import TYPE_CHECKING, Any, Callable, Dict, FrozenSet, Optional, Tuple
 
 import torch
 
+from .graphs import leaf_keys
 from .places import Spot, is_user_code, spot_of, storage_key, user_frame
 
 if TYPE_CHECKING:
     from .recorder import Recorder
 
-MAX_LEAF_WALK = 20_000  # graph nodes walked once per detach() line to find its leaves
 _CONTEXTLIB = ("torch/utils/_contextlib.py", "torch\\utils\\_contextlib.py")
 
 
@@ -45,26 +44,6 @@ def _spot(frame: Any) -> Optional[Spot]:
     if frame is None:
         return None
     return (frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
-
-
-def leaf_keys(node: Any) -> FrozenSet[Optional[int]]:
-    """The memory of every leaf (a parameter) the graph under ``node`` reaches."""
-    found = set()
-    todo, seen = deque([node]), set()
-    while todo and len(seen) < MAX_LEAF_WALK:
-        n = todo.popleft()
-        if n is None or id(n) in seen:
-            continue
-        seen.add(id(n))
-        variable = getattr(n, "variable", None)
-        if isinstance(variable, torch.Tensor):
-            found.add(storage_key(variable))
-            continue
-        try:
-            todo.extend(child for child, _ in n.next_functions)
-        except RuntimeError:
-            continue
-    return frozenset(found)
 
 
 class Taps:
@@ -270,4 +249,4 @@ class Taps:
         return keys
 
 
-__all__ = ["Taps", "leaf_keys"]
+__all__ = ["Taps"]

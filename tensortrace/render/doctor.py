@@ -161,7 +161,7 @@ def _failure(f: Failure) -> List[Text]:
         by = "" if where is None else f" {where.code} at {where.path}:{where.line} changed"
         lines.append(
             _row(
-                "no retain",
+                "blocked",
                 _styled(
                     f"retain_graph=True would not help:{by or ' a write changed'} "
                     f"{', '.join(dict.fromkeys(names))}, which the graph saved",

@@ -127,6 +127,28 @@ def test_the_traceback_has_the_frames_python_prints(tmp_path):
     assert "torch/_ops.py" not in shown and "tensortrace" not in shown
 
 
+def test_a_failed_backward_has_the_frames_python_prints(tmp_path):
+    """Tensor.backward hands itself to doctor's function mode: neither that hand-over
+    (torch/overrides.py) nor the first entry into backward that made it is shown."""
+    script = write(
+        tmp_path,
+        """\
+        import torch
+
+        w = torch.randn(3, requires_grad=True)
+        y = torch.sigmoid(w)
+        y.mul_(2)
+        y.sum().backward()
+        """,
+    )
+    bare = plain(script)
+    watched = doctor(str(script))
+    assert bare.returncode == watched.returncode == 1
+    shown = watched.stderr[watched.stderr.index("Traceback (most recent call last):") :]
+    assert shown == bare.stderr
+    assert "overrides.py" not in shown and "tensortrace" not in shown
+
+
 @pytest.mark.parametrize(
     "data, said",
     [
@@ -167,3 +189,58 @@ def test_the_schema_describes_fixes_and_their_checks():
     defs = json.loads(result.stdout)["$defs"]
     assert {"Fix", "Edit", "Check", "Starved", "Aside"} <= set(defs)
     assert set(defs["Check"]["properties"]["verdict"]["enum"]) == {"passed", "failed", "unchecked"}
+
+
+def _compiled_write(watching):
+    """A torch.compile'd function writes into a saved tensor; the backward fails."""
+
+    @torch.compile
+    def double(y):
+        y.mul_(2)
+        return y
+
+    w = torch.randn(3, requires_grad=True)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation") as raised:
+        with watching:
+            y = torch.sigmoid(w)
+            with torch.no_grad():
+                double(y)
+            y.sum().backward()
+    return raised.value
+
+
+def test_a_compiled_function_runs_under_the_write_watch_alone():
+    """Dynamo traces doctor's function mode along with the code: the graph it compiles holds
+    the code's calls only, and a write made inside it still fails backward as without doctor
+    (found by the version check, without the write's line)."""
+    import contextlib
+
+    from tensortrace.doctor.recorder import Recorder
+
+    rec = Recorder()
+
+    @contextlib.contextmanager
+    def alone():
+        rec.start()  # no NaN watch: no dispatch mode, so dynamo compiles
+        try:
+            yield
+        finally:
+            rec.stop()
+
+    failure = rec.failure_for(_compiled_write(alone()))
+    assert failure.kind == "modified-in-place" and failure.writes == ()
+    assert "a write the watch did not see" in failure.headline
+
+
+def test_a_compiled_function_runs_eagerly_under_doctor_and_its_write_is_named():
+    """Under doctor the NaN watch's dispatch mode is on while a saved tensor is alive, and
+    dynamo compiles no frame then: the function runs as plain Python, its write is seen."""
+    import tensortrace
+
+    watching = tensortrace.doctor(os.devnull)
+    _compiled_write(watching)
+    failure = watching.report.failure
+    assert failure.kind == "modified-in-place"
+    assert [(w.op, w.place.code, w.place.function) for w in failure.writes] == [
+        (".mul_()", "y.mul_(2)", "double")
+    ]

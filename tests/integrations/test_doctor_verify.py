@@ -125,7 +125,11 @@ def test_a_statement_over_several_lines_is_edited_whole(tmp_path):
     assert (stmt.lineno, stmt.end_lineno) == (3, 5)
     edit = edits.rewrite(path, 4, lambda s: edits.replace_reads(s, "x", "x.detach()"))
     assert edit == Edit(
-        path=path, line=3, end=5, text="        loss = model(x.detach()).sum()  # the loss"
+        path=path,
+        line=3,
+        end=5,
+        text="        loss = model(x.detach()).sum()  # the loss",
+        was="        loss = model(\n            x,\n        ).sum()  # the loss",
     )
     assert edits.statement_at(path, 2).lineno == 2  # a loop's header is the loop
 
