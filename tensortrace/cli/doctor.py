@@ -38,12 +38,31 @@ _FORMAT = typer.Option(
     show_default=False,
     help="console or json. Default: json for an -o file ending .json, else console.",
 )
+_NO_CHECK = typer.Option(
+    False,
+    "--no-check",
+    help="Do not run the fixes: by default each fix that is code runs on a copy of the script "
+    "(the script runs again, in a child process, once per fix).",
+)
+_CHECK_BUDGET = typer.Option(
+    None,
+    "--check-budget",
+    metavar="SECONDS",
+    show_default=False,
+    help="Wall-clock seconds the fixes' runs may take in all. Default: 60.",
+)
 _OUTPUT = typer.Option(
     None,
     "--output",
     "-o",
     metavar="FILE",
     help="Write the report to this file (atomically) instead of stderr.",
+)
+_NAN = typer.Option(
+    False,
+    "--nan",
+    help="Check every operation's output and every gradient for NaN and Inf, not only those "
+    "of log, division, sqrt, exp, pow... (slower: see docs/doctor.md).",
 )
 
 
@@ -54,9 +73,12 @@ def doctor(
     fmt: Optional[str] = _FORMAT,
     output: Optional[str] = _OUTPUT,
     width: Optional[int] = WIDTH,
+    no_check: bool = _NO_CHECK,
+    check_budget: Optional[float] = _CHECK_BUDGET,
+    nan: bool = _NAN,
 ) -> None:
     """Run your script as python would (your own code, no safe mode); name the line that broke
-    backward."""
+    backward, or made the first NaN or Inf."""
     from .common import guarded
 
     def body() -> int:
@@ -64,13 +86,16 @@ def doctor(
         from ..doctor.session import run_target
 
         args: List[str] = list(ctx.args)
+        checks = {"check": not no_check, "check_budget": check_budget, "nan": nan}
         if module is not None:
             args = ([script] if script is not None else []) + args
-            return run_target(module, args, module=True, output=output, fmt=fmt, width=width)
+            return run_target(
+                module, args, module=True, output=output, fmt=fmt, width=width, **checks
+            )
         if script is None:
             raise UsageError(
                 "give the script to run (tensortrace doctor train.py ARGS...), or -m MODULE"
             )
-        return run_target(script, args, output=output, fmt=fmt, width=width)
+        return run_target(script, args, output=output, fmt=fmt, width=width, **checks)
 
     guarded(body)

@@ -3,35 +3,38 @@
 Three light instruments, on only between ``Recorder.start`` and ``stop``:
 
 * ``saved_tensors_hooks``: the pack hook returns a ``SavedTensor`` holding the
-  tensor (never a copy) with its version, its memory's address and the
-  user's line, and a fingerprint of its contents (``fingerprint.py``) taken
-  before anything could change them without a version bump: at the save for
-  memory NumPy shares, else just before the first ``.data``-style write the
-  watch sees or the first ``.numpy()`` of its memory. A saved *output* is held as its
-  ``detach()`` alias (same memory, same version counter): holding the output
-  itself would make a cycle through the graph's C++ objects that Python's
-  collector cannot free, and every step would leak its graph. Under hooks
-  PyTorch skips its own version check, so the unpack hook makes it, raising
-  the very error PyTorch raises, word for word; during a backward it also
-  compares a fingerprint taken, which finds writes that bump no version
-  (``.data``, NumPy).
-* a ``TorchDispatchMode`` sees each ATen operation while a saved tensor is
-  alive (from the first save until a backward frees the last one: a write
-  can hit nothing outside that window, and each operation the mode sees costs
-  a Python call): one that writes (``Tensor(a!)`` in its schema) into the
-  memory of a live saved tensor is recorded with the user's line and the name
-  that line used.
+  tensor (never a copy) with its version, its memory's address, the sequence
+  number of the graph node that saved it and the user's line, and a
+  fingerprint of its contents (``fingerprint.py``) taken before anything
+  could change them without a version bump: at the save for memory NumPy
+  shares, else just before the first ``.data``-style write the watch sees,
+  the first ``.numpy()`` of its memory, or a ``.data =`` rebinding. A saved
+  *output* is held as its ``detach()`` alias (same memory, same version
+  counter): holding the output itself would make a cycle through the graph's
+  C++ objects that Python's collector cannot free, and every step would leak
+  its graph. Under hooks PyTorch skips its own version check, so the unpack
+  hook makes it, raising the very error PyTorch raises, word for word; during
+  a backward it also compares a fingerprint taken, which finds writes that
+  bump no version (``.data``, NumPy), and notes which node read what, so that
+  a later backward through a freed graph can be told which node it needed,
+  which line saved it and whether its tensors changed since.
+* a ``TorchFunctionMode`` (``watch.py``) sees each torch function the code
+  calls, from start to stop, and looks while a saved tensor is alive and no
+  backward runs: a call that writes into the memory of a live saved tensor
+  (an in-place method, ``+=``, ``x[i] =``, ``inplace=True``, ``out=``) is
+  recorded with the user's line, the name that line used, and the module or
+  optimizer that wrote.
 * ``torch.autograd.backward`` and ``torch.autograd.grad`` are wrapped (which
-  covers ``Tensor.backward``) to know each backward's line, and to read a
-  failure while its graph and frame still exist (``diagnose.py``);
-  ``torch.no_grad.__enter__``, ``Tensor.detach``, ``torch.detach``,
-  ``Tensor.data``, ``Tensor.numpy`` and ``torch.from_numpy`` are wrapped to
-  record cuts (the mode is off between steps, when ``h = h.detach()`` is
-  typical), and memory NumPy shares.
+  covers ``Tensor.backward``) to know each backward's line and run, and to
+  read a failure while its graph and frame still exist (``diagnose.py``);
+  ``taps.py`` wraps what cuts the graph, shares memory with NumPy, rebinds
+  ``.data``, freezes parameters or steps an optimizer; ``aside.py`` steps out
+  of the way of code that refuses saved-tensor hooks (``torch.func``).
 
 Nothing here changes what the user's code computes, raises or keeps alive
 beyond the graph's own lifetime: a record lives as long as the graph node
-that saved it.
+that saved it (the notes of the last few backward calls keep weak references
+and numbers only).
 """
 
 from __future__ import annotations
@@ -41,58 +44,104 @@ import functools
 import inspect
 import os
 import sys
+import time
 import weakref
 from collections import deque
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import torch
-from torch.utils._python_dispatch import _pop_mode_temporarily
-from torch.utils._python_dispatch import _get_current_dispatch_mode as _current_mode
+from torch.overrides import _get_current_function_mode as _current_mode
+from torch.overrides import _pop_mode_temporarily
 
 from .fingerprint import fingerprint
 from .messages import stale_message
 from .places import Spot, is_user_code, spot_of, storage_key, user_frame
-from .watch import Call, SavedTensor, WriteSeen, Watch
+from .watch import Call, SavedTensor, Watch, WriteSeen, op_name
 
 MAX_WRITES = 16  # writes kept per saved tensor
 MAX_CUTS = 64  # recent cuts kept
+MAX_HISTORY = 4  # backward calls whose notes (nodes read, inputs used) are kept
+MAX_NODES_NOTED = 200_000  # graph nodes noted per backward call
+MAX_ORIGINAL_BYTES = 64 << 20  # copies kept of saved tensors before a .data-style write
 _SEQ = torch._C._autograd._get_sequence_nr  # the sequence number the next graph node gets
 _NO_DISPATCH = torch._C._DisableTorchDispatch
+_CURRENT_NODE = torch._C._current_autograd_node
+_AUTOGRAD = torch._C._autograd
 
 
 _WRAPPERS = tuple(
     os.path.join(os.path.dirname(torch.__file__), *parts)
-    for parts in (("_dynamo", ""), ("_compile.py",), ("utils", "_python_dispatch.py"))
+    for parts in (
+        ("_dynamo", ""),
+        ("_compile.py",),
+        ("utils", "_python_dispatch.py"),
+        ("overrides.py",),
+    )
 )
-_NN = os.path.join(os.path.dirname(torch.__file__), "nn", "")
+_TORCH = os.path.join(os.path.dirname(torch.__file__), "")
+_FUNCTORCH = os.path.join(_TORCH, "_functorch", "")
+_HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "")
+_KINDS = (os.path.join(_TORCH, "nn", ""), os.path.join(_TORCH, "optim", ""))
+
+
+def _caller(frame: Any) -> Any:
+    """The first frame out that is not doctor's own (another watch's wrapper of backward)."""
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(_HERE):
+        frame = frame.f_back
+    return frame
 
 
 def outside(frame: Any) -> Any:
-    """The first frame out from a dispatch mode's handler that is not torch's wrapping of it."""
+    """The first frame out from a mode's handler that is not torch's wrapping of it."""
     while frame is not None and frame.f_code.co_filename.startswith(_WRAPPERS):
         frame = frame.f_back
     return frame
 
 
-def _torch_nn_between(frame: Any, user: Any) -> Optional[str]:
-    """``file:function`` of a torch.nn frame between a write and the user's line (``F.relu``)."""
+def _torch_between(frame: Any, user: Any) -> Tuple[Optional[str], Any]:
+    """(``file:function`` of the torch.nn or torch.optim frame between a write and the user's
+    line, the nn.Module whose forward it is, if one) -- the outermost such frame."""
+    found: Tuple[Optional[str], Any] = (None, None)
     while frame is not None and frame is not user:
         name = frame.f_code.co_filename
-        if name.startswith(_NN):
-            return f"{name}:{frame.f_code.co_name}"
+        if name.startswith(_KINDS):
+            owner = frame.f_locals.get("self")
+            module = owner if isinstance(owner, torch.nn.Module) else None
+            if module is not None or found[0] is None or found[1] is None:
+                found = (f"{name}:{frame.f_code.co_name}", module or found[1])
         frame = frame.f_back
-    return None
+    return found
+
+
+def _spot(frame: Any) -> Optional[Spot]:
+    if frame is None:
+        return None
+    return (frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
+
+
+def _holder(saved: SavedTensor) -> Tuple[Any, int]:
+    """(a weak reference that reads the saved tensor's version counter after the graph let it
+    go, its version when saved): the base of a view (``weight.t()`` dies with the graph, the
+    weight does not), else the tensor as the code had it."""
+    t = saved.tensor
+    if t._is_view() and t._base is not None:
+        return weakref.ref(t._base), saved.version
+    return saved.original, saved.version
 
 
 class Recorder:
     """The state of one watched run, and the hooks that feed it."""
 
     def __init__(self) -> None:
+        from .taps import Taps
+
         self.busy = False  # inside our own hook: our operations are not the user's
         self.index: Dict[Optional[int], List[Any]] = {}  # memory address -> weakrefs to SavedTensor
         self.saved = 0
         self.writes = 0
         self.calls: deque = deque(maxlen=256)
+        self.history: deque = deque(maxlen=MAX_HISTORY)  # the last calls, with their notes
+        self.runs: Dict[Optional[Spot], int] = {}  # backward calls per line
         self.backwards = 0
         self.current: Optional[Call] = None
         self.cuts: deque = deque(maxlen=MAX_CUTS)  # (kind, spot, key, backward count)
@@ -100,29 +149,46 @@ class Recorder:
         self.stale: Optional[Tuple[SavedTensor, int, Optional[str]]] = None
         self.pending: List[Tuple[WriteSeen, SavedTensor]] = []  # writes whose bump is not read yet
         self.hits: List[Tuple[SavedTensor, Any]] = []  # silent changes read by the running backward
-        # (sequence number of its node, line) of the inputs the running backward read last
-        self.unpacked: deque = deque(maxlen=64)
         self.silent: Dict[Tuple[Any, ...], Dict[str, Any]] = {}
+        self.originals: Dict[int, Any] = {}  # id(SavedTensor) -> its contents before a write
+        self.original_bytes = 0
+        self.altered: Dict[int, Tuple[int, ...]] = {}  # id(SavedTensor) -> inputs it alters
+        self.substitute: Dict[int, Any] = {}  # id(SavedTensor) -> what unpack hands out instead
+        self.packed: Dict[int, List[Any]] = {}  # node sequence number -> its SavedTensors (weak)
+        self.last_step: Dict[int, int] = {}  # id(optimizer) -> backward count at its last step
+        self.steps: deque = deque(maxlen=32)  # (line, weakref to optimizer, backward count)
+        self.starved: Dict[Tuple[Any, ...], Dict[str, Any]] = {}
+        self.asides: Dict[Tuple[str, Optional[Spot]], int] = {}
+        self.hooks_off = False  # stepped aside: our hooks are off the stack for the while
+        self.passing = 0  # inside a backward call left to run untouched (a transform's)
         self.failures: deque = deque(maxlen=8)  # (the exception, its Failure), the latest
+        self.started = time.monotonic()
+        self.failed_after: Optional[float] = None  # seconds from start to the first failure
+        self.taps = Taps(self)
         self._undo: List[Callable[[], None]] = []
         self._hooks: Any = None
         self._mode: Optional[Watch] = None
-        self._watching = False  # whether the mode is on the dispatch mode stack now
+        self._watching = False  # whether the mode is on the function mode stack
+        self.nonfinite: Any = None  # nonfinite.NonFiniteWatch: NaN and Inf, set by the session
 
     # switching on and off ---------------------------------------------------------
     def start(self) -> None:
+        from . import aside
+        from .messages import learn
+
+        learn()  # PyTorch's wording of the in-place error, before any hook of ours is on
+        self.started = time.monotonic()
         self._hooks = torch.autograd.graph.saved_tensors_hooks(self.pack, self.unpack)
         self._hooks.__enter__()
-        self._patch(torch.autograd, "backward", self._wrap(torch.autograd.backward, "backward"))
-        self._patch(torch.autograd, "grad", self._wrap(torch.autograd.grad, "autograd.grad"))
-        enter = self._cutting(torch.no_grad.__enter__, "torch.no_grad()")
-        self._patch(torch.no_grad, "__enter__", enter)
-        self._patch(torch.Tensor, "numpy", self._numpy(torch.Tensor.numpy))
-        self._patch(torch.Tensor, "detach", self._detaching(torch.Tensor.detach))
-        self._patch(torch, "detach", self._detaching(torch.detach))
-        self._patch(torch, "from_numpy", self._from_numpy(torch.from_numpy))
-        base = torch._C.TensorBase.data
-        self._patch(torch.Tensor, "data", property(self._data_get(base.__get__), base.__set__))
+        self.patch(torch.autograd, "backward", self._wrap(torch.autograd.backward, "backward"))
+        self.patch(torch.autograd, "grad", self._wrap(torch.autograd.grad, "autograd.grad"))
+        graph = torch.autograd.graph
+        self.patch(
+            graph,
+            "disable_saved_tensors_hooks",
+            aside.wrap(self, graph.disable_saved_tensors_hooks),
+        )
+        self.taps.install()
         self._mode = Watch(self)
         self._mode.__enter__()
         self._watching = True
@@ -130,7 +196,10 @@ class Recorder:
     def stop(self) -> None:
         self.settle_writes()
         if self._mode is not None and self._watching:
-            self._mode.__exit__(None, None, None)
+            if _current_mode() is not self._mode:  # a mode of the code's own still on top
+                self._leave_under()
+            else:
+                self._mode.__exit__(None, None, None)
         self._mode, self._watching = None, False
         if self._hooks is not None:
             self._hooks.__exit__(None, None, None)
@@ -138,11 +207,24 @@ class Recorder:
         while self._undo:
             self._undo.pop()()
 
-    def _patch(self, owner: Any, name: str, value: Any) -> None:
+    def _leave_under(self) -> None:
+        """Take the watch out of the function mode stack from under modes still on it."""
+        above = []
+        while _current_mode() is not None and _current_mode() is not self._mode:
+            above.append(torch.overrides._pop_mode())
+        if _current_mode() is self._mode:
+            torch.overrides._pop_mode()
+        for mode in reversed(above):
+            torch.overrides._push_mode(mode)
+
+    def patch(self, owner: Any, name: str, value: Any) -> None:
         had = name in vars(owner)
         old = vars(owner).get(name)
         setattr(owner, name, value)
         self._undo.append(lambda: setattr(owner, name, old) if had else delattr(owner, name))
+
+    def undo(self, action: Callable[[], None]) -> None:
+        self._undo.append(action)
 
     # saved tensors ----------------------------------------------------------------
     def pack(self, t: Any) -> Any:
@@ -151,7 +233,8 @@ class Recorder:
         self.busy = True
         try:
             g = t.grad_fn
-            is_output = g is not None and g._sequence_nr() == _SEQ() - 1
+            seq = _SEQ() - 1  # the node being built (for an output: its grad_fn)
+            is_output = g is not None and g._sequence_nr() == seq
             if is_output:
                 with _NO_DISPATCH():  # an alias for autograd's own use: not the code's operation
                     keep = t.detach()
@@ -159,55 +242,65 @@ class Recorder:
                 keep = t
             key = storage_key(t)
             fp = fingerprint(t) if key in self.numpy_views else None
-            saved = SavedTensor(t, keep, fp, key, spot_of(sys._getframe(1)), g, is_output)
+            saved = SavedTensor(t, keep, fp, key, spot_of(sys._getframe(1)), g, is_output, seq)
         except Exception:
             return t
         finally:
             self.busy = False
         self.saved += 1
-        self.index.setdefault(key, []).append(weakref.ref(saved))
-        if not self._watching:
-            self.wake()
+        ref = weakref.ref(saved)
+        self.index.setdefault(key, []).append(ref)
+        self.packed.setdefault(seq, []).append(ref)
+        nan = self.nonfinite
+        if nan is not None and not nan.switch.on:  # its mode rests: on again
+            nan.switch.wake()
+            if is_output:  # its operation ran before the wake
+                nan.unwatched_output(t)
         return saved
-
-    def wake(self) -> None:
-        """The write watch on again: a saved tensor is alive. Only from an empty mode stack
-        (pushing above a mode of the code's own would break its exit), never inside a backward
-        (whose mode stack is popped for the while)."""
-        if self._mode is not None and self.current is None and _current_mode() is None:
-            self._mode.__enter__()
-            self._watching = True
-
-    def rest(self) -> None:
-        """The write watch off while no saved tensor is alive: no write can hit one."""
-        if self._watching and not self.index and _current_mode() is self._mode:
-            self.settle_writes()
-            self._mode.__exit__(None, None, None)
-            self._watching = False
 
     def unpack(self, saved: Any) -> Any:
         if not isinstance(saved, SavedTensor):
             return saved
+        if self.substitute and id(saved) in self.substitute:
+            return self.substitute[id(saved)]  # the contents as saved, for silent.py's probe
         t = saved.tensor
         now = t._version
         if now != saved.version:
-            node = torch._C._current_autograd_node()
+            node = _CURRENT_NODE()
             name = None if node is None else node.name()
             self.stale = (saved, now, name)
             raise RuntimeError(stale_message(saved, now, name))  # PyTorch's words
-        if self.current is not None and not saved.is_output:
-            g = t.grad_fn  # an input from another graph node: where a freed graph may begin
-            if g is not None:
-                self.unpacked.append((g._sequence_nr(), saved.spot))
-        if saved.fp is not None and self.current is not None and not self.busy:
+        call = self.current
+        if call is not None and not self.busy:
+            self._note_read(call, saved, t)
+        if saved.fp is not None and call is not None and not self.busy:
             self.busy = True
             try:
                 changed = fingerprint(t) != saved.fp
             finally:
                 self.busy = False
             if changed:
-                self.hits.append((saved, torch._C._current_autograd_node()))
+                self.hits.append((saved, _CURRENT_NODE()))
         return t
+
+    def _note_read(self, call: Call, saved: SavedTensor, t: Any) -> None:
+        """Which node read what, for a later backward that finds this graph freed."""
+        nodes = call.nodes
+        entry = nodes.get(saved.seq)
+        if entry is None:
+            if len(nodes) >= MAX_NODES_NOTED:
+                return
+            # every tensor the node saved, read by this backward or not (a gradient it did not
+            # need leaves some unread): what retain_graph would keep
+            kept = [s for s in (r() for r in self.packed.pop(saved.seq, ())) if s is not None]
+            entry = nodes[saved.seq] = (
+                saved.spot,
+                [_holder(s) for s in kept] or [_holder(saved)],
+            )
+        if not saved.is_output:
+            g = t.grad_fn  # an input from another graph node: where a freed graph may begin
+            if g is not None and len(call.uses) < MAX_NODES_NOTED:
+                call.uses.append((g._sequence_nr(), saved.spot))
 
     def live(self, key: Optional[int]) -> List[SavedTensor]:
         """The saved tensors still held by a graph whose memory is at ``key``."""
@@ -225,18 +318,20 @@ class Recorder:
     def prune(self) -> None:
         for key in list(self.index):
             self.live(key)
+        if len(self.packed) > 4 * len(self.index) + 1024:  # graphs dropped without a backward
+            for seq in [s for s, refs in self.packed.items() if all(r() is None for r in refs)]:
+                del self.packed[seq]
+        for key in [k for k, ref in self.originals.items() if ref[0]() is None]:
+            self.original_bytes -= self.originals.pop(key)[2]
+            self.altered.pop(key, None)
 
-    # writes and cuts --------------------------------------------------------------
-    def note_writes(
-        self, func: Any, plan: Tuple[Tuple[int, str], ...], args: Any, kwargs: Any
-    ) -> None:
-        for position, name in plan:
-            value = kwargs.get(name) if position < 0 or position >= len(args) else args[position]
-            for t in value if isinstance(value, (list, tuple)) else (value,):
-                if isinstance(t, torch.Tensor):
-                    self._note_write(func, t)
+    # writes -----------------------------------------------------------------------
+    def note_writes(self, func: Any, targets: List[Any], kwargs: Any) -> None:
+        for t in targets:
+            if isinstance(t, torch.Tensor):
+                self._note_write(func, t, kwargs)
 
-    def _note_write(self, func: Any, t: Any) -> None:
+    def _note_write(self, func: Any, t: Any, kwargs: Any) -> None:
         key = storage_key(t)
         targets = self.live(key)
         if not targets:
@@ -245,16 +340,14 @@ class Recorder:
 
         caller = outside(sys._getframe(3))
         frame = user_frame(caller)
-        via = _torch_nn_between(caller, frame)
-        op = f"{func.namespace}.{func.overloadpacket.__name__}"
-        spot = (
-            None
-            if frame is None
-            else (frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
+        via, module = _torch_between(caller, frame)
+        op = op_name(func, kwargs)
+        owner = None if module is None else weakref.ref(module)
+        seen = WriteSeen(
+            op, _spot(frame), name_in(frame, t, key), targets[0].tensor._version, via, owner
         )
-        seen = WriteSeen(op, spot, name_in(frame, t, key), targets[0].tensor._version, via)
         self.writes += 1
-        self.fingerprint(targets)  # before the write runs: the contents as saved
+        self.fingerprint(targets, keep=True)  # before the write runs: the contents as saved
         self.pending.append((seen, targets[0]))
         for saved in targets:
             if len(saved.writes) < MAX_WRITES:
@@ -268,17 +361,36 @@ class Recorder:
         for seen, saved in self.pending:
             if saved.tensor._version == seen.version:
                 seen.version = None
+            else:
+                self.originals.pop(id(saved), None)  # a bump: backward will raise, not mislead
         self.pending.clear()
 
-    def fingerprint(self, targets: List[SavedTensor]) -> None:
-        """Fingerprint the saved tensors that have none yet (their contents still as saved)."""
+    def fingerprint(self, targets: List[SavedTensor], keep: bool = False) -> None:
+        """Fingerprint the saved tensors that have none yet (their contents still as saved);
+        with ``keep``, also keep a copy of small enough ones, to tell later which gradients
+        the change altered."""
         busy, self.busy = self.busy, True
         try:
             for saved in targets:
                 if saved.fp is None:
                     saved.fp = fingerprint(saved.tensor)
+                    if keep:
+                        self._keep_original(saved)
         finally:
             self.busy = busy
+
+    def _keep_original(self, saved: SavedTensor) -> None:
+        t = saved.tensor
+        size = t.numel() * t.element_size()
+        if self.original_bytes + size > MAX_ORIGINAL_BYTES or id(saved) in self.originals:
+            return
+        try:
+            with _NO_DISPATCH(), torch.no_grad():
+                copy = t.detach().clone()
+        except Exception:
+            return
+        self.originals[id(saved)] = (weakref.ref(saved), copy, size)
+        self.original_bytes += size
 
     def shared(self, key: Optional[int], spot: Optional[Spot]) -> None:
         """NumPy shares the memory at ``key`` from now on: writes through it bump no version."""
@@ -288,74 +400,82 @@ class Recorder:
         if len(self.numpy_views) > 4096:
             self.numpy_views.pop(next(iter(self.numpy_views)))
 
-    def note_cut(self, kind: str, frame: Any, key: Optional[int] = None) -> None:
+    def rebinding(self, t: Any, frame: Any) -> None:
+        """``t.data = value``: a graph that saved ``t`` itself reads the new memory at backward,
+        with no version bump. Noted as a write into those saved tensors, contents kept first."""
+        targets = [s for s in self.live(storage_key(t)) if s.tensor is t]
+        if not targets:
+            return
+        from .places import name_in
+
+        user = user_frame(frame)
+        alias = name_in(user, t, storage_key(t))
+        name = alias[len(".data of ") :] if alias and alias.startswith(".data of ") else alias
+        seen = WriteSeen(
+            ".data =", _spot(user), f".data of {name}" if name else ".data", None, None
+        )
+        self.writes += 1
+        self.fingerprint(targets, keep=True)
+        for saved in targets:
+            if len(saved.writes) < MAX_WRITES:
+                saved.writes.append(seen)
+
+    # cuts, steps, asides ------------------------------------------------------------
+    def note_cut(self, kind: str, frame: Any, key: Optional[int] = None) -> Optional[Spot]:
         if frame is not None and is_user_code(frame.f_code):
-            spot = (frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
+            spot = _spot(frame)
             self.cuts.append((kind, spot, key, self.backwards))
+            return spot
+        return None
 
-    def _cutting(self, original: Callable, kind: str) -> Callable:
-        recorder = self
+    def starve(self, optimizer: Any, frame: Any) -> None:
+        """Before an optimizer step: its parameters that no backward gave a gradient, though
+        a ``detach()`` since its last step cut a graph that reached them."""
+        since = self.last_step.get(id(optimizer), -1)
+        cuts = [spot for kind, spot, _, count in self.cuts if kind == "detach()" and count >= since]
+        if not cuts:
+            return
+        hungry = [
+            p
+            for group in optimizer.param_groups
+            for p in group["params"]
+            if p.grad is None and p.requires_grad
+        ]
+        if not hungry:
+            return
+        from .silent import starved_entry
 
-        @functools.wraps(original)
-        def enter(*args: Any, **kwargs: Any) -> Any:
-            if torch.is_grad_enabled():
-                recorder.note_cut(kind, sys._getframe(1))
-            return original(*args, **kwargs)
+        self.busy = True
+        try:
+            starved_entry(self, optimizer, hungry, cuts, frame)
+        finally:
+            self.busy = False
 
-        return enter
+    def starved_records(self) -> Tuple[Any, ...]:
+        from .silent import starved_records
 
-    def _numpy(self, original: Callable) -> Callable:
-        recorder = self
+        return starved_records(self)
 
-        @functools.wraps(original)
-        def numpy(tensor: Any, *args: Any, **kwargs: Any) -> Any:
-            if not recorder.busy:
-                frame = sys._getframe(1)
-                user = is_user_code(frame.f_code)
-                if user and tensor.requires_grad:
-                    recorder.note_cut(".numpy()", frame)
-                spot = (
-                    (frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
-                    if user
-                    else spot_of(frame)
-                )
-                recorder.shared(storage_key(tensor), spot)
-            return original(tensor, *args, **kwargs)
+    def note_aside(self, what: str, spot: Optional[Spot]) -> None:
+        key = (what, spot)
+        self.asides[key] = self.asides.get(key, 0) + 1
 
-        return numpy
-
-    def _from_numpy(self, original: Callable) -> Callable:
-        recorder = self
-
-        @functools.wraps(original)
-        def from_numpy(array: Any) -> Any:
-            made = original(array)
-            if not recorder.busy:
-                recorder.shared(storage_key(made), spot_of(sys._getframe(1)))
-            return made
-
-        return from_numpy
-
-    def _detaching(self, original: Callable) -> Callable:
-        recorder = self
-
-        @functools.wraps(original)
-        def detach(tensor: Any, *args: Any, **kwargs: Any) -> Any:
-            if not recorder.busy and getattr(tensor, "requires_grad", False):
-                recorder.note_cut("detach()", sys._getframe(1))
-            return original(tensor, *args, **kwargs)
-
-        return detach
-
-    def _data_get(self, original: Callable) -> Callable:
-        recorder = self
-
-        def data(tensor: Any) -> Any:
-            if tensor.requires_grad and not recorder.busy:
-                recorder.note_cut(".data", sys._getframe(1))
-            return original(tensor)
-
-        return data
+    @contextlib.contextmanager
+    def stepped_aside(self) -> Iterator[None]:
+        """Doctor's hooks and write watch off for a region, back on after it."""
+        _AUTOGRAD._pop_saved_tensors_default_hooks()
+        self.hooks_off = True
+        mode = _pop_mode_temporarily() if self._watching and _current_mode() is self._mode else None
+        try:
+            with self.nan_off():
+                if mode is None:
+                    yield
+                else:
+                    with mode:
+                        yield
+        finally:
+            self.hooks_off = False
+            _AUTOGRAD._push_saved_tensors_default_hooks(self.pack, self.unpack)
 
     # backward calls ---------------------------------------------------------------
     def _wrap(self, original: Callable, kind: str) -> Callable:
@@ -364,8 +484,18 @@ class Recorder:
 
         @functools.wraps(original)
         def call(*args: Any, **kwargs: Any) -> Any:
-            if recorder.current is not None:  # a backward inside a backward (a hook's)
+            if (
+                recorder.current is not None  # a backward inside a backward (a hook's)
+                or recorder.hooks_off  # stepped aside
+                or recorder.passing  # the same call again, through the watch's handler
+            ):
                 return original(*args, **kwargs)
+            if _caller(sys._getframe(1)).f_code.co_filename.startswith(_FUNCTORCH):  # a transform's
+                recorder.passing += 1
+                try:
+                    return original(*args, **kwargs)
+                finally:
+                    recorder.passing -= 1
             frame = user_frame(sys._getframe(1))
             recorder.settle_writes()
             try:
@@ -374,41 +504,60 @@ class Recorder:
                 bound = {}
             retain = bound.get("retain_graph")
             retain = bool(bound.get("create_graph", False)) if retain is None else bool(retain)
-            spot = (
-                None
-                if frame is None
-                else (frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
-            )
+            spot = _spot(frame)
             recorder.backwards += 1
-            this = Call(recorder.backwards, kind, spot, retain, _SEQ())
+            run = recorder.runs[spot] = recorder.runs.get(spot, 0) + 1
+            this = Call(recorder.backwards, kind, spot, retain, _SEQ(), run)
             recorder.current = this
+            roots = bound.get("tensors", bound.get("outputs"))
+            if recorder.originals:
+                recorder.probe_changes(roots)
             try:
-                with recorder.watch_off():
+                with recorder.nan_off():
                     return original(*args, **kwargs)
             except RuntimeError as exc:
-                recorder.on_failure(exc, this, bound.get("tensors", bound.get("outputs")), frame)
+                recorder.on_failure(exc, this, roots, frame)
                 raise
             finally:
                 recorder.current = None
-                recorder.unpacked.clear()
                 recorder.calls.append(this)
+                if len(recorder.history) == recorder.history.maxlen:
+                    gone = recorder.history[0]  # its notes go: only the last few calls keep them
+                    gone.nodes, gone.uses = {}, []
+                recorder.history.append(this)
                 recorder.prune()  # what this backward freed leaves the index
-                recorder.rest()
+                if recorder.nonfinite is not None:
+                    recorder.nonfinite.rest()
                 if recorder.hits:
                     recorder.settle(this, frame)
 
         return call
 
-    def watch_off(self) -> Any:
-        """The write watch off while backward runs (its operations are autograd's, not the
-        code's), when it is the innermost dispatch mode; else left on."""
-        if self._mode is not None and _current_mode() is self._mode:
-            return _pop_mode_temporarily()
-        return contextlib.nullcontext()
+    def nan_off(self) -> Any:
+        """The NaN watch's dispatch mode off while backward runs (its operations are autograd's,
+        checked by hooks on graph nodes) or doctor steps aside; ``nanmode.py``."""
+        if self.nonfinite is None:
+            return contextlib.nullcontext()
+        return self.nonfinite.switch.off()
+
+    def probe_changes(self, roots: Any) -> None:
+        """Before a backward: for saved tensors changed since a kept copy, which inputs of
+        their node get other gradients from the new values (``silent.py``)."""
+        from .silent import probe_changes
+
+        self.busy = True
+        try:
+            probe_changes(self, roots)
+        except Exception:
+            pass
+        finally:
+            self.busy = False
 
     def on_failure(self, exc: BaseException, call: Call, roots: Any, frame: Any) -> None:
         from .diagnose import diagnose
 
+        if self.failed_after is None:
+            self.failed_after = time.monotonic() - self.started
         self.busy = True
         try:
             failure = diagnose(self, exc, call, roots, frame)
@@ -433,7 +582,7 @@ class Recorder:
 
     def settle(self, call: Call, frame: Any) -> None:
         """Group the silent changes the backward just read (by the line that saved them)."""
-        from .diagnose import silent_entry
+        from .silent import silent_entry
 
         hits, self.hits = self.hits, []
         self.busy = True

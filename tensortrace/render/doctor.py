@@ -8,12 +8,12 @@ as rich markup, with control characters made visible.
 from __future__ import annotations
 
 import io
-from typing import List, Optional, Tuple
+from typing import List, Optional, Tuple, Union
 
 from rich.console import Console
 from rich.text import Text
 
-from ..trace.doctor import Failure, Place, Report, Saved, Silent, Write
+from ..trace.doctor import Aside, Edit, Failure, Fix, Place, Report, Saved, Silent, Starved, Write
 from .visible import visible
 
 NO_SAFE_MODE = "ran in this process, as your own code: no safe mode"
@@ -22,6 +22,8 @@ _KIND_TITLES = {
     "freed-graph": "backward failed: it runs through a graph an earlier backward freed",
     "no-grad": "backward failed: the loss is cut off from everything that requires grad",
 }
+MARKS = {"passed": "✓", "failed": "✗", "unchecked": "?"}
+_MARK_STYLES = {"passed": "bold green", "failed": "bold red", "unchecked": "yellow"}
 
 
 def summary_line(report: Report) -> str:
@@ -43,7 +45,26 @@ def render_console(report: Report, *, width: Optional[int] = None, color: bool =
         if lines:
             lines.append(Text(""))
         lines += _silent(silent)
-    if report.failure is None and not report.silent:
+    for starved in report.starved:
+        if lines:
+            lines.append(Text(""))
+        lines += _starved(starved)
+    if report.nonfinite is not None:
+        from .nonfinite import nonfinite_lines
+
+        if lines:
+            lines.append(Text(""))
+        lines += nonfinite_lines(report.nonfinite, _fix_rows)
+    if report.checked and any(_has_edits(f) for f in _all_fixes(report)):
+        lines.append(_styled(f"tensortrace doctor: {report.checked}", "dim"))
+    for aside in report.aside:
+        lines.append(_aside(aside))
+    if (
+        report.failure is None
+        and not report.silent
+        and not report.starved
+        and report.nonfinite is None
+    ):
         lines.append(
             _styled("tensortrace doctor: nothing to report: ", "bold green")
             + Text(summary_line(report))
@@ -84,6 +105,27 @@ def _more(body: Text) -> Text:
     return Text(" " * 12) + body
 
 
+def _all_fixes(report: Report) -> List[Union[Fix, str]]:
+    found: List[Union[Fix, str]] = []
+    if report.failure is not None:
+        found += list(report.failure.fixes)
+    for starved in report.starved:
+        found += list(starved.fixes)
+    if report.nonfinite is not None:
+        found += list(report.nonfinite.fixes)
+    return found
+
+
+def _has_edits(fix: Union[Fix, str]) -> bool:
+    return isinstance(fix, Fix) and bool(fix.edits)
+
+
+def _runs(f: Failure) -> str:
+    if f.runs is None:
+        return ""
+    return f"carried from {f.unit} {f.runs[0]} to {f.unit} {f.runs[1]}"
+
+
 def _failure(f: Failure) -> List[Text]:
     title = _KIND_TITLES.get(f.kind, "backward failed")
     lines = [
@@ -93,15 +135,17 @@ def _failure(f: Failure) -> List[Text]:
     if f.saved is not None:
         lines += _saved_rows(f.saved)
     lines += _write_rows(f.writes)
-    if f.carrier is not None or f.carried_at is not None:
-        lines.append(
-            _row(
-                "carrier",
-                _styled(f.carrier or "a tensor", "bold")
-                + Text(" links this graph to the freed one, used at"),
-            )
-        )
-        lines.append(_more(_at(f.carried_at)))
+    if f.carrier is not None:
+        where = f.assigned_at or f.carried_at
+        lines.append(_row("carrier", _styled(f.carrier, "bold") + Text(", assigned at")))
+        lines.append(_more(_at(where)))
+        if f.runs is not None:
+            lines.append(_more(_styled(_runs(f), "")))
+        if f.carried_at is not None and f.assigned_at is not None and f.carried_at != f.assigned_at:
+            lines.append(_row("read", _at(f.carried_at)))
+    if f.shared is not None:
+        node = f" (its {f.shared_node} saved tensors were freed)" if f.shared_node else ""
+        lines.append(_row("needs", _at(f.shared) + _styled(node, "dim")))
     if f.freed_by is not None:
         lines.append(_row("freed by", _at(f.freed_by)))
     for i, cut in enumerate(f.cuts[:5]):
@@ -110,10 +154,64 @@ def _failure(f: Failure) -> List[Text]:
         )
     if f.backward is not None:
         lines.append(_row("backward", _at(f.backward)))
-    for i, fix in enumerate(f.fixes):
-        lines.append(_row("fix" if i == 0 else "", _styled(fix, "green")))
+    groups: dict = {}
+    for w in f.blocked:
+        groups.setdefault(w.place, []).append(w.alias or "a saved tensor")
+    for where, names in groups.items():
+        by = "" if where is None else f" {where.code} at {where.path}:{where.line} changed"
+        lines.append(
+            _row(
+                "blocked",
+                _styled(
+                    f"retain_graph=True would not help:{by or ' a write changed'} "
+                    f"{', '.join(dict.fromkeys(names))}, which the graph saved",
+                    "dim",
+                ),
+            )
+        )
+    lines += _fix_rows(f.fixes)
     lines.append(_row("PyTorch", _styled(f.error, "dim")))
     return lines
+
+
+def _fix_rows(fixes: Tuple[Union[Fix, str], ...]) -> List[Text]:
+    lines: List[Text] = []
+    for i, fix in enumerate(fixes):
+        label = "fix" if i == 0 else ""
+        if isinstance(fix, str):  # a version 1 report
+            lines.append(_row(label, _styled(fix, "green")))
+            continue
+        check = fix.check
+        mark = Text("")
+        if check is not None:
+            mark = _styled(MARKS[check.verdict] + " ", _MARK_STYLES[check.verdict])
+        lines.append(_row(label, mark + _styled(fix.text, "green")))
+        for edit in fix.edits:
+            lines += _edit_rows(edit)
+        if check is not None and check.verdict != "passed":
+            word = "failed" if check.verdict == "failed" else "not checked"
+            lines.append(_more(_styled(f"  {word}: {check.detail}", "dim")))
+    return lines
+
+
+def _edit_rows(e: Edit) -> List[Text]:
+    """The lines an edit takes out (-) and puts in (+), indented as in the file less the
+    indentation they share."""
+    where = _styled(f"  {e.path}:{e.line}", "cyan")
+    blank = Text(" " * (len(e.path) + len(str(e.line)) + 3))
+    old = e.was.split("\n") if e.end >= e.line else []
+    new = e.text.split("\n") if e.text else []
+    shared = _common_indent(old + new)
+    rows: List[Text] = []
+    for sign, style, part in [("-", "red", o) for o in old] + [("+", "green", n) for n in new]:
+        rows.append(_more(where + _styled(f"  {sign} {part[shared:].rstrip()}", style)))
+        where = blank
+    return rows
+
+
+def _common_indent(lines: List[str]) -> int:
+    widths = [len(x) - len(x.lstrip()) for x in lines if x.strip()]
+    return min(widths) if widths else 0
 
 
 def _saved_rows(s: Saved) -> List[Text]:
@@ -158,17 +256,55 @@ def _silent(s: Silent) -> List[Text]:
         times = f" ({s.times} backward calls)" if s.times > 1 else ""
         lines.append(_row("backward", _at(s.backward) + Text(times)))
     if s.leaves:
+        how = "" if s.exact else " (every leaf under the node that read it)"
         lines.append(
             _row(
                 "wrong",
                 Text(
                     visible(
                         "gradients of "
-                        + ", ".join(s.leaves[:8])
-                        + (" …" if len(s.leaves) > 8 else "")
+                        + _names(s.leaves)
                         + " were computed from the changed values"
+                        + how
                     )
                 ),
             )
         )
+    elif s.exact:
+        lines.append(
+            _row("wrong", Text("none: no gradient came out different from the values as saved"))
+        )
+    if s.exact and s.unaffected:
+        lines.append(_row("unchanged", Text(visible("gradients of " + _names(s.unaffected)))))
     return lines
+
+
+def _names(names: Tuple[str, ...]) -> str:
+    return ", ".join(names[:8]) + (" …" if len(names) > 8 else "")
+
+
+def _starved(s: Starved) -> List[Text]:
+    lines = [
+        _styled(
+            "tensortrace doctor: warning: an optimizer step found parameters without gradients",
+            "bold yellow",
+        ),
+        _styled("→ ", "bold yellow") + _styled(s.headline, "bold"),
+    ]
+    if s.cut is not None:
+        lines.append(_row("cut", _styled(s.cut.kind, "bold") + Text("  ") + _at(s.cut.place)))
+    times = f" ({s.times} steps)" if s.times > 1 else ""
+    lines.append(_row("step", _at(s.step) + Text(times)))
+    lines.append(_row("no grad", Text(visible(f"{_names(s.parameters)} ({len(s.parameters)})"))))
+    lines += _fix_rows(s.fixes)
+    return lines
+
+
+def _aside(a: Aside) -> Text:
+    where = "" if a.place is None else f" at {a.place.path}:{a.place.line}"
+    times = f" ({a.times} times)" if a.times > 1 else ""
+    return _styled(
+        f"tensortrace doctor: stepped aside for {a.what}{where}{times}, which refuses "
+        "saved-tensor hooks: what runs inside it was not watched",
+        "dim",
+    )

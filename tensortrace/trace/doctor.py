@@ -8,11 +8,14 @@ same records, so a reader can check a report without this package.
 
 from __future__ import annotations
 
-from typing import Literal, Optional, Tuple
+from typing import Literal, Optional, Tuple, Union
 
 import msgspec
 
-REPORT_VERSION = 1
+# 2: a fix is a record (its text, the edits that make it, whether running them worked); the
+# freed-graph fields name the shared node, the carrier's line and the runs it crossed; a step
+# or other bystander; cuts that starve leaves of gradients. Version 1 reports still load.
+REPORT_VERSION = 2
 
 
 class Place(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -48,8 +51,36 @@ class Saved(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 class Cut(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """A place where a tensor lost its link to the graph."""
 
-    kind: str  # "detach()", "torch.no_grad()", ".numpy()", ...
+    kind: str  # "detach()", "torch.no_grad()", ".numpy()", "argmax", "frozen parameters", ...
     place: Place
+
+
+class Edit(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """One change to a file: lines ``line`` to ``end`` (1-based, inclusive) become ``text``.
+
+    ``end == line - 1`` inserts ``text`` before ``line``; an empty ``text`` deletes the
+    lines. ``text`` holds whole lines, indented, without the last newline."""
+
+    path: str  # as places write it: relative to the working directory when under it
+    line: int
+    end: int
+    text: str
+    was: str = ""  # the lines it replaces, as they were
+
+
+class Check(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """What became of a fix applied to a copy of the script and run."""
+
+    verdict: Literal["passed", "failed", "unchecked"]
+    detail: str  # passed: what ran; failed: the error it met, and where; unchecked: why not
+
+
+class Fix(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A change to make: in words, as edits of the named lines, and whether it was run."""
+
+    text: str
+    edits: Tuple[Edit, ...] = ()
+    check: Optional[Check] = None  # None: not a change that can be run (advice)
 
 
 class Failure(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -60,12 +91,20 @@ class Failure(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     error: str  # the first line of PyTorch's message
     backward: Optional[Place]  # the call that failed
     saved: Optional[Saved] = None
+    backward_run: int = 1  # which of its line's backward calls failed (1: the first)
     writes: Tuple[Write, ...] = ()
     freed_by: Optional[Place] = None  # the earlier backward that freed the graph
     carrier: Optional[str] = None  # the tensor that carries the old graph into this one
     carried_at: Optional[Place] = None  # where the new graph used it
     cuts: Tuple[Cut, ...] = ()  # nearest first
-    fixes: Tuple[str, ...] = ()
+    # a version 1 report holds plain sentences; version 2 holds Fix records
+    fixes: Tuple[Union[Fix, str], ...] = ()
+    shared: Optional[Place] = None  # freed graph: the forward line of the node both backwards need
+    shared_node: Optional[str] = None  # that node's name (its grad_fn)
+    assigned_at: Optional[Place] = None  # freed graph: the line that assigned the carrier
+    runs: Optional[Tuple[int, int]] = None  # freed graph: carried from run k to k+1 of a line
+    unit: str = "run"  # what a run of that line is: "iteration" in a loop
+    blocked: Tuple[Write, ...] = ()  # writes since the first backward that rule retain_graph out
 
 
 class Silent(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -78,6 +117,28 @@ class Silent(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     shares: Tuple[Cut, ...]  # NumPy views of its memory the code made (``.numpy()``)
     leaves: Tuple[str, ...]  # leaves whose gradients were computed from the changed values
     times: int  # backward calls that read it changed
+    unaffected: Tuple[str, ...] = ()  # leaves it reaches whose gradients came out the same
+    exact: bool = False  # leaves found by running the node with the old and new values
+
+
+class Starved(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """An optimizer step over parameters that took part in a forward but got no gradient,
+    because a cut on the way to the loss kept the backward from reaching them."""
+
+    headline: str
+    step: Optional[Place]  # the optimizer's step() line
+    cut: Optional[Cut]  # where their output left the graph
+    parameters: Tuple[str, ...]  # their names (module paths where known)
+    times: int  # steps that found them without gradients
+    fixes: Tuple[Fix, ...] = ()
+
+
+class Aside(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A region doctor stepped out of, because what runs there refuses its hooks."""
+
+    what: str  # "torch.func.grad", ...
+    place: Optional[Place]
+    times: int
 
 
 class Watched(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -97,6 +158,13 @@ class Report(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     failure: Optional[Failure]
     silent: Tuple[Silent, ...]
     exit_status: Optional[int] = None  # the script's, under the command line
+    starved: Tuple[Starved, ...] = ()
+    aside: Tuple[Aside, ...] = ()  # regions run without doctor's hooks
+    checked: Optional[str] = None  # how fixes were checked (the script ran again), or why not
+    nonfinite: Optional["nonfinite.NonFinite"] = None  # the first NaN or Inf of the run
+
+
+from . import nonfinite  # noqa: E402 (its records use Place and Fix, defined above)
 
 
 def report_json(report: Report) -> str:

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from conftest import REPO, Result, cli
-from tensortrace.trace.doctor import Report, report_from_json
+from tensortrace.trace.doctor import Edit, Report, report_from_json
 
 
 @pytest.fixture(autouse=True)
@@ -88,12 +88,22 @@ def test_inplace_activation_inside_a_module(tmp_path):
     f = report.failure
     assert f.kind == "modified-in-place"
     path = "examples/doctor/inplace_activation.py"
-    assert f.headline.startswith(f"{path}:16: h is changed in place (aten.relu_)")
+    assert f.headline.startswith(f"{path}:16: h is changed in place (F.relu(inplace=True))")
     assert at(f.saved.place) == (path, 15) and f.saved.name == "h"
     assert f.saved.node == "SigmoidBackward0" and f.saved.shape == (8, 16)
-    assert lines_of(f.writes) == [16] and f.writes[0].op == "aten.relu_"
+    assert lines_of(f.writes) == [16] and f.writes[0].op == "F.relu(inplace=True)"
     assert at(f.backward) == (path, 27)
-    assert "inplace=False" in f.fixes[0] and f"{path}:11" in f.fixes[0]
+    (fix,) = f.fixes  # inplace=False where the module is built, checked by running it
+    assert fix.edits == (
+        Edit(
+            path=path,
+            line=11,
+            end=11,
+            text="        self.act = nn.ReLU(inplace=False)",
+            was="        self.act = nn.ReLU(inplace=True)",
+        ),
+    )
+    assert fix.check.verdict == "passed"
     assert report.exit_status == 1
     # the script's own traceback follows, as Python prints it
     assert result.stderr.splitlines()[-1].startswith("RuntimeError: one of the variables needed")
@@ -111,7 +121,12 @@ def test_helper_normalising_a_detached_alias(tmp_path):
     assert lines_of(f.writes) == [7, 8]
     assert [w.alias for w in f.writes] == ["t", "t"]
     assert [w.version for w in f.writes] == [0, 1]
-    assert f.fixes[0].endswith("(e.g. `line 15: stats = feats.detach().clone()`)")
+    (edit,) = f.fixes[0].edits
+    assert (edit.line, edit.text) == (
+        15,
+        "stats = feats.detach().clone()  # meant for logging only",
+    )
+    assert f.fixes[0].check.verdict == "passed"
 
 
 def test_data_write_on_a_saved_output_is_a_warning(tmp_path):
@@ -119,7 +134,7 @@ def test_data_write_on_a_saved_output_is_a_warning(tmp_path):
     assert result.returncode == 0 and report.failure is None
     (s,) = report.silent
     path = "examples/doctor/data_write.py"
-    assert s.headline.startswith(f"{path}:9: .data of y is changed (aten.mul_)")
+    assert s.headline.startswith(f"{path}:9: .data of y is changed (.mul_())")
     assert s.saved.name == "y" and at(s.saved.place) == (path, 8)
     assert s.saved.node == "SigmoidBackward0"
     assert lines_of(s.writes) == [9] and s.writes[0].alias == ".data of y"
@@ -148,9 +163,14 @@ def test_hidden_state_carried_across_iterations(tmp_path):
     path = "examples/doctor/rnn_hidden.py"
     assert f.kind == "freed-graph" and f.carrier == "h"
     assert at(f.carried_at) == (path, 12) and at(f.freed_by) == (path, 15)
-    assert at(f.backward) == (path, 15)
-    assert f.headline.startswith(f"{path}:12: h still carries the graph")
-    assert "`h = h.detach()`" in f.fixes[0] and "retain_graph=True" in f.fixes[1]
+    assert at(f.assigned_at) == (path, 12) and f.runs == (1, 2) and f.unit == "iteration"
+    assert at(f.backward) == (path, 15) and f.backward_run == 2
+    assert at(f.shared) == (path, 12) and f.shared_node == "TanhBackward0"
+    assert f.headline.startswith(f"{path}:12: h carries iteration 1's graph into iteration 2;")
+    (fix,) = f.fixes  # retain_graph=True is not offered: opt.step() changed U in between
+    assert [(e.line, e.end, e.text) for e in fix.edits] == [(12, 11, "    h = h.detach()")]
+    assert fix.check.verdict == "passed"
+    assert [(w.alias, w.place.line) for w in f.blocked] == [("U", 16)]
     assert report.watched.backwards == 2
 
 
@@ -421,6 +441,10 @@ def test_readme_shows_what_doctor_prints(failing_on_a_real_stderr):
     silent = doctor_here("examples/doctor/data_write.py")
     block = readme_block("$ tensortrace doctor examples/doctor/data_write.py", "text")
     assert silent.returncode == 0 and silent.stderr == block
+    freed = doctor_here("examples/doctor/rnn_hidden.py")
+    block = readme_block("tensortrace doctor examples/doctor/rnn_hidden.py\n", "text")
+    assert freed.returncode == 1
+    assert freed.stderr.split("Traceback (most recent call last):")[0] == block
 
 
 def test_a_failing_block_is_reported_and_the_error_goes_on(capsys):
@@ -436,7 +460,7 @@ def test_a_failing_block_is_reported_and_the_error_goes_on(capsys):
     here = os.path.relpath(__file__)
     assert watch.report.failure.kind == "modified-in-place"
     assert watch.report.failure.saved.name == "y"
-    assert f"→ {here}:" in err and "y is changed in place (aten.add_)" in err
+    assert f"→ {here}:" in err and "y is changed in place (.add_())" in err
     assert torch.Tensor.backward is not None and "numpy" not in vars(torch.Tensor)  # put back
 
 
@@ -449,10 +473,13 @@ def test_a_write_through_a_view_names_the_view():
             y = x.exp()
             y[0] += 1
             y.sum().backward()
-    writes = watch.report.failure.writes  # y[0] += 1 is an add_ into the view, then its copy_ back
-    assert [w.op for w in writes] == ["aten.add_", "aten.copy_"]
+    writes = watch.report.failure.writes  # y[0] += 1: an add_ into the view, then y[0] = it
+    assert [w.op for w in writes] == [".add_()", "[...] ="]
     assert [w.version for w in writes] == [0, 1]
-    assert {(w.alias, w.place.code) for w in writes} == {("a view of y (y[...])", "y[0] += 1")}
+    assert [(w.alias, w.place.code) for w in writes] == [
+        ("a view of y (y[...])", "y[0] += 1"),
+        ("y", "y[0] += 1"),
+    ]
 
 
 def test_autograd_grad_failures_are_read_too():
@@ -481,29 +508,40 @@ def test_a_loss_computed_under_no_grad_names_the_block():
             loss.backward()
     (cut,) = watch.report.failure.cuts
     assert cut.kind == "torch.no_grad()" and cut.place.code == "with torch.no_grad():"
-    assert "outside the torch.no_grad() block" in watch.report.failure.fixes[0]
+    (fix,) = watch.report.failure.fixes
+    assert "outside the `with torch.no_grad():` block" in fix.text
+    assert fix.check is None and "not run" in watch.report.checked  # a block: nothing to re-run
 
 
-def test_the_watch_rests_while_nothing_is_saved_and_wakes_for_the_next_graph():
+def test_modes_of_the_code_own_run_beside_the_watch():
+    """The watch is a torch function mode: a dispatch mode of the code's own does not hide
+    writes from it, and a function mode the code leaves on at the end of the block stays on."""
     import tensortrace
-    from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode
+    from torch.overrides import TorchFunctionMode, _get_current_function_mode
+    from torch.utils._python_dispatch import TorchDispatchMode
 
     class Theirs(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             return func(*args, **(kwargs or {}))
 
+    class Left(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    left = Left()
     with pytest.raises(RuntimeError):
         with tensortrace.doctor(os.devnull) as watch:
             w = torch.randn(3, requires_grad=True)
-            (w * w).sum().backward()
-            assert _get_current_dispatch_mode() is None  # the graph is freed: nothing to watch
-            with Theirs():  # a mode of the code's own, entered and left while the watch rests
-                (w * w).sum().backward()
-            y = torch.sigmoid(w)
-            assert _get_current_dispatch_mode() is not None  # y's graph saved y: watching again
-            y.mul_(2)
+            with Theirs():
+                y = torch.sigmoid(w)
+                y.mul_(2)
+            left.__enter__()
             y.sum().backward()
-    assert _get_current_dispatch_mode() is None
+    try:
+        assert _get_current_function_mode() is left  # still on; doctor's own watch is gone
+    finally:
+        left.__exit__(None, None, None)
+    assert _get_current_function_mode() is None
     assert watch.report.failure.writes[0].place.code == "y.mul_(2)"
 
 

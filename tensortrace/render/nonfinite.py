@@ -1,0 +1,119 @@
+"""The console form of doctor's NaN and Inf finding: the line that made it, why, and the fix.
+
+Drawn in the layout of ``doctor.py``'s failures: a title, the headline, then
+labelled rows. Text the user's code wrote (lines, names) is plain text with
+control characters made visible, never rich markup.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, List, Optional, Tuple
+
+from rich.text import Text
+
+from ..trace.doctor import Place
+from ..trace.doctor import Fix
+from ..trace.nonfinite import Made, NonFinite, Operand
+from .visible import visible
+
+_VALUE = {"nan": "NaN", "inf": "inf", "-inf": "-inf"}
+_WHAT = {"loss": "loss", "gradient": "gradient", "parameter": "parameter"}
+
+
+def _styled(text: str, style: str) -> Text:
+    return Text(visible(text), style=style)
+
+
+def _at(p: Optional[Place]) -> Text:
+    if p is None:
+        return Text("(line unknown)", style="dim")
+    return _styled(f"{p.path}:{p.line}", "bold cyan") + Text("  ") + _styled(p.code, "")
+
+
+def _row(label: str, body: Text) -> Text:
+    return _styled(f"  {label:<9} ", "bold") + body
+
+
+def _more(body: Text) -> Text:
+    return Text(" " * 12) + body
+
+
+def _shape(shape) -> str:
+    return "[" + ", ".join(str(n) for n in shape) + "]"
+
+
+def _operand(o: Operand) -> str:
+    who = o.name or o.argument
+    if o.dtype == "number":
+        return f"{who} = {o.value}"
+    counts = [
+        f"{n:,} {word}"
+        for n, word in (
+            (o.zeros, "zero" if o.zeros == 1 else "zeros"),
+            (o.negatives, "negative" if o.negatives == 1 else "negatives"),
+            (o.nan, "NaN"),
+            (o.posinf, "inf"),
+            (o.neginf, "-inf"),
+        )
+        if n
+    ]
+    if o.largest is not None:
+        counts.append(f"largest |x| {o.largest:.3g}")
+    return f"{who} {o.dtype} {_shape(o.shape)}: " + (", ".join(counts) or "all finite")
+
+
+def _made_rows(label: str, m: Made) -> List[Text]:
+    made = ", ".join(_VALUE[k] for k in m.made)
+    count = "" if m.count is None else f"{m.count:,} of "
+    into = f" in {m.name}" if m.name else ""
+    node = f" ({m.node})" if m.node else ""
+    lines = [
+        _row(label, _at(m.place)),
+        _more(
+            _styled(
+                f"{m.op}{node}, {m.phase}, iteration {m.iteration}: made {made}{into} "
+                f"({count}{m.dtype} {_shape(m.shape)})",
+                "dim",
+            )
+        ),
+    ]
+    for o in m.operands:
+        lines.append(_more(_styled(_operand(o), "dim")))
+    return lines
+
+
+def nonfinite_lines(nf: NonFinite, fix_rows: Callable[[Tuple[Fix, ...]], List[Text]]) -> List[Text]:
+    """The finding, as the console shows it; ``fix_rows`` draws the fixes as ``doctor.py``
+    draws every fix (its words, its edits as lines out and in, whether it ran clean)."""
+    s = nf.symptom
+    title = f"{_WHAT[s.what]} became {_VALUE[s.value]}"
+    lines = [
+        _styled(f"tensortrace doctor: {title}", "bold red"),
+        _styled("→ ", "bold red") + _styled(nf.headline, "bold"),
+    ]
+    if nf.origin is not None:
+        lines += _made_rows("made", nf.origin)
+    if nf.then is not None:
+        lines += _made_rows("then", nf.then)
+    if nf.entered is not None:
+        lines += _made_rows("read", nf.entered)
+    where = "step" if s.what == "parameter" else ("backward" if s.what == "loss" else "seen at")
+    lines.append(_row(where, _at(s.place)))
+    if s.names and s.what != "loss":
+        lines.append(_more(_styled(", ".join(s.names), "dim")))
+    if nf.losses and (nf.rule == "divergence" or nf.origin is None):
+        shown = ", ".join(f"{v:.4g}" for v in nf.losses[-6:])
+        lines.append(_row("losses", _styled(f"{shown} (the last iterations before)", "dim")))
+    lines += fix_rows(nf.fixes)
+    if nf.watch == "default" and (nf.origin is None or not nf.origin.from_finite):
+        lines.append(
+            _row(
+                "checked",
+                _styled(
+                    "log, division, sqrt, exp, pow and the like, and their gradients; "
+                    "--nan checks every operation",
+                    "dim",
+                ),
+            )
+        )
+    return lines
