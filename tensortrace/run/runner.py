@@ -269,11 +269,17 @@ def _run_forked(
                 threads_unused_before_fork,
             )
         reaping.LIVE[pid] = None
-    finally:  # the child never gets here: it ends in child_main
+    except BaseException:  # the fork failed: nothing to follow
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-        forkthreads.restore_threads(threads)
+        os.close(read_fd)
+        raise
+    finally:  # the child never gets here: it ends in child_main
+        forkthreads.restore_threads(threads)  # signals still blocked: nothing cuts this short
         os.close(write_fd)
     try:
+        # a signal that came since the fork is handled here, with the child known and the
+        # pipe's writing end closed: a Ctrl-C stops the child below, it is never left running
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         return _follow(pid, read_fd, scenario, assembler, limits)
     except BaseException:  # Ctrl-C, the API caller's own exception, a refused event...
         reaping.stop(pid)  # ... the child never outlives this call
