@@ -32,12 +32,15 @@ that only calls the operation, on for the whole loop):
 Goal: doctor at most 1.5x plain and below anomaly mode; peak memory at most
 1.2x plain.
 
-The NaN and Inf watch has its own rows: ``doctor-nan`` (``--nan``: every
-operation's output and every node's gradient checked) beside ``anomaly``
-(whose ``check_nan`` checks every node's output in backward), ``bare`` (doctor
-with its NaN watch off: what the default watch adds is ``doctor`` over
-``bare``) and ``check``, the floor of checking every operation: a dispatch
-mode that only calls the operation and looks at its output once (one sum).
+The NaN and Inf watch has its own rows: ``doctor`` is the default (the loss
+looked at once per backward, no dispatch mode), ``doctor-nan`` (``--nan``: the
+outputs and gradients of log, division, sqrt, exp, pow... checked),
+``doctor-nan-all`` (``--nan-all``: every operation's output and every node's
+gradient checked) beside ``anomaly`` (whose ``check_nan`` checks every node's
+output in backward), ``bare`` (doctor with its NaN watch off: what the
+default's loss check adds is ``doctor`` over ``bare``) and ``check``, the
+floor of checking every operation: a dispatch mode that only calls the
+operation and looks at its output once (one sum).
 ``mlp`` is the op-dense loop of the GPU goal (Linear 512-1024-1024-10, Adam,
 batch 256), here on the CPU.
 
@@ -72,7 +75,8 @@ import tensortrace  # noqa: E402
 # mode: an empty dispatch mode; fmode: an empty function mode (doctor's watch is one);
 # hooks: identity saved-tensor hooks. fmode and hooks together are doctor's floor.
 VARIANTS = ("plain", "doctor", "anomaly", "mode", "fmode", "hooks")
-NAN_VARIANTS = ("bare", "doctor-nan", "check")  # the NaN watch's rows (--variants)
+# the NaN watch's rows (--variants)
+NAN_VARIANTS = ("bare", "doctor-nan", "doctor-nan-all", "check")
 MEMORY_VARIANTS = ("plain", "doctor", "mode")
 
 
@@ -102,7 +106,7 @@ class Bare:
         from tensortrace.doctor import session
 
         self.saved = session._watch_nonfinite
-        session._watch_nonfinite = lambda rec, every_op: None
+        session._watch_nonfinite = lambda rec, level: None
         self.doctor = tensortrace.doctor(os.devnull)
         self.doctor.__enter__()
 
@@ -227,6 +231,8 @@ def context(variant: str):
         return tensortrace.doctor(os.devnull)
     if variant == "doctor-nan":
         return tensortrace.doctor(os.devnull, nan=True)
+    if variant == "doctor-nan-all":
+        return tensortrace.doctor(os.devnull, nan="all")
     if variant == "bare":
         return Bare()
     if variant == "check":
@@ -462,8 +468,11 @@ def main() -> None:
             "mode": "  (an empty dispatch mode, on throughout)",
             "fmode": "  (floor: an empty function mode, on throughout)",
             "hooks": "  (floor: identity saved-tensor hooks alone)",
-            "check": "  (floor of --nan: one look at each operation's output)",
+            "check": "  (floor of --nan-all: one look at each operation's output)",
             "bare": "  (doctor without its NaN watch)",
+            "doctor": "  (the default: the loss checked at each backward)",
+            "doctor-nan": "  (--nan)",
+            "doctor-nan-all": "  (--nan-all)",
         }
         for variant in variants:
             note = notes.get(variant, "")

@@ -61,8 +61,14 @@ _OUTPUT = typer.Option(
 _NAN = typer.Option(
     False,
     "--nan",
-    help="Check every operation's output and every gradient for NaN and Inf, not only those "
-    "of log, division, sqrt, exp, pow... (slower: see docs/doctor.md).",
+    help="Find the operation that made the first NaN or Inf: check the outputs and gradients "
+    "of log, division, sqrt, exp, pow... (by default only the losses are checked; slower: see "
+    "docs/doctor.md).",
+)
+_NAN_ALL = typer.Option(
+    False,
+    "--nan-all",
+    help="As --nan, but check every operation's output and every gradient (slower still).",
 )
 
 
@@ -76,9 +82,10 @@ def doctor(
     no_check: bool = _NO_CHECK,
     check_budget: Optional[float] = _CHECK_BUDGET,
     nan: bool = _NAN,
+    nan_all: bool = _NAN_ALL,
 ) -> None:
     """Run your script as python would (your own code, no safe mode); name the line that broke
-    backward, or made the first NaN or Inf."""
+    backward, or where the first NaN or Inf showed (--nan: the operation that made it)."""
     from .common import guarded
 
     def body() -> int:
@@ -86,7 +93,8 @@ def doctor(
         from ..doctor.session import run_target
 
         args: List[str] = list(ctx.args)
-        checks = {"check": not no_check, "check_budget": check_budget, "nan": nan}
+        watch = "all" if nan_all else nan
+        checks = {"check": not no_check, "check_budget": check_budget, "nan": watch}
         if module is not None:
             args = ([script] if script is not None else []) + args
             return run_target(

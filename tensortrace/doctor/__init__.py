@@ -12,9 +12,10 @@ are edits (``edits.py``) that ``verify.py`` runs on copies of the script in a
 child (``replay.py``). ``session.py`` holds the ``with tensortrace.doctor():``
 block and the command line's script runner; the report's typed records are
 ``trace/doctor.py``, drawn by ``render/doctor.py``. ``nonfinite.py`` and
-``symptoms.py`` watch for the first NaN or Inf (``nanmode.py`` hands them
-operations, ``nanrules.py`` says why, ``nanfix.py`` and ``nancheck.py`` build
-and run its fixes). docs/doctor.md describes what it finds.
+``symptoms.py`` watch for the first NaN or Inf (by default ``symptoms.py``
+alone; with ``--nan`` ``nanmode.py`` hands them operations, ``nanrules.py``
+says why, ``nanfix.py`` and ``nancheck.py`` build and run its fixes).
+docs/doctor.md describes what it finds.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Each fix with edits runs on an edited copy of the script in a child: to its
 end when the whole run fits the checks' budget, else until the backward call
 where the symptom showed has passed once more than it had (the iteration
 that went non-finite, and the next). The child watches for NaN and Inf as
-the run did (``probe``: the same watch, by default or every operation), and a
+the run did (``PROBES``: the same watch, at the same level), and a
 fix passes only when that watch finds nothing. For a divergence the copy's
 losses must not grow either (a thousandfold, the last three rising): a
 smaller learning rate that only slows the growth fails, before it overflows.
@@ -19,24 +19,24 @@ import msgspec
 from ..trace.doctor import Report
 
 PROBES = {
-    (False, False): "tensortrace.doctor.nancheck:probe",
-    (True, False): "tensortrace.doctor.nancheck:probe_every_op",
-    (False, True): "tensortrace.doctor.nancheck:probe_growth",
-    (True, True): "tensortrace.doctor.nancheck:probe_every_op_growth",
+    (level, growth): f"tensortrace.doctor.nancheck:probe_{level.replace('-', '_')}"
+    + ("_growth" if growth else "")
+    for level in ("losses", "risky", "every-op")
+    for growth in (False, True)
 }
 
 
 class _Probe:
     """In the child: doctor's recorder with the NaN and Inf watch, read when the child ends."""
 
-    def __init__(self, every_op: bool, growth: bool) -> None:
+    def __init__(self, level: str, growth: bool) -> None:
         from .nonfinite import NonFiniteWatch
         from .recorder import Recorder
 
         self.growth = growth
         self.rec = Recorder()
         self.rec.start()
-        self.watch = NonFiniteWatch(self.rec, every_op=every_op)
+        self.watch = NonFiniteWatch(self.rec, level=level)
         self.rec.nonfinite = self.watch
         self.watch.start()
 
@@ -45,7 +45,7 @@ class _Probe:
 
         seen = symptoms.finish(self.watch)
         if seen is not None:
-            return [nanrules.diagnosis(seen, self.watch.every_op).headline]
+            return [nanrules.diagnosis(seen, self.watch.level).headline]
         grew = nanrules.diverging(list(self.watch.losses)) if self.growth else None
         if grew is not None:
             i, a, j, b = grew
@@ -53,20 +53,28 @@ class _Probe:
         return []
 
 
-def probe(spec: Any) -> _Probe:
-    return _Probe(every_op=False, growth=False)
+def probe_losses(spec: Any) -> _Probe:
+    return _Probe("losses", growth=False)
+
+
+def probe_losses_growth(spec: Any) -> _Probe:
+    return _Probe("losses", growth=True)
+
+
+def probe_risky(spec: Any) -> _Probe:
+    return _Probe("risky", growth=False)
+
+
+def probe_risky_growth(spec: Any) -> _Probe:
+    return _Probe("risky", growth=True)
 
 
 def probe_every_op(spec: Any) -> _Probe:
-    return _Probe(every_op=True, growth=False)
-
-
-def probe_growth(spec: Any) -> _Probe:
-    return _Probe(every_op=False, growth=True)
+    return _Probe("every-op", growth=False)
 
 
 def probe_every_op_growth(spec: Any) -> _Probe:
-    return _Probe(every_op=True, growth=True)
+    return _Probe("every-op", growth=True)
 
 
 def checked(
@@ -96,7 +104,8 @@ def checked(
     to_end = whole is not None and whole * 1.5 + 5 <= budget
     if symptom.backward is not None and not to_end:
         point = Target(symptom.backward.path, symptom.backward.line, symptom.backward_run)
-    probe_name = PROBES[(found.watch == "every-op", found.rule == "divergence")]
+    level = "risky" if found.watch == "default" else found.watch
+    probe_name = PROBES[(level, found.rule == "divergence")]
     script = Script.of(target, args, module)
     fixes = check_fixes(script, found.fixes, point, budget=budget, probes=(probe_name,))
     runs = sum(1 for f in fixes if f.check is not None)

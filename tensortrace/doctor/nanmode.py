@@ -8,8 +8,9 @@ watch has a dispatch mode of its own. It costs a Python call per operation
 it sees, so it keeps the rhythm the write watch once had: on while a saved
 tensor is alive (from a forward's first save until a backward frees the last
 one), off while backward runs (the gradients are checked by hooks on graph
-nodes) and while doctor steps aside (``aside.py``). With ``every_op``
-(``--nan``) it stays on between steps, so that data preparation and the
+nodes) and while doctor steps aside (``aside.py``). By default (no ``--nan``)
+it is never on. With ``every_op``
+(``--nan-all``) it stays on between steps, so that data preparation and the
 optimizer's step are checked too.
 """
 

@@ -368,7 +368,7 @@ def headline(
     origin: Optional[Made],
     why: Optional[str],
     entered: Optional[Made],
-    every_op: bool,
+    level: str,
     rule: Optional[str],
 ) -> str:
     head = _subject(s)
@@ -381,8 +381,8 @@ def headline(
         kinds = sorted({k for o in held for k, n in _counts(o) if n})
         source = (
             "outside the operations watched (data, a constant, or state from before)"
-            if every_op
-            else "an operation not checked by default (--nan checks every operation)"
+            if level == "every-op"
+            else "an operation --nan does not check (--nan-all checks every operation)"
         )
         return (
             f"{head}: the first {made} was made {_at(origin)}{reason}, from "
@@ -403,20 +403,23 @@ def headline(
         )
     if rule == "divergence" and why:
         return f"{head}: {why}"
+    if level == "losses":  # no operation was checked: nothing is known of what made it
+        at = f" ({s.place.path}:{s.place.line})" if s.place is not None else ""
+        return f"{head}{at}; run again with --nan to find the operation that made it"
     phase = {
         "loss": "the forward pass made it",
         "gradient": "the backward pass made it (the loss was finite)",
         "parameter": "the step made it from finite gradients",
     }[s.what]
-    if every_op:
+    if level == "every-op":
         return f"{head}: {phase}, from values that came from outside the operations watched"
     return (
-        f"{head}: {phase}, but none of the operations checked by default did; "
-        "run again with --nan to check every operation"
+        f"{head}: {phase}, but none of the operations --nan checks did; "
+        "run again with --nan-all to check every operation"
     )
 
 
-def diagnosis(seen: Any, every_op: bool) -> NonFinite:
+def diagnosis(seen: Any, level: str) -> NonFinite:
     """The report's record of the run's first NaN or Inf."""
     s = symptom_record(seen)
     origin = seen.origins[0] if seen.origins else None
@@ -449,7 +452,7 @@ def diagnosis(seen: Any, every_op: bool) -> NonFinite:
             )
             remedies = (fix,) if fix is not None else ()
     return NonFinite(
-        headline=headline(s, origin.made if origin else None, why, entered, every_op, rule),
+        headline=headline(s, origin.made if origin else None, why, entered, level, rule),
         symptom=s,
         origin=origin.made if origin else None,
         then=then,
@@ -457,6 +460,6 @@ def diagnosis(seen: Any, every_op: bool) -> NonFinite:
         rule=rule,
         why=why,
         losses=tuple(v for _, v in seen.losses[-16:]),
-        watch="every-op" if every_op else "default",
+        watch=level,  # type: ignore[arg-type]
         fixes=remedies,
     )

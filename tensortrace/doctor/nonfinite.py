@@ -7,17 +7,20 @@ Two layers, each at its own cost:
   ``every_op`` also the gradients an optimizer is about to apply and the
   parameters after its step. One reduction per tensor, nothing per
   operation. The first one found NaN or infinite is the run's symptom.
-* **Origins**, looked for per operation: the NaN watch's dispatch mode hands an
+* **Origins**, looked for per operation (``--nan``, ``--nan-all``; not by
+  default, ``LEVELS``): the NaN watch's dispatch mode hands an
   operation here (``call``) and its output is checked; one that holds a kind
   of non-finite value (NaN, +inf, -inf) that none of its operands held is an
   origin, recorded with its line and its operands counted. Gradients are
   checked the same way by a post-hook on the graph node of each checked
   operation: a node that sends on NaN or infinities it did not receive made
-  them. By default only the operations that make NaN or infinities out of
-  ordinary finite numbers are checked (``RISKY``: log, division, sqrt, exp,
-  pow, ...); ``every_op`` (``--nan``) checks every operation's output and
-  every node's gradient, the optimizer's step included, and keeps the
-  dispatch mode on between steps.
+  them. ``--nan`` checks the operations that make NaN or infinities out of
+  ordinary finite numbers (``RISKY``: log, division, sqrt, exp, pow, ...);
+  ``every_op`` (``--nan-all``) checks every operation's output and every
+  node's gradient, the optimizer's step included, and keeps the dispatch
+  mode on between steps. By default (``losses``) there is no dispatch mode
+  at all: only the symptoms are looked at, one reduction per backward, and
+  a report with no origin says to run again with ``--nan``.
 
 Each boundary where everything was finite starts a new window; at the
 symptom, the window's origins, oldest first, are what made it
@@ -65,14 +68,21 @@ from .places import Spot, place, user_frame
 
 MAX_ORIGINS = 8  # origins kept per window
 MAX_LOSSES = 32  # losses kept for the history
+# how much is watched: "losses" (the default: symptoms only), "risky" (--nan: and the
+# operations in RISKY), "every-op" (--nan-all: and every operation)
+LEVELS = ("losses", "risky", "every-op")
 
 
 class NonFiniteWatch:
     """One run's watch for NaN and infinities; ``rec`` is the doctor's ``Recorder``."""
 
-    def __init__(self, rec: Any, every_op: bool = False, defer: bool = False) -> None:
+    def __init__(self, rec: Any, level: str = "risky", defer: bool = False) -> None:
+        if level not in LEVELS:
+            raise ValueError(f"the NaN watch's level is one of {LEVELS}, not {level!r}")
         self.rec = rec
-        self.every_op = every_op
+        self.level = level
+        self.every_op = level == "every-op"
+        self.origins = level != "losses"  # whether operations are checked (a dispatch mode)
         self.active = False
         self.plans: Dict[int, Any] = {}  # id of an OpOverload -> its Plan, or False
         self.readings = finite.Readings(defer)
@@ -104,7 +114,8 @@ class NonFiniteWatch:
 
         symptoms.start(self)
         self.active = True
-        self.switch.wake()
+        if self.origins:
+            self.switch.wake()
 
     def stop(self) -> None:
         self.active = False
@@ -198,7 +209,7 @@ class NonFiniteWatch:
     def unwatched_output(self, t: Any) -> None:
         """An operation ran while the dispatch mode rested (the first of a graph, saving only
         its output: ``torch.sqrt(w)``); its output is saved now: check it, and hook its node."""
-        if not self.active:
+        if not self.active or not self.origins:
             return
         try:
             node = t.grad_fn

@@ -252,7 +252,7 @@ class Recorder:
         self.index.setdefault(key, []).append(ref)
         self.packed.setdefault(seq, []).append(ref)
         nan = self.nonfinite
-        if nan is not None and not nan.switch.on:  # its mode rests: on again
+        if nan is not None and nan.origins and not nan.switch.on:  # its mode rests: on again
             nan.switch.wake()
             if is_output:  # its operation ran before the wake
                 nan.unwatched_output(t)

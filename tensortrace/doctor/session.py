@@ -32,7 +32,7 @@ import time
 import traceback
 import warnings
 from types import TracebackType
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple, Union
 
 from ..errors import TensorTraceError, UsageError
 from ..scenario.script import running_as_python, script_folder
@@ -54,9 +54,11 @@ class doctor:
     report to (atomically; ``fmt`` ``console`` or ``json``, by default from
     the suffix), else stderr. The last report is kept as ``.report``. An
     exception leaving the block goes on unchanged, after its report. The
-    first NaN or Inf of a loss, a gradient or a parameter is reported with the
-    operation that made it; ``nan=True`` checks every operation for it, not
-    only those that make NaN or Inf from ordinary numbers (docs/doctor.md).
+    first NaN or Inf of a loss (or of what ``torch.autograd.grad`` returns) is
+    reported with its line and iteration; ``nan=True`` also finds the
+    operation that made it, among those that make NaN or Inf from ordinary
+    numbers (log, division, sqrt, exp, pow...) and their gradients, and
+    ``nan="all"`` checks every operation (slower each: docs/doctor.md).
     """
 
     def __init__(
@@ -66,8 +68,9 @@ class doctor:
         fmt: Optional[str] = None,
         width: Optional[int] = None,
         target: str = "<block>",
-        nan: bool = False,
+        nan: Union[bool, str] = False,
     ) -> None:
+        self.level = nan_level(nan)
         self.output = None if output is None else os.fspath(output)
         self.fmt = check_format(fmt, self.output)
         self.width = width
@@ -86,7 +89,7 @@ class doctor:
             raise UsageError("this doctor() is already watching; use a new one for a nested block")
         self._recorder = Recorder()
         self._recorder.start()
-        _watch_nonfinite(self._recorder, self.nan)
+        _watch_nonfinite(self._recorder, self.level)
         return self
 
     def __exit__(self, kind: Any, exc: Optional[BaseException], tb: Any) -> bool:
@@ -130,11 +133,22 @@ class doctor:
         return self.report
 
 
-def _watch_nonfinite(rec: Any, every_op: bool) -> None:
+NAN_LEVELS = {False: "losses", True: "risky", "all": "every-op"}
+
+
+def nan_level(nan: Any) -> str:
+    """``nan=False`` (the losses only), ``True`` (and the operations that make NaN or Inf from
+    ordinary numbers) or ``"all"`` (every operation): the watch's level (``nonfinite.LEVELS``)."""
+    if isinstance(nan, (bool, str)) and nan in NAN_LEVELS:
+        return NAN_LEVELS[nan]
+    raise UsageError(f"doctor(nan={nan!r}): nan is False (the default), True or 'all'")
+
+
+def _watch_nonfinite(rec: Any, level: str) -> None:
     """The NaN and Inf watch (nonfinite.py), on top of the recorder's own hooks."""
     from .nonfinite import NonFiniteWatch
 
-    rec.nonfinite = NonFiniteWatch(rec, every_op=every_op)
+    rec.nonfinite = NonFiniteWatch(rec, level=level)
     rec.nonfinite.start()
 
 
@@ -151,7 +165,7 @@ def _stop_nonfinite(rec: Any) -> Tuple[Any, Optional[float], Optional[float]]:
         whole = time.monotonic() - watch.started
         if seen is None:
             return None, None, whole
-        return nanrules.diagnosis(seen, watch.every_op), seen.after, whole
+        return nanrules.diagnosis(seen, watch.level), seen.after, whole
     finally:
         watch.stop()
         if watch.broken is not None:
@@ -219,7 +233,7 @@ def run_target(
     width: Optional[int] = None,
     check: bool = True,
     check_budget: Optional[float] = None,
-    nan: bool = False,
+    nan: Union[bool, str] = False,
 ) -> int:
     """Run a script (or ``-m`` module) under the doctor; the script's exit status."""
     form = check_format(fmt, output)

@@ -105,15 +105,17 @@ def nonfinite_lines(nf: NonFinite, fix_rows: Callable[[Tuple[Fix, ...]], List[Te
         shown = ", ".join(f"{v:.4g}" for v in nf.losses[-6:])
         lines.append(_row("losses", _styled(f"{shown} (the last iterations before)", "dim")))
     lines += fix_rows(nf.fixes)
-    if nf.watch == "default" and (nf.origin is None or not nf.origin.from_finite):
-        lines.append(
-            _row(
-                "checked",
-                _styled(
-                    "log, division, sqrt, exp, pow and the like, and their gradients; "
-                    "--nan checks every operation",
-                    "dim",
-                ),
-            )
+    checked = None
+    if nf.watch == "losses":
+        checked = (
+            "the losses only; --nan checks log, division, sqrt, exp, pow and the like, and "
+            "their gradients, --nan-all every operation"
         )
+    elif nf.watch in ("risky", "default") and (nf.origin is None or not nf.origin.from_finite):
+        checked = (
+            "log, division, sqrt, exp, pow and the like, and their gradients; "
+            "--nan-all checks every operation"
+        )
+    if checked is not None:
+        lines.append(_row("checked", _styled(checked, "dim")))
     return lines

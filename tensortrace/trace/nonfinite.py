@@ -79,5 +79,8 @@ class NonFinite(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     rule: Optional[str] = None  # e.g. log-of-zero, zero-over-zero, sqrt-at-zero, divergence
     why: Optional[str] = None  # the rule's sentence, with the counted facts
     losses: Tuple[float, ...] = ()  # the finite losses of the last iterations before, oldest first
-    watch: Literal["default", "every-op"] = "default"  # what was checked (--nan: every-op)
+    # what was checked: the losses only (by default), the operations that make NaN or Inf from
+    # ordinary numbers (--nan: risky), every operation (--nan-all: every-op); "default" is
+    # what a report written before --nan-all called "risky"
+    watch: Literal["losses", "risky", "every-op", "default"] = "default"
     fixes: Tuple[Fix, ...] = ()  # each an edit of the lines it names, run on a copy if checked

@@ -18,7 +18,8 @@ from conftest import REPO, Result, cli
 from tensortrace.trace.doctor import Report, report_from_json, report_schema
 
 EXAMPLES = REPO / "examples" / "doctor"
-MODES = ("default", "every-op")
+MODES = ("risky", "every-op")  # --nan, --nan-all
+FLAGS = {"losses": [], "risky": ["--nan"], "every-op": ["--nan-all"]}
 
 
 @pytest.fixture(autouse=True)
@@ -39,9 +40,10 @@ def doctor_here(*args: str, cwd: Path = REPO) -> Result:
 def run(
     script: Path, mode: str, tmp_path: Path, cwd: Path = REPO, check: bool = False
 ) -> Tuple[Result, Report]:
-    """``tensortrace doctor [--nan] SCRIPT``; the fixes are run on copies only with ``check``."""
+    """``tensortrace doctor [--nan | --nan-all] SCRIPT``, as ``mode`` (the report's ``watch``)
+    says; the fixes are run on copies only with ``check``."""
     out = tmp_path / f"report-{mode}.json"
-    flags = (["--nan"] if mode == "every-op" else []) + ([] if check else ["--no-check"])
+    flags = FLAGS[mode] + ([] if check else ["--no-check"])
     result = doctor_here(*flags, "-o", str(out), str(script), cwd=cwd)
     return result, report_from_json(out.read_text(encoding="utf-8"))
 
@@ -183,7 +185,7 @@ def test_the_first_inf_of_an_optimizer_step_is_named_with_every_op(tmp_path):
         "print(w)\n",
         encoding="utf-8",
     )
-    _, default = run(script, "default", tmp_path, cwd=tmp_path)
+    _, default = run(script, "risky", tmp_path, cwd=tmp_path)
     _, every = run(script, "every-op", tmp_path, cwd=tmp_path)
     for report in (default, every):
         s = report.nonfinite.symptom
@@ -195,7 +197,7 @@ def test_the_first_inf_of_an_optimizer_step_is_named_with_every_op(tmp_path):
             8,
         )
     # by default the step is not watched: the next loss shows what it left
-    assert default.nonfinite.origin is None and "--nan" in default.nonfinite.headline
+    assert default.nonfinite.origin is None and "--nan-all" in default.nonfinite.headline
     origin = every.nonfinite.origin
     assert (origin.phase, origin.place.line, origin.from_finite) == ("optimizer", 8, True)
     assert origin.made == ("inf",)
@@ -242,9 +244,9 @@ def apply(fix, script: Path, into: Path) -> Path:
 )
 def test_each_fix_offered_makes_the_run_finite(tmp_path, name):
     """The doctor runs each fix on a copy, watched for NaN and Inf: each passes. Applied here
-    to a copy too, and run under --nan to its end, each leaves nothing to report."""
+    to a copy too, and run under --nan-all to its end, each leaves nothing to report."""
     script = EXAMPLES / name
-    _, report = run(script, "default", tmp_path, check=True)
+    _, report = run(script, "risky", tmp_path, check=True)
     fixes = [f for f in report.nonfinite.fixes if f.edits]
     assert fixes, report.nonfinite.fixes
     assert [f.check.verdict for f in fixes] == ["passed"] * len(fixes), fixes
@@ -258,7 +260,7 @@ def test_each_fix_offered_makes_the_run_finite(tmp_path, name):
 
 def test_the_fix_for_a_log_of_softmax_is_log_softmax_on_the_same_line():
     script = EXAMPLES / "nan_log_softmax.py"
-    result = doctor_here("--no-check", "-f", "json", str(script))
+    result = doctor_here("--nan", "--no-check", "-f", "json", str(script))
     (first,) = report_from_json(result.stderr).nonfinite.fixes[0].edits
     assert first.line == first.end == line_of(script, "torch.log(p)")
     assert first.text == "    loss = -(onehot * torch.log_softmax(logits, dim=1)).sum(dim=1).mean()"
@@ -324,9 +326,7 @@ def test_correct_scripts_get_nothing_to_report(tmp_path, name, mode):
     result, report = run(script, mode, tmp_path, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert report.nonfinite is None and report.failure is None and not report.silent
-    text = doctor_here(
-        *(["--nan"] if mode == "every-op" else []), "--no-check", str(script), cwd=tmp_path
-    )
+    text = doctor_here(*FLAGS[mode], "--no-check", str(script), cwd=tmp_path)
     assert text.stderr.startswith("tensortrace doctor: nothing to report")
 
 
@@ -353,7 +353,7 @@ def test_an_error_of_the_watch_stops_it_and_not_the_script(tmp_path, monkeypatch
     script = EXAMPLES / "nan_normalise.py"
     plain = plain_python(script)
     with pytest.warns(RuntimeWarning, match="the NaN and Inf watch stopped"):
-        result, report = run(script, "default", tmp_path)
+        result, report = run(script, "risky", tmp_path)
     assert (result.returncode, result.stdout) == (plain.returncode, plain.stdout)
 
 
@@ -374,8 +374,8 @@ def deferred(monkeypatch) -> List[int]:
         reads.append(values.numel())
         return add(self, values, then)
 
-    def watch(rec, every_op):
-        rec.nonfinite = NonFiniteWatch(rec, every_op=every_op, defer=True)
+    def watch(rec, level):
+        rec.nonfinite = NonFiniteWatch(rec, level=level, defer=True)
         rec.nonfinite.start()
 
     monkeypatch.setattr(finite.Readings, "add", counted)
@@ -416,11 +416,11 @@ def test_the_device_path_names_the_same_lines_reading_only_at_boundaries(
 
 
 def test_the_json_report_holds_the_finding_and_the_schema_describes_it(tmp_path):
-    _, report = run(EXAMPLES / "nan_normalise.py", "default", tmp_path)
+    _, report = run(EXAMPLES / "nan_normalise.py", "risky", tmp_path)
     schema = report_schema()
     assert "NonFinite" in schema["$defs"] and "nonfinite" in schema["$defs"]["Report"]["properties"]
     old = (
-        (tmp_path / "report-default.json")
+        (tmp_path / "report-risky.json")
         .read_text(encoding="utf-8")
         .replace('"nonfinite"', '"ignored"')
     )
@@ -436,7 +436,7 @@ def test_the_json_report_holds_the_finding_and_the_schema_describes_it(tmp_path)
 def test_the_console_report_says_the_line_then_why_then_the_fix():
     """The headline names the line, then the reason in its operands; then the operation with
     its operands counted, where the loss showed it, and the fixes."""
-    result = doctor_here("--no-check", "examples/doctor/nan_normalise.py")
+    result = doctor_here("--nan", "--no-check", "examples/doctor/nan_normalise.py")
     lines = result.stderr.splitlines()
     assert lines[0] == "tensortrace doctor: loss became NaN"
     assert lines[1].startswith(
@@ -454,7 +454,7 @@ def test_a_block_in_code_reports_too(tmp_path):
     import tensortrace
 
     out = tmp_path / "r.json"
-    with tensortrace.doctor(str(out)) as watch:
+    with tensortrace.doctor(str(out), nan=True) as watch:
         w = torch.tensor([0.0, 1.0, 4.0], requires_grad=True)
         torch.sqrt(w).sum().backward()
     nf = watch.report.nonfinite
@@ -463,12 +463,101 @@ def test_a_block_in_code_reports_too(tmp_path):
     assert w.grad[0].item() == float("inf")  # the gradient itself is untouched
 
 
-def test_the_readme_shows_what_doctor_prints_for_a_nan():
+def test_by_default_only_the_loss_is_checked_and_the_report_points_to_nan(tmp_path):
+    """No dispatch mode by default: the loss that went NaN is named at its backward line and
+    iteration, and the report says to run again with --nan for the operation."""
+    script = EXAMPLES / "nan_log_softmax.py"
+    result, report = run(script, "losses", tmp_path)
+    assert result.returncode == 0
+    nf = report.nonfinite
+    assert nf.watch == "losses" and nf.origin is None and nf.entered is None
+    assert (nf.symptom.what, nf.symptom.value, nf.symptom.iteration) == ("loss", "nan", 3)
+    assert nf.symptom.place.line == line_of(script, "loss.backward()")
+    assert nf.headline == (
+        f"loss became NaN at iteration 3 (examples/doctor/nan_log_softmax.py:"
+        f"{nf.symptom.place.line}); run again with --nan to find the operation that made it"
+    )
+
+
+def test_the_default_watch_never_turns_its_dispatch_mode_on(monkeypatch):
+    import tensortrace
+    from tensortrace.doctor.nanmode import NanMode
+    from tensortrace.doctor.nonfinite import NonFiniteWatch
+
+    seen = {"mode": 0, "call": 0}
+    dispatch, call = NanMode.__torch_dispatch__, NonFiniteWatch.call
+
+    def counted_dispatch(self, *args, **kwargs):
+        seen["mode"] += 1
+        return dispatch(self, *args, **kwargs)
+
+    def counted_call(self, *args, **kwargs):
+        seen["call"] += 1
+        return call(self, *args, **kwargs)
+
+    monkeypatch.setattr(NanMode, "__torch_dispatch__", counted_dispatch)
+    monkeypatch.setattr(NonFiniteWatch, "call", counted_call)
+    for nan in (False, True):
+        with tensortrace.doctor(os.devnull, nan=nan) as watch:
+            w = torch.ones(3, requires_grad=True)
+            for step in range(3):
+                loss = torch.log(w * w * (1 - step)).sum()  # step 1: log(0) = -inf
+                loss.backward()
+        nf = watch.report.nonfinite
+        assert (nf.symptom.what, nf.symptom.value, nf.symptom.iteration) == ("loss", "-inf", 1)
+        if not nan:
+            assert seen == {"mode": 0, "call": 0} and nf.origin is None
+            assert "run again with --nan" in nf.headline
+        else:
+            assert seen["mode"] > 0 and seen["call"] > 0
+            assert nf.origin.op == "aten.log" and nf.rule == "log-of-zero"
+
+
+def test_doctor_refuses_a_nan_level_it_does_not_know():
+    import tensortrace
+    from tensortrace.errors import UsageError
+
+    with pytest.raises(UsageError, match="nan is False \\(the default\\), True or 'all'"):
+        tensortrace.doctor(nan="every")
+
+
+def test_nan_all_checks_every_operation_where_nan_checks_the_risky_ones(tmp_path):
+    """A matrix product that overflows is not among the operations --nan checks: it names no
+    origin and points to --nan-all, which names the product."""
+    script = tmp_path / "overflow.py"
+    script.write_text(
+        "import torch\n"
+        "x = torch.full((2, 4), 1e20)\n"
+        "w = torch.full((4, 3), 1e20, requires_grad=True)\n"
+        "y = x @ w\n"
+        "loss = y.sum()\n"
+        "loss.backward()\n",
+        encoding="utf-8",
+    )
+    _, risky = run(script, "risky", tmp_path, cwd=tmp_path)
+    _, every = run(script, "every-op", tmp_path, cwd=tmp_path)
+    for report in (risky, every):
+        s = report.nonfinite.symptom
+        assert (s.what, s.value, s.place.line) == ("loss", "inf", 6)
+    assert risky.nonfinite.watch == "risky" and risky.nonfinite.origin is None
+    assert "run again with --nan-all to check every operation" in risky.nonfinite.headline
+    origin = every.nonfinite.origin
+    assert every.nonfinite.watch == "every-op"
+    assert (origin.op, origin.place.line, origin.made, origin.from_finite) == (
+        "aten.mm",
+        4,
+        ("inf",),
+        True,
+    )
+
+
+@pytest.mark.parametrize("flags", [(), ("--nan",)])
+def test_the_readme_shows_what_doctor_prints_for_a_nan(flags):
     text = (REPO / "README.md").read_text(encoding="utf-8")
-    command = "$ tensortrace doctor examples/doctor/nan_log_softmax.py"
-    start = text.index("```text\n", text.index(command)) + len("```text\n")
+    command = " ".join(["$ tensortrace doctor", *flags, "examples/doctor/nan_log_softmax.py"])
+    start = text.index("```text\n", text.index(command + "\n")) + len("```text\n")
     shown = text[start : text.index("```\n", start)]
-    result = doctor_here("examples/doctor/nan_log_softmax.py")
+    result = doctor_here(*flags, "examples/doctor/nan_log_softmax.py")
     assert result.returncode == 0 and result.stderr == shown
 
 
@@ -491,7 +580,7 @@ def test_a_fix_that_only_slows_a_divergence_fails_its_check(tmp_path):
     script = tmp_path / "steep.py"
     text = (EXAMPLES / "nan_divergence.py").read_text(encoding="utf-8")
     script.write_text(text.replace("lr=0.5", "lr=50.0"), encoding="utf-8")
-    _, report = run(script, "default", tmp_path, cwd=tmp_path, check=True)
+    _, report = run(script, "risky", tmp_path, cwd=tmp_path, check=True)
     lower, clip = report.nonfinite.fixes
     assert "lr=5" in lower.edits[0].text
     assert lower.check.verdict == "failed"
@@ -503,9 +592,9 @@ def test_a_fix_that_only_slows_a_divergence_fails_its_check(tmp_path):
 def test_the_copy_of_a_divergence_fails_while_its_loss_still_grows():
     """The probe a divergence's fixes run under: a loss that grows a thousandfold, the last
     three rising, is a problem before anything overflows."""
-    from tensortrace.doctor.nancheck import probe, probe_growth
+    from tensortrace.doctor.nancheck import probe_risky, probe_risky_growth
 
-    for make, grows in ((probe_growth, True), (probe, False)):
+    for make, grows in ((probe_risky_growth, True), (probe_risky, False)):
         watched = make(None)
         try:
             w = torch.ones(3, requires_grad=True)

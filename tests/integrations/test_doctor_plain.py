@@ -232,12 +232,13 @@ def test_a_compiled_function_runs_under_the_write_watch_alone():
     assert "a write the watch did not see" in failure.headline
 
 
-def test_a_compiled_function_runs_eagerly_under_doctor_and_its_write_is_named():
-    """Under doctor the NaN watch's dispatch mode is on while a saved tensor is alive, and
-    dynamo compiles no frame then: the function runs as plain Python, its write is seen."""
+def test_a_compiled_function_runs_eagerly_under_doctor_nan_and_its_write_is_named():
+    """Under doctor --nan the NaN watch's dispatch mode is on while a saved tensor is alive,
+    and dynamo compiles no frame then: the function runs as plain Python, its write is seen.
+    By default no dispatch mode is on, as in the test above."""
     import tensortrace
 
-    watching = tensortrace.doctor(os.devnull)
+    watching = tensortrace.doctor(os.devnull, nan=True)
     _compiled_write(watching)
     failure = watching.report.failure
     assert failure.kind == "modified-in-place"
