@@ -270,7 +270,9 @@ class snoop:
         self.trace: Optional[Trace] = None
         self._active: List[Tuple[LineSession, Any, Optional[int], Any]] = []
 
-    def _session(self, title: str, source: str, statements: Statements) -> LineSession:
+    def _session(
+        self, title: str, source: str, statements: Statements, code: types.CodeType
+    ) -> LineSession:
         recorder = LineRecorder(
             title,
             source,
@@ -280,6 +282,8 @@ class snoop:
             values=self.values,
             ops=self.ops != "none",
             max_iterations=self.max_iterations,
+            user_file=statements.filename,
+            user_code=code,
         )
         return LineSession(recorder, statements)
 
@@ -320,7 +324,7 @@ class snoop:
             if not statements:
                 statements.append(Statements(code.co_filename, code.co_firstlineno + 1, last))
             where = f"{code.co_filename}:{code.co_firstlineno}"
-            session = self._session(func.__qualname__, where, statements[0])
+            session = self._session(func.__qualname__, where, statements[0], code)
             backend = backend_for(session, code)
             span = session.recorder.span()
             span.__enter__()
@@ -350,7 +354,7 @@ class snoop:
             else f"{os.path.basename(code.co_filename)}, line {where}"
         )
         statements = Statements(code.co_filename, where + 1, 1 << 30)
-        session = self._session(title, f"{code.co_filename}:{where}", statements)
+        session = self._session(title, f"{code.co_filename}:{where}", statements, code)
         backend = backend_for(session, code)
         span = session.recorder.span()
         span.__enter__()

@@ -37,11 +37,13 @@ from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tu
 import torch
 
 from ..trace import (
+    CallSite,
     Confinement,
     Environment,
     ErrorInfo,
     Flow,
     Graph,
+    Loop,
     OpRecord,
     Prediction,
     StorageInfo,
@@ -60,9 +62,9 @@ from .saved import Namer, Predictor
 from .writes import WriteWatch
 
 #: What ``--ops`` (and ``snoop(ops=)``, ``%%tensortrace --ops``) accepts: ``none`` records no
-#: operation and no gradient flow; ``calls`` and ``aten`` record both levels and differ only in
-#: what a rendering shows.
-OPS_LEVELS = ("none", "calls", "aten")
+#: operation and no gradient flow; ``calls``, ``all`` and ``aten`` record both levels and differ
+#: only in what a rendering shows.
+OPS_LEVELS = ("none", "calls", "all", "aten")
 
 Named = List[Tuple[str, Any, str]]  # (name, object, kind) in binding order, as probe_named takes
 
@@ -78,6 +80,8 @@ class Recorded(NamedTuple):
     ops_omitted: int
     flow: Tuple[Flow, ...]
     error: Optional[ErrorInfo]
+    sites: Tuple[CallSite, ...] = ()
+    loop: Optional[Loop] = None
 
 
 class StepRecorder:
@@ -244,7 +248,7 @@ class StepRecorder:
         ``graph.saved_suspects`` found for a saved-tensor error, to say which of
         the names PyTorch's message means.
         """
-        ops, omitted, flow = self.ops.finish(self.registry, objects)
+        done = self.ops.finish(self.registry, objects)
         graphs, predictions = self._observe(index, code, drawn, tensors, objects)
         if error is not None:
             error = name_the_saved_tensor(
@@ -253,7 +257,9 @@ class StepRecorder:
                 proven=proven_names(suspects, objects),
                 family=view_family(suspects, objects),
             )
-        return Recorded(graphs, predictions, ops, omitted, flow, error)
+        return Recorded(
+            graphs, predictions, done.ops, done.omitted, done.flows, error, done.sites, done.loop
+        )
 
     def _observe(
         self,

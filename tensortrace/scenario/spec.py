@@ -102,6 +102,9 @@ class Scenario:
     notices: Tuple[str, ...] = ()
     refusals: Tuple[Tuple[str, str], ...] = ()
     cells: Tuple[int, ...] = ()
+    # names the command line asked to draw (``--graph``): drawn after the last step, and a
+    # name never bound is blamed on the option, not on the file
+    graph_option: Tuple[str, ...] = ()
 
     def place(self, code: Code, line: Optional[int], column: Optional[int]) -> Dict[str, object]:
         """The path, line and column of an error at (line, column) of the file.
