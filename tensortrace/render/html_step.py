@@ -68,7 +68,8 @@ def variant_body(
         )
     _, rows = table_rows(prev, step, options)
     if rows:
-        out.append(_table(rows, columns, key, {id(t): i for i, t in enumerate(step.tensors)}))
+        positions = {id(t): i for i, t in enumerate(step.tensors)}
+        out.append(_table(rows, columns, key, positions, options.full_values))
     names = [row.state.name for row in rows]
     shared = shared_storages(step, names)
     if shared:
@@ -150,7 +151,7 @@ def expectations_list(results) -> Markup:
     return html('<ul class="tt-list tt-expect">{}</ul>', joined(items))
 
 
-def _table(rows, columns, key: int, positions: Mapping[int, int]) -> Markup:
+def _table(rows, columns, key: int, positions: Mapping[int, int], full: bool = False) -> Markup:
     """The tensor table.
 
     ``data-i`` is the row's position in the step's ``tensors``, as in the JSON.
@@ -171,7 +172,7 @@ def _table(rows, columns, key: int, positions: Mapping[int, int]) -> Markup:
             css = [f"tt-cell-{column}"]
             if column != "name" and column in row.changed and not row.new:
                 css.append("tt-changed")
-            text = state.name if column == "name" else fact_text(state, column)
+            text = state.name if column == "name" else fact_text(state, column, full)
             focus = Markup(' tabindex="0"') if column in ("name", "storage") else ""
             cells.append(html('<td class="{}"{}{}>{}</td>', " ".join(css), attrs, focus, text))
         body.append(html('<tr class="{}">{}</tr>', "tt-new" if row.new else "", joined(cells)))

@@ -207,7 +207,7 @@ def _table_blocks(prev: Optional[Step], step: Step, options, columns) -> Iterabl
                 cells.append(cell(code_span(state.name) + (" *(new)*" if new else "") + same))
             elif column in ("values", "grad"):
                 values = state.values if column == "values" else state.grad
-                cells.append(values_cell(values, state.shape, bold))
+                cells.append(values_cell(values, state.shape, bold, options.full_values))
             else:
                 cells.append(plain_cell(fact_text(state, column), bold))
         lines.append("| " + " | ".join(cells) + " |")
@@ -414,7 +414,8 @@ def _variant_cell(
     storage = storage_with_partners(step, state)
     parts = []
     if options.values:
-        parts.append(("values", code_cell(format_values(state.values, state.shape))))
+        full = options.full_values
+        parts.append(("values", code_cell(format_values(state.values, state.shape, full=full))))
     for field, text in (
         ("shape", format_shape(state.shape)),
         ("dtype", format_dtype(state.dtype)),
@@ -441,7 +442,7 @@ def _variant_cell(
         [("grad_fn", plain_cell(f"grad_fn {format_grad_fn(state.grad_fn)}"))],
     ]
     if options.values:
-        lines.append([("grad", "grad " + values_cell(state.grad, state.shape))])
+        lines.append([("grad", "grad " + values_cell(state.grad, state.shape, full=full))])
     return "<br>".join(
         " · ".join(f"**{text}**" if field in differs else text for field, text in line)
         for line in lines

@@ -48,11 +48,11 @@ def code_cell(text: str, bold: bool = False) -> str:
     return f"**{spans}**" if bold else spans
 
 
-def values_cell(values, shape, bold: bool = False) -> str:
+def values_cell(values, shape, bold: bool = False, full: bool = False) -> str:
     """Values in code spans; a missing grad is the plain word None, like grad_fn's."""
     if values is None:
         return plain_cell("None", bold)
-    return code_cell(format_values(values, shape), bold)
+    return code_cell(format_values(values, shape, full=full), bold)
 
 
 def plain_cell(text: str, bold: bool = False) -> str:

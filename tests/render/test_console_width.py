@@ -17,7 +17,7 @@ from tensortrace.trace import evolve
 from render_fixtures import ENV, ok, recorded_traces, tensor
 from tensortrace.trace import ScenarioInfo, Step, Trace
 from tensortrace.render import RenderOptions, render
-from tensortrace.render.text import format_number
+from tensortrace.render.text import format_number, value_brief, value_line
 
 WIDTHS = (60, 80, 120)
 NUMBER = re.compile(r"(?<![\w.+])-?\d[\d,]*(?:\.\d*)?(?:e[-+]?\d+)?")
@@ -149,9 +149,15 @@ def allowed_numbers(traces: List[Trace]) -> Set[str]:
             if isinstance(item, bool):
                 continue
             if isinstance(item, (int, float)):
-                found.update({format_number(item), str(item), f"{item:,}"})
+                found.update({format_number(item), format_number(item, 3), str(item), f"{item:,}"})
             elif isinstance(item, str):
                 found.update(NUMBER.findall(item))
+        for step in trace.steps:  # what a one-line summary computes from a tensor's values
+            for t in step.tensors:
+                for values in (t.values, t.grad):
+                    if values is not None:
+                        found.update(NUMBER.findall(value_line(values, t.shape)))
+                        found.update(NUMBER.findall(value_brief(values)))
     return found
 
 
