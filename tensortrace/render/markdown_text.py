@@ -74,6 +74,32 @@ def prose(text: str) -> str:
     return no_html(text)
 
 
+_CODE_SPAN = re.compile(r"`([^`]+)`")
+_BLOCK_START = re.compile(r"^(?:[#+=~-]|\d{1,9}[.)])")
+
+
+def note(text: str) -> str:
+    """A step's note: plain text, escaped, but for its `code spans`, so that a formula such as
+    ``2*w*x`` keeps its stars; paragraphs are kept, the lines of one joined."""
+    paragraphs = []
+    for block in re.split(r"\n[ \t]*\n", text.strip("\n")):
+        line = " ".join(part.strip() for part in block.split("\n"))
+        out = []
+        position = 0
+        for span in _CODE_SPAN.finditer(line):
+            out.append(escaped(line[position : span.start()]))
+            out.append(code_span(span.group(1)))
+            position = span.end()
+        out.append(escaped(line[position:]))
+        joined = "".join(out)
+        start = _BLOCK_START.match(joined)
+        if start:  # it would open a heading or a list: its mark escaped, plain text
+            at = start.end() - 1
+            joined = joined[:at] + "\\" + joined[at:]
+        paragraphs.append(joined)
+    return "\n\n".join(paragraphs)
+
+
 def quote(text: str) -> str:
     return "\n".join("> " + line if line else ">" for line in text.rstrip("\n").split("\n"))
 
