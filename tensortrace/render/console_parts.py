@@ -166,6 +166,11 @@ def legend(view: View, *, variants: bool, marks: FrozenSet[str] = frozenset()) -
         text.append(f" · — = not available{unbound}", style="dim")
     if "refused" in marks:
         text.append(" · ? = PyTorch refused to give it (the JSON keeps why)", style="dim")
+    if "temporaries" in marks:
+        text.append(
+            " · label numbers the tables skip (S3, then S6) went to unnamed temporaries",
+            style="dim",
+        )
     if "quiet" in marks:
         text.append(
             f" · past {QUIET_ROWS} tensors, a step draws only the rows that changed"

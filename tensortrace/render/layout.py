@@ -118,6 +118,8 @@ def parameter_rows(rows: Sequence[Row], options, *, many: bool) -> Tuple[List[Ro
 
 
 MODULE_KINDS = frozenset({"parameter", "buffer"})  # what a module holds
+# The columns of a model's parameters, as every renderer heads them.
+PARAMETER_COLUMNS = ("parameter", "shape", "version", "requires_grad", "grad norm")
 
 
 def alias_groups(rows: Sequence[Row]) -> Tuple[List[Row], List[Tuple[str, str, int]]]:
@@ -232,7 +234,8 @@ def legend_marks(traces: Sequence[Trace], options) -> FrozenSet[str]:
 
     ``offset``: some storage label carries an offset (``S1+2``); ``dash``: some
     fact is shown as ``—`` (not recorded, or a name a variant never bound);
-    ``refused``: some fact is shown as ``?`` (PyTorch refused to give it).
+    ``refused``: some fact is shown as ``?`` (PyTorch refused to give it); ``temporaries``:
+    the labels shown skip numbers, which went to storages no table shows.
     """
     states = shown_states(traces, options)
     marks = set()
@@ -252,9 +255,22 @@ def legend_marks(traces: Sequence[Trace], options) -> FrozenSet[str]:
         marks.add("dash")
     if any(s.unavailable for s in states):
         marks.add("refused")
+    if _labels_skip(states):
+        marks.add("temporaries")
     if is_quiet(traces, options):
         marks.add("quiet")
     return frozenset(marks)
+
+
+def _labels_skip(states: Sequence[TensorState]) -> bool:
+    """Whether the storage labels the tables show skip numbers (S3, then S6): the labels
+    between went to storages no table shows, an unnamed temporary's."""
+    numbers = set()
+    for s in states:
+        label = s.storage
+        if label is not None and label[1:].isdecimal():
+            numbers.add(int(label[1:]))
+    return bool(numbers) and max(numbers) > len(numbers)
 
 
 def _unbound_in_some_variant(traces: Sequence[Trace], options) -> bool:
@@ -360,6 +376,7 @@ __all__ = [
     "is_quiet",
     "legend_marks",
     "MODULE_KINDS",
+    "PARAMETER_COLUMNS",
     "alias_groups",
     "parameter_rows",
     "quiet_rows",
