@@ -32,7 +32,7 @@ from rich.console import RenderableType
 from rich.padding import Padding
 from rich.text import Text
 
-from .prose import prose
+from .prose import note_text
 from ..trace import Step, TensorState, Trace
 from .compare import group_traces
 from .console_parts import (
@@ -181,7 +181,7 @@ def _step_parts(
     if step.code.strip():
         yield code_syntax(step.code, step.line, view.color)
     if step.note:
-        yield Padding(prose(step.note.strip()), (0, 0, 0, 2))
+        yield Padding(note_text(step.note.strip()), (0, 0, 0, 2))
     yield from _state_parts(prev, shown_prev, step, view, columns, drawn)
     yield from ops_parts(step, view.options.ops, view.options.iterations)
     yield from outcome_parts(step)

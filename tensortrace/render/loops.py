@@ -294,9 +294,12 @@ def _place(step: Step) -> Tuple[Optional[int], Optional[int]]:
     return step.cell, step.line
 
 
-def _passes(steps: Sequence[Step], start: int, stop: int) -> Optional[Tuple[List[range], int]]:
+def _passes(
+    steps: Sequence[Step], start: int, stop: int, after: Sequence[int]
+) -> Optional[Tuple[List[range], int]]:
     """The passes of a loop whose header is the line of step ``start``, as ranges of step
     positions, and the position after the loop; None when that line does not come back.
+    ``after[i]`` is the position of the next step on step ``i``'s line (or past the end).
 
     A line comes back as a loop's header: the steps between two of its runs are the body
     (lines after it); after its last run, the steps on the body's lines (a pass cut short
@@ -307,16 +310,14 @@ def _passes(steps: Sequence[Step], start: int, stop: int) -> Optional[Tuple[List
     passes: List[range] = []
     at = start
     body_end = head[1]
-    while True:
-        k = at + 1
-        while k < stop and steps[k].cell == head[0] and (steps[k].line or 0) > head[1]:
-            k += 1
-        if k < stop and _place(steps[k]) == head and k > at:
-            passes.append(range(at, k))
-            body_end = max([body_end] + [steps[j].line or 0 for j in range(at + 1, k)])
-            at = k
-            continue
-        break
+    while after[at] < stop and all(
+        steps[k].cell == head[0] and (steps[k].line or 0) > head[1]
+        for k in range(at + 1, after[at])
+    ):
+        k = after[at]
+        passes.append(range(at, k))
+        body_end = max([body_end] + [steps[j].line or 0 for j in range(at + 1, k)])
+        at = k
     if not passes:
         return None
     # after the last run of the header: a cut pass, then the loop's exit
@@ -329,6 +330,17 @@ def _passes(steps: Sequence[Step], start: int, stop: int) -> Optional[Tuple[List
     return passes, at  # the header's last run, where the loop found no more passes: drawn
 
 
+def _next_same(steps: Sequence[Step]) -> List[int]:
+    """For each step, the position of the next step on the same line (``len(steps)``: none)."""
+    found = [len(steps)] * len(steps)
+    last: Dict[Tuple[Optional[int], Optional[int]], int] = {}
+    for position in range(len(steps) - 1, -1, -1):
+        place = _place(steps[position])
+        found[position] = last.get(place, len(steps))
+        last[place] = position
+    return found
+
+
 def line_folds(steps: Sequence[Step], iterations: str = "first") -> Dict[int, Fold]:
     """The folds of the loops in steps that are lines (``snoop()``), by the position of the
     first step each replaces; empty for ``iterations="all"`` and for a scenario's steps,
@@ -336,18 +348,20 @@ def line_folds(steps: Sequence[Step], iterations: str = "first") -> Dict[int, Fo
     folds: Dict[int, Fold] = {}
     if iterations == "all" or len(steps) < 3:
         return folds
-    _fold_range(steps, 0, len(steps), folds)
+    _fold_range(steps, 0, len(steps), folds, _next_same(steps))
     return folds
 
 
-def _fold_range(steps: Sequence[Step], start: int, stop: int, folds: Dict[int, Fold]) -> None:
+def _fold_range(
+    steps: Sequence[Step], start: int, stop: int, folds: Dict[int, Fold], after: Sequence[int]
+) -> None:
     i = start
     while i < stop:
-        found = _passes(steps, i, stop)
+        found = _passes(steps, i, stop, after) if after[i] < stop else None
         if found is None:
             i += 1
             continue
-        passes, after = found
+        passes, beyond = found
         shown: List[range] = []
         seen: set = set()
         pending: List[range] = []
@@ -359,13 +373,13 @@ def _fold_range(steps: Sequence[Step], start: int, stop: int, folds: Dict[int, F
                     _add_fold(steps, passes, pending, folds)
                     pending = []
                 shown.append(span)
-                _fold_range(steps, span.start + 1, span.stop, folds)  # loops inside it
+                _fold_range(steps, span.start + 1, span.stop, folds, after)  # loops inside it
             else:
                 pending.append(span)
             seen.update(kinds)
         if pending:
             _add_fold(steps, passes, pending, folds)
-        i = max(after, i + 1)
+        i = max(beyond, i + 1)
 
 
 def _line_signature(steps: Sequence[Step], span: range) -> tuple:
