@@ -216,18 +216,15 @@ def _after(step: Step, loop: Loop, number: int) -> Dict[str, object]:
 
 
 def _scalars_moved(step: Step, loop: Loop, first: int, last: int) -> str:
-    """``loss 1.39 → 0.82``: the scalars after pass ``first`` and after pass ``last``."""
-    start, end = _after(step, loop, first), _after(step, loop, last)
+    """``loss 1.39 → 0.82``: the scalars as the folded passes began (after pass ``first - 1``)
+    and after pass ``last``, those that moved."""
+    start, end = _after(step, loop, first - 1), _after(step, loop, last)
     words = []
     for name, value in start.items():
-        if name not in end:
-            continue
-        if first == last:
-            words.append(f"{name} {format_number(value)}")
-        elif end[name] != value:
+        if name in end and end[name] != value:
             words.append(f"{name} {format_number(value)} → {format_number(end[name])}")
-        if len(words) >= MAX_SCALARS_SAID:
-            break
+            if len(words) >= MAX_SCALARS_SAID:
+                break
     return ", ".join(words)
 
 

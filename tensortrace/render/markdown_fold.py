@@ -23,11 +23,7 @@ from .text import format_shape, format_version, fact_text, grad_norm
 def details(summary: str, body: str) -> str:
     """``<details>`` whose ``<summary>`` is ``summary`` (plain text, escaped here) and whose
     body is Markdown, set apart by blank lines so that a table in it is still a table."""
-    return f"<details><summary>{_html_text(summary)}</summary>\n\n{body}\n\n</details>"
-
-
-def _html_text(text: str) -> str:
-    return no_html(text).replace(">", "&gt;")
+    return f"<details><summary>{no_html(summary)}</summary>\n\n{body}\n\n</details>"
 
 
 def ops_blocks(step: Step, level: str, iterations: str = "first") -> Iterable[str]:

@@ -78,19 +78,25 @@ _CODE_SPAN = re.compile(r"`([^`]+)`")
 _BLOCK_START = re.compile(r"^(?:[#+=~-]|\d{1,9}[.)])")
 
 
+def _starred(text: str) -> str:
+    """Prose with no HTML, whose ``*`` and ``_`` are text, not emphasis (``2*w*x``)."""
+    return no_html(text).replace("*", "\\*").replace("_", "\\_")
+
+
 def note(text: str) -> str:
-    """A step's note: plain text, escaped, but for its `code spans`, so that a formula such as
-    ``2*w*x`` keeps its stars; paragraphs are kept, the lines of one joined."""
+    """A step's note, as Markdown written on purpose (``prose``) but for emphasis: its ``*``
+    and ``_`` stay text, so that a formula such as ``2*w*x`` keeps its stars; its `code
+    spans` are code; paragraphs are kept, the lines of one joined."""
     paragraphs = []
     for block in re.split(r"\n[ \t]*\n", text.strip("\n")):
         line = " ".join(part.strip() for part in block.split("\n"))
         out = []
         position = 0
         for span in _CODE_SPAN.finditer(line):
-            out.append(escaped(line[position : span.start()]))
+            out.append(_starred(line[position : span.start()]))
             out.append(code_span(span.group(1)))
             position = span.end()
-        out.append(escaped(line[position:]))
+        out.append(_starred(line[position:]))
         joined = "".join(out)
         start = _BLOCK_START.match(joined)
         if start:  # it would open a heading or a list: its mark escaped, plain text
