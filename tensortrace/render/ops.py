@@ -46,8 +46,22 @@ def call_label(name: str) -> str:
     return name
 
 
+_LAST_HOLDERS: List[object] = [None, None]  # (step, its holders): a loop step asks per pass
+
+
 def _holders(step: Step) -> Dict[str, List[str]]:
-    """The names on each storage: the step's tensors, then what operations named (``a.grad``)."""
+    """The names on each storage: the step's tensors, then what operations named (``a.grad``).
+
+    Read once per step: a loop step's passes are drawn one slice of its operations at a time.
+    """
+    if _LAST_HOLDERS[0] is step:
+        return _LAST_HOLDERS[1]  # type: ignore[return-value]
+    names = _read_holders(step)
+    _LAST_HOLDERS[:] = [step, names]
+    return names
+
+
+def _read_holders(step: Step) -> Dict[str, List[str]]:
     names: Dict[str, List[str]] = {}
     for state in step.tensors:
         if state.storage is not None and state.same_as is None:
