@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from typing import List, Sequence
 
-from rich.console import RenderableType
+from rich.console import Group, RenderableType
 from rich.padding import Padding
 
+from .console_lines import TextLine
 from .console_parts import CHANGED_MARK, CHANGED_STYLE, TABLE_INDENT, View
 from .console_table import Cell, column_widths, fits_on_lines, make_cell, name_cell
 from .console_table import TableLines, reference_table
@@ -32,13 +33,21 @@ def parameter_table(rows: Sequence[Row], view: View) -> RenderableType:
     widths = column_widths(cells, COLUMNS, view)
     if widths is not None and fits_on_lines(cells, widths):
         return TableLines(COLUMNS, cells, widths)
-    if widths is None:  # too narrow even for this: rich's table wraps what it must
-        widths = {c: max(len(cell.plain) for cell in column) for c, column in _by_column(cells)}
+    if widths is None:  # too narrow for the columns: a line each, wrapped between words
+        return Group(
+            *(
+                TextLine(
+                    " · ".join(
+                        [row[0].plain, row[1].plain, "version " + row[2].plain]
+                        + ["requires_grad " + row[3].plain, "grad norm " + row[4].plain]
+                    ),
+                    "",
+                    TABLE_INDENT,
+                )
+                for row in cells
+            )
+        )
     return Padding(reference_table(COLUMNS, cells, widths), (0, 0, 0, TABLE_INDENT))
-
-
-def _by_column(cells: Sequence[Sequence[Cell]]):
-    return [(c, [row[i] for row in cells]) for i, c in enumerate(COLUMNS)]
 
 
 def _cells(row: Row, view: View) -> List[Cell]:

@@ -1,7 +1,11 @@
 """What a step ran and where its gradients flowed, as lines of plain text.
 
-``ops_lines`` reads ``Step.ops``: one line per call the step's code made
-(``--ops calls``), each followed, at ``--ops aten``, by the ATen operations
+``ops_lines`` reads ``Step.ops``: at ``--ops calls`` (the default) what the
+code did: one line per call it made, and one line per expression of it that
+ran calls inside a function (``opt.step() writes S3 (w) · each version 1 → 2``,
+``OpRecord.site``), metadata reads (``METADATA_READS``) left out and a line
+repeated at once said once with ``×N``; at ``--ops all`` every recorded call,
+under its expression; at ``--ops aten`` each followed by the ATen operations
 it ran, e.g.::
 
     Tensor.detach(a) → c (S1, no copy)
