@@ -162,6 +162,34 @@ def test_values_past_a_few_elements_are_one_line_and_full_is_one_option_away(tra
     assert "[[-1.126, -1.152, -0.2506, -0.4339]," in full
 
 
+def test_the_readme_quotes_what_the_loop_prints(train_json):
+    readme = flat((REPO / "README.md").read_text(encoding="utf-8"))
+    text = flat(cli("render", train_json, "--width", "250").stdout)  # no cell wraps
+    quoted = re.findall(r"`(iterations 3–20: [^`]*|\[16, 4\] x∈[^`]*)`", readme)
+    assert len(quoted) == 2
+    for sample in quoted:  # each as printed, up to the ellipsis that cuts it short
+        assert sample.split("…")[0].rstrip(", ") in text, sample
+
+
+def test_a_line_repeated_at_once_is_said_once_with_a_count(tmp_path):
+    path = write_scenario(
+        tmp_path,
+        """
+        title: three backward calls
+        setup: |
+          w = torch.ones(2, requires_grad=True)
+          y = (w * 3).sum()
+        steps:
+          - run: y.backward(retain_graph=True); y.backward(retain_graph=True); y.backward()
+        """,
+    )
+    text = cli("run", str(path), "--width", "100").stdout
+    # the first finds no .grad to write; the two after it write the same one
+    assert "    Tensor.backward(y)\n    Tensor.backward(y) writes S5 (w.grad) ×2\n" in text
+    every = cli("run", str(path), "--width", "100", "--ops", "all").stdout
+    assert "×2" not in every and every.count("Tensor.backward(y) writes S5 (w.grad)") == 2
+
+
 def test_markdown_and_html_fold_the_same_way_a_click_away(train_json):
     markdown = cli("render", train_json, "--format", "markdown").stdout
     assert "<details><summary>iterations 3–20: the same operations;" in markdown
@@ -222,6 +250,17 @@ def test_snoop_folds_the_passes_of_a_loop_unless_one_differs(tmp_path):
     every = tmp_path / "every.txt"
     tensortrace.snoop(str(every), fmt="console", width=100, iterations="all")(f)()
     assert "the same operations" not in every.read_text(encoding="utf-8")
+    whole = tmp_path / "whole.txt"
+
+    def g():
+        w = torch.arange(12.0)
+        return w
+
+    tensortrace.snoop(str(folded), fmt="console", width=100)(g)()
+    assert "[12] x∈[0., 11.] μ=5.5" in folded.read_text(encoding="utf-8")
+    tensortrace.snoop(str(whole), fmt="console", width=100, values="full")(g)()
+    assert "x∈" not in whole.read_text(encoding="utf-8")
+    assert "9., 10., 11.]" in whole.read_text(encoding="utf-8")
     with pytest.raises(tensortrace.UsageError, match="iterations='some' is not one of first, all"):
         tensortrace.snoop(iterations="some")
     with pytest.raises(tensortrace.UsageError, match="width=5 is too narrow"):
