@@ -126,6 +126,7 @@ def run_cell(shell: Any, line: str, cell: str) -> None:
         graph=_names(opts.graph),
         values=not opts.no_values,
         max_iterations=opts.max_iterations or DEFAULT_MAX_ITERATIONS,
+        user_file=filename,
     )
     error: Optional[BaseException] = None
     for i, stmt in enumerate(tree.body):

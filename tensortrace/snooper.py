@@ -34,7 +34,7 @@ import sys
 import types
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import torch
 
@@ -225,8 +225,11 @@ class snoop:
     of a ``backward()`` are recorded too), ``aten`` (shown as well) or ``none``
     (not recorded: the line runs without PyTorch's recording modes).
     ``max_iterations``: how many times one line is recorded; later runs are
-    counted, not recorded. ``values=False`` leaves values and grads out. The
-    last trace is kept as ``.trace``.
+    counted, not recorded. ``iterations``: how a loop's passes are shown:
+    ``first`` (the first in full, and any that differs in kind; the others
+    summed up in one line) or ``all``. ``values=False`` leaves values and grads
+    out; ``values="full"`` shows every recorded element where a tensor past a
+    few is otherwise one line. The last trace is kept as ``.trace``.
     """
 
     def __init__(
@@ -236,13 +239,15 @@ class snoop:
         fmt: Optional[str] = None,
         show: Optional[Iterable[str]] = None,
         graph: Optional[Iterable[str]] = None,
-        values: bool = True,
+        values: Union[bool, str] = True,
         ops: str = "calls",
         max_iterations: int = DEFAULT_MAX_ITERATIONS,
         width: Optional[int] = None,
+        iterations: str = "first",
     ) -> None:
         from .output import format_for
         from .render import FORMATS
+        from .render.options import MIN_WIDTH
 
         if isinstance(show, str) or isinstance(graph, str):
             raise UsageError("show= and graph= take a list of names, e.g. show=['model', 'loss']")
@@ -257,20 +262,30 @@ class snoop:
             )
         if ops not in OPS_LEVELS:
             raise UsageError(f"ops={ops!r} is not one of {', '.join(OPS_LEVELS)}")
+        if iterations not in ("first", "all"):
+            raise UsageError(f"iterations={iterations!r} is not one of first, all")
+        if values not in (True, False, "full"):
+            raise UsageError(f"values={values!r} is not one of True, False, 'full'")
+        if width is not None and (not isinstance(width, int) or width < MIN_WIDTH):
+            raise UsageError(f"width={width!r} is too narrow: give at least {MIN_WIDTH} columns")
         self.output = None if output is None else _writable(os.fspath(output))
         if fmt is not None and fmt.lower() not in FORMATS:
             raise UsageError(f"fmt={fmt!r} is not one of {', '.join(FORMATS)}")
         self.fmt = format_for(fmt.lower() if fmt else None, self.output)
         self.show = tuple(show) if show is not None else None
         self.graph = tuple(graph or ())
-        self.values = values
+        self.values = bool(values)
+        self.full = values == "full"
+        self.iterations = iterations
         self.ops = ops
         self.max_iterations = max_iterations
         self.width = width
         self.trace: Optional[Trace] = None
         self._active: List[Tuple[LineSession, Any, Optional[int], Any]] = []
 
-    def _session(self, title: str, source: str, statements: Statements) -> LineSession:
+    def _session(
+        self, title: str, source: str, statements: Statements, code: types.CodeType
+    ) -> LineSession:
         recorder = LineRecorder(
             title,
             source,
@@ -280,6 +295,8 @@ class snoop:
             values=self.values,
             ops=self.ops != "none",
             max_iterations=self.max_iterations,
+            user_file=statements.filename,
+            user_code=code,
         )
         return LineSession(recorder, statements)
 
@@ -320,7 +337,7 @@ class snoop:
             if not statements:
                 statements.append(Statements(code.co_filename, code.co_firstlineno + 1, last))
             where = f"{code.co_filename}:{code.co_firstlineno}"
-            session = self._session(func.__qualname__, where, statements[0])
+            session = self._session(func.__qualname__, where, statements[0], code)
             backend = backend_for(session, code)
             span = session.recorder.span()
             span.__enter__()
@@ -350,7 +367,7 @@ class snoop:
             else f"{os.path.basename(code.co_filename)}, line {where}"
         )
         statements = Statements(code.co_filename, where + 1, 1 << 30)
-        session = self._session(title, f"{code.co_filename}:{where}", statements)
+        session = self._session(title, f"{code.co_filename}:{where}", statements, code)
         backend = backend_for(session, code)
         span = session.recorder.span()
         span.__enter__()
@@ -379,7 +396,15 @@ class snoop:
 
         self.trace = recorder.trace()
         try:
-            write_trace([self.trace], self.output, self.fmt, width=self.width, ops=self.ops)
+            write_trace(
+                [self.trace],
+                self.output,
+                self.fmt,
+                width=self.width,
+                ops=self.ops,
+                iterations=self.iterations,
+                full=self.full,
+            )
         except TensorTraceError as exc:
             if not failing:
                 raise speak_python(exc) from None
@@ -412,9 +437,12 @@ def write_trace(
     *,
     width: Optional[int] = None,
     ops: str = "calls",
+    iterations: str = "first",
+    full: bool = False,
 ) -> None:
     """Render to ``path`` (atomically), or to stderr when there is none; ``ops`` is the level
-    of operations a console or markdown rendering shows, as ``tensortrace run --ops``."""
+    of operations a console or markdown rendering shows, as ``tensortrace run --ops``, and
+    ``iterations`` and ``full`` are ``--iterations`` and ``--values full``."""
     from .output import Output
     from .render import RenderOptions, render
 
@@ -424,12 +452,16 @@ def write_trace(
         if width is None and tty:
             width = shutil.get_terminal_size().columns
         color = tty and not os.environ.get("NO_COLOR") and fmt == "console"
-        stream.write(render(traces, fmt, RenderOptions(width=width, color=color, ops=ops)))
+        options = RenderOptions(
+            width=width, color=color, ops=ops, iterations=iterations, full_values=full
+        )
+        stream.write(render(traces, fmt, options))
         stream.flush()
         return
     out = Output(path)
     try:
-        out.write(render(traces, fmt, RenderOptions(width=width, ops=ops)))
+        options = RenderOptions(width=width, ops=ops, iterations=iterations, full_values=full)
+        out.write(render(traces, fmt, options))
         out.commit()
     except BaseException:
         out.discard()

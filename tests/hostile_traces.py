@@ -292,7 +292,7 @@ def check_console(text: str) -> None:
 
 
 _FENCE = re.compile(r"^(`{3,})(\w*)$")
-_OWN_TAGS = re.compile(r"<(?:br|sub|/sub)>")
+_OWN_TAGS = re.compile(r"<(?:br|sub|/sub|details|/details|summary|/summary)>")
 _BACKTICKS = re.compile(r"`+")
 
 

@@ -21,11 +21,14 @@ from ..errors import Interrupted, TensorTraceError, UsageError
 from ..trace import Trace
 from ..output import Output
 from ..render import FORMATS, RenderOptions
+from ..render.options import MIN_WIDTH
 from ..render.visible import visible
 from .selection import names_of, parse_steps
 
 EXIT_OK, EXIT_FAILED, EXIT_UNUSABLE, EXIT_INTERRUPTED = 0, 1, 2, 130
-OPS_LEVELS = ("none", "calls", "aten")
+OPS_LEVELS = ("none", "calls", "all", "aten")
+VALUES_CHOICES = ("summary", "full")
+ITERATIONS_CHOICES = ("first", "all")
 
 OUTPUT_FORMATS = FORMATS  # one list of formats, for run and render alike
 # Width of the list table when it is not shown on a terminal.
@@ -45,14 +48,28 @@ def render_options(
     no_values: bool,
     width: Optional[int],
     color: str = "auto",
+    values: str = "summary",
+    iterations: str = "first",
 ) -> RenderOptions:
+    if width is not None and width < MIN_WIDTH:
+        raise UsageError(
+            f"--width {width} is too narrow: the console needs at least {MIN_WIDTH} columns"
+        )
+    if values not in VALUES_CHOICES:
+        raise UsageError(f"--values {values!r} is not one of {', '.join(VALUES_CHOICES)}")
+    if iterations not in ITERATIONS_CHOICES:
+        raise UsageError(
+            f"--iterations {iterations!r} is not one of {', '.join(ITERATIONS_CHOICES)}"
+        )
     return RenderOptions(
         steps=parse_steps(step, steps),
         changes_only=changes_only,
-        show=names_of(show) or None,
+        show=names_of(show, "--show") or None,
         values=not no_values,
         width=width if width is not None or form != "console" else terminal_width(),
         color=_use_color(out, color),
+        full_values=values == "full",
+        iterations=iterations,
     )
 
 

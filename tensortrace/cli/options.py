@@ -137,16 +137,41 @@ ALL_ROWS = typer.Option(
     "that changed and names the others in one line.",
 )
 NO_VALUES = typer.Option(False, "--no-values", help="Leave out the values and grad columns.")
-WIDTH = typer.Option(None, "--width", metavar="COLUMNS", help="Width of console output in columns.")
+VALUES = typer.Option(
+    "summary",
+    "--values",
+    metavar="HOW",
+    help=(
+        "summary (the default: past 6 elements, a tensor is one line of shape, range, mean, "
+        "standard deviation and first values; a model's parameters one line each) or full "
+        "(every recorded element)."
+    ),
+)
+ITERATIONS = typer.Option(
+    "first",
+    "--iterations",
+    metavar="WHICH",
+    help=(
+        "A loop's passes: first (the default: the first in full, and any that differs in kind; "
+        "the others summed up in one line) or all."
+    ),
+)
+WIDTH = typer.Option(
+    None,
+    "--width",
+    metavar="COLUMNS",
+    help="Width of console output in columns (at least 40).",
+)
 OPS = typer.Option(
     "calls",
     "--ops",
     metavar="LEVEL",
     help=(
         "What each step ran: none (not recorded), "
-        "calls (the calls the code made; shown by default) or aten "
-        "(and the ATen operations under them). JSON holds both levels, "
-        "and each backward call's gradient flow, unless none."
+        "calls (what the code did: the calls it wrote, each call made inside a function it "
+        "called said as that call, e.g. opt.step(); metadata reads and repeats folded; shown "
+        "by default), all (every recorded call) or aten (and the ATen operations under them). "
+        "JSON holds both levels, and each backward call's gradient flow, unless none."
     ),
 )
 GRAPH = typer.Option(

@@ -19,8 +19,10 @@ from .options import (  # one definition for every command
     DEVICE,
     FORMAT,
     MEMORY,
+    ITERATIONS,
     NO_VALUES,
     OPS,
+    VALUES,
     OUTPUT,
     REQUIRE,
     SCENARIO_TIMEOUT,
@@ -69,6 +71,8 @@ def render_cmd(
     all_rows: bool = ALL_ROWS,
     show: Optional[str] = SHOW,
     no_values: bool = NO_VALUES,
+    values: str = VALUES,
+    iterations: str = ITERATIONS,
     width: Optional[int] = WIDTH,
     ops: str = OPS,
     color: str = COLOR,
@@ -86,7 +90,19 @@ def render_cmd(
         )
         with output_to(output) as out:
             options = replace(
-                render_options(form, out, step, steps, changes_only, show, no_values, width, color),
+                render_options(
+                    form,
+                    out,
+                    step,
+                    steps,
+                    changes_only,
+                    show,
+                    no_values,
+                    width,
+                    color,
+                    values,
+                    iterations,
+                ),
                 ops=ops,
                 all_rows=all_rows,
             )

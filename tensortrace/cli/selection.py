@@ -6,14 +6,30 @@ then read the result from ``RenderOptions``.
 
 from __future__ import annotations
 
+import re
 from typing import Optional, Sequence, Tuple
 
 from ..errors import UsageError
 
+# A name as a scenario writes one: a, lin.weight, xs[0], d['k'].
+_NAME = re.compile(
+    r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*|\[(\d+|'[^']*'|\"[^\"]*\")\])*$"
+)
 
-def names_of(text: Optional[str]) -> Tuple[str, ...]:
-    """``a, lin`` -> ``("a", "lin")``: the names of a comma-separated option."""
-    return tuple(n.strip() for n in text.split(",") if n.strip()) if text else ()
+
+def names_of(text: Optional[str], option: Optional[str] = None) -> Tuple[str, ...]:
+    """``a, lin`` -> ``("a", "lin")``: the names of a comma-separated option.
+
+    With ``option`` (``--graph``), a part that is no name is a ``UsageError`` naming it.
+    """
+    names = tuple(n.strip() for n in text.split(",") if n.strip()) if text else ()
+    for name in names if option is not None else ():
+        if not _NAME.match(name):
+            raise UsageError(
+                f"{option} {name!r} is not a name: write names such as a, lin.weight, xs[0] "
+                "or d['k'], comma-separated"
+            )
+    return names
 
 
 def parse_steps(step: Optional[int], steps: Optional[str]) -> Optional[frozenset]:

@@ -16,8 +16,10 @@ from .options import (  # one definition for every command
     FORMAT,
     GRAPH,
     MEMORY,
+    ITERATIONS,
     NO_VALUES,
     OPS,
+    VALUES,
     OUTPUT,
     REQUIRE,
     SCENARIO_TIMEOUT,
@@ -70,6 +72,8 @@ def run(
     all_rows: bool = ALL_ROWS,
     show: Optional[str] = SHOW,
     no_values: bool = NO_VALUES,
+    values: str = VALUES,
+    iterations: str = ITERATIONS,
     width: Optional[int] = WIDTH,
     graph: Optional[str] = GRAPH,
     ops: str = OPS,
@@ -87,7 +91,8 @@ def run(
         check_device(device)
         check_ops(ops)
         script_args = ctx.meta.get("tensortrace.script_args")
-        scenarios = [with_graph(sc, names_of(graph)) for sc in load_all(targets, script_args)]
+        graphs = names_of(graph, "--graph")
+        scenarios = [with_graph(sc, graphs) for sc in load_all(targets, script_args)]
         check_steps_exist(
             parse_steps(step, steps),
             [len(sc.steps) for sc in scenarios],
@@ -112,7 +117,19 @@ def run(
                 ops=ops,
             )
             options = replace(
-                render_options(form, out, step, steps, changes_only, show, no_values, width, color),
+                render_options(
+                    form,
+                    out,
+                    step,
+                    steps,
+                    changes_only,
+                    show,
+                    no_values,
+                    width,
+                    color,
+                    values,
+                    iterations,
+                ),
                 ops=ops,
                 all_rows=all_rows,
             )

@@ -8,6 +8,7 @@ step repeated, a variant of the same scenario) is only given its new file name.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import sys
 import types
@@ -115,7 +116,8 @@ class StepCompiler:
     def __init__(self, safe: bool, local: FrozenSet[str] = frozenset()) -> None:
         self.safe = safe
         self.local = local
-        self._compiled: Dict[Tuple[str, str], types.CodeType] = {}  # (text, mode) -> code
+        # (text, mode) -> code; (text, "marks") -> the code with its loop marked, or None
+        self._compiled: Dict[Tuple[str, str], Optional[types.CodeType]] = {}
 
     def __call__(self, code: Any, filename: str, mode: str) -> types.CodeType:
         """``code`` (a ``scenario.spec.Code``) compiled under ``filename``."""
@@ -134,6 +136,33 @@ class StepCompiler:
             compiled = compile(text, filename, mode, dont_inherit=True)
         if len(self._compiled) < _MAX_COMPILED:
             self._compiled[(text, mode)] = compiled
+        return compiled
+
+    def with_loop_marks(self, code: Any, filename: str) -> Optional[types.CodeType]:
+        """``code`` compiled with its one outermost loop's passes marked (``loops.marked``), or
+        None when it holds no such loop (``code`` is then compiled as ever)."""
+        from .loops import marked
+
+        text = code.source("exec")
+        key = (text, "marks")
+        if key in self._compiled:
+            known = self._compiled[key]
+            if known is None or known.co_filename == filename:
+                return known
+            return relabel(known, filename)
+        try:
+            with deep_recursion():
+                if self.safe:
+                    compiled = _compile_safe()(text, filename, "exec", self.local, transform=marked)
+                else:
+                    tree = marked(ast.parse(text, filename, "exec"))
+                    compiled = (
+                        None if tree is None else compile(tree, filename, "exec", dont_inherit=True)
+                    )
+        except RecursionError:  # nested too deeply to mark: run as compiled, unmarked
+            compiled = None
+        if len(self._compiled) < _MAX_COMPILED:
+            self._compiled[key] = compiled
         return compiled
 
 

@@ -26,6 +26,7 @@ made the call (the tracer does the same for the warnings it records).
 from __future__ import annotations
 
 import contextlib
+import linecache
 import sys
 import types
 import warnings
@@ -39,6 +40,7 @@ from ..trace import ScenarioInfo, Step, TensorState, Trace
 from ..trace.names import covers
 from . import flow, opmodes, ops
 from .graph import saved_suspects
+from .sites import SiteReader
 from .outcome import error_info, first_line
 from .steps import StepRecorder, environment, unrecorded
 
@@ -51,7 +53,10 @@ class LineRecorder:
     """Records the steps of one traced piece of code, and makes them a ``Trace``.
 
     ``code``: the text the recording will see, which decides how deep operations
-    can be recorded (``recordability``); ``ops`` False records none.
+    can be recorded (``recordability``); ``ops`` False records none. ``user_file``: the
+    file of the code recorded, whose expressions name the calls made inside them (``sites``);
+    ``user_code``: the one code object of it that is recorded (the function ``snoop()``
+    traces), when the rest of the file is not the code the steps show.
     """
 
     def __init__(
@@ -65,6 +70,8 @@ class LineRecorder:
         values: bool = True,
         ops: bool = True,
         max_iterations: int = DEFAULT_MAX_ITERATIONS,
+        user_file: Optional[str] = None,
+        user_code: Any = None,
     ) -> None:
         self.title = title
         self.source = source
@@ -75,6 +82,13 @@ class LineRecorder:
         self.recorder = StepRecorder(
             code, ops=ops, values=values, notices=self.notices, scope="in scope"
         )
+        if user_file is not None:  # a call made inside another is said by the line's expression
+            ops = self.recorder.ops
+            if user_code is not None:
+                ops.users = user_code.__eq__
+            else:
+                ops.users = lambda code: code.co_filename == user_file
+            ops.reader = SiteReader(linecache.getlines)
         self.caught: List[Any] = []  # warnings are not captured: they reach the user as ever
         self.steps: List[Step] = []
         self.runs: Dict[int, int] = {}  # line -> times it ran
@@ -164,6 +178,8 @@ class LineRecorder:
                 ops=done.ops,
                 ops_omitted=done.ops_omitted,
                 flow=done.flow,
+                sites=done.sites,
+                loop=done.loop,
             )
         )
 

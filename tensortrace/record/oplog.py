@@ -34,6 +34,9 @@ class OpEntry(msgspec.Struct, gc=False):
     written: Sequence[int] = ()
     outs: List[Any] = []
     bumps: List[Tuple[int, Optional[int], Optional[int]]] = []
+    # a call made inside a function the user's code called: (code object, instruction offset,
+    # line) of the innermost frame of the user's code, whose expression ran it (``sites``)
+    site: Any = None
 
 
 _CALL_NAMES: Dict[Any, str] = {}

@@ -21,6 +21,7 @@ from .flow import BACKWARD_CALLS
 from .fastpaths import FastPaths
 from .modestack import DISPATCH, FUNCTION, insert, remove
 from .oplog import Grabbed, OpEntry
+from .sites import call_site
 
 if TYPE_CHECKING:  # pragma: no cover
     from .ops import OpsRecorder
@@ -181,6 +182,8 @@ class CallMode(TorchFunctionMode):
         grab = rec.light if rec.aten else rec.take
         before = [version_of(t) for t in tensors] if tensors else tensors
         entry = OpEntry("call", func, None, [grab(t) for t in tensors] if tensors else [])
+        if rec.users is not None:  # which expression of the user's code it ran under
+            entry.site = call_site(sys._getframe(1), func, rec.users)
         index = len(rec.raw)
         rec.raw.append(entry)
         rec.parent = index

@@ -33,12 +33,13 @@ from __future__ import annotations
 
 import contextlib
 import weakref
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
 from .flow import FlowRecorder, with_hook_notes
-from ..trace import Flow, OpRecord, OpTensors, VersionBump
+from ..trace import CallSite, Flow, Loop, OpRecord, OpTensors, VersionBump
 from .identity import mark as _mark
 from .recordability import UNRECORDABLE, recordable  # noqa: F401 - part of this module's interface
+from .sites import SiteReader
 from .storages import StorageRegistry
 from .oplog import Grabbed, OpEntry, call_name  # noqa: F401 - call_name: this module's interface
 from .oplog import existed_before as _existed
@@ -115,6 +116,10 @@ class OpsSession:
         self._modes: Optional[BothModes] = (
             None  # one object of each mode for the run, pointed at each step's recorder
         )
+        # which code objects are the user's code, and how their expressions are read back
+        # (``sites``); None: every call is said as the call it is
+        self.users: Optional[Callable[[Any], bool]] = None
+        self.reader: Optional[SiteReader] = None
 
     def modes(self, caught: List[Any]) -> Any:
         """The modes that record one step's code, or nothing."""
@@ -126,6 +131,7 @@ class OpsSession:
             aten=self.level == "aten",
             caught=caught,
             released=self.released,
+            users=self.users if self.reader is not None else None,
         )
         rec.flow.freed = self.freed
         both = self._modes
@@ -137,23 +143,21 @@ class OpsSession:
                 both.aten.rec = rec
         return both
 
-    def finish(
-        self, registry: StorageRegistry, objects: Dict[str, Any]
-    ) -> Tuple[Tuple[OpRecord, ...], int, Tuple[Flow, ...]]:
+    def finish(self, registry: StorageRegistry, objects: Dict[str, Any]) -> "Finished":
         """The step's operations and flows, named by the namespace now that the step is over."""
         recorder, self.now = self.now, None
         self.carried = recorder.flow.carried if recorder is not None else None
         if self.level is None:
-            return (), 0, ()
+            return NOTHING
         self.names = name_index(objects)
         if recorder is not None:
             self.aside.update(recorder.aside)
         if recorder is None:
             self.known = len(registry.allocations)
-            return (), 0, ()
+            return NOTHING
         try:
-            ops, omitted, flows = recorder.finish(registry, self.names, before=self.known)
-            return ops, omitted, with_hook_notes(flows, objects)
+            done = recorder.finish(registry, self.names, before=self.known, reader=self.reader)
+            return done._replace(flows=with_hook_notes(done.flows, objects))
         finally:
             self.known = len(registry.allocations)
             recorder.flow.owner = (
@@ -172,8 +176,11 @@ class OpsRecorder:
         aten: bool = True,
         caught: Optional[List[Any]] = None,
         released: Optional[Dict[Tuple[int, str], str]] = None,
+        users: Optional[Callable[[Any], bool]] = None,
     ) -> None:
         self.released = released if released is not None else {}
+        self.users = users  # which code is the user's: a call's site is read (``sites``)
+        self.loop: Any = None  # the step's ``loops.LoopMarks``, once its loop is marked
         self.aten = aten
         self.caught = (
             caught if caught is not None else []
@@ -238,9 +245,10 @@ class OpsRecorder:
         registry: StorageRegistry,
         end_names: Dict[int, Tuple[str, Any]],
         before: int = 0,
-    ) -> Tuple[Tuple[OpRecord, ...], int, Tuple[Flow, ...]]:
-        """The step's operations as records, how many more were not recorded, and its
-        backward flows.
+        reader: Optional[SiteReader] = None,
+    ) -> "Finished":
+        """The step's operations as records, how many more were not recorded, its backward
+        flows, the expressions its calls ran under and its loop's marks.
 
         ``before`` is how many storages the registry had labelled before the step: labels are
         numbered in order of first sight, so S1..S``before`` existed before any of its operations.
@@ -365,9 +373,30 @@ class OpsRecorder:
                 )
             )
         existed = _existed(fields, rows, before)
-        records = [OpRecord(existed=e, **f) for f, e in zip(fields, existed)]
+        sites: List[CallSite] = []
+        if reader is not None and any(entry.site is not None for entry in raw):
+            at, sites = reader.records([entry.site for entry in raw])
+            records = [OpRecord(existed=e, site=a, **f) for f, e, a in zip(fields, existed, at)]
+        else:
+            records = [OpRecord(existed=e, **f) for f, e in zip(fields, existed)]
         flows = self.flow.finish(start, end, call_name) if self.flow.calls else ()
-        return tuple(records), max(0, self.count - len(records)), flows
+        loop = self.loop.record(len(records), len(flows)) if self.loop is not None else None
+        return Finished(
+            tuple(records), max(0, self.count - len(records)), flows, tuple(sites), loop
+        )
+
+
+class Finished(NamedTuple):
+    """What a step's recording of operations gives: its ``Step`` fields of the same names."""
+
+    ops: Tuple[OpRecord, ...] = ()
+    omitted: int = 0
+    flows: Tuple[Flow, ...] = ()
+    sites: Tuple[CallSite, ...] = ()
+    loop: Optional[Loop] = None
+
+
+NOTHING = Finished()
 
 
 _DEVICE_NAMES: Dict[Any, str] = {}
@@ -410,4 +439,12 @@ def _index_one(index: Dict[Any, Tuple[str, Any]], name: str, t: Any) -> None:
         index[ref] = (name, key[3] if key is not None else None)
 
 
-__all__ = ["MAX_OPS", "OpsRecorder", "OpsSession", "call_name", "name_index", "recordable"]
+__all__ = [
+    "MAX_OPS",
+    "Finished",
+    "OpsRecorder",
+    "OpsSession",
+    "call_name",
+    "name_index",
+    "recordable",
+]

@@ -37,11 +37,13 @@ from typing import Any, Dict, Iterable, Iterator, List, NamedTuple, Optional, Se
 import torch
 
 from ..trace import (
+    CallSite,
     Confinement,
     Environment,
     ErrorInfo,
     Flow,
     Graph,
+    Loop,
     OpRecord,
     Prediction,
     StorageInfo,
@@ -64,9 +66,9 @@ from .saved import Namer, Predictor
 from .writes import WriteWatch
 
 #: What ``--ops`` (and ``snoop(ops=)``, ``%%tensortrace --ops``) accepts: ``none`` records no
-#: operation and no gradient flow; ``calls`` and ``aten`` record both levels and differ only in
-#: what a rendering shows.
-OPS_LEVELS = ("none", "calls", "aten")
+#: operation and no gradient flow; ``calls``, ``all`` and ``aten`` record both levels and differ
+#: only in what a rendering shows.
+OPS_LEVELS = ("none", "calls", "all", "aten")
 
 Named = List[Tuple[str, Any, str]]  # (name, object, kind) in binding order, as probe_named takes
 
@@ -82,6 +84,8 @@ class Recorded(NamedTuple):
     ops_omitted: int
     flow: Tuple[Flow, ...]
     error: Optional[ErrorInfo]
+    sites: Tuple[CallSite, ...] = ()
+    loop: Optional[Loop] = None
 
 
 class StepRecorder:
@@ -250,7 +254,8 @@ class StepRecorder:
         ``graph.saved_suspects`` found for a saved-tensor error, to say which of
         the names PyTorch's message means.
         """
-        ops, omitted, flow = self.ops.finish(self.registry, objects)
+        done = self.ops.finish(self.registry, objects)
+        ops, omitted = done.ops, done.omitted
         if index in self.predictor.gaps:  # did the step's own code write, or what ran before it?
             self.predictor.wrote[index] = (
                 frozenset(label for op in ops for label in op.writes)
@@ -272,7 +277,9 @@ class StepRecorder:
             carrier = carrier_name(self.ops.carried, self.predictor.targets(tensors, objects))
             if carrier is not None:
                 error = name_the_carried_state(error, carrier[0], itself=carrier[1])
-        return Recorded(graphs, predictions, ops, omitted, flow, error)
+        return Recorded(
+            graphs, predictions, done.ops, done.omitted, done.flows, error, done.sites, done.loop
+        )
 
     def _observe(
         self,

@@ -14,6 +14,7 @@ which records what is true after it, as it does for ``snoop()`` and
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import io
 import sys
@@ -42,6 +43,8 @@ from .compiling import StepCompiler, check_policy, local_names
 from .expectations import declared_outcome, evaluate_expectation, first_line
 from .graph import saved_suspects
 from .helpers import base_namespace
+from .loops import MARKER, PassMarker
+from .sites import SiteReader
 from .outcome import MAX_MESSAGE, MAX_WARNINGS  # noqa: F401 - a step's bounds, read from here too
 from .outcome import MAX_STDOUT, beside_the_scenario, bounded, error_info, raised_at
 from .outcome import warning_records
@@ -50,6 +53,35 @@ from .stepenv import PlainStackDepth, StepAlarm, install_warning_filters, scenar
 from .writes import WriteWatch
 
 _NO_LIMIT = contextlib.nullcontext()
+
+
+def _source_lines(sources: Dict[str, Code], filename: str) -> Optional[List[str]]:
+    code = sources.get(filename)
+    return None if code is None else code.source("exec").splitlines()
+
+
+def _file_line(sources: Dict[str, Code], filename: str, line: int) -> Optional[int]:
+    code = sources.get(filename)
+    return None if code is None else code.locate(line)[0]
+
+
+def _scenario_file(code: Any) -> bool:
+    """Whether a code object is the scenario's own: of a step or a piece of its setup."""
+    filename = code.co_filename
+    return filename.startswith("<step ") or filename.startswith("<setup ")
+
+
+@contextlib.contextmanager
+def _installed(ns: Dict[str, Any], marker: Any) -> Iterator[None]:
+    """``loops.MARKER`` among the builtins the step's code sees, while it runs: safe mode's own
+    builtins of the run, or (``--trust``) the builtins module, as plain Python's code sees it."""
+    found = ns.get("__builtins__", builtins)
+    table = found if isinstance(found, dict) else vars(found)
+    table[MARKER] = marker
+    try:
+        yield
+    finally:
+        table.pop(MARKER, None)
 
 
 # --- the public entry points -----------------------------------------------------
@@ -259,6 +291,17 @@ class _Recorder:
             writes=WriteWatch(scenario, safe=safe),  # storages a step provably did not write
             notices=self._notices,
         )
+        # the code of each step and setup piece by its file name, to read back the expressions
+        # a call ran under (``sites``): a function a step defines runs in later steps too
+        sources: Dict[str, Code] = {}
+        self.sources = sources
+        self.steps.ops.users = _scenario_file
+        # closures over the table alone: the recorder must not hold this object (a cycle would
+        # keep a step's recording alive until the collector runs)
+        self.steps.ops.reader = SiteReader(
+            lambda filename: _source_lines(sources, filename),
+            lambda filename, line: _file_line(sources, filename, line),
+        )
         self.initial = base_namespace()
         if scenario.script and scenario.path:  # its module is __main__, as under python FILE
             self.initial.update(main_globals(scenario.path))
@@ -277,6 +320,8 @@ class _Recorder:
         self.seen_names: set = set()
         # name -> (where, line) from show/graph: a name never bound gets a notice
         self.asked: Dict[str, Tuple[str, Optional[int]]] = {}
+        for name in scenario.graph_option:  # asked for on the command line, not by the file
+            self.asked.setdefault(name, ("--graph", None))
         for name in scenario.show or ():
             self.asked.setdefault(name, ("show", None))
         for spec in scenario.steps:
@@ -307,6 +352,7 @@ class _Recorder:
             ops=done.ops,
             ops_omitted=done.ops_omitted,
             flow=done.flow,
+            sites=done.sites,
             index=0,
             code=text,
             line=first.line,
@@ -370,6 +416,8 @@ class _Recorder:
             ops=done.ops,
             ops_omitted=done.ops_omitted,
             flow=done.flow,
+            sites=done.sites,
+            loop=done.loop,
         )
 
     def cell_of(self, spec: StepSpec) -> Optional[int]:
@@ -383,6 +431,7 @@ class _Recorder:
         status, error = "ok", None
         classes: Dict[str, Any] = {"error": None, "warnings": []}
         lines = {filename: code for code, filename in pieces}
+        self.sources.update(lines)
         with warnings.catch_warnings(record=True) as caught:
             install_warning_filters(self.warning_filters)  # the scenario's, above "always"
             streams = sys.stdout, sys.stderr  # as contextlib.redirect_stdout and redirect_stderr do
@@ -390,10 +439,14 @@ class _Recorder:
             try:
                 try:
                     compiled = [self.compile(code, filename, "exec") for code, filename in pieces]
+                    marks = self._loop_marks(pieces, index, caught)
+                    if marks is not None:
+                        compiled = [marks[0]]
                     with (
                         self._time_limit(index),
                         PlainStackDepth(self.stack_memo),
                         self.steps.modes(caught),
+                        marks[1] if marks is not None else _NO_LIMIT,
                     ):
                         for each in compiled:
                             exec(each, self.ns)
@@ -420,6 +473,23 @@ class _Recorder:
         if len(text) > MAX_STDOUT:
             text = bounded(text, MAX_STDOUT) + "\n"
         return status, error, warns, text, classes
+
+    def _loop_marks(
+        self, pieces: Sequence[Tuple[Code, str]], index: int, caught: List[Any]
+    ) -> Optional[Tuple[Any, Any]]:
+        """A step's code with its loop's passes marked, and the context that puts the marker
+        where that code finds it (``loops.py``); None for setup, an unmarked step, or a run
+        that records no operations."""
+        if not index or len(pieces) != 1 or self.steps.level is None:
+            return None
+        code, filename = pieces[0]
+        compiled = self.compile.with_loop_marks(code, filename)
+        if compiled is None:
+            return None
+        marker = PassMarker(
+            lambda: self.steps.ops.now, caught, self.ns, lambda line: code.locate(line)[0]
+        )
+        return compiled, _installed(self.ns, marker)
 
     def _timeout_error(self, index: int, line: Optional[int]) -> ErrorInfo:
         what = f"step {index}" if index else "setup"

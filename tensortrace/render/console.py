@@ -32,7 +32,7 @@ from rich.console import RenderableType
 from rich.padding import Padding
 from rich.text import Text
 
-from .prose import prose
+from .prose import note_text
 from ..trace import Step, TensorState, Trace
 from .compare import group_traces
 from .console_parts import (
@@ -51,21 +51,38 @@ from .console_parts import (
 )
 from .console_lines import BLANK, TextLine
 from .console_page import page_text
+from .console_params import parameter_table
 from .console_table import Kept, state_table
 from .console_variants import variant_parts
-from .ops import flow_lines, ops_lines
+from .loops import (
+    Fold,
+    Part,
+    again_line,
+    folded_line,
+    iteration_heading,
+    line_folds,
+    loop_parts,
+    loop_title,
+    repeat_note,
+)
+from .ops import call_label, flow_lines, ops_lines, repeated_flows
 from .facts import aliasing_notes, with_previous
 from .layout import (
     has_tensor_tables,
     legend_marks,
     new_predictions,
+    QUIET_ROWS,
+    alias_groups,
+    parameter_rows,
     quiet_rows,
     run_columns,
+    unchanged_table,
     shared_storages,
     step_wanted,
     table_rows,
 )
 from .options import DEFAULT_OPTIONS, DEFAULT_WIDTH, RenderOptions, resolve_width
+from .text import plural
 from .visible import visible_traces
 
 __all__ = ["DEFAULT_WIDTH", "console_renderables", "render_console", "resolve_width"]
@@ -125,12 +142,29 @@ def _trace_parts(
     columns = run_columns([trace], view.options)
     drawn: Dict[TensorState, Kept] = {}  # cells of unchanged tensors (state_table)
     first = True
+    folds, folded = _line_folds(trace, view.options)
     for prev, step in with_previous(trace):
         if not step_wanted(step, view.options.steps):
+            continue
+        if id(step) in folded:
+            fold = folds.get(id(step))
+            if fold is not None:
+                yield BLANK
+                yield say(fold.line, style="dim")
             continue
         yield from _step_parts(prev, None if first else prev, step, view, columns, drawn)
         first = False
     yield from trace_footer(trace)
+
+
+def _line_folds(trace: Trace, options: RenderOptions) -> Tuple[Dict[int, Fold], set]:
+    """A line-by-line trace's folded loop passes: the fold said in place of its first step
+    (by the step's id), and the ids of every step folded."""
+    steps = trace.steps
+    folds = line_folds(steps, options.iterations) if options.steps is None else {}
+    said = {id(steps[position]): fold for position, fold in folds.items()}
+    folded = {id(steps[j]) for fold in folds.values() for j in fold.steps}
+    return said, folded
 
 
 def _step_parts(
@@ -143,13 +177,13 @@ def _step_parts(
 ) -> Iterable[RenderableType]:
     """One step; ``shown_prev`` is the step drawn just before it (None: the first drawn)."""
     yield BLANK
-    yield step_title(step)
+    yield step_title(step, loop_title(step))
     if step.code.strip():
         yield code_syntax(step.code, step.line, view.color)
     if step.note:
-        yield Padding(prose(step.note.strip()), (0, 0, 0, 2))
+        yield Padding(note_text(step.note.strip()), (0, 0, 0, 2))
     yield from _state_parts(prev, shown_prev, step, view, columns, drawn)
-    yield from ops_parts(step, view.options.ops)
+    yield from ops_parts(step, view.options.ops, view.options.iterations)
     yield from outcome_parts(step)
     for message in new_predictions(prev, step):
         yield say("⚠ predicted: " + message, style="bold yellow")
@@ -157,23 +191,65 @@ def _step_parts(
         yield from graph_parts(graph, view, step)
 
 
-def ops_parts(step: Step, level: str) -> Iterable[RenderableType]:
-    """What the step ran (``--ops``) and, for each backward call, where its gradients went."""
+def ops_parts(step: Step, level: str, iterations: str = "first") -> Iterable[RenderableType]:
+    """What the step ran (``--ops``) and, for each backward call, where its gradients went;
+    a loop's first pass in full and the others folded (``loops.loop_parts``)."""
     if level == "none":
         return
-    lines = ops_lines(step, level)
-    if lines:
-        yield say("ran:", style="dim")
-        for line in lines:
-            yield TextLine(line, "dim" if line.startswith("  ") else "", 4)
-    for flow in step.flow:
+    parts = loop_parts(step, iterations)
+    if parts is None:
+        yield from _ran_lines(step, level, "ran:", 0, None, 4)
+        yield from _flow_lines(step, 0, len(step.flow), 2)
+        return
+    for part in parts:
+        if part.kind == "folded":
+            yield say(folded_line(part), style="dim")
+            continue
+        if part.kind == "pass":
+            yield say(iteration_heading(part, step.loop), style="bold")
+            yield from _ran_lines(step, level, "", *part.ops, 4)
+            yield from _flow_lines(step, *part.flows, 4, part)
+            continue
+        head = "ran:" if part.kind == "before" else "after the loop:"
+        yield from _ran_lines(step, level, head, *part.ops, 4)
+        yield from _flow_lines(step, *part.flows, 2)
+
+
+def _ran_lines(
+    step: Step, level: str, head: str, start: int, stop: Optional[int], indent: int
+) -> Iterable[RenderableType]:
+    lines = ops_lines(step, level, start, stop)
+    if lines and head:
+        yield say(head, style="dim")
+    for line in lines:
+        yield TextLine(line, "dim" if line.startswith("  ") else "", indent)
+
+
+def _flow_lines(
+    step: Step, start: int, stop: int, indent: int, part: Optional[Part] = None
+) -> Iterable[RenderableType]:
+    """The step's flows ``start:stop``; a tree drawn before in the loop, or just before,
+    said in one line."""
+    if part is None:
+        drawn = repeated_flows(step.flow, start, stop)
+    else:
+        drawn = [(index, repeat_note(part, index)) for index in range(start, stop)]
+    for index, repeated in drawn:
+        flow = step.flow[index]
+        again = again_line(part, index, call_label(flow.call)) if part is not None else None
+        if again is not None:
+            yield TextLine(again, "bold", indent)
+            continue
         for i, line in enumerate(flow_lines(flow)):
-            yield TextLine(line, "bold" if i == 0 else "", 2)
+            if i == 0 and repeated:
+                line = line[:-1] + repeated + ":"
+            yield TextLine(line, "bold" if i == 0 else "", indent)
 
 
-def unchanged_line(names: Sequence[str], width: int) -> str:
-    """ "… 37 unchanged: a, b, c …": the names of the rows left out, as many as fit ``width``."""
-    words = f"… {len(names)} unchanged: "
+def unchanged_line(names: Sequence[str], width: int, every: bool = False) -> str:
+    """ "… 37 unchanged: a, b, c …": the names of the rows left out, as many as fit ``width``;
+    ``every`` row: "no tensor changed: a, b, c …" (``--all-rows`` draws the table)."""
+    words = "no tensor changed: " if every else f"… {len(names)} unchanged: "
     for position, name in enumerate(names):
         piece = name if position == 0 else ", " + name
         rest = len(names) - position - 1
@@ -183,14 +259,24 @@ def unchanged_line(names: Sequence[str], width: int) -> str:
     return words
 
 
+# Lines the shared-memory line may take before the storages left are counted.
+SHARED_LINES = 2
+
+
 def shared_memory_line(shared: Sequence[Tuple[str, Sequence[str]]], view: View) -> Padding:
-    """ "shared memory: S1 holds a, b; S3 holds c, d", each label in its storage's colour."""
+    """ "shared memory: S1 holds a, b; S3 holds c, d", each label in its storage's colour;
+    past ``SHARED_LINES`` lines, the storages left are counted."""
     text = Text("shared memory: ", style="dim")
+    room = SHARED_LINES * (view.width - 2) - 40
     for position, (label, group) in enumerate(shared):
+        piece = label + " holds " + ", ".join(group)
+        if position and len(text) + len(piece) + 2 > room:
+            text.append(f"; and {plural(len(shared) - position, 'more storage')}", style="dim")
+            break
         if position:
             text.append("; ", style="dim")
         text.append(label, style=storage_colour(label, view))
-        text.append(" holds " + ", ".join(group), style="dim")
+        text.append(piece[len(label) :], style="dim")
     return Padding(text, (0, 0, 0, 2))
 
 
@@ -205,12 +291,22 @@ def _state_parts(
     names, rows = table_rows(prev, step, view.options)
     if not names:
         return
+    if unchanged_table(rows, view.options, first=shown_prev is None):
+        yield say(unchanged_line([r.state.name for r in rows], view.width - TABLE_INDENT, True))
+        return
+    many = len(rows) > QUIET_ROWS
     rows, unchanged = quiet_rows(rows, view.options, first=shown_prev is None)
     if not rows and not unchanged:
         yield say("no changes", style="dim")
         return
+    params, rows = parameter_rows(rows, view.options, many=many)
+    params, aliases = alias_groups(params)
     if rows:
         yield state_table(rows, columns, view, drawn)
+    if params:
+        yield parameter_table(params, view)
+    for name, other, count in aliases:
+        yield say(f"{name}: the same objects as {other} ({plural(count, 'tensor')})", style="dim")
     if unchanged:
         yield say(unchanged_line(unchanged, view.width - TABLE_INDENT), style="dim")
     for note in aliasing_notes(prev, step):

@@ -109,6 +109,11 @@ class View:
         return self.options.values
 
     @property
+    def full(self) -> bool:
+        """Values element by element, not in one line past a few (``--values full``)."""
+        return self.options.full_values
+
+    @property
     def tree_depth(self) -> int:
         return max(4, min(40, (self.width - TREE_LABEL_ROOM) // TREE_COLUMNS_PER_LEVEL))
 
@@ -161,6 +166,11 @@ def legend(view: View, *, variants: bool, marks: FrozenSet[str] = frozenset()) -
         text.append(f" · — = not available{unbound}", style="dim")
     if "refused" in marks:
         text.append(" · ? = PyTorch refused to give it (the JSON keeps why)", style="dim")
+    if "temporaries" in marks:
+        text.append(
+            " · label numbers the tables skip (S3, then S6) went to unnamed temporaries",
+            style="dim",
+        )
     if "quiet" in marks:
         text.append(
             f" · past {QUIET_ROWS} tensors, a step draws only the rows that changed"
@@ -408,7 +418,7 @@ def facts_text(
     }
     lines = []
     if view.values:
-        lines.append([("values", format_values(state.values, state.shape))])
+        lines.append([("values", format_values(state.values, state.shape, full=view.full))])
     kinds = [f for f in ("shape", "dtype", "device") if f in extra]
     if kinds:
         lines.append([(f, texts[f]) for f in kinds])
@@ -426,7 +436,7 @@ def facts_text(
     )
     lines.append([("grad_fn", "grad_fn " + format_grad_fn(state.grad_fn))])
     if view.values:
-        lines.append([("grad", "grad " + format_values(state.grad, state.shape))])
+        lines.append([("grad", "grad " + format_values(state.grad, state.shape, full=view.full))])
     text = Text(overflow="fold")
     for number, parts in enumerate(lines):
         if number:

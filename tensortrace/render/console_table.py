@@ -51,6 +51,7 @@ HEADERS = {
     "is_leaf": "leaf",
     "contiguous": "contig",
     "retains_grad": "retains",
+    "grad_norm": "grad norm",
 }
 HEADER_STYLE = "bold"
 RIGHT_ALIGNED = frozenset({"version"})
@@ -147,7 +148,7 @@ def row_cells(row: Row, columns: Sequence[str], view: View) -> List[Cell]:
         if column == "name":
             cells.append(name_cell(state, new, view))
             continue
-        text = fact_text(state, column)
+        text = fact_text(state, column, view.full)
         style = storage_colour(state.storage, view) if column == "storage" else ""
         if text == "None" and column in ("grad", "grad_fn"):
             style = "dim"

@@ -16,7 +16,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from .prose import prose
+from .prose import note_text
 from ..trace import Step, TensorState, Trace
 from .compare import (
     differing_fields,
@@ -118,9 +118,7 @@ def _variant_step(
     else:
         yield _variant_codes(codes, names, view)
     for name, note in variant_notes(steps, names):
-        drawn = (
-            prose(note.strip(), lead=f"{name}:", lead_style="em") if name else prose(note.strip())
-        )
+        drawn = note_text(note.strip(), lead=f"{name}:") if name else note_text(note.strip())
         yield Padding(drawn, (0, 0, 0, 2))
     yield _variant_table(steps, prevs, names, view, first, extras)
     for name, step, prev in zip(names, steps, prevs):

@@ -18,7 +18,7 @@ from rich.console import Group, RenderableType
 from rich.padding import Padding
 from rich.text import Text
 
-from .prose import prose
+from .prose import note_text
 from ..trace import Step, Trace
 from .console import ops_parts, shared_memory_line
 from .console_table import HEADERS
@@ -58,7 +58,7 @@ def step_head(step: Step, view: View) -> RenderableType:
     if step.code.strip():
         parts.append(code_syntax(step.code, step.line))
     if step.note:
-        parts.append(Padding(prose(step.note.strip()), (0, 0, 0, 2)))
+        parts.append(Padding(note_text(step.note.strip()), (0, 0, 0, 2)))
     return Group(*parts)
 
 
@@ -172,16 +172,17 @@ def follow_line(
     return text
 
 
-def outcome(step: Step) -> RenderableType:
+def outcome(step: Step, iterations: str = "first") -> RenderableType:
     """The step's errors (with their explanations), warnings, printed output and expectations,
-    then what it ran, where its gradients flowed, and the backwards predicted to fail."""
+    then what it ran, where its gradients flowed, and the backwards predicted to fail; a loop's
+    passes folded as ``run`` folds them (``iterations="all"``: each in full)."""
     parts: List[RenderableType] = list(outcome_parts(step))
-    parts.extend(_extra_facts(step))
+    parts.extend(_extra_facts(step, iterations))
     return Group(*parts)
 
 
-def _extra_facts(step: Step) -> Iterable[RenderableType]:
-    yield from ops_parts(step, "calls")
+def _extra_facts(step: Step, iterations: str) -> Iterable[RenderableType]:
+    yield from ops_parts(step, "calls", iterations)
     for prediction in step.predictions:
         yield say("⚠ predicted: " + prediction.message, style="bold yellow")
 

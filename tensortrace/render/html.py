@@ -49,6 +49,7 @@ from .html_markup import code_block, html, joined, prose
 from .html_page import CSS, JS, script_json
 from .html_step import expectations_list, variant_body
 from .layout import any_step_wanted, run_columns, variant_codes, variant_notes
+from .loops import line_folds
 from .options import DEFAULT_OPTIONS, RenderOptions
 from .text import as_int, one_line, step_place
 from .visible import visible_traces
@@ -231,18 +232,15 @@ def _scenario(
     columns = run_columns(group, options)
     per_trace = [steps_by_index(t) for t in group]
     previous = [_previous(t) for t in group]
-    first_shown = next(
-        (
-            index
-            for index in step_indexes(group)
-            if any_step_wanted([s.get(index) for s in per_trace], options.steps)
-        ),
-        None,
-    )
+    folds = _nav_folds(group, options)
+    first = True
     for position, index in enumerate(step_indexes(group), 1):
         steps = [s.get(index) for s in per_trace]
         if not any_step_wanted(steps, options.steps):
             continue
+        fold = folds.get(index)
+        if fold is not None and fold[0] == "open":
+            nav.append(html('<li><details class="tt-fold"><summary>{}</summary><ol>', fold[1]))
         ident = step_id(number, index, position)
         label = "setup" if index == 0 else f"step {index}"
         code = next(s.code for s in steps if s is not None)
@@ -272,10 +270,28 @@ def _scenario(
                 columns,
                 options,
                 position,
-                index == first_shown,
+                first,
             )
         )
+        first = False
+        if fold is not None and fold[2]:
+            nav.append(Markup("</ol></details></li>"))
     nav.append(Markup("</ol>"))
+
+
+def _nav_folds(group: Sequence[Trace], options: RenderOptions) -> Dict[int, tuple]:
+    """A line-by-line trace's folded loop passes (``loops.line_folds``), by step index:
+    (``open`` at a fold's first step, else ``in``; its line; whether it is its last step).
+    The steps stay on the page; the list of steps holds them in a ``<details>``."""
+    if len(group) != 1 or options.steps is not None:
+        return {}
+    steps = group[0].steps
+    found: Dict[int, tuple] = {}
+    for fold in line_folds(steps, options.iterations).values():
+        for n, position in enumerate(fold.steps):
+            index = steps[position].index
+            found[index] = ("open" if n == 0 else "in", fold.line, n == len(fold.steps) - 1)
+    return found
 
 
 def _previous(trace: Trace) -> Dict[int, Optional[Step]]:

@@ -21,9 +21,20 @@ from .facts import aliasing_notes
 from .graph_svg import graph_svg
 from .html_markup import html, joined, prose, where, with_code
 from .layout import quiet_rows, shared_storages, table_rows, unshown_failures
-from .ops import flow_lines, ops_lines
+from .layout import PARAMETER_COLUMNS, QUIET_ROWS, parameter_rows, unchanged_table
+from .loops import Part, again_line, folded_line, iteration_heading, loop_parts, repeat_note
+from .ops import call_label, flow_lines, ops_lines, repeated_flows
 from .options import RenderOptions
-from .text import count_text, fact_text, outcome, saved_text
+from .text import (
+    count_text,
+    fact_text,
+    format_shape,
+    format_version,
+    grad_norm,
+    one_line,
+    outcome,
+    saved_text,
+)
 from .visible import visible
 
 
@@ -72,7 +83,8 @@ def variant_body(
     _, rows = table_rows(prev, step, options)
     rows, quiet = quiet_rows(rows, options, first=first or prev is None)
     if rows:
-        out.append(_table(rows, columns, key, {id(t): i for i, t in enumerate(step.tensors)}))
+        positions = {id(t): i for i, t in enumerate(step.tensors)}
+        out.append(_tables(rows, columns, key, positions, options, first))
     if quiet:  # counted, not named: the page grows with what changed, not steps x tensors
         more = f"{len(quiet)} more tensor{'s' if len(quiet) > 1 else ''}"
         out.append(html('<p class="tt-status">{}, unchanged since the step before</p>', more))
@@ -100,10 +112,54 @@ def variant_body(
     for note in aliasing_notes(prev, step):
         out.append(html('<div class="tt-box">{}</div>', note.describe()))
     out.append(_predictions(step))
-    out.append(_ops(step))
+    out.append(ops_html(step, options))
     out.append(_graphs(step, extra, key, place))
-    out.append(_flows(step))
+    if loop_parts(step, options.iterations) is None:
+        out.append(_flows(step, 0, len(step.flow)))
     return joined(out)
+
+
+def _tables(rows, columns, key, positions, options: RenderOptions, first: bool) -> Markup:
+    """The tensor table; a step that changed no tensor, and a model's parameters, folded as
+    the console folds them, a click away (``<details>``)."""
+    full = options.full_values
+    if unchanged_table(rows, options, first=first):
+        said = "no tensor changed: " + ", ".join(r.state.name for r in rows)
+        return html(
+            '<details class="tt-unchanged"><summary>{}</summary>{}</details>',
+            one_line(said, 200),
+            _table(rows, columns, key, positions, full),
+        )
+    params, rows = parameter_rows(rows, options, many=len(rows) > QUIET_ROWS)
+    out = [_table(rows, columns, key, positions, full)] if rows else []
+    if params:
+        out.append(_parameter_table(params))
+        out.append(
+            html(
+                '<details class="tt-parameters"><summary>every fact of the {} parameters and '
+                "buffers</summary>{}</details>",
+                len(params),
+                _table(params, columns, key, positions, full),
+            )
+        )
+    return joined(out)
+
+
+def _parameter_table(rows) -> Markup:
+    """A model's parameters one line each, as the console's compact table."""
+    head = joined(html("<th>{}</th>", c) for c in PARAMETER_COLUMNS)
+    body = []
+    for row in rows:
+        state = row.state
+        cells = [state.name, format_shape(state.shape), format_version(state.version)]
+        cells += [fact_text(state, "requires_grad"), grad_norm(state.grad)]
+        body.append(html("<tr>{}</tr>", joined(html("<td>{}</td>", c) for c in cells)))
+    return html(
+        '<div class="tt-table-wrap"><table class="tt-table"><thead><tr>{}</tr></thead>'
+        "<tbody>{}</tbody></table></div>",
+        head,
+        joined(body),
+    )
 
 
 def _error(step: Step) -> Markup:
@@ -157,7 +213,7 @@ def expectations_list(results) -> Markup:
     return html('<ul class="tt-list tt-expect">{}</ul>', joined(items))
 
 
-def _table(rows, columns, key: int, positions: Mapping[int, int]) -> Markup:
+def _table(rows, columns, key: int, positions: Mapping[int, int], full: bool = False) -> Markup:
     """The tensor table.
 
     ``data-i`` is the row's position in the step's ``tensors``, as in the JSON.
@@ -178,7 +234,7 @@ def _table(rows, columns, key: int, positions: Mapping[int, int]) -> Markup:
             css = [f"tt-cell-{column}"]
             if column != "name" and column in row.changed and not row.new:
                 css.append("tt-changed")
-            text = state.name if column == "name" else fact_text(state, column)
+            text = state.name if column == "name" else fact_text(state, column, full)
             focus = Markup(' tabindex="0"') if column in ("name", "storage") else ""
             cells.append(html('<td class="{}"{}{}>{}</td>', " ".join(css), attrs, focus, text))
         body.append(html('<tr class="{}">{}</tr>', "tt-new" if row.new else "", joined(cells)))
@@ -204,43 +260,80 @@ def _predictions(step: Step) -> Markup:
     )
 
 
-def _ops(step: Step) -> Markup:
-    """What the step ran (``Step.ops``), in the console's words.
+def ops_html(step: Step, options: RenderOptions) -> Markup:
+    """What the step ran (``Step.ops``), in the console's words, at ``--ops``'s level; a loop's
+    passes as the console folds them, a folded one's operations a click away."""
+    level = options.ops if options.ops != "none" else "calls"
+    parts = loop_parts(step, options.iterations)
+    if parts is None:
+        return _ops(step, level, 0, len(step.ops), _ran_summary(step), open_=False)
+    out = []
+    for part in parts:
+        if part.kind == "folded":
+            out.append(_ops(step, level, *part.ops, folded_line(part), open_=False, always=True))
+        elif part.kind == "pass":
+            out.append(_ops(step, level, *part.ops, iteration_heading(part, step.loop)))
+            out.append(_flows(step, *part.flows, part))
+        else:
+            title = "ran before the loop" if part.kind == "before" else "ran after the loop"
+            out.append(_ops(step, level, *part.ops, title))
+            out.append(_flows(step, *part.flows))
+    return joined(out)
 
-    Each call, with the ATen operations under it.
-    """
-    lines = ops_lines(step, "aten")
-    if not lines:
-        return Markup("")
+
+def _ran_summary(step: Step) -> str:
     calls = sum(1 for op in step.ops if op.level == "call") or len(step.ops)
     more = (
         f", and at least {count_text(step.ops_omitted)} more operations not recorded"
         if step.ops_omitted
         else ""
     )
+    return f"ran {calls} call{'s' if calls != 1 else ''}{more}"
+
+
+def _ops(
+    step: Step,
+    level: str,
+    start: int,
+    stop: int,
+    summary: str,
+    open_: bool = True,
+    always: bool = False,
+) -> Markup:
+    lines = ops_lines(step, level, start, stop) if stop > start else []
+    if not lines and not always:
+        return Markup("")
     return html(
-        '<details class="tt-ops"><summary>ran {} call{}{}</summary>'
-        '<pre class="tt-code">{}</pre></details>',
-        calls,
-        "s" if calls != 1 else "",
-        more,
+        '<details class="tt-ops"{}><summary>{}</summary><pre class="tt-code">{}</pre></details>',
+        Markup(" open") if open_ else "",
+        visible(summary),
         visible("\n".join(lines)),
     )
 
 
-def _flows(step: Step) -> Markup:
+def _flows(step: Step, start: int, stop: int, part: Optional[Part] = None) -> Markup:
     """Each backward call's gradient flow (``Step.flow``) as the console's tree.
 
-    The values are on the edges.
+    The values are on the edges; a tree an earlier pass of a loop drew, or the call
+    before drew, is said in one line.
     """
     out = []
-    for flow in step.flow:
+    if part is None:
+        drawn = repeated_flows(step.flow, start, stop)
+    else:
+        drawn = [(index, repeat_note(part, index)) for index in range(start, stop)]
+    for index, repeated in drawn:
+        flow = step.flow[index]
+        again = again_line(part, index, call_label(flow.call)) if part is not None else None
+        if again is not None:
+            out.append(html('<p class="tt-status">{}</p>', visible(again)))
+            continue
         head, *tree = flow_lines(flow)
         out.append(
             html(
                 '<details class="tt-flow" open><summary>{}</summary>'
                 '<pre class="tt-code">{}</pre></details>',
-                visible(head),
+                visible(head[:-1] + repeated + ":"),
                 visible("\n".join(tree)),
             )
         )

@@ -91,6 +91,70 @@ def quiet_rows(rows: Sequence[Row], options, *, first: bool = False) -> Tuple[Li
     return drawn, [row.state.name for row in rows if not (row.changed or row.new)]
 
 
+def unchanged_table(rows: Sequence[Row], options, *, first: bool = False) -> bool:
+    """Whether a step's table is said in one line: no row of it changed and none is new.
+
+    Not the ``first`` table drawn (the reader has seen none of its rows yet), nor with
+    ``--all-rows`` or ``--changes-only`` (which says so its own way)."""
+    if first or options.all_rows or options.changes_only or not rows:
+        return False
+    return not any(row.changed or row.new for row in rows)
+
+
+def parameter_rows(rows: Sequence[Row], options, *, many: bool) -> Tuple[List[Row], List[Row]]:
+    """The rows drawn as the compact table of a model's parameters, and the others.
+
+    Only for a table of ``many`` rows (past ``QUIET_ROWS``: a model, not a lesson's
+    ``nn.Linear``), and not with ``--values full``: a parameter is then one line, its
+    name, shape, version, requires_grad and the norm of its grad, where its own row
+    would be a block of statistics nobody reads at the first glance.
+    """
+    if not many or options.full_values or not options.values:
+        return [], list(rows)
+    params = [row for row in rows if row.state.kind in MODULE_KINDS]
+    if len(params) < 2:
+        return [], list(rows)
+    return params, [row for row in rows if row.state.kind not in MODULE_KINDS]
+
+
+MODULE_KINDS = frozenset({"parameter", "buffer"})  # what a module holds
+# The columns of a model's parameters, as every renderer heads them.
+PARAMETER_COLUMNS = ("parameter", "shape", "version", "requires_grad", "grad norm")
+
+
+def alias_groups(rows: Sequence[Row]) -> Tuple[List[Row], List[Tuple[str, str, int]]]:
+    """The rows that are not another name of a tensor already shown, and those others said as
+    (their prefix, the prefix of the names they are, how many): ``block.ln_1.weight`` bound
+    to the very object ``model.h.0.ln_1.weight`` is (``block``, ``model.h.0``, 1).
+
+    A loop over a model's blocks (``for block in model.h``) names every tensor of the block
+    twice; one line says so in place of a row per name."""
+    kept: List[Row] = []
+    groups: Dict[Tuple[str, str], int] = {}
+    for row in rows:
+        other = row.state.same_as
+        prefixes = _common_tail(row.state.name, other) if other is not None else None
+        if prefixes is None:
+            kept.append(row)
+            continue
+        groups[prefixes] = groups.get(prefixes, 0) + 1
+    if not groups:
+        return list(rows), []
+    return kept, [(a, b, n) for (a, b), n in groups.items()]
+
+
+def _common_tail(name: str, other: str) -> Optional[Tuple[str, str]]:
+    """(``block``, ``model.h.0``) for ``block.ln.weight`` and ``model.h.0.ln.weight``: the two
+    names' heads before the dotted tail they share; None when they share none."""
+    a, b = name.split("."), other.split(".")
+    n = 0
+    while n < min(len(a), len(b)) - 1 and a[-1 - n] == b[-1 - n]:
+        n += 1
+    if not n:
+        return None
+    return ".".join(a[: len(a) - n]), ".".join(b[: len(b) - n])
+
+
 def is_quiet(traces: Sequence[Trace], options) -> bool:
     """Whether some step drawn has more rows than ``QUIET_ROWS``, so a legend says the rule."""
     if options.all_rows or options.changes_only:
@@ -170,7 +234,8 @@ def legend_marks(traces: Sequence[Trace], options) -> FrozenSet[str]:
 
     ``offset``: some storage label carries an offset (``S1+2``); ``dash``: some
     fact is shown as ``—`` (not recorded, or a name a variant never bound);
-    ``refused``: some fact is shown as ``?`` (PyTorch refused to give it).
+    ``refused``: some fact is shown as ``?`` (PyTorch refused to give it); ``temporaries``:
+    the labels shown skip numbers, which went to storages no table shows.
     """
     states = shown_states(traces, options)
     marks = set()
@@ -190,9 +255,22 @@ def legend_marks(traces: Sequence[Trace], options) -> FrozenSet[str]:
         marks.add("dash")
     if any(s.unavailable for s in states):
         marks.add("refused")
+    if _labels_skip(states):
+        marks.add("temporaries")
     if is_quiet(traces, options):
         marks.add("quiet")
     return frozenset(marks)
+
+
+def _labels_skip(states: Sequence[TensorState]) -> bool:
+    """Whether the storage labels the tables show skip numbers (S3, then S6): the labels
+    between went to storages no table shows, an unnamed temporary's."""
+    numbers = set()
+    for s in states:
+        label = s.storage
+        if label is not None and label[1:].isdecimal():
+            numbers.add(int(label[1:]))
+    return bool(numbers) and max(numbers) > len(numbers)
 
 
 def _unbound_in_some_variant(traces: Sequence[Trace], options) -> bool:
@@ -297,7 +375,12 @@ __all__ = [
     "has_tensor_tables",
     "is_quiet",
     "legend_marks",
+    "MODULE_KINDS",
+    "PARAMETER_COLUMNS",
+    "alias_groups",
+    "parameter_rows",
     "quiet_rows",
+    "unchanged_table",
     "run_columns",
     "shared_storages",
     "step_wanted",

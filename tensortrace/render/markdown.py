@@ -36,14 +36,18 @@ from .compare import (
 from .diagram import mermaid_for_graph
 from .facts import aliasing_notes, tensors_by_name, with_previous
 from .layout import (
+    QUIET_ROWS,
+    alias_groups,
     any_step_wanted,
     has_tensor_tables,
     legend_marks,
     new_predictions,
+    parameter_rows,
     run_columns,
     step_wanted,
     summary_parts,
     table_rows,
+    unchanged_table,
     unshown_failures,
     variant_codes,
     variant_notes,
@@ -56,13 +60,15 @@ from .markdown_text import (
     code_cell,
     escaped,
     no_html,
+    note,
     plain_cell,
     prose,
     quoting,
     quote,
     values_cell,
 )
-from .ops import flow_lines, ops_lines
+from .loops import line_folds
+from .markdown_fold import details, ops_blocks, parameter_table
 from .options import DEFAULT_OPTIONS, RenderOptions
 from .outline import NO_GRAD_FN, TRUNCATED, graph_outline, line_text
 from .text import (
@@ -75,6 +81,7 @@ from .text import (
     format_shape,
     format_values,
     format_version,
+    one_line,
     outcome,
     step_place,
     storage_with_partners,
@@ -137,10 +144,20 @@ def _trace_blocks(trace: Trace, options: RenderOptions) -> Iterable[str]:
     if has_tensor_tables([trace]):
         yield _legend(legend_marks([trace], options))
     columns = run_columns([trace], options)
+    steps = trace.steps
+    folds = line_folds(steps, options.iterations) if options.steps is None else {}
+    said = {id(steps[position]): fold for position, fold in folds.items()}
+    folded = {id(steps[j]) for fold in folds.values() for j in fold.steps}
+    first = True
     for prev, step in with_previous(trace):
         if not step_wanted(step, options.steps):
             continue
-        yield from _step_blocks(prev, step, options, columns)
+        if id(step) in folded:
+            if id(step) in said:
+                yield no_html(said[id(step)].line)
+            continue
+        yield from _step_blocks(prev, step, options, columns, first)
+        first = False
     yield from _footer(trace)
 
 
@@ -161,17 +178,24 @@ def _legend(marks) -> str:
             if "refused" in marks
             else ""
         )
+        + (
+            " Label numbers the tables skip (`S3`, then `S6`) went to unnamed temporaries."
+            if "temporaries" in marks
+            else ""
+        )
     )
 
 
-def _step_blocks(prev: Optional[Step], step: Step, options, columns) -> Iterable[str]:
+def _step_blocks(
+    prev: Optional[Step], step: Step, options, columns, first: bool = False
+) -> Iterable[str]:
     yield _step_heading(step)
     if step.code.strip():
         yield code_block(step.code)
     if step.note:
-        yield prose(step.note.strip())
-    yield from _table_blocks(prev, step, options, columns)
-    yield from _ops_blocks(step, options.ops)
+        yield note(step.note.strip())
+    yield from _table_blocks(prev, step, options, columns, first)
+    yield from ops_blocks(step, options.ops, options.iterations)
     yield from _outcome_blocks(step)
     for message in new_predictions(prev, step):
         yield f"> ⚠ **Predicted:** {quoting(message)}"
@@ -179,26 +203,36 @@ def _step_blocks(prev: Optional[Step], step: Step, options, columns) -> Iterable
         yield from _graph_blocks(graph)
 
 
-def _ops_blocks(step: Step, level: str) -> Iterable[str]:
-    """What the step ran and each backward call's gradient flow, as text blocks."""
-    if level == "none":
-        return
-    lines = ops_lines(step, level)
-    if lines:
-        yield "Ran:\n\n" + code_block("\n".join(lines), "text")
-    for flow in step.flow:
-        head, *tree = flow_lines(flow)
-        heading = no_html(f"{head[:1].upper()}{head[1:]}")
-        yield heading + "\n\n" + code_block("\n".join(tree), "text")
-
-
-def _table_blocks(prev: Optional[Step], step: Step, options, columns) -> Iterable[str]:
+def _table_blocks(
+    prev: Optional[Step], step: Step, options, columns, first: bool = False
+) -> Iterable[str]:
     names, rows = table_rows(prev, step, options)
     if not names:
         return
     if not rows:
         yield "*No changes.*"
         return
+    if unchanged_table(rows, options, first=first):
+        said = "No tensor changed: " + ", ".join(r.state.name for r in rows)
+        yield details(one_line(said, 200), _table(rows, columns, options))
+        return
+    params, rows = parameter_rows(rows, options, many=len(rows) > QUIET_ROWS)
+    params, aliases = alias_groups(params)
+    if rows:
+        yield _table(rows, columns, options)
+    if params:
+        yield parameter_table(params)
+    for name, other, count in aliases:
+        yield f"{code_span(name)}: the same objects as {code_span(other)} ({count:,} tensors)."
+    notes = [n for n in aliasing_notes(prev, step) if n.name in names]
+    if notes:
+        yield "\n".join(
+            f"↳ *{escaped(n.describe())}*" + ("  " if i < len(notes) - 1 else "")
+            for i, n in enumerate(notes)
+        )
+
+
+def _table(rows, columns, options) -> str:
     lines = [
         "| " + " | ".join(columns) + " |",
         "|" + "|".join("--:" if c == "version" else "---" for c in columns) + "|",
@@ -212,17 +246,11 @@ def _table_blocks(prev: Optional[Step], step: Step, options, columns) -> Iterabl
                 cells.append(cell(code_span(state.name) + (" *(new)*" if new else "") + same))
             elif column in ("values", "grad"):
                 values = state.values if column == "values" else state.grad
-                cells.append(values_cell(values, state.shape, bold))
+                cells.append(values_cell(values, state.shape, bold, options.full_values))
             else:
                 cells.append(plain_cell(fact_text(state, column), bold))
         lines.append("| " + " | ".join(cells) + " |")
-    yield "\n".join(lines)
-    notes = [n for n in aliasing_notes(prev, step) if n.name in names]
-    if notes:
-        yield "\n".join(
-            f"↳ *{escaped(n.describe())}*" + ("  " if i < len(notes) - 1 else "")
-            for i, n in enumerate(notes)
-        )
+    return "\n".join(lines)
 
 
 def _error_block(error: ErrorInfo, declared: bool, label: str = "") -> str:
@@ -358,8 +386,8 @@ def _variant_blocks(traces: List[Trace], options: RenderOptions) -> Iterable[str
             for name, code in zip(names, codes):
                 if code is not None:
                     yield f"*{name}:*\n\n" + code_block(code)
-        for name, note in variant_notes(steps, names):
-            yield f"*{name}:* {prose(note.strip())}" if name else prose(note.strip())
+        for name, said in variant_notes(steps, names):
+            yield f"*{name}:* {note(said.strip())}" if name else note(said.strip())
         yield _variant_table(steps, names, options, extras)
         for name, step in zip(names, steps):
             if step is not None:
@@ -419,7 +447,8 @@ def _variant_cell(
     storage = storage_with_partners(step, state)
     parts = []
     if options.values:
-        parts.append(("values", code_cell(format_values(state.values, state.shape))))
+        full = options.full_values
+        parts.append(("values", code_cell(format_values(state.values, state.shape, full=full))))
     for field, text in (
         ("shape", format_shape(state.shape)),
         ("dtype", format_dtype(state.dtype)),
@@ -446,7 +475,7 @@ def _variant_cell(
         [("grad_fn", plain_cell(f"grad_fn {format_grad_fn(state.grad_fn)}"))],
     ]
     if options.values:
-        lines.append([("grad", "grad " + values_cell(state.grad, state.shape))])
+        lines.append([("grad", "grad " + values_cell(state.grad, state.shape, full=full))])
     return "<br>".join(
         " · ".join(f"**{text}**" if field in differs else text for field, text in line)
         for line in lines

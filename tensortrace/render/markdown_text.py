@@ -50,11 +50,11 @@ def code_cell(text: str, bold: bool = False) -> str:
     return f"**{spans}**" if bold else spans
 
 
-def values_cell(values, shape, bold: bool = False) -> str:
+def values_cell(values, shape, bold: bool = False, full: bool = False) -> str:
     """Values in code spans; a missing grad is the plain word None, like grad_fn's."""
     if values is None:
         return plain_cell("None", bold)
-    return code_cell(format_values(values, shape), bold)
+    return code_cell(format_values(values, shape, full=full), bold)
 
 
 def plain_cell(text: str, bold: bool = False) -> str:
@@ -149,6 +149,38 @@ def _line_spans(line: str) -> List[Tuple[str, bool]]:
     if done < len(line):
         pieces.append((line[done:], False))
     return pieces
+
+
+_CODE_SPAN = re.compile(r"`([^`]+)`")
+_BLOCK_START = re.compile(r"^(?:[#+=~-]|\d{1,9}[.)])")
+
+
+def _starred(text: str) -> str:
+    """Prose with no HTML, whose ``*`` and ``_`` are text, not emphasis (``2*w*x``)."""
+    return no_html(text).replace("*", "\\*").replace("_", "\\_")
+
+
+def note(text: str) -> str:
+    """A step's note, as Markdown written on purpose (``prose``) but for emphasis: its ``*``
+    and ``_`` stay text, so that a formula such as ``2*w*x`` keeps its stars; its `code
+    spans` are code; paragraphs are kept, the lines of one joined."""
+    paragraphs = []
+    for block in re.split(r"\n[ \t]*\n", text.strip("\n")):
+        line = " ".join(part.strip() for part in block.split("\n"))
+        out = []
+        position = 0
+        for span in _CODE_SPAN.finditer(line):
+            out.append(_starred(line[position : span.start()]))
+            out.append(code_span(span.group(1)))
+            position = span.end()
+        out.append(_starred(line[position:]))
+        joined = "".join(out)
+        start = _BLOCK_START.match(joined)
+        if start:  # it would open a heading or a list: its mark escaped, plain text
+            at = start.end() - 1
+            joined = joined[:at] + "\\" + joined[at:]
+        paragraphs.append(joined)
+    return "\n\n".join(paragraphs)
 
 
 def quote(text: str) -> str:

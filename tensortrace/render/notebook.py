@@ -13,6 +13,7 @@ from typing import Iterable, Optional, Sequence
 from ..errors import UsageError
 from ..trace import Trace
 from . import FORMATS, render
+from .ops import LEVELS
 from .options import RenderOptions
 
 NOTEBOOK_WIDTH = 110  # columns of the console rendering a notebook shows
@@ -26,13 +27,22 @@ def render_traces(
     changes_only: bool = False,
     all_rows: bool = False,
     show: Optional[Iterable[str]] = None,
-    values: bool = True,
+    values: object = True,
     width: Optional[int] = None,
     color: bool = False,
+    ops: str = "calls",
+    iterations: str = "first",
 ) -> str:
-    """``traces`` in format ``fmt`` (one of ``tensortrace.render.FORMATS``)."""
+    """``traces`` in format ``fmt`` (one of ``tensortrace.render.FORMATS``); ``values="full"``,
+    ``ops`` and ``iterations`` as ``--values full``, ``--ops`` and ``--iterations``."""
     if not isinstance(fmt, str) or fmt.lower() not in FORMATS:
         raise UsageError(f"fmt={fmt!r} is not one of {', '.join(FORMATS)}")
+    if values not in (True, False, "full"):
+        raise UsageError(f"values={values!r} is not one of True, False, 'full'")
+    if ops not in LEVELS:
+        raise UsageError(f"ops={ops!r} is not one of {', '.join(LEVELS)}")
+    if iterations not in ("first", "all"):
+        raise UsageError(f"iterations={iterations!r} is not one of first, all")
     if isinstance(show, str):
         raise UsageError("show= takes a list of names, e.g. show=['a', 'b']")
     if steps is not None:
@@ -44,9 +54,12 @@ def render_traces(
         changes_only=changes_only,
         all_rows=all_rows,
         show=tuple(show) if show is not None else None,
-        values=values,
+        values=bool(values),
         width=width,
         color=color,
+        ops=ops,
+        full_values=values == "full",
+        iterations=iterations,
     )
     return render(list(traces), fmt.lower(), options)
 

@@ -1,7 +1,11 @@
 """What a step ran and where its gradients flowed, as lines of plain text.
 
-``ops_lines`` reads ``Step.ops``: one line per call the step's code made
-(``--ops calls``), each followed, at ``--ops aten``, by the ATen operations
+``ops_lines`` reads ``Step.ops``: at ``--ops calls`` (the default) what the
+code did: one line per call it made, and one line per expression of it that
+ran calls inside a function (``opt.step() writes S3 (w) · each version 1 → 2``,
+``OpRecord.site``), metadata reads (``METADATA_READS``) left out and a line
+repeated at once said once with ``×N``; at ``--ops all`` every recorded call,
+under its expression; at ``--ops aten`` each followed by the ATen operations
 it ran, e.g.::
 
     Tensor.detach(a) → c (S1, no copy)
@@ -27,7 +31,7 @@ from __future__ import annotations
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..trace import Flow, FlowNode, OpRecord, Step, Values
-from .text import format_values, one_line, plural
+from .text import one_line, plural, value_brief
 
 MAX_SHOWN_OPS = 60  # lines of operations drawn per step; the JSON holds every recorded one
 MAX_SHOWN_FLOW = 80  # lines of one gradient-flow tree
@@ -46,8 +50,22 @@ def call_label(name: str) -> str:
     return name
 
 
+_LAST_HOLDERS: List[object] = [None, None]  # (step, its holders): a loop step asks per pass
+
+
 def _holders(step: Step) -> Dict[str, List[str]]:
-    """The names on each storage: the step's tensors, then what operations named (``a.grad``)."""
+    """The names on each storage: the step's tensors, then what operations named (``a.grad``).
+
+    Read once per step: a loop step's passes are drawn one slice of its operations at a time.
+    """
+    if _LAST_HOLDERS[0] is step:
+        return _LAST_HOLDERS[1]  # type: ignore[return-value]
+    names = _read_holders(step)
+    _LAST_HOLDERS[:] = [step, names]
+    return names
+
+
+def _read_holders(step: Step) -> Dict[str, List[str]]:
     names: Dict[str, List[str]] = {}
     for state in step.tensors:
         if state.storage is not None and state.same_as is None:
@@ -91,35 +109,260 @@ def op_text(op: OpRecord, holders: Dict[str, List[str]]) -> str:
     return text
 
 
-def ops_lines(step: Step, level: str) -> List[str]:
-    """The step's operations at ``level`` (``calls`` or ``aten``), indented under their calls."""
+#: Calls that read what a tensor is, not its values, and change nothing: folded away at the
+#: default level (``--ops calls``), as is reading ``.grad``; ``--ops all`` lists them.
+METADATA_READS = frozenset(
+    "Tensor." + name
+    for name in (
+        "dim",
+        "ndim",
+        "ndimension",
+        "size",
+        "shape",
+        "numel",
+        "nelement",
+        "stride",
+        "storage_offset",
+        "element_size",
+        "itemsize",
+        "nbytes",
+        "data_ptr",
+        "_version",
+        "is_leaf",
+        "grad_fn",
+        "requires_grad",
+        "retains_grad",
+        "grad",
+        "dtype",
+        "device",
+        "get_device",
+        "layout",
+        "is_contiguous",
+        "is_sparse",
+        "is_cuda",
+        "is_cpu",
+        "is_meta",
+        "is_mps",
+        "is_nested",
+        "is_quantized",
+        "is_floating_point",
+        "is_complex",
+        "is_inference",
+        "_is_view",
+        "output_nr",
+        "__len__",
+        "names",
+    )
+)
+LEVELS = ("none", "calls", "all", "aten")  # what ``--ops`` shows of what a step ran
+
+
+def is_metadata_read(op: OpRecord) -> bool:
+    """A call that only read what a tensor is (``x.dim()``, ``x.is_leaf``, ``p.grad``)."""
+    return (
+        op.level == "call"
+        and not op.writes
+        and not op.version_bumps
+        and call_label(op.name) in METADATA_READS
+    )
+
+
+def _said(op: OpRecord) -> bool:
+    """Whether a line says anything: calls that take and give no tensor
+    (``torch._C._set_grad_enabled`` of a ``no_grad`` block) are left out; the JSON keeps them."""
+    return bool(op.tensors.in_ or op.tensors.out or op.writes)
+
+
+def folded_reads(step: Step, start: int = 0, stop: Optional[int] = None) -> int:
+    """How many of the step's calls (``start:stop``) the default level folds as metadata reads."""
+    return sum(1 for op in step.ops[start:stop] if _said(op) and is_metadata_read(op))
+
+
+def ops_lines(step: Step, level: str, start: int = 0, stop: Optional[int] = None) -> List[str]:
+    """The step's operations (``start:stop`` of them) at ``level``, indented under their calls.
+
+    ``calls`` (the default) says what the code did: each call it made, and each expression
+    that ran calls inside a function (``opt.step()``, ``model(x)``) as one line of what
+    those calls made, wrote and moved; metadata reads are folded away, and a line repeated
+    at once is said once with a count. ``all`` lists every recorded call, under the
+    expression it ran in; ``aten`` adds the ATen operations under each.
+    """
     if level == "none" or not step.ops:
         return []
+    ops = step.ops
+    stop = len(ops) if stop is None else max(start, min(stop, len(ops)))
     holders = _holders(step)
+    sites = step.sites
     lines: List[str] = []
     hidden = 0
-    for op in step.ops:
-        if op.level == "aten" and level != "aten":
+    index = start
+    while index < stop:
+        if len(lines) > 2 * MAX_SHOWN_OPS:  # what is drawn costs, not what is cut
+            hidden = sum(1 for op in ops[index:stop] if op.level == "call" and _said(op))
+            break
+        op = ops[index]
+        site = op.site if op.level == "call" and op.site is not None else None
+        if site is not None and 0 <= site < len(sites):
+            group = [op]
+            end = index + 1
+            while end < stop and (ops[end].level == "aten" or ops[end].site == site):
+                group.append(ops[end])
+                end += 1
+            index = end
+            if level == "calls":
+                said = [
+                    g for g in group if g.level == "call" and _said(g) and not is_metadata_read(g)
+                ]
+                if said:
+                    lines.append(group_text(sites[site].text, said, holders))
+                continue
+            inner = [
+                ("    " if g.level == "aten" else "  ") + op_text(g, holders)
+                for g in group
+                if (g.level == "call" or level == "aten") and _said(g)
+            ]
+            if inner:
+                lines.append(one_line(sites[site].text, 200) + ":")
+                lines.extend(inner)
             continue
-        # e.g. torch._C._set_grad_enabled of a no_grad block
-        if not (op.tensors.in_ or op.tensors.out or op.writes):
+        index += 1
+        if op.level == "aten" and level != "aten" or not _said(op):
             continue
-        if len(lines) >= MAX_SHOWN_OPS:
-            hidden += 1
+        if level == "calls" and is_metadata_read(op):
             continue
         indent = "  " if op.level == "aten" and op.parent is not None else ""
         lines.append(indent + op_text(op, holders))
+    if level == "calls":
+        lines = _counted(lines)
+    if len(lines) > MAX_SHOWN_OPS:
+        hidden += len(lines) - MAX_SHOWN_OPS
+        lines = lines[:MAX_SHOWN_OPS]
     if hidden:
         lines.append(f"… and {plural(hidden, 'more operation')} (the JSON trace holds them)")
-    if step.ops_omitted:
+    if step.ops_omitted and stop == len(ops):
         # at least: past the limit a call counts once, its ATen operations uncounted
         # (tensortrace.record.opmodes._take_off)
         lines.append(f"… and at least {plural(step.ops_omitted, 'more operation')} not recorded")
     return lines
 
 
+def _counted(lines: List[str]) -> List[str]:
+    """Lines repeated one after the other said once, with how many times: ``… ×3``."""
+    out: List[str] = []
+    count = 0
+    for position, line in enumerate(lines):
+        count += 1
+        if position + 1 < len(lines) and lines[position + 1] == line:
+            continue
+        out.append(f"{line} ×{count}" if count > 1 else line)
+        count = 0
+    return out
+
+
+MAX_GROUP_ITEMS = 4  # tensors named in one line of what an expression made, wrote or moved
+
+
+def group_text(site: str, calls: Sequence[OpRecord], holders: Dict[str, List[str]]) -> str:
+    """One expression of the code and what the calls it ran did, on one line:
+    ``opt.step() writes S3 (w), S4 (b) · w: version 1 → 2; b: version 1 → 2``."""
+    made: List[str] = []
+    written: List[str] = []
+    moved: Dict[Optional[str], List[Optional[int]]] = {}
+    setters: Dict[str, List[str]] = {}  # attribute -> the tensors it was set on (p.grad = None)
+    for op in calls:
+        if op.name.startswith("torch.Tensor.") and op.name.endswith(".__set__"):
+            attribute = op.name[len("torch.Tensor.") : -len(".__set__")]
+            on = setters.setdefault(attribute, [])
+            on.extend(n for n in op.tensors.in_[:1] if n is not None and n not in on)
+        known = set(op.reads) | set(op.writes)
+        for i, label in enumerate(op.outputs):
+            if label is None or label in op.writes:
+                continue
+            existed = op.existed[i] if i < len(op.existed) else label in known
+            if not existed and label not in made:
+                made.append(label)
+        for label in op.writes:
+            if label not in written:
+                written.append(label)
+        for bump in op.version_bumps:
+            if bump.name is None:
+                continue
+            if bump.name in moved:
+                moved[bump.name][1] = bump.to
+            else:
+                moved[bump.name] = [bump.from_, bump.to]
+    text = one_line(site, 120)
+    if made:
+        named = [
+            f"{', '.join(holders[label])} ({label}, new)" for label in made if holders.get(label)
+        ]
+        unnamed = [f"{label} (new)" for label in made if not holders.get(label)]
+        if len(unnamed) > 2:  # the temporaries of a forward: counted
+            unnamed = [plural(len(unnamed), "unnamed new tensor")]
+        text += " → " + _some(named + unnamed, "new tensor")
+    if written:
+        text += " writes " + _some(
+            [
+                f"{label} ({', '.join(holders[label])})" if holders.get(label) else label
+                for label in written
+            ],
+            "storage",
+        )
+    for attribute, on in setters.items():
+        text += f" sets .{attribute}" + (" of " + _some(on, "tensor") if on else "")
+    if moved:
+        steps = {tuple(v) for v in moved.values()}
+        named = {n for label in written for n in holders.get(label, ())}
+        if len(steps) == 1 and len(moved) > 1 and set(moved) <= named:
+            a, b = steps.pop()  # every tensor it wrote moved alike: said once
+            text += f" · each version {a} → {b}"
+        else:
+            text += " · " + _some(
+                [f"{name}: version {a} → {b}" for name, (a, b) in moved.items()], "version", "; "
+            )
+    return text
+
+
+def _some(items: List[str], word: str, joint: str = ", ") -> str:
+    """At most ``MAX_GROUP_ITEMS`` items, then how many more."""
+    if len(items) <= MAX_GROUP_ITEMS:
+        return joint.join(items)
+    rest = len(items) - MAX_GROUP_ITEMS + 1
+    return joint.join(items[: MAX_GROUP_ITEMS - 1]) + f"{joint}and {plural(rest, 'more ' + word)}"
+
+
+def flow_shape(flow: Flow) -> tuple:
+    """What makes two gradient flows the same tree: nodes, edges, leaves, what ran."""
+    return (
+        flow.call,
+        flow.roots,
+        flow.omitted,
+        flow.notice,
+        tuple((n.name, n.next, n.leaf, n.ran) for n in flow.nodes),
+    )
+
+
+def repeated_flows(
+    flows: Sequence[Flow], start: int = 0, stop: Optional[int] = None
+) -> List[Tuple[int, str]]:
+    """The flows ``start:stop`` to draw, each with what its title adds: a run of backward
+    calls that sent their gradients through the same tree is drawn once (its first call),
+    `` (the same tree 3 times)``."""
+    stop = len(flows) if stop is None else stop
+    out: List[Tuple[int, str]] = []
+    index = start
+    while index < stop:
+        shape = flow_shape(flows[index])
+        end = index + 1
+        while end < stop and flow_shape(flows[end]) == shape:
+            end += 1
+        out.append((index, f" (the same tree {end - index} times)" if end - index > 1 else ""))
+        index = end
+    return out
+
+
 def _grad(values: Optional[Values]) -> str:
-    return "nothing" if values is None else one_line(format_values(values), VALUE_WIDTH)
+    return "nothing" if values is None else one_line(value_brief(values), VALUE_WIDTH)
 
 
 def _grads(values: Sequence[Optional[Values]]) -> str:
@@ -191,15 +434,27 @@ def _node_text(node: FlowNode) -> str:
         before = (
             "None"
             if node.leaf_grad_before is None
-            else one_line(format_values(node.leaf_grad_before), VALUE_WIDTH)
+            else one_line(value_brief(node.leaf_grad_before), VALUE_WIDTH)
         )
         after = (
             "None"
             if node.leaf_grad_after is None
-            else one_line(format_values(node.leaf_grad_after), VALUE_WIDTH)
+            else one_line(value_brief(node.leaf_grad_after), VALUE_WIDTH)
         )
         text += f" → {who}.grad: {before} → {after}"
     return text
 
 
-__all__ = ["call_label", "flow_lines", "op_text", "ops_lines"]
+__all__ = [
+    "LEVELS",
+    "METADATA_READS",
+    "call_label",
+    "flow_lines",
+    "flow_shape",
+    "folded_reads",
+    "group_text",
+    "is_metadata_read",
+    "op_text",
+    "ops_lines",
+    "repeated_flows",
+]

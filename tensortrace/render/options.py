@@ -25,13 +25,20 @@ class RenderOptions:
     values: bool = True  # False: no values/grad columns
     width: Optional[int] = None  # console width in columns; None: DEFAULT_WIDTH
     color: bool = False  # ANSI colour in console output
-    # what each step ran: "none", "calls" (the calls written) or "aten" (and their ATen operations)
+    # what each step ran: "none", "calls" (what the code did: the calls it wrote, metadata
+    # reads and repeats folded), "all" (every recorded call) or "aten" (and their ATen operations)
     ops: str = "calls"
+    full_values: bool = False  # every recorded element, not a one-line summary past a few
+    # a loop's passes: "first" (the first in full, the rest folded unless one differs) or "all"
+    iterations: str = "first"
 
 
 DEFAULT_OPTIONS = RenderOptions()
 # Width of console output when the caller does not give one (e.g. not a terminal).
 DEFAULT_WIDTH = 100
+# The narrowest width asked for that the command line and snoop() take: a table's columns,
+# and a tensor's facts as a block of lines, need about this much.
+MIN_WIDTH = 40
 
 
 def resolve_width(width: Optional[int]) -> int:
@@ -60,6 +67,7 @@ class StreamRenderer(Protocol):
 __all__ = [
     "DEFAULT_OPTIONS",
     "DEFAULT_WIDTH",
+    "MIN_WIDTH",
     "RenderOptions",
     "Renderer",
     "StreamRenderer",

@@ -8,6 +8,9 @@ output is byte-identical, which ``tests/render/test_prose.py`` checks), and
 hands anything else, any character or line that could start other Markdown
 syntax, to ``Markdown``.
 
+A step's note is not Markdown but for its code spans (``note_text``): a formula
+such as ``2*w*x`` keeps its stars.
+
 What ``Markdown`` draws is inert: links are drawn as their text and their
 address (``hyperlinks=False``: no OSC 8 link reaches the terminal, and no
 ``<a href>`` an HTML export), and its text is made ``visible`` again after
@@ -65,6 +68,28 @@ def prose(text: str, *, lead: Optional[str] = None, lead_style: str = "strong") 
         else:
             first.insert(0, ("text", " "))
         first.insert(0, (lead_style, lead))
+    return _Prose(paragraphs)
+
+
+def note_text(text: str, *, lead: Optional[str] = None) -> RenderableType:
+    """A step's note: plain text but for its `code spans`, so that a formula keeps its ``*``
+    and ``_`` (``2*w*x``); paragraphs are kept, lines within one joined, as Markdown joins
+    them. With ``lead``, the note is led by it in italics (a variant's name)."""
+    paragraphs: List[List[Token]] = []
+    for block in _PARAGRAPH_BREAK.split(text.strip("\n")):
+        tokens: List[Token] = []
+        line = " ".join(part.strip() for part in block.split("\n"))
+        position = 0
+        for span in _CODE_SPAN.finditer(line):
+            if span.start() > position:
+                tokens.append(("text", line[position : span.start()]))
+            tokens.append(("code", span.group(1)))
+            position = span.end()
+        if position < len(line):
+            tokens.append(("text", line[position:]))
+        paragraphs.append(tokens)
+    if lead is not None and paragraphs:
+        paragraphs[0][:0] = [("em", lead), ("text", " ")]
     return _Prose(paragraphs)
 
 

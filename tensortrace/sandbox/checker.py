@@ -19,7 +19,7 @@ from __future__ import annotations
 import ast
 import functools
 import types
-from typing import Any, FrozenSet, List, Optional, Set, Tuple
+from typing import Any, Callable, FrozenSet, List, Optional, Set, Tuple
 
 from tensortrace.errors import PolicyError
 
@@ -477,12 +477,26 @@ def check_source(
 
 
 def compile_safe(
-    source: str, filename: str, mode: str = "exec", local: FrozenSet[str] = frozenset()
-) -> types.CodeType:
+    source: str,
+    filename: str,
+    mode: str = "exec",
+    local: FrozenSet[str] = frozenset(),
+    transform: Optional[Callable[[ast.Module], Optional[ast.Module]]] = None,
+) -> Optional[types.CodeType]:
     """A code object whose attribute access goes through the runtime guards.
 
     Line numbers are those of ``source``. Code that :func:`check_source` would
     refuse raises :class:`PolicyError`, so a caller that forgot the check still
-    cannot run it.
+    cannot run it. ``transform`` is given the checked (guarded) tree and returns
+    a new one to compile, leaving the one it was given unchanged (it is cached), or
+    None, which is returned: the caller's own additions (the tracer's loop marks),
+    made after the checks, with names no scenario can write.
     """
-    return _compiled(source, filename, mode, local)
+    if transform is None:
+        return _compiled(source, filename, mode, local)
+    refusals, tree = _checked(source, mode, local)
+    if refusals:
+        first = refusals[0]
+        raise PolicyError(first.message, path=filename, line=first.line, column=first.column)
+    changed = transform(tree)
+    return None if changed is None else compile(changed, filename, mode, dont_inherit=True)

@@ -25,9 +25,12 @@ def with_graph(scenario: Scenario, names: Sequence[str]) -> Scenario:
     last = scenario.steps[-1]
     if last.graph is True:
         return scenario
-    graph = tuple(dict.fromkeys(tuple(last.graph or ()) + tuple(names)))
+    own = tuple(last.graph or ())
+    graph = tuple(dict.fromkeys(own + tuple(names)))
     return dataclasses.replace(
-        scenario, steps=scenario.steps[:-1] + (dataclasses.replace(last, graph=graph),)
+        scenario,
+        steps=scenario.steps[:-1] + (dataclasses.replace(last, graph=graph),),
+        graph_option=tuple(n for n in dict.fromkeys(names) if n not in own),
     )
 
 

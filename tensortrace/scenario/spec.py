@@ -117,6 +117,9 @@ class Scenario:
     script: bool = False
     argv: Tuple[str, ...] = ()
     modules: Tuple[LocalModule, ...] = ()  # the modules beside it that its code imports
+    # names the command line asked to draw (``--graph``): drawn after the last step, and a
+    # name never bound is blamed on the option, not on the file
+    graph_option: Tuple[str, ...] = ()
 
     def place(self, code: Code, line: Optional[int], column: Optional[int]) -> Dict[str, object]:
         """The path, line and column of an error at (line, column) of the file.

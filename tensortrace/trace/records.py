@@ -335,6 +335,44 @@ class OpRecord(Record):
     # per result: its storage existed before the operation began (``x.grad``, ``torch.as_tensor``
     # of an array); empty in traces written before this was recorded
     existed: Annotated[Tuple[bool, ...], Meta(max_length=MAX_ITEMS)] = ()
+    # a call made inside another function the code called (``opt.step()``, ``model(x)``): the
+    # index in ``Step.sites`` of that expression as the code wrote it; None: the code made it
+    site: Optional[Index] = None
+
+
+class CallSite(Record):
+    """An expression of the user's code that ran calls inside it: ``opt.step()``, ``model(x)``."""
+
+    text: Text  # as written, on one line
+    line: Optional[int] = None  # its first line in the scenario file (or the snooped file)
+
+
+class LoopPass(Record):
+    """Where one pass through a loop began: indexes into its step's lists, and small values.
+
+    ``op``, ``flow`` and ``warning`` index ``Step.ops``, ``Step.flow`` and ``Step.warnings``:
+    what the pass did runs from there up to the next pass's indexes (the step's ends for the
+    last one). ``scalars`` are the scenario's one-element floating-point tensors on the CPU
+    as the pass began (at most ``record.loops.MAX_SCALARS``, by name).
+    """
+
+    op: Index = 0
+    flow: Index = 0
+    warning: Index = 0
+    scalars: Annotated[Tuple[Tuple[Name, Number], ...], Meta(max_length=MAX_ITEMS)] = ()
+
+
+class Loop(Record):
+    """The passes of the one outermost loop a step's code holds, marked as each began.
+
+    ``passes`` counts every pass; ``marks`` holds the first ones (``record.loops.MAX_MARKS``).
+    ``end``, when code follows the loop in the step, is where that code began.
+    """
+
+    line: Optional[int] = None  # the loop statement's line in the scenario file
+    passes: Count = 0
+    marks: Annotated[Tuple[LoopPass, ...], Meta(max_length=MAX_ITEMS)] = ()
+    end: Optional[LoopPass] = None
 
 
 _GRADS = Annotated[Tuple[Optional[Values], ...], Meta(max_length=MAX_ITEMS)]
@@ -405,6 +443,10 @@ class Step(Record):
     ops_omitted: Count = 0
     # one per backward call the step made
     flow: Annotated[Tuple[Flow, ...], Meta(max_length=MAX_ITEMS)] = ()
+    # the expressions of the code that ran calls inside them (``OpRecord.site``)
+    sites: Annotated[Tuple[CallSite, ...], Meta(max_length=MAX_ITEMS)] = ()
+    # the passes of the step's loop, when its code is (or holds) one outermost loop
+    loop: Optional[Loop] = None
 
 
 class StorageInfo(Record):
@@ -483,6 +525,9 @@ PARTS = (
     OpTensors,
     VersionBump,
     OpRecord,
+    CallSite,
+    LoopPass,
+    Loop,
     FlowNode,
     Flow,
     Step,

@@ -89,6 +89,35 @@ NOTES: Dict[str, Dict[str, str]] = {
             "but not the ATen operations of a call beyond them"
         ),
         "flow": "for each backward call the step made, the gradient through every node",
+        "sites": (
+            "the expressions of the code that ran calls inside them (opt.step(), model(x)), "
+            "which 'site' of an operation indexes; empty in traces written before this was "
+            "recorded"
+        ),
+        "loop": (
+            "where each pass of the step's loop began, when the step's code holds one "
+            "outermost for or while loop; null otherwise, and in traces written before this "
+            "was recorded"
+        ),
+    },
+    "CallSite": {
+        "text": "the expression as the code wrote it, on one line",
+        "line": "its first line in the scenario file (or the snooped file), or null",
+    },
+    "Loop": {
+        "line": "the loop statement's line in the scenario file",
+        "passes": "how many passes through the loop's body began",
+        "marks": "where each of the first passes began (at most 1000)",
+        "end": "where the code after the loop began, when the step holds some; else null",
+    },
+    "LoopPass": {
+        "op": "the index in the step's 'ops' of the pass's first operation",
+        "flow": "the index in the step's 'flow' of the pass's first backward call",
+        "warning": "the index in the step's 'warnings' of the pass's first warning",
+        "scalars": (
+            "[name, value] of the scenario's one-element floating-point tensors on the CPU as "
+            "the pass began (at most 8)"
+        ),
     },
     "ErrorInfo": {
         "type": "the exception's class name, e.g. RuntimeError",
@@ -252,6 +281,10 @@ NOTES: Dict[str, Dict[str, str]] = {
         "existed": (
             "per entry of outputs, whether that storage existed before the operation began "
             "(no copy); empty in traces written before this was recorded"
+        ),
+        "site": (
+            "for a call made inside a function the code called (opt.step(), model(x)), the "
+            "index in the step's 'sites' of that expression; null when the code made the call"
         ),
     },
     "OpTensors": {

@@ -59,6 +59,7 @@ class ExplorerApp(App):
         Binding("slash", "filter", "Filter", key_display="/"),
         Binding("s", "follow", "Storage"),
         Binding("g", "graphs", "Graphs"),
+        Binding("i", "iterations", "Iterations"),
         Binding("v", "variant", "Variant"),
         Binding("e", "export", "Export"),
         Binding("q", "quit", "Quit"),
@@ -147,7 +148,7 @@ class ExplorerApp(App):
                     state.follow, state.on_followed(), state.touches(), step.index, view
                 )
             )
-        self.query_one("#outcome", Static).update(draw.outcome(step))
+        self.query_one("#outcome", Static).update(draw.outcome(step, state.iterations))
         graphs = self.query_one("#graphs", Static)
         graphs.set_class(not state.graphs_shown, "hidden")
         if state.graphs_shown:
@@ -217,6 +218,11 @@ class ExplorerApp(App):
 
     def action_graphs(self) -> None:
         self.state.graphs_shown = not self.state.graphs_shown
+        self.redraw()
+
+    def action_iterations(self) -> None:
+        """A loop step's passes: every one in full, or the first and a summary of the others."""
+        self.state.iterations = "all" if self.state.iterations == "first" else "first"
         self.redraw()
 
     def action_variant(self) -> None:

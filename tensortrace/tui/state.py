@@ -35,6 +35,8 @@ class Explorer:
     follow: Optional[str] = None  # the storage label followed
     follow_name: Optional[str] = None  # the name it was picked through (for a variant switch)
     graphs_shown: bool = True
+    # a loop's passes: "first" (the first in full, the others folded) or "all" (key i)
+    iterations: str = "first"
     _columns: dict = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:

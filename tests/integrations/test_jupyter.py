@@ -41,7 +41,7 @@ CELLS = [
     "s.mul_(2)\n"
     "(w * 3).sum().backward()",
     # 8: an option run does not take is one sentence
-    "%%tensortrace --ops all\nq = 1",
+    "%%tensortrace --ops every\nq = 1",
 ]
 # the examples of README.md and docs/python.md, run after the cells above
 EXAMPLES = [
@@ -158,5 +158,7 @@ def test_the_cell_magic_records_operations_predictions_and_gradient_flow(noteboo
 def test_an_unknown_ops_level_is_one_sentence(notebook):
     (said,) = _outputs(notebook, 8, "stream")
     assert said.name == "stderr"
-    assert said.text == "tensortrace: %%tensortrace: --ops 'all' is not one of none, calls, aten\n"
+    assert said.text == (
+        "tensortrace: %%tensortrace: --ops 'every' is not one of none, calls, all, aten\n"
+    )
     assert not _outputs(notebook, 8, "error") and not _outputs(notebook, 8, "display_data")

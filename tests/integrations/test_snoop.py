@@ -490,8 +490,10 @@ def test_ops_none_records_no_operation_and_leaves_no_mode_on_the_stack(tmp_path)
 
     g()
     assert inside == [0, 1] and len(_get_current_function_mode_stack()) == 0
-    with pytest.raises(tensortrace.UsageError, match=r"ops='all' is not one of none, calls, aten"):
-        tensortrace.snoop(ops="all")
+    with pytest.raises(
+        tensortrace.UsageError, match=r"ops='every' is not one of none, calls, all, aten"
+    ):
+        tensortrace.snoop(ops="every")
 
 
 def test_a_warning_from_pytorch_is_shown_at_the_users_line(tmp_path):

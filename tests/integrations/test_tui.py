@@ -562,3 +562,25 @@ def test_a_python_file_explores_as_its_scenario_does(monkeypatch):
     assert step.line == source.index("b = a.detach()") + 1  # the file's own line
     assert {t.name: t.storage for t in step.tensors} == {"a": "S1", "b": "S1"}
     assert found["marked"] == ["a", "b"]  # following a's storage marks both
+
+
+def test_a_loop_steps_passes_fold_and_i_shows_every_one(tmp_path):
+    """The explorer folds a loop step's passes as ``run`` does; ``i`` unfolds them."""
+    path = tmp_path / "loop.json"
+    result = cli("run", str(REPO / "examples" / "train.py"), "-o", str(path))
+    assert result.returncode == 0, result.stderr
+    traces = load_traces(str(path))
+    loop = next(i for i, s in enumerate(all_steps(traces[0])) if s.loop is not None)
+    seen = []
+
+    async def check(app, pilot):
+        seen.append(pane_text(app, "#outcome"))
+        await pilot.press("i")
+        await pilot.pause()
+        seen.append(pane_text(app, "#outcome"))
+
+    drive(ExplorerApp(traces), *["right"] * loop, check=check)
+    folded, every = (" ".join(text.split()) for text in seen)
+    assert "iteration 1 of 20:" in folded and "iterations 3–20: the same operations" in folded
+    assert "iteration 20 of 20:" not in folded
+    assert "iteration 20 of 20:" in every and "the same operations" not in every

@@ -167,7 +167,7 @@ def test_views_show_their_offset_and_dtypes_show_when_not_float32():
     text = console([troubled_trace()], steps=frozenset({2}), width=120)
     assert re.search(r"^\s+v\s.*S1\+1", text, re.M)
     assert "int64" in text and "dtype" in text
-    assert "10,000 values, shape (100, 100)" in text
+    assert "[100, 100] x∈[-3.8, 3.62]" in text
 
 
 def test_the_same_object_under_two_names_is_said():

@@ -14,10 +14,10 @@ from typing import Iterable, List, Set
 import pytest
 
 from tensortrace.trace import evolve
-from render_fixtures import ENV, ok, recorded_traces, tensor
+from render_fixtures import ENV, exact as exact_values, ok, recorded_traces, tensor
 from tensortrace.trace import ScenarioInfo, Step, Trace
 from tensortrace.render import RenderOptions, render
-from tensortrace.render.text import format_number
+from tensortrace.render.text import format_number, grad_norm, value_brief, value_line
 
 WIDTHS = (60, 80, 120)
 NUMBER = re.compile(r"(?<![\w.+])-?\d[\d,]*(?:\.\d*)?(?:e[-+]?\d+)?")
@@ -118,7 +118,27 @@ def wide_variants() -> List[Trace]:
     ]
 
 
+def model_trace() -> Trace:
+    """A model of 14 parameters with long names: its compact table, then a step that grads them."""
+    params = tuple(
+        tensor(
+            f"{LONG_NAME}.{i}", WEIGHTS, storage=f"S{i + 1}", requires_grad=True, kind="parameter"
+        )
+        for i in range(14)
+    )
+    graded = tuple(evolve(p, grad=exact_values(WEIGHTS[::-1])) for p in params)
+    return Trace(
+        scenario=ScenarioInfo(title="a model"),
+        environment=ENV,
+        steps=(
+            Step(index=1, code="model = make()", line=1, tensors=params),
+            Step(index=2, code="model(x).sum().backward()", line=2, tensors=graded),
+        ),
+    )
+
+
 CASES = {
+    "model": lambda: [model_trace()],
     "recorded detach": lambda: recorded_traces("detach"),
     "recorded detach-vs-data": lambda: recorded_traces("detach-vs-data"),
     "long names": lambda: [wide_trace()],
@@ -149,9 +169,16 @@ def allowed_numbers(traces: List[Trace]) -> Set[str]:
             if isinstance(item, bool):
                 continue
             if isinstance(item, (int, float)):
-                found.update({format_number(item), str(item), f"{item:,}"})
+                found.update({format_number(item), format_number(item, 3), str(item), f"{item:,}"})
             elif isinstance(item, str):
                 found.update(NUMBER.findall(item))
+        for step in trace.steps:  # what a one-line summary computes from a tensor's values
+            for t in step.tensors:
+                for values in (t.values, t.grad):
+                    if values is not None:
+                        found.update(NUMBER.findall(value_line(values, t.shape)))
+                        found.update(NUMBER.findall(value_brief(values)))
+                found.update(NUMBER.findall(grad_norm(t.grad)))
     return found
 
 

@@ -34,6 +34,7 @@ from tensortrace.render.text import (
     format_number,
     format_storage,
     format_values,
+    grad_norm,
     one_line,
     outcome,
 )
@@ -275,9 +276,32 @@ def test_a_summary_says_size_shape_and_statistics():
         ),
     )
     assert (
-        format_values(values, (10, 100))
+        format_values(values, (10, 100), full=True)
         == "[1., 2., …]\n1,000 values, shape (10, 100)\nmin -1., max 2.5\nmean 0.5\n3 nan"
     )
+    assert format_values(values, (10, 100)) == "[10, 100] x∈[-1., 2.5] μ=0.5 nan=3 [1., 2., …]"
+    assert format_values(values) == "n=1,000 x∈[-1., 2.5] μ=0.5 nan=3 [1., 2., …]"
+
+
+def test_past_a_few_elements_values_are_one_line_of_statistics_computed_from_the_data():
+    data = tuple(tuple(float(4 * i + j) for j in range(4)) for i in range(3))  # 0 .. 11
+    line = format_values(Values("exact", data=data))
+    # mean 5.5; sample standard deviation of 0..11: sqrt(13) = 3.606
+    assert line == "[3, 4] x∈[0., 11.] μ=5.5 σ=3.61 [0., 1., 2., …]"
+    assert format_values(Values("exact", data=data), full=True).startswith("[[0., 1., 2., 3.],")
+    few = Values("exact", data=(1.0, 2.0, 3.0, 4.0, 5.0, 6.0))
+    assert format_values(few) == "[1., 2., 3., 4., 5., 6.]"
+    mixed = Values("exact", data=(1.0, "nan", "inf", 3.0, 5.0, 7.0, 9.0))
+    assert format_values(mixed) == "[7] x∈[1., 9.] μ=5. σ=3.16 nan=1 inf=1 [1., nan, inf, …]"
+
+
+def test_a_grad_norm_is_read_from_exact_values_or_a_summary():
+    assert grad_norm(Values("exact", data=((3.0, 4.0),))) == "5."
+    # n=4, mean 1, std 0: the norm of four ones is 2
+    summary = Summary(numel=4, min=1.0, max=1.0, mean=1.0, std=0.0)
+    assert grad_norm(Values("summary", summary=summary)) == "2."
+    assert grad_norm(None) == "None"
+    assert grad_norm(Values("exact", data=(1.0, "nan"))) == "nan"
     assert format_values(Values("unavailable", reason="meta tensor")) == "(meta tensor)"
     assert format_values(None) == "None"
 
