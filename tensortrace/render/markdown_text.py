@@ -156,8 +156,10 @@ _BLOCK_START = re.compile(r"^(?:[#+=~-]|\d{1,9}[.)])")
 
 
 def _starred(text: str) -> str:
-    """Prose with no HTML, whose ``*`` and ``_`` are text, not emphasis (``2*w*x``)."""
-    return no_html(text).replace("*", "\\*").replace("_", "\\_")
+    """Prose with no HTML and no link or image (``[`` and ``]`` escaped, as ``prose`` does),
+    whose ``*`` and ``_`` are text, not emphasis (``2*w*x``)."""
+    text = no_html(text).replace("[", "\\[").replace("]", "\\]")
+    return text.replace("*", "\\*").replace("_", "\\_")
 
 
 def note(text: str) -> str:
