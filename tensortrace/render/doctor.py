@@ -13,7 +13,8 @@ from typing import List, Optional, Tuple, Union
 from rich.console import Console
 from rich.text import Text
 
-from ..trace.doctor import Aside, Edit, Failure, Fix, Place, Report, Saved, Silent, Starved, Write
+from ..trace.doctor import Aside, Edit, Failure, Fix, Report, Saved, Silent, Starved, Write
+from .report_text import more as _more, place_text as _at, row as _row, styled as _styled
 from .visible import visible
 
 NO_SAFE_MODE = "ran in this process, as your own code: no safe mode"
@@ -85,24 +86,6 @@ def render_console(report: Report, *, width: Optional[int] = None, color: bool =
     for line in lines:
         console.print(line)
     return stream.getvalue()
-
-
-def _styled(text: str, style: str) -> Text:
-    return Text(visible(text), style=style)
-
-
-def _at(p: Optional[Place]) -> Text:
-    if p is None:
-        return Text("(line unknown)", style="dim")
-    return _styled(f"{p.path}:{p.line}", "bold cyan") + Text("  ") + _styled(p.code, "")
-
-
-def _row(label: str, body: Text) -> Text:
-    return _styled(f"  {label:<9} ", "bold") + body
-
-
-def _more(body: Text) -> Text:
-    return Text(" " * 12) + body
 
 
 def _all_fixes(report: Report) -> List[Union[Fix, str]]:

@@ -7,35 +7,16 @@ control characters made visible, never rich markup.
 
 from __future__ import annotations
 
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, List, Tuple
 
 from rich.text import Text
 
-from ..trace.doctor import Place
 from ..trace.doctor import Fix
 from ..trace.nonfinite import Made, NonFinite, Operand
-from .visible import visible
+from .report_text import more as _more, place_text as _at, row as _row, styled as _styled
 
 _VALUE = {"nan": "NaN", "inf": "inf", "-inf": "-inf"}
 _WHAT = {"loss": "loss", "gradient": "gradient", "parameter": "parameter"}
-
-
-def _styled(text: str, style: str) -> Text:
-    return Text(visible(text), style=style)
-
-
-def _at(p: Optional[Place]) -> Text:
-    if p is None:
-        return Text("(line unknown)", style="dim")
-    return _styled(f"{p.path}:{p.line}", "bold cyan") + Text("  ") + _styled(p.code, "")
-
-
-def _row(label: str, body: Text) -> Text:
-    return _styled(f"  {label:<9} ", "bold") + body
-
-
-def _more(body: Text) -> Text:
-    return Text(" " * 12) + body
 
 
 def _shape(shape) -> str:
