@@ -49,7 +49,7 @@ from .console_parts import (
     storage_colour,
     trace_footer,
 )
-from .console_lines import BLANK, TextLine
+from .console_lines import BLANK, TextLine, TreeLine
 from .console_page import page_text
 from .console_params import parameter_table
 from .console_table import Kept, state_table
@@ -243,7 +243,7 @@ def _flow_lines(
         for i, line in enumerate(flow_lines(flow)):
             if i == 0 and repeated:
                 line = line[:-1] + repeated + ":"
-            yield TextLine(line, "bold" if i == 0 else "", indent)
+            yield TextLine(line, "bold", indent) if i == 0 else TreeLine(line, "", indent)
 
 
 def unchanged_line(names: Sequence[str], width: int, every: bool = False) -> str:

@@ -16,7 +16,7 @@ both ways draw the same, in colour and without, at several widths.
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Iterator, List
 
 from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions, RenderableType
@@ -84,6 +84,57 @@ class TextLine:
         yield _LINE
 
 
+_BRANCH = str.maketrans({"├": "│", "└": " ", "─": " "})
+
+
+def tree_rows(line: str, room: int) -> List[str]:
+    """``line`` of a tree (``├─ ``, ``└─ ``, ``│``) cut into rows of at most ``room``
+    characters between words; a row after the first starts under its own branch, its rails
+    carried on, so that a long node never breaks the tree's drawing. ``[line]`` when it fits
+    or the tree leaves no room for words."""
+    head = len(line) - len(line.lstrip("│├└─ "))
+    rails = line[:head].translate(_BRANCH) + "  "
+    width = room - len(rails)
+    if len(line) <= room or width < 12:
+        return [line]
+    rows: List[str] = []
+    row = line[:head]
+    start = len(row)
+    for word in line[head:].split(" "):
+        while len(word) > width:  # a word longer than a row: cut where the row ends
+            if len(row) > start:
+                rows.append(row)
+                row = rails
+                start = len(row)
+            rows.append(row + word[: room - len(row)])
+            word = word[room - len(row) :]
+            row = rails
+            start = len(row)
+        if len(row) > start and len(row) + 1 + len(word) > room:
+            rows.append(row)
+            row, start = rails, len(rails)
+        row += (" " if len(row) > start else "") + word
+    rows.append(row)
+    return rows
+
+
+class TreeLine(TextLine):
+    """A row of a tree, such as a gradient flow's: wrapped under its own branch
+    (``tree_rows``), never back at the margin, where rich would wrap it."""
+
+    __slots__ = ()
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator:
+        room = options.max_width - self.indent
+        words = self.words
+        # rich's own wrapping where a character is not one cell or not printable
+        if fits_line(words, room) or not words.isprintable() or cell_len(words) != len(words):
+            yield from super().__rich_console__(console, options)
+            return
+        for row in tree_rows(words, room):
+            yield from TextLine(row, self.style, self.indent).__rich_console__(console, options)
+
+
 class TitleLine:
     """``Rule(Text(title, style="bold"), align="left", style="bright_blue")``: a step's title."""
 
@@ -140,4 +191,13 @@ def text_line(words: str, style: str = "", indent: int = 2) -> RenderableType:
     return TextLine(words, style, indent)
 
 
-__all__ = ["BLANK", "BlankLine", "TextLine", "TitleLine", "fits_line", "text_line"]
+__all__ = [
+    "BLANK",
+    "BlankLine",
+    "TextLine",
+    "TitleLine",
+    "TreeLine",
+    "fits_line",
+    "text_line",
+    "tree_rows",
+]

@@ -171,3 +171,75 @@ def test_pages_are_the_same_through_rich(monkeypatch, fmt: str, color: bool):
         with monkeypatch.context() as patch:
             patch.setattr(console_lines, "fits_line", lambda text, room: False)
             assert render(traces, fmt, options) == fast
+
+
+# --- a tree's rows: a long node wraps under its own branch --------------------------------
+
+TREE = [
+    "    └─ [1., 1., 1., 1.] → MulBackward0",
+    "       ├─ [0.5, 0.25, 0.125, 0.0625] → AccumulateGrad → weight_of_the_first_layer.grad:"
+    " None → [0.5, 0.25, 0.125, 0.0625]",
+    "       └─ [1.235, 2.346, 3.457, 4.568] → AccumulateGrad → b.grad: None → [1.235, 2.346]",
+]
+
+
+@pytest.mark.parametrize("room", [30, 40, 60, 78, 120])
+def test_a_tree_row_wraps_under_its_branch(room: int):
+    for line in TREE:
+        rows = console_lines.tree_rows(line, room)
+        if len(line) <= room:
+            assert rows == [line]
+            continue
+        assert len(rows) > 1
+        assert all(len(row) <= room for row in rows)
+        head = line[: len(line) - len(line.lstrip("│├└─ "))]
+        assert rows[0].startswith(head)
+        rails = head.replace("├─ ", "│  ").replace("└─ ", "   ") + "  "
+        for row in rows[1:]:
+            assert row.startswith(rails) and row[len(rails)] != " "
+        # nothing lost or reordered: each break took the place of one space (where no word
+        # is longer than a row, which is cut instead)
+        if max(map(len, line.split(" "))) > room - len(rails):
+            continue
+        pieces = [rows[0][len(head) :]] + [row[len(rails) :] for row in rows[1:]]
+        assert " ".join(pieces) == line[len(head) :]
+
+
+def test_a_word_longer_than_a_row_is_cut_at_the_rows_end():
+    line = "       └─ " + "x" * 50 + " → AccumulateGrad"
+    rows = console_lines.tree_rows(line, 30)
+    assert all(len(row) <= 30 for row in rows)
+    assert "".join(rows).replace("x", "").replace(" ", "") == "└─→AccumulateGrad"
+    assert sum(r.count("x") for r in rows) == 50
+
+
+def test_a_gradient_flow_keeps_its_rails_on_the_console():
+    """A leaf's long AccumulateGrad row at width 80 wraps inside the tree, never at the margin."""
+    import tensortrace
+
+    scenario = tensortrace.loads_scenario(
+        "title: wrap\n"
+        "setup: |\n"
+        "  weight_of_the_first_layer = torch.tensor([1.2345, 2.3456, 3.4567, 4.5678],"
+        " requires_grad=True)\n"
+        "  b = torch.tensor([0.5, 0.25, 0.125, 0.0625], requires_grad=True)\n"
+        "steps:\n"
+        "  - run: |\n"
+        "      loss = (weight_of_the_first_layer * b).sum()\n"
+        "      loss.backward()\n",
+        path="wrap.yaml",
+    )
+    trace = tensortrace.trace(scenario, safe=False)
+    text = render([trace], "console", RenderOptions(width=80))
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if "gradient flow of" in line)
+    tree = []
+    for line in lines[start + 1 :]:
+        if not line.startswith("    "):
+            break
+        tree.append(line)
+    assert any("weight_of_the_first_layer.grad" in line for line in tree)
+    assert any(line.lstrip().startswith("│") for line in tree)  # a continuation under ├─
+    assert all(len(line.rstrip()) <= 80 for line in tree)
+    # the next line after the tree is the prediction, not a wrapped piece of a node
+    assert lines[start + 1 + len(tree)].lstrip().startswith(("⚠", "1 step", ""))
