@@ -346,8 +346,9 @@ def repeated_flows(
     flows: Sequence[Flow], start: int = 0, stop: Optional[int] = None
 ) -> List[Tuple[int, str]]:
     """The flows ``start:stop`` to draw, each with what its title adds: a run of backward
-    calls that sent their gradients through the same tree is drawn once (its first call),
-    `` (the same tree 3 times)``."""
+    calls that sent their gradients through the same tree is drawn once, with its first call's
+    gradients (later retained calls add to ``.grad``), `` (the same tree 3 times; the first
+    call's values)``."""
     stop = len(flows) if stop is None else stop
     out: List[Tuple[int, str]] = []
     index = start
@@ -356,7 +357,10 @@ def repeated_flows(
         end = index + 1
         while end < stop and flow_shape(flows[end]) == shape:
             end += 1
-        out.append((index, f" (the same tree {end - index} times)" if end - index > 1 else ""))
+        count = end - index
+        out.append(
+            (index, f" (the same tree {count} times; the first call's values)" if count > 1 else "")
+        )
         index = end
     return out
 

@@ -265,3 +265,31 @@ def test_snoop_folds_the_passes_of_a_loop_unless_one_differs(tmp_path):
         tensortrace.snoop(iterations="some")
     with pytest.raises(tensortrace.UsageError, match="width=5 is too narrow"):
         tensortrace.snoop(width=5)
+
+
+def test_backward_calls_through_the_same_tree_are_drawn_once_with_the_first_calls_values(
+    tmp_path,
+):
+    """Two retained backward calls in one step: one tree, whose leaf grad is the first call's
+    (None → [2., 2.]), and a title that says so; the second call's [2., 2.] → [4., 4.] is in
+    the table's grad column, not claimed by the tree."""
+    path = write_scenario(
+        tmp_path,
+        """
+        title: repeat
+        setup: x = torch.tensor([1.0, 2.0], requires_grad=True)
+        steps:
+          - run: |
+              y = (x * 2).sum()
+              y.backward(retain_graph=True)
+              y.backward(retain_graph=True)
+        """,
+    )
+    text = cli("run", str(path), "--trust", "--width", "100").stdout
+    assert (
+        "gradient flow of Tensor.backward (the same tree 2 times; the first call's values):"
+        in text
+    )
+    assert text.count("gradient flow of") == 1
+    assert "x.grad: None → [2., 2.]" in text
+    assert "[4., 4.]" in text  # what both calls left in x.grad, from the table
