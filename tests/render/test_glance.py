@@ -287,8 +287,7 @@ def test_backward_calls_through_the_same_tree_are_drawn_once_with_the_first_call
     )
     text = cli("run", str(path), "--trust", "--width", "100").stdout
     assert (
-        "gradient flow of Tensor.backward (the same tree 2 times; the first call's values):"
-        in text
+        "gradient flow of Tensor.backward (the same tree 2 times; the first call's values):" in text
     )
     assert text.count("gradient flow of") == 1
     assert "x.grad: None → [2., 2.]" in text
