@@ -45,6 +45,7 @@ import inspect
 import os
 import sys
 import time
+import warnings
 import weakref
 from collections import deque
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
@@ -56,6 +57,7 @@ from torch.overrides import _pop_mode_temporarily
 from .fingerprint import fingerprint
 from .messages import stale_message
 from .places import Spot, is_user_code, spot_of, storage_key, user_frame
+from .warnplace import Redirect
 from .watch import Call, SavedTensor, Watch, WriteSeen, op_name
 
 MAX_WRITES = 16  # writes kept per saved tensor
@@ -189,6 +191,8 @@ class Recorder:
             aside.wrap(self, graph.disable_saved_tensors_hooks),
         )
         self.taps.install()
+        # a warning from under the watch, shown at the caller's line (doctor/warnplace.py)
+        self.patch(warnings, "showwarning", Redirect(warnings.showwarning))
         self._mode = Watch(self)
         self._mode.__enter__()
         self._watching = True

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import REPO, cli
+from conftest import REPO, cli, cli_process
 from tensortrace.trace.doctor import report_from_json
 
 
@@ -60,6 +60,40 @@ loss = (torch.sigmoid(x) * g).sum()  # doctor watches again after the transforms
 loss.backward()
 print(round(float(g.sum()), 4), tuple(j.shape), tuple(h.shape), round(float(x.grad.sum()), 4))
 """
+
+
+NON_LEAF_GRAD = """\
+import torch
+x = torch.ones(2, requires_grad=True)
+y = x * 2
+a = y.grad
+b = y.grad
+y.sum().backward()
+with torch.no_grad():
+    c = y.grad
+p = torch.nn.functional.softmax(x.view(1, 2))
+q = torch.nn.functional.softmax(x.view(1, 2))
+"""
+
+
+def _warned_at(stderr: str) -> list:
+    return [line.split(": ")[0] for line in stderr.splitlines() if "UserWarning: " in line]
+
+
+def test_a_warning_from_cpp_is_shown_at_the_line_that_made_it_as_without_doctor(tmp_path):
+    """PyTorch's C++ warning about a non-leaf's .grad, read on three lines, and its Python
+    warning about softmax's implicit dim (``stacklevel=3``), on two: under doctor as under
+    plain Python, once per line and at that line, never at doctor's watch or in torch's
+    ``overrides.py``."""
+    script = write(tmp_path, NON_LEAF_GRAD)
+    expected = _warned_at(plain(script).stderr)
+    assert [place.rsplit(":", 1)[1] for place in expected] == ["4", "5", "8", "9", "10"]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["NO_COLOR"] = "1"
+    got = cli_process("doctor", "--no-check", str(script), cwd=REPO, env=env)
+    assert got.returncode == 0, got.stderr
+    assert "watch.py" not in got.stderr and "overrides.py" not in got.stderr
+    assert _warned_at(got.stderr) == expected
 
 
 def test_torch_func_transforms_run_untouched_and_the_report_says_where(tmp_path):
