@@ -57,15 +57,14 @@ from .console_variants import variant_parts
 from .loops import (
     Fold,
     Part,
-    again_line,
+    drawn_flows,
     folded_line,
     iteration_heading,
     line_folds,
     loop_parts,
     loop_title,
-    repeat_note,
 )
-from .ops import call_label, flow_lines, ops_lines, repeated_flows
+from .ops import ops_lines
 from .facts import aliasing_notes, with_previous
 from .layout import (
     has_tensor_tables,
@@ -230,20 +229,13 @@ def _flow_lines(
 ) -> Iterable[RenderableType]:
     """The step's flows ``start:stop``; a tree drawn before in the loop, or just before,
     said in one line."""
-    if part is None:
-        drawn = repeated_flows(step.flow, start, stop)
-    else:
-        drawn = [(index, repeat_note(part, index)) for index in range(start, stop)]
-    for index, repeated in drawn:
-        flow = step.flow[index]
-        again = again_line(part, index, call_label(flow.call)) if part is not None else None
-        if again is not None:
-            yield TextLine(again, "bold", indent)
+    for drawn in drawn_flows(step, start, stop, part):
+        if drawn.again is not None:
+            yield TextLine(drawn.again, "bold", indent)
             continue
-        for i, line in enumerate(flow_lines(flow)):
-            if i == 0 and repeated:
-                line = line[:-1] + repeated + ":"
-            yield TextLine(line, "bold", indent) if i == 0 else TreeLine(line, "", indent)
+        yield TextLine(drawn.head, "bold", indent)
+        for line in drawn.tree:
+            yield TreeLine(line, "", indent)
 
 
 def unchanged_line(names: Sequence[str], width: int, every: bool = False) -> str:

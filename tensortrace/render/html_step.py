@@ -22,8 +22,8 @@ from .graph_svg import graph_svg
 from .html_markup import html, joined, prose, where, with_code
 from .layout import quiet_rows, shared_storages, table_rows, unshown_failures
 from .layout import PARAMETER_COLUMNS, QUIET_ROWS, parameter_rows, unchanged_table
-from .loops import Part, again_line, folded_line, iteration_heading, loop_parts, repeat_note
-from .ops import call_label, flow_lines, ops_lines, repeated_flows
+from .loops import Part, drawn_flows, folded_line, iteration_heading, loop_parts
+from .ops import ops_lines
 from .options import RenderOptions
 from .text import (
     count_text,
@@ -318,23 +318,16 @@ def _flows(step: Step, start: int, stop: int, part: Optional[Part] = None) -> Ma
     before drew, is said in one line.
     """
     out = []
-    if part is None:
-        drawn = repeated_flows(step.flow, start, stop)
-    else:
-        drawn = [(index, repeat_note(part, index)) for index in range(start, stop)]
-    for index, repeated in drawn:
-        flow = step.flow[index]
-        again = again_line(part, index, call_label(flow.call)) if part is not None else None
-        if again is not None:
-            out.append(html('<p class="tt-status">{}</p>', visible(again)))
+    for drawn in drawn_flows(step, start, stop, part):
+        if drawn.again is not None:
+            out.append(html('<p class="tt-status">{}</p>', visible(drawn.again)))
             continue
-        head, *tree = flow_lines(flow)
         out.append(
             html(
                 '<details class="tt-flow" open><summary>{}</summary>'
                 '<pre class="tt-code">{}</pre></details>',
-                visible(head[:-1] + repeated + ":"),
-                visible("\n".join(tree)),
+                visible(drawn.head),
+                visible("\n".join(drawn.tree)),
             )
         )
     return joined(out)

@@ -24,10 +24,10 @@ operations' names, not drawing them.
 
 from __future__ import annotations
 
-from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 from ..trace import Loop, LoopPass, Step
-from .ops import call_label, flow_shape, is_metadata_read
+from .ops import call_label, flow_lines, flow_shape, is_metadata_read, repeated_flows
 from .text import format_number, plural
 
 MAX_SCALARS_SAID = 3  # scalars a folded line follows
@@ -274,6 +274,36 @@ def again_line(part: Part, index: int, call: str) -> Optional[str]:
     if number is None:
         return None
     return f"gradient flow of {call}: the same tree as in iteration {number:,}"
+
+
+class DrawnFlow(NamedTuple):
+    """One of a step's gradient flows as every renderer draws it: ``again``, the one line that
+    stands for a tree drawn before in the loop (then ``head`` and ``tree`` are empty); else
+    the tree's title, with what repeats it, and its rows."""
+
+    again: Optional[str]
+    head: str
+    tree: List[str]
+
+
+def drawn_flows(
+    step: Step, start: int, stop: int, part: Optional[Part] = None
+) -> Iterator[DrawnFlow]:
+    """The step's flows ``start:stop``: a run of calls through the same tree drawn once
+    (``repeated_flows``), or, within a loop's ``part``, a tree an earlier pass drew said in
+    one line (``again_line``) and one later passes repeat noted (``repeat_note``)."""
+    if part is None:
+        drawn = repeated_flows(step.flow, start, stop)
+    else:
+        drawn = [(index, repeat_note(part, index)) for index in range(start, stop)]
+    for index, repeated in drawn:
+        flow = step.flow[index]
+        again = again_line(part, index, call_label(flow.call)) if part is not None else None
+        if again is not None:
+            yield DrawnFlow(again, "", [])
+            continue
+        head, *tree = flow_lines(flow)
+        yield DrawnFlow(None, head[:-1] + repeated + ":", tree)
 
 
 # --- loops of line-by-line traces (snoop(), %%tensortrace) -------------------------------

@@ -14,9 +14,9 @@ from typing import Iterable, List, Optional, Sequence
 
 from ..trace import Step
 from .layout import PARAMETER_COLUMNS, Row
-from .loops import again_line, folded_line, iteration_heading, loop_parts, repeat_note
+from .loops import drawn_flows, folded_line, iteration_heading, loop_parts
 from .markdown_text import cell, code_block, code_span, no_html, plain_cell
-from .ops import call_label, flow_lines, ops_lines, repeated_flows
+from .ops import ops_lines
 from .text import format_shape, format_version, fact_text, grad_norm
 
 
@@ -71,20 +71,12 @@ def _ran(
 
 
 def _flows(step: Step, start: int, stop: int, part=None) -> Iterable[str]:
-    if part is None:
-        drawn = repeated_flows(step.flow, start, stop)
-    else:
-        drawn = [(index, repeat_note(part, index)) for index in range(start, stop)]
-    for index, repeated in drawn:
-        flow = step.flow[index]
-        again = again_line(part, index, call_label(flow.call)) if part is not None else None
-        if again is not None:
-            yield no_html(again[:1].upper() + again[1:]) + "."
+    for drawn in drawn_flows(step, start, stop, part):
+        if drawn.again is not None:
+            yield no_html(drawn.again[:1].upper() + drawn.again[1:]) + "."
             continue
-        head, *tree = flow_lines(flow)
-        head = head[:-1] + repeated + ":"
-        heading = no_html(f"{head[:1].upper()}{head[1:]}")
-        yield heading + "\n\n" + code_block("\n".join(tree), "text")
+        heading = no_html(f"{drawn.head[:1].upper()}{drawn.head[1:]}")
+        yield heading + "\n\n" + code_block("\n".join(drawn.tree), "text")
 
 
 def parameter_table(rows: Sequence[Row]) -> str:
