@@ -73,3 +73,27 @@ def test_the_marker_selects_the_torch_dependent_tests_and_nothing_else():
         "tests/scenario/test_library.py::test_the_whole_library_passes_check"
     ]
     assert not [i for i in ids if i.startswith("tests/cli/")]
+
+
+def test_a_release_without_room_to_install_is_reported_not_tested_and_leaves_nothing(tmp_path):
+    done = _run("2.10.0", TORCH_MATRIX_VENVS=str(tmp_path), TORCH_MATRIX_NEED_MB="999999999")
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "torch 2.10.0 NOT TESTED: only " in done.stderr
+    assert "installing torch needs 999999999 MB" in done.stderr
+    assert "torch 2.10.0: NOT TESTED" in done.stdout  # the summary says it too
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_release_pip_cannot_install_is_reported_not_tested_and_its_venv_removed(tmp_path):
+    # no index and no configuration: pip finds no torch 2.10.0 and fails at once
+    done = _run(
+        "2.10.0",
+        TORCH_MATRIX_VENVS=str(tmp_path),
+        TORCH_MATRIX_NEED_MB="0",
+        PIP_CONFIG_FILE=os.devnull,
+        PIP_NO_INDEX="1",
+        PIP_FIND_LINKS=str(tmp_path),
+    )
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "torch 2.10.0 NOT TESTED: pip could not install it" in done.stderr
+    assert not list(tmp_path.iterdir())
