@@ -323,6 +323,13 @@ SLOW_MODULES = {
     "record/test_fidelity.py",
     "integrations/test_jupyter.py",
     "docs/test_torch_matrix.py",
+    "integrations/test_doctor_nan.py",
+    "integrations/test_doctor_plain.py",
+    "integrations/test_doctor_verify.py",
+    "run/test_lifetime.py",
+    "run/test_wall_holds.py",
+    "render/test_render_cost.py",
+    "cli/test_scripts.py",
 }
 SLOW_TESTS = (
     "run/test_runner.py::test_a_compiling_scenario",
