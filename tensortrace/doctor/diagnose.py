@@ -12,7 +12,8 @@ caller's frame still exist, and reads three errors PyTorch raises:
   own definition line, ``x += y`` becomes ``x = x + y``, a write through a
   detached alias gets its ``clone()``;
 * "backward through the graph a second time": ``freed.py``;
-* "does not require grad": ``cuts.py``.
+* "does not require grad": ``cuts.py``;
+* "grad can be implicitly created only for scalar outputs": ``misuse.py``.
 
 Each fix is a ``Fix`` with the ``Edit`` records that make it (``edits.py``),
 so that ``verify.py`` can run it before it is printed.
@@ -57,6 +58,10 @@ def diagnose(rec: Any, exc: BaseException, call: Any, roots_: Any, frame: Any) -
         from .cuts import no_grad
 
         return no_grad(rec, first_line(text), call, tensors, frame)
+    from .misuse import NOT_SCALAR, not_scalar
+
+    if NOT_SCALAR in text:
+        return not_scalar(first_line(text), call, tensors, frame)
     return None
 
 

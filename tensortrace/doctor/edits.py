@@ -288,6 +288,23 @@ def delete(path: str, line: int) -> Optional[Edit]:
     return make(path, start, end, "")
 
 
+def wrapped(path: str, line: int, header: str, last: Optional[int] = None) -> Optional[Edit]:
+    """The statement at ``line`` (through the one at ``last``, of the same block) put inside
+    the block ``header`` opens (``with torch.no_grad():``), at the statement's indentation."""
+    first = statement_at(path, line)
+    final = first if last is None else statement_at(path, last)
+    if first is None or final is None:
+        return None
+    start, end = first.lineno, _span(final)[1]
+    indent = indent_of(path, start)
+    lines = [line_text(path, n) for n in range(start, end + 1)]
+    source = "\n".join(part[len(indent) :] if part.startswith(indent) else part for part in lines)
+    code = f"{header}\n{_indented(source, '    ')}"
+    if not _parses(code):
+        return None
+    return make(path, start, end, _indented(code, indent))
+
+
 def statement_source(path: str, line: int) -> Optional[str]:
     """The statement at ``line``, as its file writes it (dedented), or None."""
     stmt = statement_at(path, line)
@@ -532,4 +549,5 @@ __all__ = [
     "rewrite",
     "statement_at",
     "statement_source",
+    "wrapped",
 ]

@@ -108,6 +108,7 @@ class doctor:
 
     def finish(self, exc: Optional[BaseException], status: Optional[int] = None) -> Report:
         """Stop watching, and make the report of what was seen (``exc``: what left the block)."""
+        from .misuse import after_run
         from .places import place
         from .silent import silent_records
 
@@ -119,7 +120,7 @@ class doctor:
             version=REPORT_VERSION,
             target=self.target,
             watched=Watched(saved=rec.saved, writes=rec.writes, backwards=rec.backwards),
-            failure=rec.failure_for(exc),
+            failure=rec.failure_for(exc) or after_run(exc),
             silent=silent_records(rec),
             exit_status=status,
             starved=rec.starved_records(),
@@ -306,8 +307,12 @@ def _checked(
         return msgspec.structs.replace(report, checked=note)
     script = Script.of(target, args, module)
     runs = 0
-    if failure is not None and failure.backward is not None:
-        point = Target(failure.backward.path, failure.backward.line, failure.backward_run)
+    if failure is not None:
+        # a write refused in place has no backward of its own to wait for: the copy runs to
+        # its end (or its budget)
+        point = None
+        if failure.backward is not None and failure.kind not in ("leaf-in-place", "non-leaf-grad"):
+            point = Target(failure.backward.path, failure.backward.line, failure.backward_run)
         fixes = check_fixes(script, failure.fixes, point, budget=budget)
         runs += sum(1 for f in fixes if getattr(f, "check", None) is not None)
         report = msgspec.structs.replace(

@@ -22,7 +22,11 @@ _KIND_TITLES = {
     "modified-in-place": "backward failed: a tensor it needs was changed in place",
     "freed-graph": "backward failed: it runs through a graph an earlier backward freed",
     "no-grad": "backward failed: the loss is cut off from everything that requires grad",
+    "not-scalar": "backward failed: the tensor it starts from is not one number",
+    "leaf-in-place": "an in-place write into a leaf that requires grad was refused",
+    "non-leaf-grad": "a .grad read as None: the tensor is not a leaf",
 }
+_LINE_KINDS = ("leaf-in-place", "non-leaf-grad")  # failures raised by a line, not a backward
 MARKS = {"passed": "✓", "failed": "✗", "unchecked": "?"}
 _MARK_STYLES = {"passed": "bold green", "failed": "bold red", "unchecked": "yellow"}
 
@@ -136,7 +140,7 @@ def _failure(f: Failure) -> List[Text]:
             _row("cut" if i == 0 else "", _styled(cut.kind, "bold") + Text("  ") + _at(cut.place))
         )
     if f.backward is not None:
-        lines.append(_row("backward", _at(f.backward)))
+        lines.append(_row("line" if f.kind in _LINE_KINDS else "backward", _at(f.backward)))
     groups: dict = {}
     for w in f.blocked:
         groups.setdefault(w.place, []).append(w.alias or "a saved tensor")
@@ -153,7 +157,8 @@ def _failure(f: Failure) -> List[Text]:
             )
         )
     lines += _fix_rows(f.fixes)
-    lines.append(_row("PyTorch", _styled(f.error, "dim")))
+    said = "Python" if f.kind == "non-leaf-grad" else "PyTorch"  # a TypeError of Python's
+    lines.append(_row(said, _styled(f.error, "dim")))
     return lines
 
 

@@ -15,7 +15,11 @@ import msgspec
 # 2: a fix is a record (its text, the edits that make it, whether running them worked); the
 # freed-graph fields name the shared node, the carrier's line and the runs it crossed; a step
 # or other bystander; cuts that starve leaves of gradients. Version 1 reports still load.
-REPORT_VERSION = 2
+# 3: a failure's kind may be "not-scalar" (backward of a tensor of several numbers) or
+# "leaf-in-place" (an in-place write into a leaf that requires grad) or "non-leaf-grad" (a
+# ``.grad`` read as None from a tensor that is not a leaf); for these two, ``backward`` is the
+# line that raised. Versions 1 and 2 still load.
+REPORT_VERSION = 3
 
 
 class Place(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -86,7 +90,15 @@ class Fix(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 class Failure(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """Why a backward (or autograd.grad) failed, and where to change the code."""
 
-    kind: Literal["modified-in-place", "freed-graph", "no-grad", "other"]
+    kind: Literal[
+        "modified-in-place",
+        "freed-graph",
+        "no-grad",
+        "not-scalar",
+        "leaf-in-place",
+        "non-leaf-grad",
+        "other",
+    ]
     headline: str  # the first line shown: names the line to change
     error: str  # the first line of PyTorch's message
     backward: Optional[Place]  # the call that failed

@@ -273,6 +273,74 @@ def test_every_parameter_frozen_names_the_freezing_not_an_unrelated_detach(tmp_p
     applied(report, tmp_path)
 
 
+# --- plain loops used the wrong way: a loss left per sample, updates, non-leaf weights ------
+
+
+def test_a_loss_left_per_sample_is_reduced_by_its_sum_or_its_mean(tmp_path):
+    status, report, _ = doctor("unreduced_loss.py", tmp_path)
+    f = report.failure
+    assert status == 1 and f.kind == "not-scalar" and where(f.backward) == 14
+    assert f.headline.startswith(
+        f"{CASES}/unreduced_loss.py:14: loss holds 32 numbers (shape 32x1)"
+    )
+    assert f.error == "grad can be implicitly created only for scalar outputs"
+    total, mean = f.fixes
+    assert [(e.line, e.text.strip()) for e in total.edits] == [(14, "loss.sum().backward()")]
+    assert [(e.line, e.text.strip()) for e in mean.edits] == [(14, "loss.mean().backward()")]
+    assert set(checked(report).values()) == {"passed"}
+    applied(report, tmp_path)
+
+
+def test_a_hand_written_update_is_put_under_no_grad_whole(tmp_path):
+    status, report, _ = doctor("manual_sgd.py", tmp_path)
+    f = report.failure
+    assert status == 1 and f.kind == "leaf-in-place" and where(f.backward) == 14
+    assert f.headline.startswith(f"{CASES}/manual_sgd.py:14: this update writes in place into w,")
+    (fix,) = f.fixes  # both updates and both zero_() lines: w's alone would stop at b's
+    (edit,) = fix.edits
+    assert (edit.line, edit.end) == (14, 17)
+    assert edit.text.splitlines() == [
+        "    with torch.no_grad():",
+        "        w -= lr * w.grad",
+        "        b -= lr * b.grad",
+        "        w.grad.zero_()",
+        "        b.grad.zero_()",
+    ]
+    assert fix.check.verdict == "passed"
+    applied(report, tmp_path)
+
+
+def test_an_in_place_activation_on_a_leaf_gets_words_not_an_edit(tmp_path):
+    # x = x.relu() would run, and make x a non-leaf whose .grad stays None: not offered
+    status, report, _ = doctor("leaf_relu.py", tmp_path)
+    f = report.failure
+    assert status == 1 and f.kind == "leaf-in-place" and where(f.backward) == 7
+    assert "write the result out of place to a new name" in f.headline
+    assert f.fixes == ()
+
+
+def test_weights_scaled_at_creation_are_made_leaves_where_they_are_made(tmp_path):
+    status, report, _ = doctor("scaled_init.py", tmp_path)
+    f = report.failure
+    assert status == 1 and f.kind == "non-leaf-grad" and where(f.backward) == 13
+    assert f.headline.startswith(
+        f"{CASES}/scaled_init.py:13: w.grad is None because w is not a leaf: it is the result of "
+        "MulBackward0 at line 8"
+    )
+    assert f.error.startswith("TypeError: unsupported operand type(s)")
+    (fix,) = f.fixes
+    assert [(e.line, e.text.strip()) for e in fix.edits] == [
+        (8, "w = (torch.randn(3, requires_grad=True) * 0.01).detach().requires_grad_()")
+    ]
+    assert fix.check.verdict == "passed"
+    applied(report, tmp_path)
+
+
+def test_a_leafs_grad_read_before_any_backward_is_not_called_a_non_leaf(tmp_path):
+    status, report, _ = doctor("grad_before_backward.py", tmp_path)
+    assert status == 1 and report.failure is None
+
+
 # --- correct scripts -----------------------------------------------------------------------
 
 

@@ -4,6 +4,7 @@ alter, compared with a recomputation), parameters a cut starved of gradients, an
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Callable, Dict, Set
 
@@ -221,3 +222,68 @@ def test_nothing_requiring_grad_is_said_only_when_true():
         fix.edits[0].text.strip()
         == "w = torch.randn(3, 2, requires_grad=True)  # meant as a parameter"
     )
+
+
+# --- plain loops used the wrong way, read in this process (the command line's: test_doctor_cases)
+
+
+def _update_without_no_grad():
+    w = torch.randn(3, requires_grad=True)
+    (w * 2).sum().backward()
+    w -= 0.1 * w.grad
+
+
+def _backward_of_a_vector():
+    w = torch.randn(3, requires_grad=True)
+    out = w * 2
+    out.backward()
+
+
+def _weights_scaled_at_creation():
+    w = torch.randn(3, requires_grad=True) * 0.01
+    (w * 2).sum().backward()
+    w.grad.zero_()
+
+
+@pytest.mark.parametrize(
+    "case, raised, kind, line, fix",
+    [
+        (
+            _update_without_no_grad,
+            RuntimeError,
+            "leaf-in-place",
+            "w -= 0.1 * w.grad",
+            "with torch.no_grad():",
+        ),
+        (
+            _backward_of_a_vector,
+            RuntimeError,
+            "not-scalar",
+            "out.backward()",
+            "out.sum().backward()",
+        ),
+        (
+            _weights_scaled_at_creation,
+            AttributeError,
+            "non-leaf-grad",
+            "w.grad.zero_()",
+            "w = (torch.randn(3, requires_grad=True) * 0.01).detach().requires_grad_()",
+        ),
+    ],
+)
+def test_a_mistake_of_a_plain_loop_is_named_at_its_line_with_its_fix(case, raised, kind, line, fix):
+    with pytest.warns() if kind == "non-leaf-grad" else contextlib.nullcontext():
+        with pytest.raises(raised):
+            with tensortrace.doctor(os.devnull) as watch:
+                case()
+    f = watch.report.failure
+    assert f.kind == kind and f.backward.code == line
+    assert f.fixes[0].edits[0].text.strip().splitlines()[0] == fix
+
+
+def test_an_unrelated_none_is_not_blamed_on_a_gradient():
+    with pytest.raises(TypeError):
+        with tensortrace.doctor(os.devnull) as watch:
+            w = torch.randn(3, requires_grad=True) * 2
+            w * None
+    assert watch.report.failure is None
