@@ -18,6 +18,8 @@
   so backward leaves its ``.grad`` None. Read after the run from the
   traceback's frame, whose values say which tensor it is; the fix makes it a
   leaf where it is assigned: ``w = (...).detach().requires_grad_()``.
+* "Can't call numpy() on Tensor that requires grad": ``.detach()`` before each
+  ``.numpy()`` of the line (NumPy keeps no graph).
 
 Each fix is an edit, run on a copy before it is printed (``verify.py``).
 """
@@ -36,6 +38,7 @@ from ..trace.doctor import Failure, Fix, Place
 
 NOT_SCALAR = "grad can be implicitly created only for scalar outputs"
 LEAF_IN_PLACE = "a leaf Variable that requires grad is being used in an in-place operation"
+NUMPY_OF_GRAD = "Can't call numpy() on Tensor that requires grad"
 _PRIMARY = (ast.Name, ast.Attribute, ast.Call, ast.Subscript)  # take .method() with no brackets
 
 
@@ -142,7 +145,7 @@ def non_leaf_grad(exc: Optional[BaseException]) -> Optional[Failure]:
     frame, where = found
     for name in _grad_reads(where):
         t = frame.f_locals.get(name, frame.f_globals.get(name))
-        if not isinstance(t, torch.Tensor) or not t.requires_grad or t.grad_fn is None:
+        if not isinstance(t, torch.Tensor) or t.grad_fn is None or t.retains_grad:
             continue
         made = [s for s in edits.assignments(where.path, where.line, name) if s.lineno < where.line]
         stmt = made[-1] if made else None
@@ -244,9 +247,54 @@ def _written(where: Place) -> Optional[str]:
     return None
 
 
+def numpy_of_grad(exc: Optional[BaseException]) -> Optional[Failure]:
+    """The report of ``.numpy()`` (or NumPy reading a tensor) refused for a tensor that
+    requires grad: the line, and ``.detach()`` before each ``.numpy()`` on it."""
+    if not isinstance(exc, RuntimeError) or NUMPY_OF_GRAD not in str(exc):
+        return None
+    found = _user_frame(exc)
+    if found is None:
+        return None
+    frame, where = found
+    pairs = []
+    calls = sorted(
+        edits.nodes_in(where.path, where.line, ast.Call),
+        key=lambda n: (getattr(n, "lineno", 0), getattr(n, "col_offset", 0)),
+    )
+    for node in calls:
+        func = getattr(node, "func", None)
+        if isinstance(func, ast.Attribute) and func.attr == "numpy" and not node.args:
+            value = func.value
+            inner = getattr(value, "func", None)
+            if isinstance(value, ast.Call) and getattr(inner, "attr", None) == "detach":
+                continue
+            if isinstance(value, ast.Name):  # a name: only a tensor that requires grad
+                held = frame.f_locals.get(value.id, frame.f_globals.get(value.id))
+                if not isinstance(held, torch.Tensor) or not held.requires_grad:
+                    continue
+            text = edits.segment(where.path, value)
+            if text is not None:
+                pairs.append((value, text if isinstance(value, _PRIMARY) else f"({text})"))
+    fixes: tuple = ()
+    edit = edits.replace_nodes(where.path, where.line, [(n, f"{t}.detach()") for n, t in pairs])
+    if edit is not None:
+        names = ", ".join(dict.fromkeys(t for _, t in pairs))
+        fixes = (Fix(text=f"detach {names} before .numpy() (NumPy keeps no graph)", edits=(edit,)),)
+    return Failure(
+        kind="numpy-requires-grad",
+        headline=(
+            f"{at(where)}: NumPy cannot hold a tensor that requires grad; detach it first (the "
+            "NumPy copy is then cut off the graph: compute what needs gradients in torch)"
+        ),
+        error=first_line(str(exc)),
+        backward=where,
+        fixes=fixes,
+    )
+
+
 def after_run(exc: Optional[BaseException]) -> Optional[Failure]:
     """The report of an error raised outside backward that this module reads, else None."""
-    return leaf_in_place(exc) or non_leaf_grad(exc)
+    return leaf_in_place(exc) or non_leaf_grad(exc) or numpy_of_grad(exc)
 
 
 __all__ = [

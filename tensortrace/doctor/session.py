@@ -36,7 +36,7 @@ from typing import Any, List, Optional, Sequence, Tuple, Union
 
 from ..errors import TensorTraceError, UsageError
 from ..scenario.script import running_as_python, script_folder
-from ..trace.doctor import REPORT_VERSION, Aside, Report, Watched, report_json
+from ..trace.doctor import LINE_KINDS, REPORT_VERSION, Aside, Report, Watched, report_json
 
 FORMATS = ("console", "json")
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -311,7 +311,7 @@ def _checked(
         # a write refused in place has no backward of its own to wait for: the copy runs to
         # its end (or its budget)
         point = None
-        if failure.backward is not None and failure.kind not in ("leaf-in-place", "non-leaf-grad"):
+        if failure.backward is not None and failure.kind not in LINE_KINDS:
             point = Target(failure.backward.path, failure.backward.line, failure.backward_run)
         fixes = check_fixes(script, failure.fixes, point, budget=budget)
         runs += sum(1 for f in fixes if getattr(f, "check", None) is not None)

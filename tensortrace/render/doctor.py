@@ -13,7 +13,18 @@ from typing import List, Optional, Tuple, Union
 from rich.console import Console
 from rich.text import Text
 
-from ..trace.doctor import Aside, Edit, Failure, Fix, Report, Saved, Silent, Starved, Write
+from ..trace.doctor import (
+    LINE_KINDS,
+    Aside,
+    Edit,
+    Failure,
+    Fix,
+    Report,
+    Saved,
+    Silent,
+    Starved,
+    Write,
+)
 from .report_text import more as _more, place_text as _at, row as _row, styled as _styled
 from .visible import visible
 
@@ -25,8 +36,8 @@ _KIND_TITLES = {
     "not-scalar": "backward failed: the tensor it starts from is not one number",
     "leaf-in-place": "an in-place write into a leaf that requires grad was refused",
     "non-leaf-grad": "a .grad read as None: the tensor is not a leaf",
+    "numpy-requires-grad": "numpy() refused: the tensor requires grad",
 }
-_LINE_KINDS = ("leaf-in-place", "non-leaf-grad")  # failures raised by a line, not a backward
 MARKS = {"passed": "✓", "failed": "✗", "unchecked": "?"}
 _MARK_STYLES = {"passed": "bold green", "failed": "bold red", "unchecked": "yellow"}
 
@@ -140,7 +151,7 @@ def _failure(f: Failure) -> List[Text]:
             _row("cut" if i == 0 else "", _styled(cut.kind, "bold") + Text("  ") + _at(cut.place))
         )
     if f.backward is not None:
-        lines.append(_row("line" if f.kind in _LINE_KINDS else "backward", _at(f.backward)))
+        lines.append(_row("line" if f.kind in LINE_KINDS else "backward", _at(f.backward)))
     groups: dict = {}
     for w in f.blocked:
         groups.setdefault(w.place, []).append(w.alias or "a saved tensor")

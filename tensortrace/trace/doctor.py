@@ -17,9 +17,11 @@ import msgspec
 # or other bystander; cuts that starve leaves of gradients. Version 1 reports still load.
 # 3: a failure's kind may be "not-scalar" (backward of a tensor of several numbers) or
 # "leaf-in-place" (an in-place write into a leaf that requires grad) or "non-leaf-grad" (a
-# ``.grad`` read as None from a tensor that is not a leaf); for these two, ``backward`` is the
-# line that raised. Versions 1 and 2 still load.
+# ``.grad`` read as None from a tensor that is not a leaf) or "numpy-requires-grad"; for these
+# three, ``backward`` is the line that raised. Versions 1 and 2 still load.
 REPORT_VERSION = 3
+# the kinds of failure raised by a line of the script, not by a backward
+LINE_KINDS = ("leaf-in-place", "non-leaf-grad", "numpy-requires-grad")
 
 
 class Place(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -97,6 +99,7 @@ class Failure(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         "not-scalar",
         "leaf-in-place",
         "non-leaf-grad",
+        "numpy-requires-grad",
         "other",
     ]
     headline: str  # the first line shown: names the line to change

@@ -336,6 +336,21 @@ def test_weights_scaled_at_creation_are_made_leaves_where_they_are_made(tmp_path
     applied(report, tmp_path)
 
 
+def test_numpy_of_outputs_that_require_grad_detaches_those_and_only_those(tmp_path):
+    status, report, _ = doctor("numpy_metric.py", tmp_path)
+    f = report.failure
+    assert status == 1 and f.kind == "numpy-requires-grad" and where(f.backward) == 17
+    (fix,) = f.fixes  # labels requires no grad: left as it is
+    assert [(e.line, e.text.strip()) for e in fix.edits] == [
+        (
+            17,
+            "accuracy = (np.argmax(logits.detach().numpy(), axis=1) == labels.numpy()).mean()",
+        )
+    ]
+    assert fix.check.verdict == "passed"
+    applied(report, tmp_path)
+
+
 def test_a_leafs_grad_read_before_any_backward_is_not_called_a_non_leaf(tmp_path):
     status, report, _ = doctor("grad_before_backward.py", tmp_path)
     assert status == 1 and report.failure is None

@@ -245,6 +245,12 @@ def _weights_scaled_at_creation():
     w.grad.zero_()
 
 
+def _numpy_of_an_output():
+    w = torch.randn(3, requires_grad=True)
+    out = w * 2
+    return out.numpy()
+
+
 @pytest.mark.parametrize(
     "case, raised, kind, line, fix",
     [
@@ -261,6 +267,13 @@ def _weights_scaled_at_creation():
             "not-scalar",
             "out.backward()",
             "out.sum().backward()",
+        ),
+        (
+            _numpy_of_an_output,
+            RuntimeError,
+            "numpy-requires-grad",
+            "return out.numpy()",
+            "return out.detach().numpy()",
         ),
         (
             _weights_scaled_at_creation,
@@ -286,4 +299,13 @@ def test_an_unrelated_none_is_not_blamed_on_a_gradient():
         with tensortrace.doctor(os.devnull) as watch:
             w = torch.randn(3, requires_grad=True) * 2
             w * None
+    assert watch.report.failure is None
+
+
+def test_a_non_leaf_that_retains_its_grad_is_not_blamed():
+    with pytest.raises(TypeError):
+        with tensortrace.doctor(os.devnull) as watch:
+            w = torch.randn(3, requires_grad=True) * 2
+            w.retain_grad()
+            w.grad * None  # its grad is None only because no backward ran
     assert watch.report.failure is None
