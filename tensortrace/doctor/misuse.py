@@ -51,9 +51,12 @@ def not_scalar(error: str, call: Any, roots: List[Any], frame: Any) -> Failure:
     if t is not None:
         shape = "x".join(str(n) for n in t.shape) or "()"
         size = f" holds {t.numel():,} numbers (shape {shape})"
+    call_name = "backward() without a gradient"
+    if backward is not None and "autograd.grad(" in backward.code:
+        call_name = "torch.autograd.grad without grad_outputs"
     headline = (
-        f"{at(backward)}: {name}{size}, and backward() without a gradient starts from one "
-        "number: reduce it to the loss you mean first"
+        f"{at(backward)}: {name}{size}, and {call_name} starts from one number: reduce it to "
+        "the loss you mean first"
     )
     fixes: List[Fix] = []
     if backward is not None:
@@ -63,7 +66,7 @@ def not_scalar(error: str, call: Any, roots: List[Any], frame: Any) -> Failure:
         ):
             edit = _reduced(backward, reduce)
             if edit is not None:
-                text = f"backward from the {reduce} of {name}" + (f" ({why})" if why else "")
+                text = f"start from the {reduce} of {name}" + (f" ({why})" if why else "")
                 fixes.append(Fix(text=text, edits=(edit,)))
     return Failure(
         kind="not-scalar",
@@ -77,15 +80,21 @@ def not_scalar(error: str, call: Any, roots: List[Any], frame: Any) -> Failure:
 
 def _reduced(backward: Place, reduce: str) -> Any:
     """The backward line with the tensor it starts from reduced: ``out.sum().backward()``,
-    ``torch.autograd.backward(out.sum())``; None for a call given its gradient."""
+    ``torch.autograd.backward(out.sum())``, ``torch.autograd.grad(out.sum(), w)``; None for
+    a call given its gradient."""
     for node in edits.nodes_in(backward.path, backward.line, ast.Call):
         func = getattr(node, "func", None)
-        if not isinstance(func, ast.Attribute) or func.attr != "backward":
-            continue
-        if node.args and not isinstance(func.value, (ast.Name, ast.Attribute)):
+        if not isinstance(func, ast.Attribute) or func.attr not in ("backward", "grad"):
             continue
         target = func.value
-        if isinstance(func.value, ast.Attribute) and func.value.attr == "autograd":
+        if func.attr == "grad":  # torch.autograd.grad(out, inputs), without grad_outputs
+            given = len(node.args) > 2 or any(
+                k.arg in ("grad_outputs", None) for k in node.keywords
+            )
+            if not node.args or given:
+                continue
+            target = node.args[0]
+        elif isinstance(func.value, ast.Attribute) and func.value.attr == "autograd":
             if not node.args or len(node.args) > 1 or node.keywords:
                 continue  # torch.autograd.backward(out, grad): given its gradient
             target = node.args[0]

@@ -245,6 +245,12 @@ def _weights_scaled_at_creation():
     w.grad.zero_()
 
 
+def _grad_of_a_vector():
+    w = torch.randn(3, requires_grad=True)
+    out = w * 2
+    return torch.autograd.grad(out, w)
+
+
 def _numpy_of_an_output():
     w = torch.randn(3, requires_grad=True)
     out = w * 2
@@ -267,6 +273,13 @@ def _numpy_of_an_output():
             "not-scalar",
             "out.backward()",
             "out.sum().backward()",
+        ),
+        (
+            _grad_of_a_vector,
+            RuntimeError,
+            "not-scalar",
+            "return torch.autograd.grad(out, w)",
+            "return torch.autograd.grad(out.sum(), w)",
         ),
         (
             _numpy_of_an_output,
