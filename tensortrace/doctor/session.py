@@ -108,7 +108,6 @@ class doctor:
 
     def finish(self, exc: Optional[BaseException], status: Optional[int] = None) -> Report:
         """Stop watching, and make the report of what was seen (``exc``: what left the block)."""
-        from .misuse import after_run
         from .places import place
         from .silent import silent_records
 
@@ -120,7 +119,7 @@ class doctor:
             version=REPORT_VERSION,
             target=self.target,
             watched=Watched(saved=rec.saved, writes=rec.writes, backwards=rec.backwards),
-            failure=rec.failure_for(exc) or after_run(exc),
+            failure=rec.failure_for(exc) or _read_after_run(exc),
             silent=silent_records(rec),
             exit_status=status,
             starved=rec.starved_records(),
@@ -132,6 +131,25 @@ class doctor:
             nonfinite=nonfinite,
         )
         return self.report
+
+
+def _read_after_run(exc: Optional[BaseException]) -> Any:
+    """``misuse.after_run``'s report of an error raised by a line, or None. A failure of that
+    reading is a warning: the script's own exception goes on unchanged."""
+    if exc is None:
+        return None
+    from .misuse import after_run
+
+    try:
+        return after_run(exc)
+    except Exception as problem:
+        warnings.warn(
+            "tensortrace doctor: reading the script's error failed "
+            f"({type(problem).__name__}: {problem}); the error goes on unchanged",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return None
 
 
 NAN_LEVELS = {False: "losses", True: "risky", "all": "every-op"}

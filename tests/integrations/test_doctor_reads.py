@@ -322,3 +322,17 @@ def test_a_non_leaf_that_retains_its_grad_is_not_blamed():
             w.retain_grad()
             w.grad * None  # its grad is None only because no backward ran
     assert watch.report.failure is None
+
+
+def test_a_failure_to_read_the_error_is_a_warning_and_the_error_goes_on(monkeypatch):
+    from tensortrace.doctor import misuse
+
+    def broken(exc):
+        raise ValueError("a bug of the reading")
+
+    monkeypatch.setattr(misuse, "after_run", broken)
+    with pytest.warns(RuntimeWarning, match="reading the script's error failed"):
+        with pytest.raises(RuntimeError, match="leaf Variable") as raised:
+            with tensortrace.doctor(os.devnull) as watch:
+                _update_without_no_grad()
+    assert raised.type is RuntimeError and watch.report.failure is None
