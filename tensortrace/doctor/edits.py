@@ -297,9 +297,7 @@ def wrapped(path: str, line: int, header: str, last: Optional[int] = None) -> Op
         return None
     start, end = first.lineno, _span(final)[1]
     indent = indent_of(path, start)
-    lines = [line_text(path, n) for n in range(start, end + 1)]
-    source = "\n".join(part[len(indent) :] if part.startswith(indent) else part for part in lines)
-    code = f"{header}\n{_indented(source, '    ')}"
+    code = f"{header}\n{_indented(_dedented(path, start, end), '    ')}"
     if not _parses(code):
         return None
     return make(path, start, end, _indented(code, indent))
@@ -310,7 +308,11 @@ def statement_source(path: str, line: int) -> Optional[str]:
     stmt = statement_at(path, line)
     if stmt is None:
         return None
-    start, end = _span(stmt)
+    return _dedented(path, *_span(stmt))
+
+
+def _dedented(path: str, start: int, end: int) -> str:
+    """Lines ``start``..``end`` less the indentation of the first."""
     indent = indent_of(path, start)
     lines = [line_text(path, n) for n in range(start, end + 1)]
     return "\n".join(part[len(indent) :] if part.startswith(indent) else part for part in lines)

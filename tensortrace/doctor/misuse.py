@@ -100,11 +100,9 @@ def _reduced(backward: Place, reduce: str) -> Any:
             target = node.args[0]
         elif node.args or any(kw.arg in ("gradient", None) for kw in node.keywords):
             continue  # out.backward(grad): given its gradient
-        text = edits.segment(backward.path, target)
+        text = _receiver(backward.path, target)
         if text is None:
             continue
-        if not isinstance(target, _PRIMARY):
-            text = f"({text})"
         return edits.replace_nodes(backward.path, backward.line, [(target, f"{text}.{reduce}()")])
     return None
 
@@ -133,7 +131,7 @@ def leaf_in_place(exc: Optional[BaseException]) -> Optional[Failure]:
         headline = (
             f"{at(where)}: this writes in place into {name}, a leaf that requires grad: to set "
             "its values, write under torch.no_grad(); to compute from it, write the result out "
-            f"of place to a new name (a leaf rebound to a result is no longer a leaf)"
+            "of place to a new name (a leaf rebound to a result is no longer a leaf)"
         )
     return Failure(
         kind="leaf-in-place",
@@ -166,10 +164,8 @@ def non_leaf_grad(exc: Optional[BaseException]) -> Optional[Failure]:
         )
         fixes: tuple = ()
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
-            value = edits.segment(where.path, stmt.value)
+            value = _receiver(where.path, stmt.value)
             if value is not None:
-                if not isinstance(stmt.value, _PRIMARY):
-                    value = f"({value})"
                 edit = edits.replace_nodes(
                     where.path, stmt.lineno, [(stmt.value, f"{value}.detach().requires_grad_()")]
                 )
@@ -187,6 +183,15 @@ def non_leaf_grad(exc: Optional[BaseException]) -> Optional[Failure]:
             fixes=fixes,
         )
     return None
+
+
+def _receiver(path: str, node: ast.AST) -> Optional[str]:
+    """``node``'s source as the receiver of a method call: in brackets unless it is a name,
+    an attribute, a call or a subscript (``(a + b).sum()``, ``out.sum()``)."""
+    text = edits.segment(path, node)
+    if text is None or isinstance(node, _PRIMARY):
+        return text
+    return f"({text})"
 
 
 def _user_frame(exc: BaseException) -> Optional[Tuple[Any, Place]]:
@@ -281,9 +286,9 @@ def numpy_of_grad(exc: Optional[BaseException]) -> Optional[Failure]:
                 held = frame.f_locals.get(value.id, frame.f_globals.get(value.id))
                 if not isinstance(held, torch.Tensor) or not held.requires_grad:
                     continue
-            text = edits.segment(where.path, value)
+            text = _receiver(where.path, value)
             if text is not None:
-                pairs.append((value, text if isinstance(value, _PRIMARY) else f"({text})"))
+                pairs.append((value, text))
     fixes: tuple = ()
     edit = edits.replace_nodes(where.path, where.line, [(n, f"{t}.detach()") for n, t in pairs])
     if edit is not None:

@@ -326,8 +326,8 @@ def _checked(
     script = Script.of(target, args, module)
     runs = 0
     if failure is not None:
-        # a write refused in place has no backward of its own to wait for: the copy runs to
-        # its end (or its budget)
+        # a failure raised by a line (a write refused in place, a None .grad, .numpy()) has no
+        # backward of its own to wait for: the copy runs to its end (or its budget)
         point = None
         if failure.backward is not None and failure.kind not in LINE_KINDS:
             point = Target(failure.backward.path, failure.backward.line, failure.backward_run)
