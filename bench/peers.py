@@ -452,7 +452,7 @@ WORKERS = {"steps": w_steps, "snoop": w_snoop, "graph": w_graph, "check": w_chec
 
 class Table:
     def __init__(self, allowed: Sequence[str] = ()) -> None:
-        self.failed: List[str] = []
+        self.failed: List[str] = []  # each with its figure, so that a log's last line says it
         self.allowed = set(allowed)  # rows known to miss by more than SLACK: printed, not failed
         print(f"{'name':<16}{'ours':>12}{'peer':>12}{'ratio':>9}  {'goal':<10}ok", flush=True)
 
@@ -472,15 +472,19 @@ class Table:
         value = ours if absolute else ratio
         ok = passed and value <= goal
         known = name in self.allowed and passed
-        if not passed or (value > goal * SLACK and not known):
-            self.failed.append(name)
+        fails = not passed or (value > goal * SLACK and not known)
+        goal_text = f"<={goal:g}{unit}" if absolute else f"<={goal:g}x"
+        if fails:
+            figure = _fmt(ours, unit) if absolute else f"{ratio:.2f}x"
+            self.failed.append(
+                f"{name} ({figure}, goal {goal_text}{'' if passed else ', did not pass'})"
+            )
         if ok:
             mark = "yes"
-        elif name in self.failed:
+        elif fails:
             mark = "NO (fails)"
         else:
             mark = "NO (known miss)" if value > goal * SLACK else "no (within noise)"
-        goal_text = f"<={goal:g}{unit}" if absolute else f"<={goal:g}x"
         print(
             f"{name:<16}{_fmt(ours, unit):>12}{_fmt(peer, unit):>12}{ratio:>8.2f}x "
             f" {goal_text:<10}{mark}" + (f"  {note}" if note else ""),
