@@ -9,7 +9,8 @@ goal is one:
 * render: CPU seconds of ``tensortrace render trace.json`` over a Python that imports the
   libraries it draws with (rich, typer, msgspec);
 * stepN: the cost of one traced step with N named tensors, in-process, over
-  torchsnooper's cost of one traced line with the same N tensors;
+  torchsnooper's cost of one traced line with the same N tensors (at 4 and 40
+  tensors, each the median over three processes);
 * cli-stepN: the same step from the command line with ``--format json`` (CPU,
   the difference between two step counts: the child, the pipe, the parent's
   writing), over the step in process (stepN's ours);
@@ -123,13 +124,24 @@ def run_timed(cmd: Sequence[str], cwd: Optional[str] = None) -> Tuple[float, flo
     return wall, cpu, out.returncode, out.stdout
 
 
-def worker(name: str, *args: object) -> dict:
-    """Run ``WORKERS[name]`` in a fresh process (imports and caches alike for every measure)."""
+def worker(name: str, *args: object, processes: int = 1) -> dict:
+    """Run ``WORKERS[name]`` in a fresh process (imports and caches alike for every measure).
+
+    With ``processes`` > 1 it runs that many in turn and gives each figure's median over them:
+    a figure can settle at one of two levels for a whole process (at 40 tensors, six processes
+    of the same code measured ours at 0.58-0.68 ms or 0.94-1.01 ms a step, and torchsnooper at
+    1.3-2.5 ms), which no number of rounds inside one process averages out.
+    """
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", name, *map(str, args)]
-    out = subprocess.run(cmd, capture_output=True, text=True, env=ENV)
-    if out.returncode != 0:
-        raise RuntimeError(f"worker {name} failed:\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    runs = []
+    for _ in range(processes):
+        out = subprocess.run(cmd, capture_output=True, text=True, env=ENV)
+        if out.returncode != 0:
+            raise RuntimeError(f"worker {name} failed:\n{out.stderr[-3000:]}")
+        runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    if processes == 1:
+        return runs[0]
+    return {key: statistics.median(run[key] for run in runs) for key in runs[0]}
 
 
 def alternate(a: Callable[[], float], b: Callable[[], float], repeat: int) -> Tuple[float, float]:
@@ -587,8 +599,12 @@ def main() -> int:
             if n == 400 and not want("steps"):
                 continue
             got = worker(
-                "steps", n, (40 if quick else 100) * (2 if n >= 400 else 5), 5 if quick else 9
-            )  # a cheap step needs more of them to rise above the noise
+                "steps",
+                n,
+                (40 if quick else 100) * (2 if n >= 400 else 5),  # a cheap step needs more steps
+                5 if quick else 9,
+                processes=1 if n >= 400 else 3,  # 400 tensors: 40 s a process, and steady
+            )
             per_step[n] = got["ours_per_step"]
             if want("steps"):
                 table.row(
