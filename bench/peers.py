@@ -464,7 +464,8 @@ WORKERS = {"steps": w_steps, "snoop": w_snoop, "graph": w_graph, "check": w_chec
 
 class Table:
     def __init__(self, allowed: Sequence[str] = ()) -> None:
-        self.failed: List[str] = []  # each with its figure, so that a log's last line says it
+        self.failed: List[str] = []
+        self.verdicts: List[str] = []  # each failed row with its figure, for the last line of a log
         self.allowed = set(allowed)  # rows known to miss by more than SLACK: printed, not failed
         print(f"{'name':<16}{'ours':>12}{'peer':>12}{'ratio':>9}  {'goal':<10}ok", flush=True)
 
@@ -488,7 +489,8 @@ class Table:
         goal_text = f"<={goal:g}{unit}" if absolute else f"<={goal:g}x"
         if fails:
             figure = _fmt(ours, unit) if absolute else f"{ratio:.2f}x"
-            self.failed.append(
+            self.failed.append(name)
+            self.verdicts.append(
                 f"{name} ({figure}, goal {goal_text}{'' if passed else ', did not pass'})"
             )
         if ok:
@@ -786,7 +788,7 @@ def main() -> int:
     if table.failed:
         print(
             f"FAILED (past the goal by more than {SLACK:g}x, or did not pass):"
-            f" {', '.join(table.failed)}"
+            f" {', '.join(table.verdicts)}"
         )
         return 0 if args.no_fail else 1
     return 0

@@ -25,6 +25,7 @@ def test_a_row_past_its_goal_by_more_than_half_fails(peers, capsys):
     table.row("near", 0.7, 1.0, 0.5)  # 1.4x the goal: printed as a miss, within the noise
     table.row("far", 0.9, 1.0, 0.5)  # 1.8x the goal
     assert table.failed == ["far"]
+    assert table.verdicts == ["far (0.90x, goal <=0.5x)"]  # the log's last line says by how much
     out = capsys.readouterr().out
     assert "no (within noise)" in out and "NO (fails)" in out
 
@@ -35,4 +36,14 @@ def test_a_known_miss_is_printed_and_fails_only_when_it_did_not_pass(peers, caps
     table.row("broken", 0.1, 1.0, 0.5, passed=False)
     table.row("other", 0.9, 1.0, 0.5)
     assert table.failed == ["broken", "other"]
+    assert table.verdicts == [
+        "broken (0.10x, goal <=0.5x, did not pass)",
+        "other (0.90x, goal <=0.5x)",
+    ]
     assert "NO (known miss)" in capsys.readouterr().out
+
+
+def test_an_absolute_row_fails_with_its_figure_in_seconds(peers, capsys):
+    table = peers.Table()
+    table.row("render410x4", 0.5, 0.04, 0.2, absolute=True)
+    assert table.verdicts == ["render410x4 (0.500s, goal <=0.2s)"]
