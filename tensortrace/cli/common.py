@@ -41,16 +41,20 @@ LIST_WIDTH = 120
 def render_options(
     form: str,
     out: Output,
+    *,
     step: Optional[int],
     steps: Optional[str],
     changes_only: bool,
+    all_rows: bool,
     show: Optional[str],
     no_values: bool,
+    values: str,
+    iterations: str,
     width: Optional[int],
-    color: str = "auto",
-    values: str = "summary",
-    iterations: str = "first",
+    ops: str,
+    color: str,
 ) -> RenderOptions:
+    """The view flags that ``run`` and ``render`` share, checked, as the renderers take them."""
     if width is not None and width < MIN_WIDTH:
         raise UsageError(
             f"--width {width} is too narrow: the console needs at least {MIN_WIDTH} columns"
@@ -64,6 +68,8 @@ def render_options(
     return RenderOptions(
         steps=parse_steps(step, steps),
         changes_only=changes_only,
+        all_rows=all_rows,
+        ops=ops,
         show=names_of(show, "--show") or None,
         values=not no_values,
         width=width if width is not None or form != "console" else terminal_width(),

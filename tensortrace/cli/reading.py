@@ -34,7 +34,6 @@ from .options import (  # one definition for every command
     WIDTH,
 )
 from ..errors import Interrupted, UsageError
-from ..trace import evolve as replace  # RenderOptions is a frozen record
 from ..output import format_for
 from ..render import check_format, render_to
 from .tracefile import is_saved_trace, load_traces
@@ -89,22 +88,20 @@ def render_cmd(
             any(t.setup is not None for t in traces),
         )
         with output_to(output) as out:
-            options = replace(
-                render_options(
-                    form,
-                    out,
-                    step,
-                    steps,
-                    changes_only,
-                    show,
-                    no_values,
-                    width,
-                    color,
-                    values,
-                    iterations,
-                ),
-                ops=ops,
+            options = render_options(
+                form,
+                out,
+                step=step,
+                steps=steps,
+                changes_only=changes_only,
                 all_rows=all_rows,
+                show=show,
+                no_values=no_values,
+                values=values,
+                iterations=iterations,
+                width=width,
+                ops=ops,
+                color=color,
             )
             render_to(traces, form, out.write, options)
         return EXIT_OK if all(t.passed for t in traces) else EXIT_FAILED

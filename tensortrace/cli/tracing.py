@@ -33,7 +33,6 @@ from .options import (  # one definition for every command
 )
 from ..errors import Interrupted, TensorTraceError
 from ..trace import Trace
-from ..trace import evolve as replace  # RenderOptions is a frozen record
 from ..output import Output, format_for
 from ..render import RenderOptions, StreamRenderer, check_format, render_to, stream
 from ..render.visible import visible
@@ -116,22 +115,20 @@ def run(
                 require_confinement=require_confinement,
                 ops=ops,
             )
-            options = replace(
-                render_options(
-                    form,
-                    out,
-                    step,
-                    steps,
-                    changes_only,
-                    show,
-                    no_values,
-                    width,
-                    color,
-                    values,
-                    iterations,
-                ),
-                ops=ops,
+            options = render_options(
+                form,
+                out,
+                step=step,
+                steps=steps,
+                changes_only=changes_only,
                 all_rows=all_rows,
+                show=show,
+                no_values=no_values,
+                values=values,
+                iterations=iterations,
+                width=width,
+                ops=ops,
+                color=color,
             )
             _write_rest(out, noting_show(traces, show), form, live, options)
         return _run_status(traces, interrupted)
