@@ -10,7 +10,7 @@ goal is one:
   libraries it draws with (rich, typer, msgspec);
 * stepN: the cost of one traced step with N named tensors, in-process, over
   torchsnooper's cost of one traced line with the same N tensors (at 4 and 40
-  tensors, each the median over three processes);
+  tensors, five processes: each figure's median, and the median of their ratios);
 * cli-stepN: the same step from the command line with ``--format json`` (CPU,
   the difference between two step counts: the child, the pipe, the parent's
   writing), over the step in process (stepN's ours);
@@ -127,10 +127,11 @@ def run_timed(cmd: Sequence[str], cwd: Optional[str] = None) -> Tuple[float, flo
 def worker(name: str, *args: object, processes: int = 1) -> dict:
     """Run ``WORKERS[name]`` in a fresh process (imports and caches alike for every measure).
 
-    With ``processes`` > 1 it runs that many in turn and gives each figure's median over them:
-    a figure can settle at one of two levels for a whole process (at 40 tensors, six processes
-    of the same code measured ours at 0.58-0.68 ms or 0.94-1.01 ms a step, and torchsnooper at
-    1.3-2.5 ms), which no number of rounds inside one process averages out.
+    With ``processes`` > 1 it runs that many in turn and gives each figure's median over them,
+    and under ``"runs"`` each process's own figures: a figure can settle at one of two levels
+    for a whole process (at 40 tensors, six processes of the same code measured ours at
+    0.58-0.68 ms or 0.94-1.01 ms a step, and torchsnooper at 1.3-2.5 ms), which no number of
+    rounds inside one process averages out.
     """
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", name, *map(str, args)]
     runs = []
@@ -141,7 +142,17 @@ def worker(name: str, *args: object, processes: int = 1) -> dict:
         runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
     if processes == 1:
         return runs[0]
-    return {key: statistics.median(run[key] for run in runs) for key in runs[0]}
+    medians = {key: statistics.median(run[key] for run in runs) for key in runs[0]}
+    return {**medians, "runs": runs}
+
+
+def _median_ratio(got: dict, ours: str, peer: str) -> Optional[float]:
+    """The median over a multi-process worker's runs of each run's ``ours / peer``; None for one
+    process (the row divides the two figures)."""
+    runs = got.get("runs")
+    if not runs:
+        return None
+    return statistics.median(r[ours] / r[peer] if r[peer] > 0 else float("inf") for r in runs)
 
 
 def alternate(a: Callable[[], float], b: Callable[[], float], repeat: int) -> Tuple[float, float]:
@@ -480,8 +491,10 @@ class Table:
         unit: str = "s",
         passed: bool = True,
         note: str = "",
+        ratio: Optional[float] = None,
     ) -> None:
-        ratio = ours / peer if peer > 0 else float("inf")
+        if ratio is None:
+            ratio = ours / peer if peer > 0 else float("inf")
         value = ours if absolute else ratio
         ok = passed and value <= goal
         known = name in self.allowed and passed
@@ -605,16 +618,23 @@ def main() -> int:
                 n,
                 (40 if quick else 100) * (2 if n >= 400 else 5),  # a cheap step needs more steps
                 5 if quick else 9,
-                processes=1 if n >= 400 else 3,  # 400 tensors: 40 s a process, and steady
+                processes=1 if n >= 400 else 5,  # 400 tensors: 40 s a process, and steady
             )
             per_step[n] = got["ours_per_step"]
             if want("steps"):
+                # the ratio is the median of each process's own: ours and the peer's figures
+                # share a process's level more often than not (ratios 0.40-0.57 at 40 tensors
+                # in six processes whose figures each moved by 1.7x)
                 table.row(
                     f"step{n}",
                     got["ours_per_step"],
                     got["peer_per_line"],
                     0.6 if n == 4 else 0.5,
-                    note="per step vs torchsnooper per line",
+                    ratio=_median_ratio(got, "ours_per_step", "peer_per_line"),
+                    note="per step vs torchsnooper per line"
+                    + (
+                        f", median of {len(got['runs'])} processes' ratios" if "runs" in got else ""
+                    ),
                 )
 
     if want("cli"):

@@ -47,3 +47,24 @@ def test_an_absolute_row_fails_with_its_figure_in_seconds(peers, capsys):
     table = peers.Table()
     table.row("render410x4", 0.5, 0.04, 0.2, absolute=True)
     assert table.verdicts == ["render410x4 (0.500s, goal <=0.2s)"]
+
+
+def test_a_multi_process_row_judges_the_median_of_each_process_ratio(peers, capsys):
+    # three processes: each figure's median gives 0.9 / 1.2 = 0.75x, past the fail line of a
+    # 0.5x goal, while two of the three processes measured ours near half the peer's (0.46x, 0.45x)
+    got = {
+        "ours_per_step": 0.9,
+        "peer_per_line": 1.2,
+        "runs": [
+            {"ours_per_step": 0.6, "peer_per_line": 1.3},
+            {"ours_per_step": 0.9, "peer_per_line": 2.0},
+            {"ours_per_step": 1.0, "peer_per_line": 1.2},
+        ],
+    }
+    ratio = peers._median_ratio(got, "ours_per_step", "peer_per_line")
+    assert ratio == 0.6 / 1.3
+    table = peers.Table()
+    table.row("step40", got["ours_per_step"], got["peer_per_line"], 0.5, ratio=ratio)
+    assert table.failed == []
+    assert "0.46x" in capsys.readouterr().out
+    assert peers._median_ratio({"ours_per_step": 1.0, "peer_per_line": 2.0}, "a", "b") is None
